@@ -1,0 +1,3 @@
+from beoperf.cli import run
+
+run()

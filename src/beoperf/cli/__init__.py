@@ -1,0 +1,73 @@
+"""The `beoperf` command: subcommands, and the one place errors become exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from enum import IntEnum
+
+from beoperf import __version__
+
+
+class ExitStatus(IntEnum):
+    OK = 0
+    ERROR = 1
+    USAGE = 2
+    CONNECTION = 3  # could not reach the peer, or lost it
+    PEER = 4  # the peer refused (busy, version, limits) or failed
+    INTEGRITY = 5  # messages arrived corrupted
+    INTERRUPTED = 130
+
+
+class CliError(Exception):
+    """An error with its category, exit status and a hint on what to do."""
+
+    def __init__(self, status: ExitStatus, category: str, message: str, hint: str = "") -> None:
+        self.status, self.category, self.hint = status, category, hint
+        super().__init__(message)
+
+
+class UsageError(CliError):
+    def __init__(self, message: str, hint: str = "see 'beoperf COMMAND --help'") -> None:
+        super().__init__(ExitStatus.USAGE, "usage error", message, hint)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line and an exception, not usage + exit."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> Parser:
+    from beoperf.cli import pingpong, serve
+
+    parser = Parser(prog="beoperf", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"beoperf {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for module in (serve, pingpong):
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; return its exit status. Never raises for bad input."""
+    try:
+        args = build_parser().parse_args(argv)
+        if not getattr(args, "command", None):
+            raise UsageError("no command given", "try 'beoperf pingpong' or 'beoperf --help'")
+        return int(args.func(args))
+    except CliError as exc:
+        hint = f"; {exc.hint}" if exc.hint else ""
+        print(f"beoperf: {exc.category}: {exc}{hint}", file=sys.stderr)
+        return int(exc.status)
+    except KeyboardInterrupt:
+        print("beoperf: interrupted", file=sys.stderr)
+        return int(ExitStatus.INTERRUPTED)
+    except SystemExit as exc:  # --help and --version
+        return int(exc.code or 0) if isinstance(exc.code, int) else 0
+
+
+def run() -> None:
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,120 @@
+"""The versioned result document of a ping-pong run, and its JSON form.
+
+A run carries everything a later reader needs to compare it honestly with
+another: the parameters, both ends' metadata and, per message size, the
+sample count, the spread and the precision reached.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+FORMAT = "beoperf.pingpong"
+SCHEMA_VERSION = 1
+
+
+class ResultFormatError(ValueError):
+    """A file is not a beoperf result, or of a version this beoperf cannot read."""
+
+
+@dataclass
+class SizeResult:
+    """Statistics of one message size; times are one-way, in microseconds.
+
+    In pingpong mode a sample is half a round trip; in stream mode the time per
+    message of one trial; in bidir mode one simultaneous exchange.
+    """
+
+    size: int
+    samples: int
+    trials: int
+    reps: int
+    time_us: dict[str, float]  # min median mean p90 p99 max stddev mad
+    ci95_halfwidth_us: float | None
+    ci95_relative: float | None
+    converged: bool
+    throughput_bps: dict[str, float]  # from_median, from_min (SI bits/s)
+    corrupt: int = 0
+
+
+@dataclass
+class RunResult:
+    """One sweep: parameters, metadata of both ends, and per-size results."""
+
+    parameters: dict[str, Any]
+    local: dict[str, Any]
+    remote: dict[str, Any]
+    meta: dict[str, Any]
+    sizes: list[SizeResult] = field(default_factory=list)
+    status: str = "complete"  # complete | interrupted | failed
+    status_reason: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = {"format": FORMAT, "schema_version": SCHEMA_VERSION}
+        doc.update(asdict(self))
+        doc["summary"] = summary(self)
+        return doc
+
+    @classmethod
+    def from_dict(cls, doc: Any, source: str = "document") -> RunResult:
+        _check_header(doc, source)
+        try:
+            sizes = [SizeResult(**s) for s in doc["sizes"]]
+            return cls(parameters=doc["parameters"], local=doc["local"], remote=doc["remote"],
+                       meta=doc["meta"], sizes=sizes, status=doc["status"],
+                       status_reason=doc.get("status_reason"),
+                       warnings=list(doc.get("warnings", [])))
+        except (KeyError, TypeError) as exc:
+            raise ResultFormatError(f"{source}: malformed beoperf result ({exc})") from None
+
+
+def _check_header(doc: Any, source: str) -> None:
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ResultFormatError(f"{source}: not a beoperf ping-pong result")
+    version = doc.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ResultFormatError(
+            f"{source}: result schema version {version!r} is not supported "
+            f"(this beoperf reads version {SCHEMA_VERSION}); upgrade beoperf")
+
+
+def summary(run: RunResult) -> dict[str, Any]:
+    """Latency at the smallest size and peak throughput with where it was reached."""
+    if not run.sizes:
+        return {"sizes_measured": 0}
+    first = run.sizes[0]
+    peak = max(run.sizes, key=lambda s: s.throughput_bps["from_median"])
+    return {
+        "sizes_measured": len(run.sizes),
+        "sizes_not_converged": sum(1 for s in run.sizes if not s.converged),
+        "latency_size": first.size,
+        "latency_median_us": first.time_us["median"],
+        "latency_p99_us": first.time_us["p99"],
+        "peak_throughput_bps": peak.throughput_bps["from_median"],
+        "peak_size": peak.size,
+        "corrupt_messages": sum(s.corrupt for s in run.sizes),
+    }
+
+
+def save_json(run: RunResult, path: Path) -> None:
+    """Write atomically, so an interrupted write never leaves half a result."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(run.to_dict(), indent=1) + "\n")
+    tmp.replace(path)
+
+
+def load_json(path: Path) -> RunResult:
+    """Read a result file; ResultFormatError names the file and the problem."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ResultFormatError(f"{path}: cannot read ({exc.strerror})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultFormatError(f"{path}: not JSON ({exc})") from None
+    except RecursionError:
+        raise ResultFormatError(f"{path}: JSON nested too deeply to be a result") from None
+    return RunResult.from_dict(doc, str(path))

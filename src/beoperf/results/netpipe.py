@@ -1,0 +1,52 @@
+"""NetPIPE's text output format (np.out), written and read.
+
+NPtcp 3.7 writes one line per message size: ``"%8d %lf %12.8lf"`` with
+bytes, throughput in "Mbps" where 1 Mbps = 2**20 bits/s, and the one-way time
+in **seconds** (half the round trip). beoperf writes the same columns with
+the same units so existing NetPIPE scripts and plots keep working.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from beoperf.results.model import ResultFormatError, RunResult
+
+NETPIPE_MBPS = 2.0**20
+
+
+def netpipe_lines(run: RunResult) -> list[str]:
+    """One NetPIPE line per size, from the median one-way time."""
+    lines = []
+    for s in run.sizes:
+        seconds = s.time_us["median"] * 1e-6
+        factor = 2.0 if run.parameters.get("mode") == "bidir" else 1.0
+        mbps = factor * s.size * 8.0 / seconds / NETPIPE_MBPS
+        lines.append(f"{s.size:8d} {mbps:f} {seconds:12.8f}")
+    return lines
+
+
+def write_netpipe(run: RunResult, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in netpipe_lines(run)))
+    tmp.replace(path)
+
+
+def read_netpipe(path: Path) -> list[tuple[int, float, float]]:
+    """(bytes, NetPIPE Mbps, seconds) rows; ResultFormatError on anything else."""
+    try:
+        text = Path(path).read_text()
+    except UnicodeDecodeError:
+        raise ResultFormatError(f"{path}: binary data, not NetPIPE text output") from None
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        try:
+            rows.append((int(parts[0]), float(parts[1]), float(parts[2])))
+        except (ValueError, IndexError):
+            raise ResultFormatError(f"{path}:{number}: not a NetPIPE data line") from None
+    if not rows:
+        raise ResultFormatError(f"{path}: no NetPIPE data lines")
+    return rows

@@ -1,0 +1,341 @@
+"""Collect the host, interface, socket and clock metadata stored with every measurement.
+
+Latency and bandwidth numbers are only comparable when we know what produced them: which
+CPU and cache, which NIC and driver at which MTU and link speed, which socket buffers the
+kernel actually granted, and how fine the clock is.  Everything here is pure stdlib and
+Linux-oriented; every collector degrades to ``None`` for facts it cannot see instead of
+raising, so metadata gathering can never abort a measurement.
+"""
+
+from __future__ import annotations
+
+import array
+import fcntl
+import ipaddress
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+__all__ = [
+    "clock_facts",
+    "endpoint_facts",
+    "host_facts",
+    "interface_facts",
+    "llc_bytes",
+    "route_interface",
+    "socket_facts",
+]
+
+SIOCETHTOOL = 0x8946
+ETHTOOL_GDRVINFO = 0x00000003
+IFNAMSIZ = 16
+_IFREQ_SIZE = 40
+# struct ethtool_drvinfo: u32 cmd; char driver[32], version[32], fw_version[32],
+# bus_info[32], erom_version[32], reserved2[12]; u32 n_priv_flags, n_stats,
+# testinfo_len, eedump_len, regdump_len.
+_DRVINFO_FMT = "=I32s32s32s32s32s12s5I"
+_DRVINFO_SIZE = struct.calcsize(_DRVINFO_FMT)  # 196 bytes
+
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMG]?)i?B?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+_ROUTE_TIMEOUT_S = 2.0
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _read_text(path: str | os.PathLike[str]) -> str | None:
+    """Return the stripped contents of a small (sysfs/procfs) file, or None if unreadable."""
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace").strip()
+    except (OSError, ValueError):
+        return None
+
+
+def _read_int(path: str | os.PathLike[str]) -> int | None:
+    """Return a file's contents as an int, or None if unreadable or not an integer."""
+    text = _read_text(path)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _nonempty(value: str | None) -> str | None:
+    """Map empty strings to None so 'unknown' has a single representation."""
+    return value if value else None
+
+
+def _parse_cache_size(text: str | None) -> int | None:
+    """Parse a sysfs cache size such as '32K', '32768K' or '1M' into bytes."""
+    if text is None:
+        return None
+    match = _SIZE_RE.match(text)
+    if match is None:
+        return None
+    return int(match.group(1)) * _SIZE_UNITS[match.group(2).upper()]
+
+
+# --------------------------------------------------------------------------- host
+
+
+def llc_bytes(root: str = "/sys") -> int | None:
+    """Size in bytes of cpu0's last-level (largest-level) data/unified cache, or None.
+
+    The LLC size decides where in a message-size sweep copies stop being cache-resident,
+    which explains knees in bandwidth curves.
+    """
+    cache_dir = Path(root, "devices", "system", "cpu", "cpu0", "cache")
+    try:
+        indexes = sorted(cache_dir.glob("index*"))
+    except OSError:
+        return None
+    best: tuple[int, int] | None = None
+    for index in indexes:
+        if _read_text(index / "type") == "Instruction":
+            continue
+        level = _read_int(index / "level")
+        size = _parse_cache_size(_read_text(index / "size"))
+        if level is None or size is None:
+            continue
+        if best is None or (level, size) > best:
+            best = (level, size)
+    return best[1] if best else None
+
+
+def _os_pretty_name() -> str | None:
+    """PRETTY_NAME from os-release(5), or None."""
+    for path in ("/etc/os-release", "/usr/lib/os-release"):
+        text = _read_text(path)
+        if text is None:
+            continue
+        for line in text.splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip() == "PRETTY_NAME":
+                return _nonempty(value.strip().strip("\"'"))
+    return None
+
+
+def _cpu_model() -> str | None:
+    """CPU model name from /proc/cpuinfo, falling back to platform.processor()."""
+    text = _read_text("/proc/cpuinfo") or ""
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() == "model name":
+            return _nonempty(value.strip())
+    return _nonempty(platform.processor())
+
+
+def host_facts() -> dict:
+    """Describe this host (name, kernel, OS, CPU, cache, Python) for run comparability."""
+    return {
+        "hostname": _nonempty(socket.gethostname()),
+        "kernel": _nonempty(platform.release()),
+        "os": _os_pretty_name(),
+        "cpu_model": _cpu_model(),
+        "cpus": os.cpu_count(),
+        "llc_bytes": llc_bytes(),
+        "python": platform.python_version(),
+    }
+
+
+def clock_facts() -> dict:
+    """Describe the clock used for timing, so timer granularity can be judged."""
+    try:
+        resolution_ns: int | None = round(time.clock_getres(time.CLOCK_MONOTONIC) * 1e9)
+    except (OSError, AttributeError):
+        resolution_ns = None
+    return {"source": "CLOCK_MONOTONIC", "resolution_ns": resolution_ns}
+
+
+# --------------------------------------------------------------------------- routing
+
+
+def _find_ip() -> str | None:
+    """Path of the iproute2 `ip` binary (PATH first, then the usual sbin dirs), or None."""
+    found = shutil.which("ip")
+    if found:
+        return found
+    for candidate in ("/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _route_get_argv(ip: str, addr: str) -> list[str] | None:
+    """Build the `ip -j route get` argv for a (possibly scoped) IP address, or None if invalid."""
+    host, _, scope = addr.partition("%")
+    try:
+        parsed = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    if isinstance(parsed, ipaddress.IPv6Address) and parsed.ipv4_mapped is not None:
+        parsed = parsed.ipv4_mapped  # v4-mapped peers are routed by the IPv4 table
+    argv = [ip, "-j", "route", "get", str(parsed)]
+    if scope:
+        argv += ["oif", scope]
+    return argv
+
+
+def route_interface(addr: str) -> dict | None:
+    """Ask the kernel which interface and source address it uses to reach `addr`.
+
+    Returns {"dev": name, "prefsrc": source address or None}, or None if `ip` (iproute2)
+    is missing, the address is invalid, or the lookup fails.
+    """
+    ip = _find_ip()
+    argv = _route_get_argv(ip, addr) if ip else None
+    if argv is None:
+        return None
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=_ROUTE_TIMEOUT_S, check=True
+        )
+        routes = json.loads(proc.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    if not isinstance(routes, list) or not routes or not isinstance(routes[0], dict):
+        return None
+    dev = routes[0].get("dev")
+    if not dev:
+        return None
+    return {"dev": dev, "prefsrc": routes[0].get("prefsrc")}
+
+
+# --------------------------------------------------------------------------- interfaces
+
+
+def _cstr(raw: bytes) -> str | None:
+    """Decode a NUL-terminated fixed-size C char array; empty becomes None."""
+    return _nonempty(raw.split(b"\0", 1)[0].decode("utf-8", errors="replace").strip())
+
+
+def _ethtool_drvinfo(ifname: str) -> dict | None:
+    """Query driver info via the SIOCETHTOOL/ETHTOOL_GDRVINFO ioctl, or None on failure."""
+    name = ifname.encode("utf-8", errors="replace")
+    if not name or len(name) >= IFNAMSIZ or b"\0" in name:
+        return None
+    drvinfo = array.array("B", struct.pack("=I", ETHTOOL_GDRVINFO) + bytes(_DRVINFO_SIZE - 4))
+    address, _ = drvinfo.buffer_info()
+    ifreq = struct.pack("16sP", name, address).ljust(_IFREQ_SIZE, b"\0")
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            fcntl.ioctl(sock.fileno(), SIOCETHTOOL, ifreq)
+    except (OSError, ValueError):
+        return None
+    fields = struct.unpack(_DRVINFO_FMT, drvinfo.tobytes())
+    return {
+        "driver": _cstr(fields[1]),
+        "driver_version": _cstr(fields[2]),
+        "firmware_version": _cstr(fields[3]),
+        "bus_info": _cstr(fields[4]),
+    }
+
+
+def _sysfs_driver(ifname: str, root: str) -> dict:
+    """Driver name/version from sysfs: device/driver symlink and /sys/module/DRIVER/version."""
+    try:
+        target = os.readlink(Path(root, "class", "net", ifname, "device", "driver"))
+    except OSError:
+        return {"driver": None, "driver_version": None}
+    driver = _nonempty(os.path.basename(target.rstrip("/")))
+    version = _read_text(Path(root, "module", driver, "version")) if driver else None
+    return {"driver": driver, "driver_version": _nonempty(version)}
+
+
+def interface_facts(ifname: str, root: str = "/sys") -> dict:
+    """Describe network interface `ifname`: MTU, link speed/duplex/state and driver details.
+
+    Unknown values are None (e.g. speed of lo, which reports -1 or EINVAL); never raises.
+    """
+    netdir = Path(root, "class", "net", ifname)
+    speed = _read_int(netdir / "speed")
+    facts: dict = {
+        "name": ifname,
+        "mtu": _read_int(netdir / "mtu"),
+        "speed_mbps": speed if speed is not None and speed >= 0 else None,
+        "duplex": _nonempty(_read_text(netdir / "duplex")),
+        "operstate": _nonempty(_read_text(netdir / "operstate")),
+        "driver": None,
+        "driver_version": None,
+        "firmware_version": None,
+        "bus_info": None,
+    }
+    for source in (_ethtool_drvinfo(ifname) or {}, _sysfs_driver(ifname, root)):
+        for key, value in source.items():
+            if facts.get(key) is None:
+                facts[key] = value
+    return facts
+
+
+# --------------------------------------------------------------------------- sockets
+
+
+def _sockopt(sock: socket.socket, level: int, option: int) -> int | None:
+    """getsockopt() as an int, or None if the option is unsupported on this socket."""
+    try:
+        return sock.getsockopt(level, option)
+    except (OSError, ValueError):
+        return None
+
+
+def _format_sockaddr(addr: object) -> str | None:
+    """Format an AF_INET/AF_INET6 sockaddr tuple as 'addr:port' ('[addr]:port' for IPv6)."""
+    if not isinstance(addr, tuple) or len(addr) < 2:
+        return None
+    host, port = _unmap(str(addr[0])), addr[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _unmap(host: str) -> str:
+    """'::ffff:198.18.0.2' -> '198.18.0.2': a dual-stack socket talking IPv4."""
+    return host[7:] if host.lower().startswith("::ffff:") and "." in host else host
+
+
+def _sockname(sock: socket.socket, peer: bool) -> object:
+    """getpeername()/getsockname() result, or None if unavailable (e.g. not connected)."""
+    try:
+        return sock.getpeername() if peer else sock.getsockname()
+    except (OSError, ValueError):
+        return None
+
+
+def socket_facts(sock: socket.socket) -> dict:
+    """Report the socket options the kernel actually granted (Linux doubles SO_*BUF requests)."""
+    nodelay = _sockopt(sock, socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    families = {socket.AF_INET: "ipv4", socket.AF_INET6: "ipv6"}
+    family = families.get(getattr(sock, "family", None))
+    peer = _sockname(sock, peer=True)
+    if isinstance(peer, tuple) and peer and _unmap(str(peer[0])) != str(peer[0]):
+        family = "ipv4"  # v4-mapped: the wire carries IPv4
+    return {
+        "sndbuf": _sockopt(sock, socket.SOL_SOCKET, socket.SO_SNDBUF),
+        "rcvbuf": _sockopt(sock, socket.SOL_SOCKET, socket.SO_RCVBUF),
+        "mss": _sockopt(sock, socket.IPPROTO_TCP, socket.TCP_MAXSEG),
+        "nodelay": None if nodelay is None else bool(nodelay),
+        "family": family,
+        "local": _format_sockaddr(_sockname(sock, peer=False)),
+        "peer": _format_sockaddr(peer),
+    }
+
+
+def endpoint_facts(sock: socket.socket) -> dict:
+    """Combine host, socket and peer-route interface facts for one measurement endpoint."""
+    peer = _sockname(sock, peer=True)
+    route = None
+    if isinstance(peer, tuple) and peer and isinstance(peer[0], str):
+        route = route_interface(peer[0])
+    return {
+        "host": host_facts(),
+        "socket": socket_facts(sock),
+        "interface": interface_facts(route["dev"]) if route else None,
+    }

@@ -1,0 +1,155 @@
+"""Everything a hostile or broken client can do to `beoperf serve`.
+
+Used in-process on loopback and, as `python server_abuse.py HOST PORT`, from
+inside a network-namespace test host. Each abuse is bounded in time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+from beoperf import protocol
+
+HELLO = {"op": "hello", "role": "control", "beoperf": "abuse",
+         "params": {"mode": "pingpong", "max_size": 1 << 20}}
+
+
+def _connect(host: str, port: int) -> socket.socket:
+    return socket.create_connection((host, port), timeout=5)
+
+
+def _reply(sock: socket.socket) -> str:
+    """The op the server answered with, or 'closed'."""
+    try:
+        return protocol.recv_message(sock)["op"]
+    except (protocol.PeerGone, ConnectionError, protocol.ProtocolError):
+        return "closed"
+
+
+def send_and_read(host: str, port: int, payload: bytes) -> str:
+    with _connect(host, port) as sock:
+        sock.sendall(payload)
+        return _reply(sock)
+
+
+def mid_test_disconnect(host: str, port: int) -> str:
+    """Open a real session, start a run, send half a message, vanish."""
+    ctrl = _connect(host, port)
+    protocol.send_message(ctrl, HELLO)
+    welcome = protocol.recv_message(ctrl)
+    data = _connect(host, port)
+    protocol.send_message(data, {"op": "hello", "role": "data", "token": welcome["token"]})
+    protocol.recv_message(ctrl)  # "data"
+    protocol.send_message(ctrl, {"op": "run", "size": 1 << 20, "reps": 100, "seq0": 0})
+    data.sendall(b"x" * (300 * 1024))
+    data.close()
+    ctrl.close()
+    return welcome["op"]
+
+
+def session_then_bad_run(host: str, port: int) -> str:
+    ctrl = _connect(host, port)
+    with ctrl:
+        protocol.send_message(ctrl, HELLO)
+        welcome = protocol.recv_message(ctrl)
+        with _connect(host, port) as data:
+            protocol.send_message(data, {"op": "hello", "role": "data",
+                                         "token": welcome["token"]})
+            protocol.recv_message(ctrl)
+            protocol.send_message(ctrl, {"op": "run", "size": 1 << 30, "reps": 1, "seq0": 0})
+            return _reply(ctrl)
+
+
+def abuses(host: str, port: int) -> dict[str, str]:
+    """Run every abuse once; name -> how the server answered."""
+    header = protocol.HEADER
+    out = {
+        "garbage": send_and_read(host, port, os.urandom(1024)),
+        "http": send_and_read(host, port, b"GET / HTTP/1.0\r\n\r\n" + b"\0" * 8),
+        "oversize": send_and_read(host, port, header.pack(protocol.MAGIC, 1, 100 << 20)),
+        "not-json": send_and_read(host, port,
+                                  header.pack(protocol.MAGIC, 1, 4) + b"\xff\xfe{x"),
+        "deep-json": send_and_read(host, port,
+                                   header.pack(protocol.MAGIC, 1, 60000) + b"[" * 60000),
+        "wrong-version": send_and_read(host, port, protocol.encode(HELLO, version=999)),
+        "bad-params": send_and_read(host, port, protocol.encode(
+            dict(HELLO, params={"mode": "pingpong", "max_size": 1 << 40}))),
+        "data-no-session": send_and_read(host, port, protocol.encode(
+            {"op": "hello", "role": "data", "token": "nope"})),
+        "not-hello": send_and_read(host, port, protocol.encode({"op": "run"})),
+        "bad-run": session_then_bad_run(host, port),
+        "mid-test-disconnect": mid_test_disconnect(host, port),
+    }
+    with _connect(host, port) as sock:  # truncated frame, then gone
+        sock.sendall(header.pack(protocol.MAGIC, 1, 100) + b"{" * 10)
+    out["truncated"] = "sent"
+    return out
+
+
+EXPECTED = {"garbage": "refuse", "http": "refuse", "oversize": "refuse", "not-json": "refuse",
+            "deep-json": "refuse", "wrong-version": "refuse", "bad-params": "refuse",
+            "data-no-session": "refuse", "not-hello": "refuse", "bad-run": "error",
+            "mid-test-disconnect": "welcome", "truncated": "sent"}
+
+
+def half_open(host: str, port: int, count: int) -> list[socket.socket]:
+    """Connections that never finish a handshake (some send half a header)."""
+    socks = []
+    for i in range(count):
+        s = _connect(host, port)
+        if i % 2:
+            s.sendall(protocol.MAGIC[:2])
+        socks.append(s)
+    return socks
+
+
+def abuse_server(host: str, port: int) -> dict[str, Any]:
+    """All abuses; asserts the server answered each as expected."""
+    got = abuses(host, port)
+    assert got == EXPECTED, got
+    return got
+
+
+def normal_client(host: str, port: int) -> dict[str, Any]:
+    """A real client run (as a subprocess, as a user would) while half-open peers linger."""
+    lingering = half_open(host, port, 40)
+    try:
+        time.sleep(0.2)
+        proc = subprocess.run(
+            [sys.executable, "-m", "beoperf", "pingpong", host, "--port", str(port),
+             "--sizes", "1,1024,65536", "--integrity", "--json", "--timeout", "20"],
+            capture_output=True, text=True, timeout=120)
+    finally:
+        for s in lingering:
+            s.close()
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def assert_served_normally(host: str, port: int) -> dict[str, Any]:
+    # the server may still be ending the abused sessions; a busy answer is fine, then retry
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            doc = normal_client(host, port)
+            break
+        except AssertionError as exc:
+            if "busy" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    assert doc["status"] == "complete"
+    assert [s["size"] for s in doc["sizes"]] == [1, 1024, 65536]
+    assert doc["summary"]["corrupt_messages"] == 0
+    return doc
+
+
+if __name__ == "__main__":
+    host_arg, port_arg = sys.argv[1], int(sys.argv[2])
+    print(json.dumps({"abuse": abuse_server(host_arg, port_arg),
+                      "normal": assert_served_normally(host_arg, port_arg)["summary"]}))

@@ -1,0 +1,145 @@
+"""In-process CLI: exit statuses, one-line errors, --json and output files."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+
+import pytest
+
+from beoperf import __version__, protocol
+from beoperf.cli import ExitStatus
+from helpers import cli, hello, running_server
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def assert_one_line_error(res, status: ExitStatus, *words: str) -> None:
+    assert res.status == status, res.stderr
+    assert len(res.error_lines) == 1, res.stderr
+    line = res.error_lines[0]
+    assert line.startswith("beoperf: "), line
+    assert "Traceback" not in res.stderr
+    for word in words:
+        assert word in line, line
+
+
+def test_version():
+    res = cli("--version")
+    assert res.status == 0
+    assert __version__ in res.stdout
+
+
+def test_no_command_is_usage_error():
+    assert_one_line_error(cli(), ExitStatus.USAGE, "usage error")
+
+
+@pytest.mark.parametrize("argv,word", [
+    (["pingpong", "--precision", "2"], "--precision"),
+    (["pingpong", "--sizes", "0,12"], "sizes"),
+    (["pingpong", "--sizes", "12,abc"], "not a size"),
+    (["pingpong", "--start", "2K", "--end", "1K"], "range"),
+    (["pingpong", "--mode", "sideways"], "invalid choice"),
+    (["pingpong", "--cpu", "x"], "--cpu"),
+    (["pingpong", "--sndbuf", "lots"], "--sndbuf"),
+    (["pingpong", "--port", "70000"], "port"),
+    (["pingpong", "--no-such-option"], "unrecognized"),
+    (["serve", "--max-memory", "huge"], "--max-memory"),
+])
+def test_bad_options(argv, word):
+    assert_one_line_error(cli(*argv), ExitStatus.USAGE, "usage error", word)
+
+
+def test_unknown_host():
+    res = cli("pingpong", "no-such-host.invalid", "--sizes", "1")
+    assert_one_line_error(res, ExitStatus.CONNECTION, "connection error", "resolve")
+
+
+def test_refused_connection():
+    res = cli("pingpong", "127.0.0.1", "--port", str(free_port()), "--sizes", "1")
+    assert_one_line_error(res, ExitStatus.CONNECTION, "connection error", "refused")
+
+
+def fake_peer(reply: bytes) -> tuple[int, threading.Thread]:
+    """A one-shot TCP peer that reads a little and answers `reply`."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn, listener:
+            conn.recv(65536)
+            conn.sendall(reply)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return listener.getsockname()[1], thread
+
+
+def test_peer_of_another_version():
+    refusal = {"op": "refuse", "code": "version", "reason": "I speak version 99"}
+    port, thread = fake_peer(protocol.encode(refusal, version=99))
+    res = cli("pingpong", "127.0.0.1", "--port", str(port), "--sizes", "1")
+    thread.join(5)
+    assert_one_line_error(res, ExitStatus.PEER, "peer error", "version 99")
+
+
+def test_not_a_beoperf_server():
+    port, thread = fake_peer(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+    res = cli("pingpong", "127.0.0.1", "--port", str(port), "--sizes", "1")
+    thread.join(5)
+    assert_one_line_error(res, ExitStatus.PEER, "not a beoperf server")
+
+
+def test_server_refuses_old_client_version():
+    with running_server() as srv:
+        sock = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        with sock:
+            sock.sendall(protocol.encode(hello(), version=protocol.PROTOCOL_VERSION + 1))
+            reply = protocol.recv_message(sock)
+    assert reply["op"] == "refuse" and reply["code"] == "version"
+    assert f"protocol version {protocol.PROTOCOL_VERSION}" in reply["reason"]
+
+
+def test_busy_server_refuses_second_client():
+    with running_server(handshake_timeout=10) as srv:
+        first = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        with first:
+            protocol.send_message(first, hello())
+            assert protocol.recv_message(first)["op"] == "welcome"
+            res = cli("pingpong", "127.0.0.1", "--port", str(srv.port), "--sizes", "1")
+    assert_one_line_error(res, ExitStatus.PEER, "busy")
+
+
+def test_server_limit_is_a_peer_error():
+    with running_server(max_memory=1 << 20) as srv:
+        res = cli("pingpong", "127.0.0.1", "--port", str(srv.port), "--sizes", "2M")
+    assert_one_line_error(res, ExitStatus.PEER, "limit")
+
+
+def test_json_to_stdout_summary_to_stderr():
+    with running_server() as srv:
+        res = cli("pingpong", "127.0.0.1", "--port", str(srv.port), "--sizes", "1,1024", "--json")
+    assert res.status == 0, res.stderr
+    doc = res.json
+    assert doc["format"] == "beoperf.pingpong" and doc["schema_version"] == 1
+    assert [s["size"] for s in doc["sizes"]] == [1, 1024]
+    assert doc["summary"]["latency_size"] == 1
+    assert "latency" in res.stderr
+
+
+def test_output_prefix_writes_json_and_netpipe(tmp_path):
+    prefix = tmp_path / "runs" / "lo"
+    with running_server() as srv:
+        res = cli("pingpong", "127.0.0.1", "--port", str(srv.port), "--sizes", "1,64,4K",
+                  "-o", str(prefix))
+    assert res.status == 0, res.stderr
+    doc = json.loads((tmp_path / "runs" / "lo.json").read_text())
+    lines = (tmp_path / "runs" / "lo.np").read_text().splitlines()
+    assert [int(line.split()[0]) for line in lines] == [s["size"] for s in doc["sizes"]]
+    assert "latency" in res.stdout and "peak" in res.stdout
+    assert any("session" in line and " ok" in line for line in srv.log)

@@ -1,0 +1,127 @@
+"""Loopback functional tests: every mode, integrity, options, Ctrl-C, server safety."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from beoperf.cli import ExitStatus
+from helpers import cli, running_server
+from server_abuse import abuse_server, assert_served_normally
+
+SIZES = "1,1024,65536,1M"
+
+
+def run_mode(port: int, mode: str, *extra: str) -> dict:
+    res = cli("pingpong", "127.0.0.1", "--port", str(port), "--mode", mode, "--sizes", SIZES,
+              "--json", *extra)
+    assert res.status == 0, res.stderr
+    return res.json
+
+
+@pytest.mark.parametrize("mode", ["pingpong", "stream", "bidir"])
+def test_every_mode_measures_every_size(mode):
+    with running_server() as srv:
+        doc = run_mode(srv.port, mode)
+    assert doc["status"] == "complete" and doc["parameters"]["mode"] == mode
+    assert [s["size"] for s in doc["sizes"]] == [1, 1024, 65536, 1 << 20]
+    for s in doc["sizes"]:
+        t = s["time_us"]
+        assert 0 < t["min"] <= t["median"] <= t["p90"] <= t["p99"] <= t["max"]
+        assert s["samples"] >= 6 and s["trials"] >= 3
+        assert s["throughput_bps"]["from_min"] >= s["throughput_bps"]["from_median"] > 0
+        assert s["corrupt"] == 0
+    if mode == "stream":  # one sample per trial, each on a fresh connection
+        assert all(s["samples"] == s["trials"] for s in doc["sizes"])
+    big = doc["sizes"][-1]
+    factor = 2 if mode == "bidir" else 1
+    expected = factor * big["size"] * 8 / (big["time_us"]["median"] * 1e-6)
+    assert big["throughput_bps"]["from_median"] == pytest.approx(expected)
+
+
+def test_metadata_of_both_ends():
+    with running_server() as srv:
+        doc = run_mode(srv.port, "pingpong", "--sndbuf", "64K", "--rcvbuf", "128K")
+    for end in ("local", "remote"):
+        facts = doc[end]
+        assert facts["interface"]["name"] == "lo"
+        assert facts["interface"]["mtu"] == int(open("/sys/class/net/lo/mtu").read())
+        sock = facts["socket"]
+        assert sock["sndbuf"] >= 65536 and sock["rcvbuf"] >= 131072  # Linux doubles them
+        assert sock["mss"] > 0 and sock["nodelay"] is True
+        assert facts["host"]["kernel"] == os.uname().release
+    assert doc["meta"]["clock"]["resolution_ns"] >= 1
+    assert doc["parameters"]["sndbuf"] == 65536 and doc["parameters"]["rcvbuf"] == 131072
+
+
+def test_nagle_option_reaches_both_ends():
+    with running_server() as srv:
+        doc = run_mode(srv.port, "pingpong", "--nagle")
+    assert doc["local"]["socket"]["nodelay"] is False
+    assert doc["remote"]["socket"]["nodelay"] is False
+
+
+def test_integrity_and_nocache_clean_run():
+    with running_server() as srv:
+        doc = run_mode(srv.port, "pingpong", "--integrity", "--nocache")
+    assert doc["summary"]["corrupt_messages"] == 0
+    assert doc["parameters"]["integrity"] and doc["parameters"]["nocache"]
+
+
+@pytest.mark.parametrize("mode", ["pingpong", "stream", "bidir"])
+def test_integrity_catches_a_corrupted_message(tmp_path, mode):
+    with running_server(inject_corrupt=3) as srv:
+        res = cli("pingpong", "127.0.0.1", "--port", str(srv.port), "--mode", mode,
+                  "--sizes", "64,4096", "--integrity", "-o", str(tmp_path / "run"))
+    assert res.status == ExitStatus.INTEGRITY, res.stderr
+    assert "beoperf: integrity error:" in res.stderr and "corrupted" in res.stderr
+    doc = json.loads((tmp_path / "run.json").read_text())
+    assert doc["status"] == "failed" and doc["sizes"][0]["corrupt"] >= 1
+
+
+def test_without_integrity_corruption_goes_unnoticed():
+    """The check is what catches it: the same fault without --integrity passes."""
+    with running_server(inject_corrupt=3) as srv:
+        doc = run_mode(srv.port, "pingpong")
+    assert doc["summary"]["corrupt_messages"] == 0
+
+
+def test_embedded_default_and_ipv6():
+    res = cli("pingpong", "--sizes", "16,4K", "--json")
+    assert res.status == 0, res.stderr
+    assert res.json["remote"]["socket"]["family"] == "ipv4"
+    if not socket.has_ipv6 or not os.path.exists("/proc/net/if_inet6"):
+        pytest.skip("no IPv6 on this machine")
+    res6 = cli("pingpong", "-6", "--sizes", "16", "--json")
+    assert res6.status == 0, res6.stderr
+    assert res6.json["local"]["socket"]["family"] == "ipv6"
+
+
+def test_ctrl_c_keeps_completed_sizes(tmp_path):
+    prefix = tmp_path / "partial"
+    proc = subprocess.Popen([sys.executable, "-m", "beoperf", "pingpong", "-o", str(prefix),
+                             "--precision", "0.0001", "--max-time", "0.3"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == ExitStatus.INTERRUPTED, err
+    assert "Traceback" not in err
+    doc = json.loads(prefix.with_suffix(".json").read_text())
+    assert doc["status"] == "interrupted" and 0 < len(doc["sizes"]) < 124
+    assert len(prefix.with_suffix(".np").read_text().splitlines()) == len(doc["sizes"])
+
+
+def test_server_survives_abuse_on_loopback():
+    with running_server(handshake_timeout=0.5, idle_timeout=1.0) as srv:
+        abuse_server("127.0.0.1", srv.port)
+        assert_served_normally("127.0.0.1", srv.port)
+        assert srv.thread.is_alive()
+    assert any("rejected" in line for line in srv.log)

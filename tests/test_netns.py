@@ -1,0 +1,101 @@
+"""Multi-host tests: two namespace hosts joined by a veth pair, made by each test."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PORT = 5202
+ABUSE = Path(__file__).with_name("server_abuse.py")
+
+
+def start_server(host, *extra: str, log: Path | None = None) -> subprocess.Popen:
+    """`beoperf serve` inside a namespace host; returns once it listens."""
+    err = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 - closed with the proc
+    proc = host.popen([sys.executable, "-m", "beoperf", "serve", "--port", PORT, *extra],
+                      stdout=subprocess.PIPE, stderr=err, text=True)
+    line = proc.stdout.readline()
+    assert f"port {PORT}" in line, line
+    return proc
+
+
+def pingpong(host, *args: str, timeout: float = 300) -> dict:
+    res = host.run([sys.executable, "-m", "beoperf", "pingpong", *args, "--json"],
+                   check=False, timeout=timeout)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def shape(host, rate: str = "100mbit", peak: str = "101mbit") -> None:
+    """tbf shaped like a wire of `rate`. In ping-pong each direction idles while
+    the other sends, so a plain token bucket refills and lets the first `burst`
+    bytes of every message through at veth speed (a 64 KiB message then seemed
+    to cross at 124 Mbit/s); a peak rate just above the rate stops that for
+    messages much larger than the buckets. A message that fits in one bucket
+    (up to a few KiB) still crosses without serialisation delay, so tbf cannot
+    emulate a 100 Mbit/s wire for those: the sweep starts at 64 KiB."""
+    host.run(["tc", "qdisc", "replace", "dev", host.ifname, "root", "tbf", "rate", rate,
+              "burst", "16kb", "latency", "50ms", "peakrate", peak, "mtu", "1600"])
+
+
+def test_rate_limited_link_peak_is_the_limit(netns_pair):
+    server, client = netns_pair
+    shape(server)
+    shape(client)
+    start_server(server)
+    doc = pingpong(client, server.addr4, "--start", "64K", "--end", "2M", "--perturbation", "0")
+    peak_mbps = doc["summary"]["peak_throughput_bps"] / 1e6
+    assert 85 <= peak_mbps <= 101, doc["summary"]
+    assert doc["summary"]["peak_size"] >= 64 * 1024
+    assert doc["local"]["interface"]["name"] == client.ifname
+
+
+def test_jumbo_mtu_is_recorded_at_both_ends(netns_pair):
+    server, client = netns_pair
+    server.set_mtu(9000)
+    client.set_mtu(9000)
+    start_server(server)
+    doc = pingpong(client, server.addr4, "--sizes", "16,64K")
+    for end in ("local", "remote"):
+        assert doc[end]["interface"]["mtu"] == 9000, doc[end]
+        assert doc[end]["interface"]["driver"] == "veth"
+        assert doc[end]["socket"]["mss"] > 8000  # jumbo frames carry jumbo segments
+    assert doc["remote"]["socket"]["peer"].startswith(client.addr4)
+
+
+def test_ipv6_between_hosts(netns_pair):
+    server, client = netns_pair
+    start_server(server)
+    doc = pingpong(client, "-6", server.addr6, "--sizes", "16,4K")
+    assert doc["local"]["socket"]["family"] == "ipv6"
+    assert doc["status"] == "complete"
+
+
+def test_server_survives_abuse_between_hosts(netns_pair, tmp_path):
+    server, client = netns_pair
+    log = tmp_path / "serve.log"
+    proc = start_server(server, "--handshake-timeout", "1", "--idle-timeout", "2", log=log)
+    res = client.run([sys.executable, str(ABUSE), server.addr4, str(PORT)], check=False,
+                     timeout=240)
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = json.loads(res.stdout)
+    assert report["normal"]["corrupt_messages"] == 0
+    assert report["normal"]["sizes_measured"] == 3
+    assert proc.poll() is None, "the server died"
+    lines = log.read_text().splitlines()
+    sessions = [line for line in lines if " session " in line]
+    assert any(line.endswith(" ok") for line in sessions)  # the normal client
+    assert any("error" in line for line in sessions)  # the disconnected mid-test one
+    assert any("rejected" in line for line in lines)
+
+
+@pytest.mark.parametrize("mode", ["stream", "bidir"])
+def test_modes_between_hosts(netns_pair, mode):
+    server, client = netns_pair
+    start_server(server)
+    doc = pingpong(client, server.addr4, "--mode", mode, "--sizes", "1,64K,1M")
+    assert doc["status"] == "complete" and len(doc["sizes"]) == 3
