@@ -53,6 +53,24 @@ def mid_test_disconnect(host: str, port: int) -> str:
     return welcome["op"]
 
 
+def silent_session(host: str, port: int) -> list[socket.socket]:
+    """A session that opens its data connection, then says nothing, never closing
+    (as a peer whose host died would): the server must time it out."""
+    deadline = time.monotonic() + 15
+    while True:  # the server may still be ending the session abused before
+        ctrl = _connect(host, port)
+        protocol.send_message(ctrl, HELLO)
+        welcome = protocol.recv_message(ctrl)
+        if welcome["op"] == "welcome" or time.monotonic() > deadline:
+            break
+        ctrl.close()
+        time.sleep(0.1)
+    data = _connect(host, port)
+    protocol.send_message(data, {"op": "hello", "role": "data", "token": welcome["token"]})
+    protocol.recv_message(ctrl)
+    return [ctrl, data]
+
+
 def session_then_bad_run(host: str, port: int) -> str:
     ctrl = _connect(host, port)
     with ctrl:
@@ -110,10 +128,14 @@ def half_open(host: str, port: int, count: int) -> list[socket.socket]:
 
 
 def abuse_server(host: str, port: int) -> dict[str, Any]:
-    """All abuses; asserts the server answered each as expected."""
+    """All abuses, the last a silent session left open; asserts the answers."""
     got = abuses(host, port)
     assert got == EXPECTED, got
+    _SILENT.extend(silent_session(host, port))
     return got
+
+
+_SILENT: list[socket.socket] = []
 
 
 def normal_client(host: str, port: int) -> dict[str, Any]:
@@ -143,6 +165,9 @@ def assert_served_normally(host: str, port: int) -> dict[str, Any]:
             if "busy" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+    for s in _SILENT:  # the server timed these out to serve us; now let them go
+        s.close()
+    _SILENT.clear()
     assert doc["status"] == "complete"
     assert [s["size"] for s in doc["sizes"]] == [1, 1024, 65536]
     assert doc["summary"]["corrupt_messages"] == 0

@@ -125,3 +125,28 @@ def test_server_survives_abuse_on_loopback():
         assert_served_normally("127.0.0.1", srv.port)
         assert srv.thread.is_alive()
     assert any("rejected" in line for line in srv.log)
+    assert any("went silent" in line for line in srv.log)
+
+
+def test_cpu_pinning_of_each_end():
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    first, second = sorted(os.sched_getaffinity(0))[:2]
+    with running_server() as srv:
+        res = cli("pingpong", "127.0.0.1", "--port", str(srv.port), "--sizes", "64",
+                  "--cpu", f"{first},{second}", "--json")
+    assert res.status == 0, res.stderr
+    assert os.sched_getaffinity(0) >= {first, second}  # given back after the run
+    assert res.json["local"]["cpus"] == [first]
+    assert res.json["remote"]["cpus"] == [second]
+
+
+def test_busy_poll_is_requested_and_recorded():
+    with running_server() as srv:
+        doc = run_mode(srv.port, "pingpong", "--busy-poll", "50")
+    assert doc["parameters"]["busy_poll"] == 50
+    granted = doc["local"]["socket"]["busy_poll_us"]
+    if os.geteuid() == 0:  # raising SO_BUSY_POLL needs CAP_NET_ADMIN
+        assert granted == 50 and doc["remote"]["socket"]["busy_poll_us"] == 50
+    else:
+        assert granted == 50 or any("SO_BUSY_POLL" in w for w in doc["warnings"])

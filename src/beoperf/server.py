@@ -153,7 +153,8 @@ class Session:
         warnings = apply_options(self.data, DataOptions.from_params(self.params))
         set_io_timeout(self.data, self.cfg.idle_timeout)
         protocol.send_message(self.ctrl, {"op": "data", "socket": data_socket_facts(self.data),
-                                          "warnings": warnings})
+                                          "warnings": warnings,
+                                          "cpus": sorted(os.sched_getaffinity(0))})
 
     def _pool(self, size: int) -> _core.Pool:
         if self.pool is None or self.pool.size != size:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -146,8 +148,23 @@ def check_args(args: argparse.Namespace) -> tuple[SweepConfig, dict[str, Any]]:
 
 def run(args: argparse.Namespace) -> int:
     cfg, params = check_args(args)
-    if params["client_cpu"] is not None:
-        os.sched_setaffinity(0, {params["client_cpu"]})
+    with pinned(params["client_cpu"]):
+        return measure_with_peer(args, cfg, params)
+
+
+@contextlib.contextmanager
+def pinned(cpu: int | None) -> Iterator[None]:
+    """Run this thread on one CPU, then give the old CPU set back."""
+    old = os.sched_getaffinity(0)
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, old)
+
+
+def measure_with_peer(args: argparse.Namespace, cfg: SweepConfig, params: dict[str, Any]) -> int:
     if args.host:
         return measure(args, cfg, params, args.host, args.port)
     loopback = "::1" if args.family == socket.AF_INET6 else "127.0.0.1"

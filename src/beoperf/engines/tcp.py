@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import struct
 from dataclasses import dataclass
@@ -145,7 +146,9 @@ class TcpClient(Transport):
         assert self.ctrl is not None
         self.ctrl.settimeout(self.timeout)
         reply = protocol.expect(protocol.recv_message(self.ctrl), "data")
-        self.remote_socket = reply.get("socket", {})
+        self.remote_socket = {"socket": reply.get("socket", {}).get("socket"),
+                              "interface": reply.get("socket", {}).get("interface"),
+                              "cpus": reply.get("cpus")}
         for warning in reply.get("warnings", []):
             if f"server: {warning}" not in self.warnings:
                 self.warnings.append(f"server: {warning}")
@@ -177,9 +180,11 @@ class TcpClient(Transport):
 
     def facts(self) -> tuple[dict[str, Any], dict[str, Any]]:
         local = data_socket_facts(self.data) if self.data else {}
+        local["cpus"] = sorted(os.sched_getaffinity(0))  # where this end's loop may run
         remote = dict(self.remote)
         remote["socket"] = self.remote_socket.get("socket")
         remote["interface"] = self.remote_socket.get("interface")
+        remote["cpus"] = self.remote_socket.get("cpus")
         return local, remote
 
     def close(self, abort: bool = False) -> None:
