@@ -143,3 +143,25 @@ def test_output_prefix_writes_json_and_netpipe(tmp_path):
     assert [int(line.split()[0]) for line in lines] == [s["size"] for s in doc["sizes"]]
     assert "latency" in res.stdout and "peak" in res.stdout
     assert any("session" in line and " ok" in line for line in srv.log)
+
+
+def test_server_error_mid_run_is_reported_with_its_reason():
+    """A server that stops mid-trial says why on the control path; the client raises that."""
+    from beoperf import _core
+    from beoperf.engines.tcp import TcpClient
+
+    with running_server() as srv:
+        client = TcpClient("127.0.0.1", srv.port, {"mode": "pingpong", "max_size": 1024},
+                           timeout=5)
+        client.setup()
+        client.open_data()
+        with pytest.raises(protocol.PeerRefused, match="outside the session limits"):
+            client.trial(4096, 1, _core.Pool(4096), 0)  # over the agreed max_size
+        client.close(abort=True)
+    assert any("outside the session limits" in line for line in srv.log)
+
+
+def test_command_line_is_recorded():
+    with running_server() as srv:
+        res = cli("pingpong", "127.0.0.1", "--port", str(srv.port), "--sizes", "8", "--json")
+    assert res.json["meta"]["command_line"][:3] == ["beoperf", "pingpong", "127.0.0.1"]

@@ -261,10 +261,18 @@ def test_netpipe_lines_exact_format():
         assert len(mbps.split(".")[1]) == 6
 
 
-def test_netpipe_third_column_is_seconds_of_the_median():
+def test_netpipe_third_column_is_seconds_of_the_median_without_trial_means():
     s = size_result(4096, 123.456, min_us=50.0)
     (line,) = netpipe_lines(_run_with("pingpong", [s]))
     assert float(line.split()[2]) == pytest.approx(123.456e-6, abs=1e-8)
+
+
+def test_netpipe_uses_netpipes_own_statistic_the_best_trial_mean():
+    s = size_result(4096, 123.456, min_us=50.0)
+    s.time_us["best_trial_mean"] = 120.0
+    (line,) = netpipe_lines(_run_with("pingpong", [s]))
+    assert float(line.split()[2]) == pytest.approx(120e-6, abs=1e-8)
+    assert float(line.split()[1]) == pytest.approx(4096 * 8 / 120e-6 / 2**20, rel=1e-6)
 
 
 def test_netpipe_bidir_counts_both_directions():

@@ -54,7 +54,9 @@ def build_parser() -> Parser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit status. Never raises for bad input."""
     try:
+        argv = list(sys.argv[1:] if argv is None else argv)
         args = build_parser().parse_args(argv)
+        args.argv = ["beoperf", *argv]
         if not getattr(args, "command", None):
             raise UsageError("no command given", "try 'beoperf pingpong' or 'beoperf --help'")
         return int(args.func(args))

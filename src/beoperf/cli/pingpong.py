@@ -212,7 +212,7 @@ def measure(args: argparse.Namespace, cfg: SweepConfig, params: dict[str, Any], 
     with Progress(len(cfg.sizes), enabled=sys.stderr.isatty() and not args.json) as progress:
         outcome = run_sweep(client, cfg, on_size=progress.advance)
     client.close(abort=outcome.status != "complete")
-    meta = {"beoperf": __version__, "command_line": sys.argv, "utc_start": started_utc,
+    meta = {"beoperf": __version__, "command_line": args.argv, "utc_start": started_utc,
             "utc_end": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "duration_s": round(time.monotonic() - started, 3), "peer": f"{host} port {port}",
             "clock": dict(sysinfo.clock_facts(), overhead_ns=_core.clock_overhead_ns(1000))}

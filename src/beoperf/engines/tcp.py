@@ -158,10 +158,14 @@ class TcpClient(Transport):
         mode = self.params["mode"]
         assert self.ctrl is not None and self.data is not None
         protocol.send_message(self.ctrl, {"op": "run", "size": size, "reps": reps, "seq0": seq0})
-        samples, elapsed, corrupt = _core.run(
-            CLIENT_ROLE[mode], self.data.fileno(), pool, reps,
-            integrity=bool(self.params.get("integrity")), seq0=seq0,
-            timeout_ms=int(self.timeout * 1000), timed=mode != "stream")
+        try:
+            samples, elapsed, corrupt = _core.run(
+                CLIENT_ROLE[mode], self.data.fileno(), pool, reps,
+                integrity=bool(self.params.get("integrity")), seq0=seq0,
+                timeout_ms=int(self.timeout * 1000), timed=mode != "stream")
+        except (ConnectionError, TimeoutError):
+            self._raise_peer_reason()
+            raise
         self.ctrl.settimeout(self.timeout + size / 1e5)
         done = protocol.expect(protocol.recv_message(self.ctrl), "done")
         corrupt += int(done.get("corrupt", 0))
@@ -169,6 +173,16 @@ class TcpClient(Transport):
             elapsed = int(done["elapsed_ns"])
         arr = np.frombuffer(samples, dtype=np.uint64) if samples is not None else None
         return Trial(arr, elapsed, corrupt)
+
+    def _raise_peer_reason(self) -> None:
+        """The data path broke: if the server said why on the control path, raise that."""
+        assert self.ctrl is not None
+        try:
+            self.ctrl.settimeout(1.0)
+            message = protocol.recv_message(self.ctrl)
+        except (OSError, protocol.ProtocolError):
+            return
+        protocol.expect(message, "done")  # raises PeerRefused for an error or refusal
 
     def reset(self) -> None:
         if self.data:

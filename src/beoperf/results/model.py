@@ -26,17 +26,20 @@ class SizeResult:
 
     In pingpong mode a sample is half a round trip; in stream mode the time per
     message of one trial; in bidir mode one simultaneous exchange.
+    `best_trial_mean` is NetPIPE's own statistic: the mean time of the fastest
+    trial (NetPIPE keeps the best of its trials, each an average of many
+    repetitions); beoperf's own figures use the median of all samples.
     """
 
     size: int
     samples: int
     trials: int
     reps: int
-    time_us: dict[str, float]  # min median mean p90 p99 max stddev mad
+    time_us: dict[str, float]  # min median mean p90 p99 max stddev mad best_trial_mean
     ci95_halfwidth_us: float | None
     ci95_relative: float | None
     converged: bool
-    throughput_bps: dict[str, float]  # from_median, from_min (SI bits/s)
+    throughput_bps: dict[str, float]  # from_median, from_min, from_best_trial (SI bits/s)
     corrupt: int = 0
 
 
