@@ -141,7 +141,8 @@ def check_args(args: argparse.Namespace) -> tuple[SweepConfig, dict[str, Any]]:
               "rcvbuf": _buffer(args.rcvbuf, "--rcvbuf"), "nodelay": not args.nagle,
               "busy_poll": args.busy_poll, "client_cpu": client_cpu, "server_cpu": server_cpu,
               "transport": "tcp", "precision": args.precision, "max_time": args.max_time,
-              "trial_time": args.trial_time, "perturbation": args.perturbation,
+              "trial_time": args.trial_time,
+              "perturbation": None if args.sizes else args.perturbation,
               "sizes": len(sizes), "start": sizes[0], "end": sizes[-1]}
     return cfg, params
 

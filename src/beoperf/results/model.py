@@ -26,7 +26,9 @@ class SizeResult:
 
     In pingpong mode a sample is half a round trip; in stream mode the time per
     message of one trial; in bidir mode one simultaneous exchange.
-    `best_trial_mean` is NetPIPE's own statistic: the mean time of the fastest
+    The 95% CI is that of the median over trial medians (trials, not single
+    round trips, are the independent unit); `reps` counts every timed
+    repetition. `best_trial_mean` is NetPIPE's own statistic: the mean time of the fastest
     trial (NetPIPE keeps the best of its trials, each an average of many
     repetitions); beoperf's own figures use the median of all samples.
     """

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from beoperf import _core, protocol, sysinfo
-from beoperf.analysis.stats import MIN_CI_SAMPLES, relative_ci, summarize
+from beoperf.analysis.stats import MIN_CI_SAMPLES, median_ci, relative_ci, summarize
 from beoperf.engines.base import Transport, Trial
 from beoperf.results.model import SizeResult
 
@@ -26,7 +26,7 @@ class SweepConfig:
     precision: float = 0.02  # target 95% CI half-width of the median, relative
     trial_time: float = 0.01  # seconds one trial should last
     max_time: float = 2.0  # seconds per size at most (then reported as not converged)
-    min_trials: int = 3
+    min_trials: int = MIN_CI_SAMPLES  # trials are the unit of the CI: at least 6
     nocache: bool = False
 
 
@@ -62,9 +62,10 @@ class SizeMeasurement:
     def __init__(self, transport: Transport, cfg: SweepConfig, size: int, seq: int) -> None:
         self.transport, self.cfg, self.size, self.seq = transport, cfg, size, seq
         self.chunks: list[np.ndarray] = []
+        self.trial_medians: list[float] = []
         self.trials = 0
         self.corrupt = 0
-        self.reps = 1
+        self.reps = 0  # all timed repetitions of this size
         self.converged = False
         self.pool = make_pool(size, cfg.nocache)
 
@@ -85,30 +86,35 @@ class SizeMeasurement:
         if estimate_ns is None:
             estimate_ns = self._unit_ns(self._trial(1))
         warm = self._trial(reps_for(estimate_ns, self.cfg.trial_time / 4))
-        self.reps = reps_for(self._unit_ns(warm), self.cfg.trial_time)
+        reps = reps_for(self._unit_ns(warm), self.cfg.trial_time)
         started = time.monotonic()
         while True:
-            values = self._trial(self.reps)
+            values = self._trial(reps)
             self.chunks.append(values)
+            self.trial_medians.append(float(np.median(values)))
             self.trials += 1
+            self.reps += reps
             if self._precise_enough() or time.monotonic() - started >= self.cfg.max_time:
                 break
-            self.reps = reps_for(self._unit_ns(values), self.cfg.trial_time)
+            reps = reps_for(self._unit_ns(values), self.cfg.trial_time)
         return self._unit_ns(np.concatenate(self.chunks))
 
     def _precise_enough(self) -> bool:
-        if self.trials < self.cfg.min_trials:
+        """The CI is taken over trial medians, not over round trips: consecutive
+        round trips are correlated (a slow spell lasts many of them), so only
+        trials are independent enough to say how well the median is known."""
+        if self.trials < max(self.cfg.min_trials, MIN_CI_SAMPLES):
             return False
-        arr = np.sort(np.concatenate(self.chunks))
-        if arr.size < MIN_CI_SAMPLES:
-            return False
-        rel = relative_ci(arr)
+        rel = relative_ci(np.sort(np.array(self.trial_medians)))
         self.converged = rel is not None and rel <= self.cfg.precision
         return self.converged
 
     def result(self) -> SizeResult:
         s = summarize(np.concatenate(self.chunks) / 1000.0)  # ns -> us
         best_trial = min(float(c.mean()) for c in self.chunks) / 1000.0
+        trials = np.sort(np.array(self.trial_medians)) / 1000.0
+        ci = median_ci(trials) if trials.size >= MIN_CI_SAMPLES else None
+        half = (ci[1] - ci[0]) / 2.0 if ci else None
         factor = 2.0 if self.cfg.mode == "bidir" else 1.0
         bits = factor * self.size * 8.0
         return SizeResult(
@@ -116,7 +122,8 @@ class SizeMeasurement:
             time_us={"min": s.min, "median": s.median, "mean": s.mean, "p90": s.p90,
                      "p99": s.p99, "max": s.max, "stddev": s.stddev, "mad": s.mad,
                      "best_trial_mean": best_trial},
-            ci95_halfwidth_us=s.ci_halfwidth, ci95_relative=s.ci_relative,
+            ci95_halfwidth_us=half,
+            ci95_relative=half / float(np.median(trials)) if half is not None else None,
             converged=self.converged,
             throughput_bps={"from_median": bits / (s.median * 1e-6),
                             "from_min": bits / (s.min * 1e-6),
