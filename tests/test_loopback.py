@@ -150,3 +150,29 @@ def test_busy_poll_is_requested_and_recorded():
         assert granted == 50 and doc["remote"]["socket"]["busy_poll_us"] == 50
     else:
         assert granted == 50 or any("SO_BUSY_POLL" in w for w in doc["warnings"])
+
+
+def test_configuration_sweep_writes_each_run_a_table_and_graphs(tmp_path):
+    prefix = tmp_path / "bufs"
+    with running_server() as srv:
+        res = cli("pingpong", "127.0.0.1", "--port", str(srv.port), "--sizes", "1,1K,64K",
+                  "--sweep", "sndbuf=16K,256K", "-o", str(prefix))
+    assert res.status == 0, res.stderr
+    for value, granted in (("16K", 2 * 16384), ("256K", 2 * 262144)):
+        doc = json.loads((tmp_path / f"bufs-sndbuf-{value}.json").read_text())
+        assert doc["parameters"]["sndbuf"] == granted // 2
+        assert doc["local"]["socket"]["sndbuf"] == granted  # what the kernel granted
+        assert (tmp_path / f"bufs-sndbuf-{value}.np").exists()
+    table = (tmp_path / "bufs-compare.md").read_text()
+    assert "sndbuf=16K" in table and "sndbuf=256K" in table and "Mann-Whitney" in table
+    for name in ("throughput", "signature", "saturation"):
+        assert (tmp_path / "bufs-plots" / f"{name}.png").stat().st_size > 0
+
+
+def test_configuration_sweep_errors():
+    res = cli("pingpong", "--sweep", "colour=red", "-o", "x")
+    assert res.status == ExitStatus.USAGE and "KEY=V1,V2" in res.stderr
+    res = cli("pingpong", "--sweep", "sndbuf=16K,64K")
+    assert res.status == ExitStatus.USAGE and "-o PREFIX" in res.stderr
+    res = cli("pingpong", "--sweep", "sndbuf=16K,lots", "-o", "x")
+    assert res.status == ExitStatus.USAGE and "--sndbuf" in res.stderr

@@ -100,3 +100,24 @@ def test_modes_between_hosts(netns_pair, mode):
     start_server(server)
     doc = pingpong(client, server.addr4, "--mode", mode, "--sizes", "1,64K,1M")
     assert doc["status"] == "complete" and len(doc["sizes"]) == 3
+
+
+def test_compare_sees_a_rate_limit_as_significant(netns_pair, tmp_path):
+    """A run over the bare veth against one over a 100 Mbit/s shaped veth: compare
+    calls the peak change significant and gives the test it used."""
+    server, client = netns_pair
+    start_server(server)
+    sizes = ["--sizes", "64K,256K,1M", "--max-time", "4"]
+    free, shaped = tmp_path / "free", tmp_path / "shaped"
+    pingpong(client, server.addr4, *sizes, "-o", str(free))
+    shape(server)
+    shape(client)
+    pingpong(client, server.addr4, *sizes, "-o", str(shaped))
+    res = client.run([sys.executable, "-m", "beoperf", "compare", f"{free}.json",
+                      f"{shaped}.json", "--format", "json"], check=False)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    rows = doc["rows"] if isinstance(doc, dict) else doc
+    test = rows[1]["peak_test"]
+    assert test["verdict"] == "significant", test
+    assert rows[1]["peak_change_pct"] < -50

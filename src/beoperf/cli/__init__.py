@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from enum import IntEnum
@@ -40,14 +41,16 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def build_parser() -> Parser:
-    from beoperf.cli import pingpong, serve
+COMMANDS = ("serve", "pingpong", "plot", "compare")  # one module each in beoperf.cli
 
-    parser = Parser(prog="beoperf", description=__doc__)
+
+def build_parser() -> Parser:
+    parser = Parser(prog="beoperf", description="Measure, explain, tune and watch the "
+                    "performance of Linux clusters, above all their interconnect.")
     parser.add_argument("--version", action="version", version=f"beoperf {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for module in (serve, pingpong):
-        module.add_parser(sub)
+    for name in COMMANDS:
+        importlib.import_module(f"beoperf.cli.{name}").add_parser(sub)
     return parser
 
 

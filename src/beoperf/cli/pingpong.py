@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from beoperf import __version__, _core, protocol, sysinfo
+from beoperf.analysis.curve import analyze_run
 from beoperf.cli import CliError, ExitStatus, UsageError
 from beoperf.cli.embedded import embedded_server
 from beoperf.cli.progress import Progress
@@ -29,6 +30,8 @@ EXAMPLES = """examples:
   beoperf pingpong node02 -o runs/n01-n02   # writes runs/n01-n02.json and .np
   beoperf pingpong node02 --mode stream --end 4M --sndbuf 256K --rcvbuf 256K
   beoperf pingpong node02 --sizes 16,1024,64K --precision 0.01 --json
+  beoperf pingpong node02 --sweep sndbuf=16K,64K,256K,512K -o runs/bufs
+      # runs/bufs-sndbuf-16K.json ... , runs/bufs-compare.md, runs/bufs-plots/*.png
 
 Times are one-way (half a round trip in pingpong mode); throughput is in SI
 bits/s (1 Mbit/s = 10^6 bit/s). The .np file keeps NetPIPE's own units.
@@ -53,6 +56,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     out = p.add_argument_group("output")
     out.add_argument("-o", "--output", metavar="PREFIX", help="write PREFIX.json and PREFIX.np")
     out.add_argument("--json", action="store_true", help="print the result document to stdout")
+    out.add_argument("--sweep", metavar="KEY=V1,V2,...",
+                     help="one run per value of sndbuf, rcvbuf, mode or nocache (on/off), "
+                          "then a comparison table and the graphs; needs -o PREFIX")
     out.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                      help="give up on a silent peer after this long (default %(default)s)")
     p.set_defaults(func=run, family=socket.AF_UNSPEC)
@@ -148,9 +154,13 @@ def check_args(args: argparse.Namespace) -> tuple[SweepConfig, dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.sweep:
+        from beoperf.cli.configsweep import run_config_sweep
+
+        return run_config_sweep(args)
     cfg, params = check_args(args)
-    with pinned(params["client_cpu"]):
-        return measure_with_peer(args, cfg, params)
+    with pinned(params["client_cpu"]), peer(args) as (host, port):
+        return measure(args, cfg, params, host, port)
 
 
 @contextlib.contextmanager
@@ -165,12 +175,15 @@ def pinned(cpu: int | None) -> Iterator[None]:
         os.sched_setaffinity(0, old)
 
 
-def measure_with_peer(args: argparse.Namespace, cfg: SweepConfig, params: dict[str, Any]) -> int:
+@contextlib.contextmanager
+def peer(args: argparse.Namespace) -> Iterator[tuple[str, int]]:
+    """(host, port) of the peer: the one given, or an embedded server on loopback."""
     if args.host:
-        return measure(args, cfg, params, args.host, args.port)
+        yield args.host, args.port
+        return
     loopback = "::1" if args.family == socket.AF_INET6 else "127.0.0.1"
     with embedded_server(loopback) as port:
-        return measure(args, cfg, params, loopback, port)
+        yield loopback, port
 
 
 def connect_transport(args: argparse.Namespace, params: dict[str, Any], host: str,
@@ -207,6 +220,15 @@ def peer_error(exc: BaseException, host: str) -> CliError:
 
 def measure(args: argparse.Namespace, cfg: SweepConfig, params: dict[str, Any], host: str,
             port: int) -> int:
+    """One sweep: measure, write the outputs, print the summary; the exit status."""
+    result, outcome = collect(args, cfg, params, host, port)
+    write_outputs(args, result)
+    return finish(result, outcome, host, quiet_stdout=args.json)
+
+
+def collect(args: argparse.Namespace, cfg: SweepConfig, params: dict[str, Any], host: str,
+            port: int) -> tuple[RunResult, SweepOutcome]:
+    """Connect, sweep and build the result document (nothing written yet)."""
     started_utc, started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.monotonic()
     client = connect_transport(args, params, host, port)
     local, remote = client.facts()
@@ -220,8 +242,7 @@ def measure(args: argparse.Namespace, cfg: SweepConfig, params: dict[str, Any], 
     result = RunResult(parameters=params, local=local, remote=remote, meta=meta,
                        sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
                        warnings=warnings_of(client, outcome))
-    write_outputs(args, result)
-    return finish(result, outcome, host, quiet_stdout=args.json)
+    return result, outcome
 
 
 def warnings_of(client: TcpClient, outcome: SweepOutcome) -> list[str]:
@@ -260,6 +281,25 @@ def finish(result: RunResult, outcome: SweepOutcome, host: str, quiet_stdout: bo
     return ExitStatus.OK
 
 
+def print_analysis(result: RunResult, out: Any) -> None:
+    """Saturation, n1/2 and the fitted model (definitions in beoperf.analysis.curve)."""
+    a = analyze_run(result)
+    if a is None or len(result.sizes) < 3:
+        return
+    if a.saturation_size is not None and a.saturation_interval is not None:
+        low, high = a.saturation_interval
+        sat = f"{a.saturation_size} B (interval {low}..{high} B)"
+    else:
+        sat = "not reached within the measured sizes"
+    half = f"{a.n_half:.0f} B" if a.n_half is not None else "-"
+    print(f"  saturation {sat}; n1/2 {half}", file=out)
+    if a.hockney and a.hockney.bandwidth_bps:
+        h = a.hockney
+        breaks = ", ".join(str(b) for b in a.thresholds) or "none"
+        print(f"  model      t = {h.alpha_us:.2f} us + n / {h.bandwidth_bps / 1e6:.1f} Mbit/s "
+              f"(R^2 {h.r2:.3f}); protocol thresholds at: {breaks} B", file=out)
+
+
 def print_summary(result: RunResult, out: Any) -> None:
     s = summary(result)
     mode = result.parameters["mode"]
@@ -270,10 +310,13 @@ def print_summary(result: RunResult, out: Any) -> None:
         first = result.sizes[0]
         ci = first.ci95_relative
         ci_text = f", 95% CI +-{ci * 100:.1f}%" if ci is not None else ""
-        print(f"  latency    {s['latency_median_us']:.2f} us median, {s['latency_p99_us']:.2f} us"
-              f" p99 (one-way, {first.size} B, {first.samples} samples{ci_text})", file=out)
+        p99 = s["latency_p99_us"]
+        p99_text = f", {p99:.2f} us p99" if p99 is not None else ""
+        print(f"  latency    {s['latency_median_us']:.2f} us median{p99_text} (one-way, "
+              f"{first.size} B, {first.samples} samples{ci_text})", file=out)
         print(f"  throughput {s['peak_throughput_bps'] / 1e6:.2f} Mbit/s peak at "
               f"{s['peak_size']} B (from the median time)", file=out)
+        print_analysis(result, out)
     for warning in result.warnings:
         print(f"  warning: {warning}", file=out)
     if result.status_reason:

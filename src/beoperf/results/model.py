@@ -37,12 +37,27 @@ class SizeResult:
     samples: int
     trials: int
     reps: int
-    time_us: dict[str, float]  # min median mean p90 p99 max stddev mad best_trial_mean
+    time_us: dict[str, float | None]  # min median mean p90 p99 max stddev mad best_trial_mean
     ci95_halfwidth_us: float | None
     ci95_relative: float | None
     converged: bool
-    throughput_bps: dict[str, float]  # from_median, from_min, from_best_trial (SI bits/s)
+    # from_median, from_min, from_best_trial; from_mean for imports (SI bit/s)
+    throughput_bps: dict[str, float | None]
     corrupt: int = 0
+    trial_medians_us: list[float] | None = None  # one per trial: the independent observations
+
+    def central_time_us(self) -> float:
+        """The figure to read: the median, or for imports what the source has."""
+        for key in ("median", "best_trial_mean", "mean"):
+            if self.time_us.get(key) is not None:
+                return float(self.time_us[key])
+        raise ResultFormatError(f"size {self.size}: no time statistic")
+
+    def central_bps(self) -> float:
+        for key in ("from_median", "from_best_trial", "from_mean"):
+            if self.throughput_bps.get(key) is not None:
+                return float(self.throughput_bps[key])
+        raise ResultFormatError(f"size {self.size}: no throughput statistic")
 
 
 @dataclass
@@ -57,12 +72,29 @@ class RunResult:
     status: str = "complete"  # complete | interrupted | failed
     status_reason: str | None = None
     warnings: list[str] = field(default_factory=list)
+    source: dict[str, Any] | None = None  # None: measured by beoperf; else what was imported
 
     def to_dict(self) -> dict[str, Any]:
+        from beoperf.analysis.curve import analyze_run
+
         doc = {"format": FORMAT, "schema_version": SCHEMA_VERSION}
         doc.update(asdict(self))
         doc["summary"] = summary(self)
+        analysis = analyze_run(self)
+        doc["analysis"] = analysis.to_dict() if analysis else None
         return doc
+
+    def label(self) -> str:
+        """A short name for tables and legends, from the metadata."""
+        if self.source:
+            return Path(str(self.source.get("path", "import"))).stem
+        p = self.parameters
+        peer = str(self.meta.get("peer", "?")).split(" port ")[0]
+        extras = [f"{k}={p[k]}" for k in ("sndbuf", "rcvbuf") if p.get(k)]
+        extras += [k for k in ("nocache", "integrity") if p.get(k)]
+        mtu = (self.local.get("interface") or {}).get("mtu")
+        mtu_text = f" mtu{mtu}" if mtu else ""
+        return f"{p.get('mode', '?')} {peer}{mtu_text}" + "".join(f" {e}" for e in extras)
 
     @classmethod
     def from_dict(cls, doc: Any, source: str = "document") -> RunResult:
@@ -72,7 +104,7 @@ class RunResult:
             return cls(parameters=doc["parameters"], local=doc["local"], remote=doc["remote"],
                        meta=doc["meta"], sizes=sizes, status=doc["status"],
                        status_reason=doc.get("status_reason"),
-                       warnings=list(doc.get("warnings", [])))
+                       warnings=list(doc.get("warnings", [])), source=doc.get("source"))
         except (KeyError, TypeError) as exc:
             raise ResultFormatError(f"{source}: malformed beoperf result ({exc})") from None
 
@@ -92,14 +124,14 @@ def summary(run: RunResult) -> dict[str, Any]:
     if not run.sizes:
         return {"sizes_measured": 0}
     first = run.sizes[0]
-    peak = max(run.sizes, key=lambda s: s.throughput_bps["from_median"])
+    peak = max(run.sizes, key=lambda s: s.central_bps())
     return {
         "sizes_measured": len(run.sizes),
         "sizes_not_converged": sum(1 for s in run.sizes if not s.converged),
         "latency_size": first.size,
-        "latency_median_us": first.time_us["median"],
-        "latency_p99_us": first.time_us["p99"],
-        "peak_throughput_bps": peak.throughput_bps["from_median"],
+        "latency_median_us": first.central_time_us(),
+        "latency_p99_us": first.time_us.get("p99"),
+        "peak_throughput_bps": peak.central_bps(),
         "peak_size": peak.size,
         "corrupt_messages": sum(s.corrupt for s in run.sizes),
     }

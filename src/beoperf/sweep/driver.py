@@ -128,7 +128,8 @@ class SizeMeasurement:
             throughput_bps={"from_median": bits / (s.median * 1e-6),
                             "from_min": bits / (s.min * 1e-6),
                             "from_best_trial": bits / (best_trial * 1e-6)},
-            corrupt=self.corrupt)
+            corrupt=self.corrupt,
+            trial_medians_us=[float(t) for t in np.array(self.trial_medians) / 1000.0])
 
 
 def make_pool(size: int, nocache: bool) -> _core.Pool:
