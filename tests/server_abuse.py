@@ -104,16 +104,17 @@ def abuses(host: str, port: int) -> dict[str, str]:
         "bad-run": session_then_bad_run(host, port),
         "mid-test-disconnect": mid_test_disconnect(host, port),
     }
-    with _connect(host, port) as sock:  # truncated frame, then gone
+    with _connect(host, port) as sock:  # truncated frame, then no more
         sock.sendall(header.pack(protocol.MAGIC, 1, 100) + b"{" * 10)
-    out["truncated"] = "sent"
+        sock.shutdown(socket.SHUT_WR)
+        out["truncated"] = _reply(sock)
     return out
 
 
 EXPECTED = {"garbage": "refuse", "http": "refuse", "oversize": "refuse", "not-json": "refuse",
             "deep-json": "refuse", "wrong-version": "refuse", "bad-params": "refuse",
             "data-no-session": "refuse", "not-hello": "refuse", "bad-run": "error",
-            "mid-test-disconnect": "welcome", "truncated": "sent"}
+            "mid-test-disconnect": "welcome", "truncated": "closed"}
 
 
 def half_open(host: str, port: int, count: int) -> list[socket.socket]:

@@ -50,6 +50,11 @@ def test_no_command_is_usage_error():
     (["pingpong", "--port", "70000"], "port"),
     (["pingpong", "--no-such-option"], "unrecognized"),
     (["serve", "--max-memory", "huge"], "--max-memory"),
+    (["pingpong", "--timeout", "inf"], "--timeout"),
+    (["pingpong", "--trial-time", "nan"], "--trial-time"),
+    (["pingpong", "--max-time", "0"], "--max-time"),
+    (["serve", "--handshake-timeout", "nan"], "--handshake-timeout"),
+    (["serve", "--idle-timeout", "3e7"], "--idle-timeout"),
 ])
 def test_bad_options(argv, word):
     assert_one_line_error(cli(*argv), ExitStatus.USAGE, "usage error", word)

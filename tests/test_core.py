@@ -449,3 +449,11 @@ def test_not_a_socket(tmp_path):
             _core.run("pingpong-client", f.fileno(), _core.Pool(8), 1)
     assert info.value.errno == errno.ENOTSOCK
     assert not isinstance(info.value, (TimeoutError, ConnectionError))
+
+
+def test_a_pool_cannot_be_initialised_twice():
+    """Re-initialising would free memory a loop may be using (GIL released)."""
+    pool = _core.Pool(4096)
+    with pytest.raises(RuntimeError, match="twice"):
+        pool.__init__(16)
+    assert pool.size == 4096

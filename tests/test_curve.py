@@ -96,3 +96,22 @@ def test_unknown_p99_stays_unknown():
     t = model(SIZES, 12.0, 10e9)
     res = analyze(SIZES.tolist(), t.tolist(), [None] * SIZES.size, throughput(SIZES, t).tolist())
     assert res.latency_p99_us is None
+
+
+def test_bidir_bandwidth_counts_both_directions():
+    """In bidir a sample moves the message both ways: 1/beta must match the throughput."""
+    t = model(SIZES, 5.0, 10e9)  # one direction at 10 Gbit/s
+    res = analyze(SIZES.tolist(), t.tolist(), [None] * SIZES.size,
+                  (2 * throughput(SIZES, t)).tolist())
+    assert res.hockney.bandwidth_bps == pytest.approx(20e9, rel=0.01)
+
+
+def test_very_long_sweeps_skip_the_piecewise_fit():
+    """The segmentation needs (m+1)^2 floats: above MAX_SEGMENT_POINTS it is skipped."""
+    from beoperf.analysis.curve import MAX_SEGMENT_POINTS
+
+    sizes = np.arange(1, MAX_SEGMENT_POINTS + 50, dtype=float) * 1024
+    t = model(sizes, 5.0, 10e9)
+    res = analyze(sizes.tolist(), t.tolist(), [None] * sizes.size, throughput(sizes, t).tolist())
+    assert res.pieces == [] and res.thresholds == []
+    assert res.hockney.alpha_us == pytest.approx(5.0, rel=0.01)

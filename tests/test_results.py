@@ -280,7 +280,7 @@ def test_netpipe_bidir_counts_both_directions():
     (uni,) = netpipe_lines(_run_with("pingpong", [s]))
     (bi,) = netpipe_lines(_run_with("bidir", [s]))
     assert float(bi.split()[1]) == pytest.approx(2 * float(uni.split()[1]), abs=1e-6)
-    assert bi == "       1 1.525879   0.00001000"
+    assert bi == "       2 1.525879   0.00001000"  # NetPIPE 3.7 writes bits/8 = 2 x size
     assert bi.split()[2] == uni.split()[2]  # the time column is unchanged
 
 
@@ -338,3 +338,17 @@ def test_read_netpipe_rejects_binary_garbage(tmp_path: Path):
     path.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00\x00")
     with pytest.raises(ResultFormatError):
         read_netpipe(path)
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda d: d["sizes"][0].update(time_us=None),
+    lambda d: d["sizes"][0]["time_us"].update(median=[1]),
+    lambda d: d["sizes"][0].update(size="1"),
+    lambda d: d.update(parameters=None),
+    lambda d: d.update(local=[]),
+])
+def test_load_wrong_types_is_a_format_error(tmp_path: Path, mutate):
+    doc = make_run().to_dict()
+    mutate(doc)
+    path = _write(tmp_path, json.dumps(doc))
+    _assert_format_error(path, "malformed")

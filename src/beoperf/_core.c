@@ -27,7 +27,10 @@ static int Pool_init(PoolObject *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_ValueError, "pool size must be >= 1 and span >= 0");
         return -1;
     }
-    beo_pool_free(&self->pool);
+    if (self->pool.base != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "a Pool cannot be initialised twice");
+        return -1;
+    }
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = beo_pool_init(&self->pool, (size_t)size, (size_t)span);

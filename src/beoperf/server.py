@@ -65,6 +65,13 @@ def nocache_span(size: int, llc: int | None) -> int:
     return max(2 * size, int(1.5 * (llc or 32 * MiB)) + size)
 
 
+def pool_bytes(size: int, nocache: bool) -> int:
+    """What a pool for `size`-byte messages allocates: two 64-byte-aligned buffers,
+    or the no-cache span."""
+    two = (size + 63) // 64 * 64 + size
+    return max(two, nocache_span(size, sysinfo.llc_bytes())) if nocache else two
+
+
 def check_params(params: Any, cfg: ServerConfig) -> dict[str, Any]:
     """Validate a client's session parameters against this server's limits."""
     if not isinstance(params, dict):
@@ -72,16 +79,17 @@ def check_params(params: Any, cfg: ServerConfig) -> dict[str, Any]:
     if params.get("mode") not in MODES:
         raise Refusal("bad-request", f"unknown mode {params.get('mode')!r}")
     max_size = params.get("max_size")
-    if not isinstance(max_size, int) or not 1 <= max_size <= cfg.max_memory:
-        raise Refusal("limit", f"largest message {max_size!r} bytes is over this server's "
-                               f"{cfg.max_memory} byte limit (serve --max-memory)")
+    too_big = isinstance(max_size, int) and pool_bytes(max_size, False) > cfg.max_memory
+    if not isinstance(max_size, int) or max_size < 1 or too_big:
+        raise Refusal("limit", f"largest message {max_size!r} bytes needs more than this "
+                               f"server's {cfg.max_memory} byte limit (serve --max-memory)")
     for key in ("sndbuf", "rcvbuf", "busy_poll", "server_cpu"):
         value = params.get(key)
         if value is not None and (not isinstance(value, int) or not 0 <= value <= cfg.max_memory):
             raise Refusal("bad-request", f"bad value for {key}: {value!r}")
     if params.get("server_cpu") is not None and params["server_cpu"] not in os.sched_getaffinity(0):
         raise Refusal("bad-request", f"cpu {params['server_cpu']} is not available on the server")
-    if params.get("nocache") and nocache_span(max_size, sysinfo.llc_bytes()) > cfg.max_memory:
+    if params.get("nocache") and pool_bytes(max_size, True) > cfg.max_memory:
         raise Refusal("limit", f"no-cache buffers for {max_size}-byte messages exceed this "
                                f"server's {cfg.max_memory} byte limit (serve --max-memory)")
     return params
@@ -159,8 +167,9 @@ class Session:
     def _pool(self, size: int) -> _core.Pool:
         if self.pool is None or self.pool.size != size:
             self.pool = None  # free the old one before allocating
-            span = nocache_span(size, sysinfo.llc_bytes()) if self.params.get("nocache") else 0
-            if max(span, size) > self.cfg.max_memory:
+            nocache = bool(self.params.get("nocache"))
+            span = nocache_span(size, sysinfo.llc_bytes()) if nocache else 0
+            if pool_bytes(size, nocache) > self.cfg.max_memory:
                 raise Refusal("limit", f"{size}-byte buffers exceed the server's memory limit")
             self.pool = _core.Pool(size, span)
         return self.pool

@@ -37,6 +37,7 @@ SATURATED_SLOPE = 0.9
 LATENCY_SLOPE = 0.1
 MAX_BREAKS = 3
 MIN_PIECE_POINTS = 4
+MAX_SEGMENT_POINTS = 600  # the piecewise fit needs (m+1)^2 floats; skipped above this
 
 
 @dataclass
@@ -150,15 +151,18 @@ class _Moments:
         return alpha, beta, np.maximum(sse, 0.0), s["u"], s["uu"], s["one"]
 
 
-def hockney(sizes: np.ndarray, times: np.ndarray) -> Fit:
-    """Least-squares t = alpha + beta*n on relative error; R^2 in the same weighting."""
+def hockney(sizes: np.ndarray, times: np.ndarray, moved: float = 1.0) -> Fit:
+    """Least-squares t = alpha + beta*n on relative error; R^2 in the same weighting.
+
+    `moved` is how many times n bytes cross the link per sample (2 in bidir
+    mode), so that 1/beta is comparable with the throughput figures."""
     alpha, beta, sse, su, suu, count = _Moments(sizes, times).fit(0, len(sizes))
     tbar = su / suu  # weighted mean of t with weights 1/t^2
     ss_tot = float((((times - tbar) / times) ** 2).sum())
     r2 = 1.0 - float(sse) / ss_tot if ss_tot > 0 else 1.0
     return Fit(first_size=int(sizes[0]), last_size=int(sizes[-1]), points=int(count),
                alpha_us=float(alpha), beta_us_per_byte=float(beta),
-               bandwidth_bps=8e6 / float(beta) if beta > 0 else None, r2=r2)
+               bandwidth_bps=moved * 8e6 / float(beta) if beta > 0 else None, r2=r2)
 
 
 def segment(sizes: np.ndarray, times: np.ndarray, max_breaks: int = MAX_BREAKS,
@@ -227,12 +231,14 @@ def analyze(sizes: list[int], median_us: list[float], p99_us: list[float | None]
     t = np.asarray(median_us, dtype=float)
     lat, lat99, method = latency(n, t, list(p99_us))
     thr = np.asarray(bps, dtype=float)
+    moved = max(1.0, round(float(np.median(thr * t * 1e-6 / (8.0 * n)))))  # 2 for bidir
     slopes = local_slopes(n, t) if len(n) >= 3 else np.zeros(len(n))
     sat, interval = saturation(n, slopes) if len(n) >= 3 else (None, None)
-    fit = hockney(n, t) if len(n) >= 2 else None
-    breaks = segment(n, t) if len(n) >= 2 * MIN_PIECE_POINTS else []
+    fit = hockney(n, t, moved) if len(n) >= 2 else None
+    segmentable = 2 * MIN_PIECE_POINTS <= len(n) <= MAX_SEGMENT_POINTS  # O(m^2) memory
+    breaks = segment(n, t) if segmentable else []
     bounds = [0, *breaks, len(n)]
-    pieces = [hockney(n[a:b], t[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+    pieces = [hockney(n[a:b], t[a:b], moved) for a, b in zip(bounds, bounds[1:], strict=False)]
     return CurveAnalysis(
         latency_us=lat, latency_p99_us=lat99, latency_method=method,
         peak_bps=float(thr.max()), peak_size=int(n[int(thr.argmax())]),

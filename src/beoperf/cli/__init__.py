@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import sys
 from collections.abc import Sequence
 from enum import IntEnum
@@ -32,6 +33,15 @@ class CliError(Exception):
 class UsageError(CliError):
     def __init__(self, message: str, hint: str = "see 'beoperf COMMAND --help'") -> None:
         super().__init__(ExitStatus.USAGE, "usage error", message, hint)
+
+
+MAX_SECONDS = 2**31 / 1000.0  # what a millisecond timeout in a C int can hold
+
+
+def check_seconds(name: str, value: float) -> None:
+    """A duration option: finite, from 1 ms to about 24 days."""
+    if not (math.isfinite(value) and 0.001 <= value <= MAX_SECONDS):
+        raise UsageError(f"{name} {value}: give seconds between 0.001 and {MAX_SECONDS:.0f}")
 
 
 class Parser(argparse.ArgumentParser):

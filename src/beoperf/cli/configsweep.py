@@ -12,8 +12,16 @@ import copy
 import sys
 from pathlib import Path
 
-from beoperf.cli import CliError, ExitStatus, UsageError
-from beoperf.cli.pingpong import check_args, collect, peer, pinned, print_summary, write_outputs
+from beoperf.cli import ExitStatus, UsageError
+from beoperf.cli.pingpong import (
+    check_args,
+    collect,
+    finish,
+    peer,
+    pinned,
+    print_summary,
+    write_outputs,
+)
 from beoperf.engines.base import MODES
 from beoperf.results.model import RunResult
 
@@ -52,19 +60,20 @@ def run_config_sweep(args: argparse.Namespace) -> int:
     configs = [configure(args, key, v) for v in values]
     checked = [check_args(c) for c in configs]  # every value is validated before any run
     results: list[RunResult] = []
-    with pinned(checked[0][1]["client_cpu"]), peer(args) as (host, port):
+    with pinned(checked[0][1]["client_cpu"]), peer(args, [p for _, p in checked]) as (host, port):
         for one, (cfg, params), value in zip(configs, checked, values, strict=True):
             print(f"== {key}={value}", file=sys.stderr)
             result, outcome = collect(one, cfg, params, host, port)
             write_outputs(one, result)
-            print_summary(result, sys.stdout)
             if outcome.status != "complete":
-                raise CliError(ExitStatus.ERROR, "sweep stopped",
-                               f"{key}={value}: {outcome.reason}",
-                               "the completed configurations were written")
+                break
+            print_summary(result, sys.stdout)
             results.append(result)
-    labels = [f"{key}={v}" for v in values]
-    write_comparison(results, labels, Path(args.output))
+    if results:  # what completed is compared even when a later configuration failed
+        write_comparison(results, [f"{key}={v}" for v in values[:len(results)]],
+                         Path(args.output))
+    if outcome.status != "complete":  # its own exit status: 130, 5, 3, ...
+        return finish(result, outcome, host, quiet_stdout=True)
     return ExitStatus.OK
 
 

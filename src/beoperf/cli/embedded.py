@@ -17,11 +17,12 @@ from beoperf.cli import CliError, ExitStatus
 
 
 @contextlib.contextmanager
-def embedded_server(bind: str, timeout: float = 15.0) -> Iterator[int]:
+def embedded_server(bind: str, max_memory: int, timeout: float = 15.0) -> Iterator[int]:
     """Start a server on a free loopback port; yield the port; stop it by its PID."""
     with tempfile.TemporaryFile(mode="w+") as errors:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "beoperf", "serve", "--bind", bind, "--port", "0"],
+            [sys.executable, "-m", "beoperf", "serve", "--bind", bind, "--port", "0",
+             "--max-memory", str(max_memory)],
             stdout=subprocess.PIPE, stderr=errors, stdin=subprocess.DEVNULL, text=True,
             start_new_session=True)  # Ctrl-C reaches the client only; it stops the server
         try:

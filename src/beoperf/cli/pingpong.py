@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,13 +16,14 @@ from typing import Any
 
 from beoperf import __version__, _core, protocol, sysinfo
 from beoperf.analysis.curve import analyze_run
-from beoperf.cli import CliError, ExitStatus, UsageError
+from beoperf.cli import CliError, ExitStatus, UsageError, check_seconds
 from beoperf.cli.embedded import embedded_server
 from beoperf.cli.progress import Progress
 from beoperf.engines.base import MODES
 from beoperf.engines.tcp import ConnectError, TcpClient
 from beoperf.results.model import RunResult, save_json, summary
 from beoperf.results.netpipe import write_netpipe
+from beoperf.server import pool_bytes
 from beoperf.sweep.driver import IntegrityError, SweepConfig, SweepOutcome, run_sweep
 from beoperf.sweep.schedule import explicit_schedule, netpipe_schedule, parse_size
 
@@ -131,8 +133,8 @@ def check_args(args: argparse.Namespace) -> tuple[SweepConfig, dict[str, Any]]:
     sizes = _sizes(args)
     if not 0 < args.precision < 1:
         raise UsageError("--precision is a fraction between 0 and 1, e.g. 0.02 for 2%")
-    if args.max_time <= 0 or args.trial_time <= 0 or args.timeout <= 0:
-        raise UsageError("--max-time, --trial-time and --timeout must be positive")
+    for name in ("max_time", "trial_time", "timeout"):
+        check_seconds(f"--{name.replace('_', '-')}", getattr(args, name))
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a TCP port (0-65535)")
     if args.busy_poll is not None and not 0 <= args.busy_poll <= 1_000_000:
@@ -159,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
 
         return run_config_sweep(args)
     cfg, params = check_args(args)
-    with pinned(params["client_cpu"]), peer(args) as (host, port):
+    with pinned(params["client_cpu"]), peer(args, [params]) as (host, port):
         return measure(args, cfg, params, host, port)
 
 
@@ -176,13 +178,15 @@ def pinned(cpu: int | None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def peer(args: argparse.Namespace) -> Iterator[tuple[str, int]]:
-    """(host, port) of the peer: the one given, or an embedded server on loopback."""
+def peer(args: argparse.Namespace, params: list[dict[str, Any]]) -> Iterator[tuple[str, int]]:
+    """(host, port) of the peer: the one given, or an embedded server on loopback
+    allowed the memory these sessions need (a no-cache pool spans the LLC)."""
     if args.host:
         yield args.host, args.port
         return
     loopback = "::1" if args.family == socket.AF_INET6 else "127.0.0.1"
-    with embedded_server(loopback) as port:
+    need = max(pool_bytes(p["max_size"], bool(p["nocache"])) for p in params)
+    with embedded_server(loopback, max_memory=max(need, 64 * 1024 * 1024)) as port:
         yield loopback, port
 
 
@@ -215,7 +219,10 @@ def peer_error(exc: BaseException, host: str) -> CliError:
     if isinstance(exc, IntegrityError):
         return CliError(ExitStatus.INTEGRITY, "integrity error", str(exc),
                         "check the NICs, cables and offloads on this path")
-    return CliError(ExitStatus.CONNECTION, "connection error", f"lost {host}: {exc}")
+    if isinstance(exc, OSError | protocol.PeerGone):
+        return CliError(ExitStatus.CONNECTION, "connection error", f"lost {host}: {exc}")
+    return CliError(ExitStatus.ERROR, "error", f"the sweep stopped: {type(exc).__name__}: {exc}",
+                    "the sizes measured before it were kept")
 
 
 def measure(args: argparse.Namespace, cfg: SweepConfig, params: dict[str, Any], host: str,
@@ -262,7 +269,7 @@ def write_outputs(args: argparse.Namespace, result: RunResult) -> None:
             save_json(result, prefix.with_name(prefix.name + ".json"))
             write_netpipe(result, prefix.with_name(prefix.name + ".np"))
         except OSError as exc:
-            fallback = Path.cwd() / f"beoperf-{os.getpid()}.json"
+            fallback = Path(tempfile.gettempdir()) / f"beoperf-{os.getpid()}.json"
             save_json(result, fallback)
             raise CliError(ExitStatus.ERROR, "output error",
                            f"cannot write {prefix}.json: {exc.strerror}",

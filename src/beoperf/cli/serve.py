@@ -7,7 +7,7 @@ import signal
 import sys
 
 from beoperf import __version__, protocol
-from beoperf.cli import CliError, ExitStatus, UsageError
+from beoperf.cli import CliError, ExitStatus, UsageError, check_seconds
 from beoperf.server import MiB, Server, ServerConfig
 from beoperf.sweep.schedule import parse_size
 
@@ -45,8 +45,8 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
         raise UsageError("--max-memory must be between 1 byte and 64G")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a TCP port (0-65535)")
-    if args.idle_timeout <= 0 or args.handshake_timeout <= 0:
-        raise UsageError("timeouts must be positive")
+    check_seconds("--idle-timeout", args.idle_timeout)
+    check_seconds("--handshake-timeout", args.handshake_timeout)
     return ServerConfig(bind=args.bind, port=args.port, max_memory=max_memory,
                         idle_timeout=args.idle_timeout, handshake_timeout=args.handshake_timeout,
                         inject_corrupt=args.inject_corruption)

@@ -105,6 +105,20 @@ def connect(host: str, port: int, family: int, timeout: float,
     return sock
 
 
+def count_corrupt(mode: str, here: int, there: int) -> int:
+    """Corrupted messages, each counted once.
+
+    pingpong: the server echoes what it received, so every damaged message,
+    on either leg, reaches the client: the client's count is the total.
+    stream: only the server receives. bidir: each end receives its own.
+    """
+    if mode == "pingpong":
+        return here
+    if mode == "stream":
+        return there
+    return here + there
+
+
 @register("tcp")
 class TcpClient(Transport):
     """The client end: drives the session, runs its half of each trial in C."""
@@ -168,7 +182,7 @@ class TcpClient(Transport):
             raise
         self.ctrl.settimeout(self.timeout + size / 1e5)
         done = protocol.expect(protocol.recv_message(self.ctrl), "done")
-        corrupt += int(done.get("corrupt", 0))
+        corrupt = count_corrupt(mode, corrupt, int(done.get("corrupt", 0)))
         if mode == "stream":
             elapsed = int(done["elapsed_ns"])
         arr = np.frombuffer(samples, dtype=np.uint64) if samples is not None else None

@@ -80,8 +80,11 @@ class RunResult:
         doc = {"format": FORMAT, "schema_version": SCHEMA_VERSION}
         doc.update(asdict(self))
         doc["summary"] = summary(self)
-        analysis = analyze_run(self)
-        doc["analysis"] = analysis.to_dict() if analysis else None
+        try:  # the analysis must never cost the measured data
+            analysis = analyze_run(self)
+            doc["analysis"] = analysis.to_dict() if analysis else None
+        except Exception as exc:  # noqa: BLE001
+            doc["analysis"] = {"error": f"{type(exc).__name__}: {exc}"}
         return doc
 
     def label(self) -> str:
@@ -100,13 +103,38 @@ class RunResult:
     def from_dict(cls, doc: Any, source: str = "document") -> RunResult:
         _check_header(doc, source)
         try:
+            _check_types(doc)
             sizes = [SizeResult(**s) for s in doc["sizes"]]
             return cls(parameters=doc["parameters"], local=doc["local"], remote=doc["remote"],
                        meta=doc["meta"], sizes=sizes, status=doc["status"],
                        status_reason=doc.get("status_reason"),
                        warnings=list(doc.get("warnings", [])), source=doc.get("source"))
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:
             raise ResultFormatError(f"{source}: malformed beoperf result ({exc})") from None
+
+
+def _number_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def _check_types(doc: dict[str, Any]) -> None:
+    """The shapes the code relies on; ValueError names the first field that is off."""
+    for key in ("parameters", "local", "remote", "meta"):
+        if not isinstance(doc[key], dict):
+            raise ValueError(f"{key!r} is not an object")
+    if not isinstance(doc["sizes"], list):
+        raise ValueError("'sizes' is not a list")
+    for i, s in enumerate(doc["sizes"]):
+        ok = (isinstance(s, dict) and isinstance(s.get("size"), int) and s["size"] >= 1
+              and all(isinstance(s.get(k), dict) and all(map(_number_or_none, s[k].values()))
+                      for k in ("time_us", "throughput_bps"))
+              and all(_number_or_none(s.get(k)) for k in ("ci95_halfwidth_us", "ci95_relative"))
+              and (s.get("trial_medians_us") is None
+                   or (isinstance(s["trial_medians_us"], list)
+                       and all(map(_number_or_none, s["trial_medians_us"])))))
+        if not ok:
+            raise ValueError(f"sizes[{i}] is not a size result (sizes, times and rates are "
+                             "numbers)")
 
 
 def _check_header(doc: Any, source: str) -> None:

@@ -163,4 +163,7 @@ def run_sweep(transport: Transport, cfg: SweepConfig,
     except (IntegrityError, ConnectionError, TimeoutError, OSError, protocol.ProtocolError,
             protocol.PeerRefused) as exc:
         out.status, out.reason, out.error = "failed", str(exc), exc
+    except Exception as exc:  # noqa: BLE001 - whatever it is, the measured sizes are kept
+        out.status, out.error = "failed", exc
+        out.reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return out
