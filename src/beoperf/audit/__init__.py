@@ -1,0 +1,1 @@
+"""Latency audit: inspect NIC, offload and firewall settings that cost latency."""

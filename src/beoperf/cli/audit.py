@@ -1,0 +1,112 @@
+"""`beoperf audit`: read this node's network, CPU and firewall settings and judge them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from beoperf import sysinfo
+from beoperf.audit.base import PROFILES, Finding, run_audit
+from beoperf.cli import UsageError
+
+FORMAT = "beoperf.audit"
+SCHEMA_VERSION = 1
+MARKS = {"pass": "ok", "warn": "WARN", "fail": "FAIL", "unknown": "?"}
+
+EXAMPLES = """examples:
+  beoperf audit                              # default route's interface, latency profile
+  beoperf audit --interface eth1 --profile throughput
+  beoperf audit --peer node02 --json         # the interface that reaches node02
+
+Read-only: nothing is changed.  The commands to change the settings that warn or fail,
+and how to make them persistent, are printed after the table.  Exit status 0 even with
+warnings and failures (this is a report); 2 for an unknown profile or interface.
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("audit", help="judge this node's settings against a tuning profile",
+                       description="Collect this node's network, CPU and firewall settings "
+                                   "(read-only) and judge them against a profile.",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--interface", "-i", metavar="IF",
+                   help="interface to audit (default: the route to --peer, else the "
+                        "default route's)")
+    p.add_argument("--peer", metavar="ADDR", help="audit the interface that routes to ADDR")
+    p.add_argument("--profile", default="latency", metavar="NAME",
+                   help=f"{' | '.join(PROFILES)} (default %(default)s)")
+    p.add_argument("--json", action="store_true", help="print a JSON document instead")
+    p.set_defaults(func=run)
+
+
+def pick_interface(interface: str | None, peer: str | None) -> str | None:
+    """The interface to audit; UsageError if the one named does not exist."""
+    from beoperf.audit.checks import default_route_interface
+
+    if interface:
+        bad = "/" in interface or interface in (".", "..")
+        if bad or not os.path.isdir(f"/sys/class/net/{interface}"):
+            raise UsageError(f"unknown interface {interface!r}",
+                             "see 'ip link' for this node's interfaces")
+        return interface
+    if peer:
+        route = sysinfo.route_interface(peer)
+        if route is None:
+            raise UsageError(f"no route to --peer {peer!r} (give an IP address)")
+        return route["dev"]
+    return default_route_interface()
+
+
+def document(profile: str, interface: str | None, findings: list[Finding]) -> dict:
+    return {"format": FORMAT, "schema_version": SCHEMA_VERSION, "host": sysinfo.host_facts(),
+            "profile": profile, "interface": interface,
+            "findings": [f.to_dict() for f in findings]}
+
+
+def _show(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return " ".join(map(str, value))
+    return str(value)
+
+
+def format_table(findings: list[Finding]) -> list[str]:
+    rows = [(MARKS[f.status], f.check, f.key, _show(f.value), f.reason) for f in findings]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)] if rows else [0] * 4
+    widths = [min(w, 40) for w in widths]
+    return [" ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4]
+            for r in rows]
+
+
+def format_fixes(findings: list[Finding]) -> list[str]:
+    todo = [f for f in findings if f.status in ("warn", "fail") and (f.command or f.persist)]
+    if not todo:
+        return []
+    lines = ["", "To change (as root):"]
+    lines += [f"  {f.command}" for f in todo if f.command]
+    lines += ["", "To make persistent:"]
+    lines += [f"  {f.key}: {f.persist}" for f in todo if f.persist]
+    return lines
+
+
+def summary_line(profile: str, interface: str | None, findings: list[Finding]) -> str:
+    counts = {s: sum(1 for f in findings if f.status == s) for s in MARKS}
+    parts = ", ".join(f"{n} {s}" for s, n in counts.items())
+    return f"profile {profile}, interface {interface or '(none)'}: {parts}"
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.profile not in PROFILES:
+        raise UsageError(f"unknown profile {args.profile!r}: choose {', '.join(PROFILES)}")
+    interface = pick_interface(args.interface, getattr(args, "peer", None))
+    findings = run_audit(args.profile, interface)
+    if args.json:
+        json.dump(document(args.profile, interface, findings), sys.stdout, indent=2)
+        print()
+        return 0
+    print(summary_line(args.profile, interface, findings))
+    print("\n".join(format_table(findings) + format_fixes(findings)))
+    return 0

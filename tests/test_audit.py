@@ -1,0 +1,277 @@
+"""`beoperf audit`: judging with fake facts, the CLI on this machine, and inside namespaces."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from beoperf.audit import base, checks
+from beoperf.audit.base import Check, Unavailable, Unknown
+from beoperf.cli import Parser, UsageError
+from beoperf.cli import audit as cli_audit
+
+# Runs `beoperf audit` even while cli/__init__.py's COMMANDS does not list "audit" yet.
+RUNNER = ("import sys; from beoperf import cli; "
+          "cli.COMMANDS = cli.COMMANDS if 'audit' in cli.COMMANDS "
+          "else (*cli.COMMANDS, 'audit'); sys.exit(cli.main(sys.argv[1:]))")
+
+
+def audit_argv(*args: str) -> list[str]:
+    return [sys.executable, "-c", RUNNER, "audit", *args]
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = Parser(prog="beoperf")
+    cli_audit.add_parser(parser.add_subparsers(dest="command", parser_class=Parser))
+    return parser.parse_args(["audit", *argv])
+
+
+def by_key(findings) -> dict[str, dict]:
+    return {(f["key"] if isinstance(f, dict) else f.key):
+            (f if isinstance(f, dict) else f.to_dict()) for f in findings}
+
+
+# --------------------------------------------------------------------------- profiles
+
+
+@pytest.mark.parametrize("name", base.PROFILES)
+def test_profiles_load_and_have_reasons(name):
+    profile = base.load_profile(name)
+    assert profile["name"] == name and profile["expect"]
+    for key, rule in profile["expect"].items():
+        assert rule["reason"], key
+        assert rule.get("severity", "warn") in ("warn", "fail"), key
+        assert rule.get("note") or rule.get("op", "eq") in ("eq", "in", "ge", "le"), key
+
+
+def test_unknown_profile_is_key_error():
+    with pytest.raises(KeyError):
+        base.load_profile("nonsense")
+
+
+def test_tcp_low_latency_never_fails():
+    for name in base.PROFILES:
+        rule = base.load_profile(name)["expect"]["net.ipv4.tcp_low_latency"]
+        check = checks.Sysctls()
+        for value in (0, 1, Unknown("/proc/sys/net/ipv4/tcp_low_latency does not exist")):
+            f = check.judge_one("net.ipv4.tcp_low_latency", value, rule)
+            assert f.status in ("pass", "unknown")
+            assert "4.14" in f.reason
+
+
+# --------------------------------------------------------------------------- judging
+
+
+LATENCY = {"expect": base.load_profile("latency")["expect"]}
+
+
+def judge(cls, facts, profile=None, interface="eth9"):
+    return by_key(cls(interface).judge(facts, profile or LATENCY))
+
+
+def test_each_status_is_reachable():
+    got = judge(checks.Sysctls, {"net.core.busy_read": 50, "net.core.busy_poll": 0,
+                                 "net.core.rmem_max": Unknown("permission denied")})
+    assert got["net.core.busy_read"]["status"] == "pass"
+    assert got["net.core.busy_poll"]["status"] == "warn"
+    assert got["net.core.rmem_max"]["status"] == "unknown"
+    assert got["net.core.rmem_max"]["reason"] == "permission denied"
+    got = judge(checks.Coalescing, {"coalesce.rx_usecs": 8, "coalesce.adaptive_rx": True})
+    assert got["coalesce.rx_usecs"]["status"] == "fail"
+    assert got["coalesce.adaptive_rx"]["status"] == "fail"
+
+
+def test_fail_carries_command_and_persist():
+    got = judge(checks.Coalescing, {"coalesce.rx_usecs": 8, "coalesce.adaptive_rx": True})
+    assert got["coalesce.rx_usecs"]["command"] == "ethtool -C eth9 rx-usecs 0"
+    assert got["coalesce.adaptive_rx"]["command"] == "ethtool -C eth9 adaptive-rx off"
+    assert "systemd" in got["coalesce.rx_usecs"]["persist"]
+    got = judge(checks.Sysctls, {"net.core.busy_poll": 0})["net.core.busy_poll"]
+    assert got["command"] == "sysctl -w net.core.busy_poll=50"
+    assert got["persist"] == "/etc/sysctl.d/90-beoperf.conf: net.core.busy_poll = 50"
+
+
+def test_passing_finding_has_no_command():
+    got = judge(checks.Coalescing, {"coalesce.rx_usecs": 0})["coalesce.rx_usecs"]
+    assert got["status"] == "pass" and got["command"] is None and got["persist"] is None
+
+
+def test_throughput_buffers_judge_the_max_of_triples():
+    profile = base.load_profile("throughput")
+    got = judge(checks.Sysctls, {"net.ipv4.tcp_rmem": [4096, 131072, 33554432],
+                                 "net.ipv4.tcp_wmem": [4096, 16384, 4194304],
+                                 "net.core.rmem_max": 4194304}, profile)
+    assert got["net.ipv4.tcp_rmem"]["status"] == "pass"
+    assert got["net.ipv4.tcp_wmem"]["status"] == "fail"
+    want = 'sysctl -w net.ipv4.tcp_wmem="4096 16384 16777216"'
+    assert got["net.ipv4.tcp_wmem"]["command"] == want
+    assert got["net.core.rmem_max"]["status"] == "fail"
+
+
+def test_throughput_offloads_and_governor_and_thp():
+    profile = base.load_profile("throughput")
+    got = judge(checks.Offloads, {"offload.generic-receive-offload": False,
+                                  "offload.tcp-segmentation-offload": True}, profile)
+    assert got["offload.generic-receive-offload"]["status"] == "fail"
+    assert got["offload.generic-receive-offload"]["command"] == "ethtool -K eth9 gro on"
+    assert got["offload.tcp-segmentation-offload"]["status"] == "pass"
+    assert judge(checks.CpuFreq, {"cpu.governor": "powersave"})["cpu.governor"]["status"] == \
+        "fail"
+    assert judge(checks.Thp, {"thp.enabled": "never"})["thp.enabled"]["status"] == "pass"
+    thp = judge(checks.Thp, {"thp.enabled": "always"})["thp.enabled"]
+    assert thp["status"] == "warn" and "transparent_hugepage=madvise" in thp["persist"]
+
+
+def test_unjudgeable_value_is_unknown_and_unruled_value_passes():
+    got = judge(checks.Sysctls, {"net.core.busy_read": "garbage", "net.core.rmem_default": 1})
+    assert got["net.core.busy_read"]["status"] == "unknown"
+    assert got["net.core.rmem_default"]["status"] == "pass"
+
+
+def test_irqbalance_running_warns_for_latency():
+    got = judge(checks.Irqbalance, {"irqbalance.active": True})["irqbalance.active"]
+    assert got["status"] == "warn" and got["command"] == "systemctl stop irqbalance"
+
+
+def test_broken_check_becomes_unknown(monkeypatch):
+    class Broken(Check):
+        name = "broken"
+
+        def collect(self):
+            raise RuntimeError("boom")
+
+    class NoTool(Check):
+        name = "notool"
+
+        def collect(self):
+            raise Unavailable("frobctl not installed")
+
+    monkeypatch.setattr(base, "REGISTRY", [Broken, NoTool])
+    got = base.run_audit("latency", None)
+    assert [(f.check, f.status) for f in got] == [("broken", "unknown"), ("notool", "unknown")]
+    assert "boom" in got[0].reason and got[1].reason == "frobctl not installed"
+
+
+def test_run_tool_missing_tool():
+    with pytest.raises(Unavailable, match="no-such-tool-xyz not installed"):
+        base.run_tool(["no-such-tool-xyz", "-i", "eth0"])
+
+
+def test_interface_checks_without_interface_are_unknown():
+    facts = checks.Coalescing(None).collect()
+    assert all(isinstance(v, Unknown) for v in facts.values()) and facts
+
+
+def test_nic_irqs_matches_interface_names_only():
+    text = ("           CPU0       CPU1\n"
+            "  24:          0          0  PCI-MSI 1-edge      eth0-TxRx-0\n"
+            "  25:          0          0  PCI-MSI 2-edge      eth0-TxRx-1\n"
+            "  26:          0          0  PCI-MSI 3-edge      eth01\n"
+            "  27:          0          0  PCI-MSI 4-edge      eth0\n"
+            " NMI:          0          0   Non-maskable interrupts\n")
+    assert checks.nic_irqs("eth0", text) == [24, 25, 27]
+
+
+# --------------------------------------------------------------------------- CLI on this host
+
+
+def test_cli_json_on_this_machine(capsys):
+    args = parse("--json", "--profile", "balanced")
+    assert cli_audit.run(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["format"] == "beoperf.audit" and doc["schema_version"] == 1
+    assert doc["profile"] == "balanced" and "hostname" in doc["host"]
+    statuses = {f["status"] for f in doc["findings"]}
+    assert statuses <= set(base.STATUSES)
+    for f in doc["findings"]:
+        assert f["reason"], f  # every finding, unknown ones included, says why
+
+
+def test_cli_table_on_this_machine(capsys):
+    assert cli_audit.run(parse("--interface", "lo")) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("profile latency, interface lo:")
+    assert "net.core.busy_read" in out
+
+
+def test_cli_usage_errors():
+    with pytest.raises(UsageError, match="unknown profile"):
+        cli_audit.run(parse("--profile", "fastest"))
+    with pytest.raises(UsageError, match="unknown interface"):
+        cli_audit.run(parse("--interface", "nosuchif0"))
+    with pytest.raises(UsageError, match="unknown interface"):
+        cli_audit.run(parse("--interface", ".."))
+
+
+def test_cli_exit_status_through_main():
+    bad = subprocess.run(audit_argv("--interface", "nosuchif0"), capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().count("\n") == 0 and "unknown interface" in bad.stderr
+
+
+# --------------------------------------------------------------------------- namespaces
+
+
+def host_sysctls() -> dict[str, str]:
+    keys = ("net/core/busy_read", "net/ipv4/tcp_wmem", "net/ipv4/tcp_timestamps")
+    out = {}
+    for key in keys:
+        with open(f"/proc/sys/{key}") as f:
+            out[key] = f.read().strip()
+    return out
+
+
+def ns_audit(host, *args: str) -> dict:
+    res = host.run(audit_argv("--interface", host.ifname, "--json", *args), check=False)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def iptables_rules(n: int) -> str:
+    rules = "".join(f"-A INPUT -s 198.18.{1 + i // 250}.{1 + i % 250} -j ACCEPT\n"
+                    for i in range(n))
+    return f"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n" \
+           f"{rules}COMMIT\n"
+
+
+def test_netns_audit_sees_mtu_driver_and_sysctl(netns_pair):
+    # net.core.busy_read/busy_poll are global (not per namespace: absent inside one), so
+    # the per-namespace sysctls changed here are net.ipv4.tcp_*.
+    server, _client = netns_pair
+    before = host_sysctls()
+    server.set_mtu(9000)
+    server.run(["sysctl", "-w", "net.ipv4.tcp_timestamps=0"])
+    server.run(["sysctl", "-w", "net.ipv4.tcp_wmem=4096 16384 16777216"])
+    doc = ns_audit(server)
+    got = by_key(doc["findings"])
+    assert doc["interface"] == "eth0"
+    assert got["mtu"]["value"] == 9000
+    assert got["net.ipv4.tcp_timestamps"]["value"] == 0
+    assert got["net.ipv4.tcp_timestamps"]["status"] == "warn"
+    assert got["net.ipv4.tcp_timestamps"]["command"] == "sysctl -w net.ipv4.tcp_timestamps=1"
+    assert got["net.ipv4.tcp_wmem"]["value"] == [4096, 16384, 16777216]
+    assert got["driver"]["value"] == "veth"
+    if got["net.core.busy_read"]["status"] == "unknown":  # not visible in a namespace
+        assert "namespace" in got["net.core.busy_read"]["reason"]
+    throughput = by_key(ns_audit(server, "--profile", "throughput")["findings"])
+    assert throughput["net.ipv4.tcp_wmem"]["status"] == "pass"
+    assert host_sysctls() == before
+
+
+@pytest.mark.skipif(shutil.which("iptables-restore") is None, reason="iptables not installed")
+def test_netns_audit_counts_firewall_rules(netns_pair):
+    server, client = netns_pair
+    host_rules = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
+    server.run(["iptables-restore"], input=iptables_rules(300))
+    got = by_key(ns_audit(server)["findings"])
+    assert got["iptables.rules"]["value"] == 300
+    assert got["iptables.filter.INPUT"]["value"] == 300
+    assert got["iptables.rules"]["status"] == "warn"  # latency: > 100 rules
+    other = by_key(ns_audit(client)["findings"])
+    assert other["iptables.rules"]["value"] in (0, None)
+    assert subprocess.run(["iptables-save"], capture_output=True, text=True).stdout == host_rules
