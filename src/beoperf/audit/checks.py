@@ -206,6 +206,7 @@ class Pause(InterfaceCheck):
 
     def fix(self, key: str, rule: dict) -> tuple[str | None, str | None]:
         field = key.removeprefix("pause.")
+        field = "autoneg" if field == "autonegotiate" else field  # ethtool's own keyword
         value = "on" if rule.get("value") else "off"
         return f"ethtool -A {self.interface} {field} {value}", IFACE_PERSIST
 

@@ -51,7 +51,7 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-COMMANDS = ("serve", "pingpong", "plot", "compare", "audit")  # one module each in beoperf.cli
+COMMANDS = ("serve", "pingpong", "plot", "compare", "audit", "tune")  # a module each in beoperf.cli
 
 
 def build_parser() -> Parser:

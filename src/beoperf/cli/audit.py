@@ -7,9 +7,11 @@ import json
 import os
 import sys
 
-from beoperf import sysinfo
+from beoperf import protocol, sysinfo
 from beoperf.audit.base import PROFILES, Finding, run_audit
-from beoperf.cli import UsageError
+from beoperf.audit.buffers import BufferAdvice, buffer_advice, parse_rate
+from beoperf.cli import CliError, ExitStatus, UsageError
+from beoperf.protocol import DEFAULT_PORT
 
 FORMAT = "beoperf.audit"
 SCHEMA_VERSION = 1
@@ -19,6 +21,7 @@ EXAMPLES = """examples:
   beoperf audit                              # default route's interface, latency profile
   beoperf audit --interface eth1 --profile throughput
   beoperf audit --peer node02 --json         # the interface that reaches node02
+  beoperf audit --peer 10.0.0.2 --link-speed 10G   # + socket buffers from the BDP
 
 Read-only: nothing is changed.  The commands to change the settings that warn or fail,
 and how to make them persistent, are printed after the table.  Exit status 0 even with
@@ -37,6 +40,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--peer", metavar="ADDR", help="audit the interface that routes to ADDR")
     p.add_argument("--profile", default="latency", metavar="NAME",
                    help=f"{' | '.join(PROFILES)} (default %(default)s)")
+    p.add_argument("--link-speed", metavar="RATE",
+                   help="with --peer: measure the RTT to the peer's 'beoperf serve' and "
+                        "recommend socket buffers from the bandwidth-delay product (e.g. 10G)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help="port of 'beoperf serve' on --peer (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print a JSON document instead")
     p.set_defaults(func=run)
 
@@ -98,15 +106,46 @@ def summary_line(profile: str, interface: str | None, findings: list[Finding]) -
     return f"profile {profile}, interface {interface or '(none)'}: {parts}"
 
 
+def buffer_section(args: argparse.Namespace) -> BufferAdvice | None:
+    """--peer with --link-speed: the BDP advice (measures the RTT with the engine)."""
+    if not args.link_speed:
+        return None
+    if not args.peer:
+        raise UsageError("--link-speed needs --peer HOST (running 'beoperf serve')")
+    try:
+        rate = parse_rate(args.link_speed)
+    except ValueError as exc:
+        raise UsageError(f"--link-speed: {exc}") from None
+    try:
+        return buffer_advice(args.peer, args.port, rate)
+    except (OSError, ConnectionError, protocol.ProtocolError, protocol.PeerRefused) as exc:
+        raise CliError(ExitStatus.CONNECTION, "connection error",
+                       f"cannot measure the RTT to {args.peer}: {exc}",
+                       "is 'beoperf serve' running there?") from None
+
+
+def format_advice(advice: BufferAdvice) -> list[str]:
+    out = ["", f"Socket buffers for {advice.rate_bps / 1e9:g} Gbit/s:"]
+    out += [f"  {line}" for line in advice.arithmetic]
+    for key, ok in advice.sufficient.items():
+        verdict = "unknown" if ok is None else ("enough" if ok else "too small")
+        out.append(f"  {key} = {advice.current.get(key)}: {verdict}")
+    return out + [f"  {line}" for line in advice.commands]
+
+
 def run(args: argparse.Namespace) -> int:
     if args.profile not in PROFILES:
         raise UsageError(f"unknown profile {args.profile!r}: choose {', '.join(PROFILES)}")
     interface = pick_interface(args.interface, getattr(args, "peer", None))
+    advice = buffer_section(args)
     findings = run_audit(args.profile, interface)
     if args.json:
-        json.dump(document(args.profile, interface, findings), sys.stdout, indent=2)
+        doc = document(args.profile, interface, findings)
+        doc["buffer_advice"] = advice.to_dict() if advice else None
+        json.dump(doc, sys.stdout, indent=2)
         print()
         return 0
     print(summary_line(args.profile, interface, findings))
-    print("\n".join(format_table(findings) + format_fixes(findings)))
+    lines = format_table(findings) + format_fixes(findings)
+    print("\n".join(lines + (format_advice(advice) if advice else [])))
     return 0

@@ -1,0 +1,190 @@
+"""`beoperf tune`: plan, apply and roll back the changes the audit asks for."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import UTC, datetime
+
+from beoperf.audit import tune
+from beoperf.audit.base import PROFILES, load_profile, run_audit
+from beoperf.audit.tune import ApplyFailed, Change, Plan, TuneError
+from beoperf.cli import CliError, ExitStatus, UsageError
+from beoperf.cli.audit import pick_interface
+
+EXAMPLES = """examples:
+  beoperf tune                                   # the plan for the latency profile (default)
+  beoperf tune --profile latency --plan --json   # the plan as a JSON document
+  beoperf tune --apply                           # as root: snapshot, then apply
+  beoperf tune --rollback beoperf-rollback-20260101T120000Z.json
+  beoperf tune --profile-file my-profile.json --interface eth1 --plan
+
+Only sysctls (/proc/sys), ethtool settings (-C, -K, -A) and the MTU (ip link) are changed,
+because only those can be restored exactly; everything else is listed as advice only.
+Nothing changes without --apply or --rollback.  --apply first writes every previous value
+to a rollback file (--rollback-file, default ./beoperf-rollback-<UTC>.json), then applies
+one change at a time, reading each back; if one fails, the ones already made are rolled
+back.  Exit status: 0 done; 1 a change or restore failed, not root, or a bad rollback
+file; 2 usage (unknown profile or interface, bad --profile-file).
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tune", help="plan, apply or roll back the changes the audit asks for",
+                       description="Turn the audit's warnings and failures into changes "
+                                   "that can be restored exactly; plan, apply or roll back.",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--interface", "-i", metavar="IF",
+                   help="interface to tune (default: the route to --peer, else the default "
+                        "route's)")
+    p.add_argument("--peer", metavar="ADDR", help="tune the interface that routes to ADDR")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--profile", default="latency", metavar="NAME",
+                       help=f"{' | '.join(PROFILES)} (default %(default)s)")
+    which.add_argument("--profile-file", metavar="PATH",
+                       help="a profile of your own: JSON {\"name\", \"expect\": {key: rule}}")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--plan", action="store_true",
+                      help="print the ordered plan, change nothing (the default)")
+    mode.add_argument("--apply", action="store_true", help="apply the plan (root)")
+    mode.add_argument("--rollback", metavar="FILE",
+                      help="restore the previous values saved in FILE by --apply (root)")
+    p.add_argument("--rollback-file", metavar="PATH",
+                   help="where --apply saves the previous values "
+                        "(default ./beoperf-rollback-<UTC>.json)")
+    p.add_argument("--json", action="store_true", help="print the plan as a JSON document")
+    p.set_defaults(func=run)
+
+
+def profile_from_args(args: argparse.Namespace) -> tuple[str, dict]:
+    """(name, rules) from --profile-file or --profile; UsageError if unusable."""
+    if not args.profile_file:
+        if args.profile not in PROFILES:
+            raise UsageError(f"unknown profile {args.profile!r}: choose {', '.join(PROFILES)}")
+        return args.profile, load_profile(args.profile)
+    try:
+        with open(args.profile_file, encoding="utf-8") as f:
+            profile = json.load(f)
+    except OSError as exc:
+        raise UsageError(f"--profile-file: cannot read {args.profile_file}: "
+                         f"{exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--profile-file: {args.profile_file} is not JSON: {exc}") from None
+    if not isinstance(profile, dict) or not isinstance(profile.get("expect"), dict):
+        raise UsageError(f"--profile-file: {args.profile_file} has no 'expect' object")
+    bad = [k for k, r in profile["expect"].items() if not isinstance(r, dict)]
+    if bad:
+        raise UsageError(f"--profile-file: the rule for {bad[0]!r} is not an object")
+    return str(profile.get("name", args.profile_file)), profile
+
+
+def require_root(what: str) -> None:
+    if os.geteuid() != 0:
+        raise CliError(ExitStatus.ERROR, "not root",
+                       f"{what} changes kernel and interface settings: run it as root",
+                       "nothing was changed")
+
+
+def _action_text(action: dict) -> str:
+    if "argv" in action:
+        return " ".join(action["argv"])
+    return f"write {action['value']!r} to {action['write']}"
+
+
+def format_plan(plan: Plan, profile: str, interface: str | None) -> list[str]:
+    lines = [f"tune plan: profile {profile}, interface {interface or '(none)'}: "
+             f"{len(plan.changes)} change(s), {len(plan.advice)} advice only"]
+    for i, c in enumerate(plan.changes, 1):
+        lines.append(f"  {i}. {c.key}: {c.current!r} -> {c.target!r}")
+        lines.append(f"       apply:   {_action_text(c.action(c.target))}")
+        lines.append(f"       restore: {_action_text(c.action(c.current))}")
+    if plan.advice:
+        lines += ["", "Advice only (not changed by beoperf tune):"]
+        lines += [f"  {a.key} = {tune.as_text(a.value)}: {a.reason}"
+                  + (f" [{a.command}]" if a.command else "") for a in plan.advice]
+    return lines
+
+
+def default_rollback_path() -> str:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return os.path.join(os.getcwd(), f"beoperf-rollback-{stamp}.json")
+
+
+def _report(verb: str):
+    def report(change: Change, value: str) -> None:
+        print(f"{verb} {change.key} = {value!r} (read back)", flush=True)
+
+    return report
+
+
+def save_snapshot(path: str, changes: list[Change], profile: str,
+                  interface: str | None) -> None:
+    created = datetime.now(UTC).isoformat(timespec="seconds")
+    doc = tune.rollback_document(changes, profile, interface, created)
+    try:
+        tune.write_new_file(path, doc)
+    except FileExistsError:
+        raise UsageError(f"--rollback-file {path} exists; nothing was changed",
+                         "give another --rollback-file") from None
+    except OSError as exc:
+        raise CliError(ExitStatus.ERROR, "tune failed", f"cannot write the rollback file "
+                       f"{path}: {exc.strerror or exc}; nothing was changed") from None
+
+
+def failure_message(exc: ApplyFailed, path: str) -> str:
+    reason = str(exc).rstrip(".")
+    msg = f"{exc.change.key}: {reason}; rolled back the {exc.rolled_back} change(s) applied before"
+    if exc.restore_errors:
+        msg += (f", but {len(exc.restore_errors)} restore(s) failed ({exc.restore_errors[0]}); "
+                f"try 'beoperf tune --rollback {path}'")
+    return msg
+
+
+def do_apply(plan: Plan, profile: str, interface: str | None, path: str | None) -> int:
+    if not plan.changes:
+        print("nothing to change (no rollback file written)")
+        return int(ExitStatus.OK)
+    path = path or default_rollback_path()
+    save_snapshot(path, plan.changes, profile, interface)
+    print(f"previous values saved to {path}", flush=True)
+    try:
+        tune.apply_changes(plan.changes, _report("set"))
+    except ApplyFailed as exc:
+        raise CliError(ExitStatus.ERROR, "tune failed", failure_message(exc, path)) from None
+    print(f"applied {len(plan.changes)} change(s); undo with 'beoperf tune --rollback {path}'")
+    return int(ExitStatus.OK)
+
+
+def do_rollback(path: str) -> int:
+    try:
+        doc, changes = tune.load_rollback(path)
+    except TuneError as exc:
+        raise CliError(ExitStatus.ERROR, "bad rollback file", str(exc)) from None
+    require_root("--rollback")
+    errors = tune.restore(reversed(changes), _report("restored"))
+    if errors:
+        raise CliError(ExitStatus.ERROR, "rollback failed", f"{len(errors)} of {len(changes)} "
+                       f"value(s) not restored: {'; '.join(errors)}")
+    print(f"restored {len(changes)} value(s) from {path} (host {doc.get('host')})")
+    return int(ExitStatus.OK)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.rollback:
+        return do_rollback(args.rollback)
+    if args.apply:
+        require_root("--apply")
+    profile_name, profile = profile_from_args(args)
+    interface = pick_interface(args.interface, args.peer)
+    plan = tune.make_plan(run_audit(profile, interface), profile, interface)
+    if args.apply:
+        return do_apply(plan, profile_name, interface, args.rollback_file)
+    if args.json:
+        json.dump(tune.plan_document(plan, profile_name, interface), sys.stdout, indent=2)
+        print()
+        return int(ExitStatus.OK)
+    print("\n".join(format_plan(plan, profile_name, interface)))
+    print("\nNothing was changed; apply with 'beoperf tune --apply' (as root).")
+    return int(ExitStatus.OK)
