@@ -170,3 +170,12 @@ def test_command_line_is_recorded():
     with running_server() as srv:
         res = cli("pingpong", "127.0.0.1", "--port", str(srv.port), "--sizes", "8", "--json")
     assert res.json["meta"]["command_line"][:3] == ["beoperf", "pingpong", "127.0.0.1"]
+
+
+def test_back_to_back_sessions_are_never_told_busy():
+    """The server says bye only after its session is over, so the next run may start."""
+    with running_server() as srv:
+        for _ in range(15):
+            res = cli("pingpong", "127.0.0.1", "--port", str(srv.port), "--sizes", "1",
+                      "--max-time", "0.05", "--json")
+            assert res.status == 0, res.stderr

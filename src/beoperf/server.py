@@ -370,6 +370,9 @@ class Server:
             session.close()
             with self._lock:
                 self._session = None
+        if outcome == "ok":  # said only now, so a client that reconnects is not "busy"
+            with contextlib.suppress(OSError):
+                protocol.send_message(conn, {"op": "bye"})
         self.cfg.log(f"{utc_now()} {peer} session {session.describe()} "
                      f"{time.monotonic() - started:.1f}s {outcome}")
 

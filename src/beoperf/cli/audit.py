@@ -10,7 +10,7 @@ import sys
 from beoperf import protocol, sysinfo
 from beoperf.audit.base import PROFILES, Finding, run_audit
 from beoperf.audit.buffers import BufferAdvice, buffer_advice, parse_rate
-from beoperf.cli import CliError, ExitStatus, UsageError
+from beoperf.cli import CliError, ExitStatus, UsageError, check_seconds
 from beoperf.protocol import DEFAULT_PORT
 
 FORMAT = "beoperf.audit"
@@ -46,7 +46,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=DEFAULT_PORT,
                    help="port of 'beoperf serve' on --peer (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print a JSON document instead")
+    add_fleet_options(p)
     p.set_defaults(func=run)
+
+
+def add_fleet_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("fleet (audit many nodes at once with ClusterShell)")
+    g.add_argument("-w", "--nodes", metavar="NODESET",
+                   help="audit these nodes (e.g. 'node[01-32]') and group identical results")
+    g.add_argument("--exec-template", metavar="TEMPLATE",
+                   help="run a local command per node instead of ssh; %%h is the node "
+                        "name (e.g. 'ip netns exec %%h')")
+    g.add_argument("--fanout", type=int, default=64, metavar="N",
+                   help="at most N nodes at a time (default %(default)s)")
+    g.add_argument("--remote-command", default="python3 -m beoperf", metavar="CMD",
+                   help="how to start beoperf on a node (default '%(default)s')")
+    g.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="per-node time limit (default %(default)s)")
 
 
 def pick_interface(interface: str | None, peer: str | None) -> str | None:
@@ -133,9 +149,41 @@ def format_advice(advice: BufferAdvice) -> list[str]:
     return out + [f"  {line}" for line in advice.commands]
 
 
+def run_fleet(args: argparse.Namespace) -> int:
+    """-w NODESET: the audit on every node through ClusterShell, identical results grouped."""
+    from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+
+    from beoperf import fleet
+    from beoperf.fleet import fanout
+
+    if args.link_speed:
+        raise UsageError("--link-speed is for one node: drop -w/--nodes")
+    if args.fanout < 1:
+        raise UsageError(f"--fanout {args.fanout}: give at least 1")
+    check_seconds("--timeout", args.timeout)
+    try:
+        nodes = NodeSet(args.nodes)
+    except NodeSetParseError as exc:
+        raise UsageError(f"-w/--nodes {args.nodes!r}: {exc}") from None
+    command = fanout.audit_command(args.remote_command, args.profile, args.interface,
+                                   args.peer)
+    got = fanout.fan_out(nodes, command, exec_template=args.exec_template,
+                         fanout=args.fanout, timeout=args.timeout)
+    groups = fleet.group_findings(got.answers)
+    no_answer = fanout.group_reasons(got.no_answer)
+    if args.json:
+        json.dump(fleet.fleet_document(nodes, groups, no_answer), sys.stdout, indent=2)
+        print()
+    else:
+        print("\n".join(fleet.format_report(nodes, groups, no_answer)))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.profile not in PROFILES:
         raise UsageError(f"unknown profile {args.profile!r}: choose {', '.join(PROFILES)}")
+    if getattr(args, "nodes", None):
+        return run_fleet(args)
     interface = pick_interface(args.interface, getattr(args, "peer", None))
     advice = buffer_section(args)
     findings = run_audit(args.profile, interface)

@@ -8,11 +8,12 @@ import os
 import sys
 from datetime import UTC, datetime
 
-from beoperf.audit import tune
+from beoperf.audit import procedure, tune
 from beoperf.audit.base import PROFILES, load_profile, run_audit
 from beoperf.audit.tune import ApplyFailed, Change, Plan, TuneError
 from beoperf.cli import CliError, ExitStatus, UsageError
 from beoperf.cli.audit import pick_interface
+from beoperf.protocol import DEFAULT_PORT
 
 EXAMPLES = """examples:
   beoperf tune                                   # the plan for the latency profile (default)
@@ -51,6 +52,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     mode.add_argument("--apply", action="store_true", help="apply the plan (root)")
     mode.add_argument("--rollback", metavar="FILE",
                       help="restore the previous values saved in FILE by --apply (root)")
+    mode.add_argument("--procedure", action="store_true",
+                      help="measured procedure against --peer's 'beoperf serve' (root): "
+                           "apply one change at a time, keep it only if latency improves "
+                           "significantly")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help="--procedure: the peer's beoperf serve port (default %(default)s)")
+    p.add_argument("--repeats", type=int, default=10, metavar="N",
+                   help="--procedure: measurements per configuration (default %(default)s)")
+    p.add_argument("--keep-all", action="store_true",
+                   help="--procedure: keep every change, significant or not")
     p.add_argument("--rollback-file", metavar="PATH",
                    help="where --apply saves the previous values "
                         "(default ./beoperf-rollback-<UTC>.json)")
@@ -171,9 +182,64 @@ def do_rollback(path: str) -> int:
     return int(ExitStatus.OK)
 
 
+def check_procedure_args(args: argparse.Namespace) -> None:
+    if not args.peer:
+        raise UsageError("--procedure needs --peer HOST (running 'beoperf serve')")
+    if args.repeats < procedure.MIN_REPEATS:
+        raise UsageError(f"--repeats {args.repeats}: give at least {procedure.MIN_REPEATS} "
+                         "(with fewer no change can be significant)")
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port {args.port}: give 1..65535")
+
+
+def _procedure_failed(exc: TuneError, path: str | None) -> CliError:
+    reason = str(exc).rstrip(".")
+    if isinstance(exc, procedure.ProcedureFailed):
+        reason += f"; rolled back the {exc.rolled_back} change(s) applied"
+        if exc.restore_errors:
+            reason += (f", but {len(exc.restore_errors)} restore(s) failed "
+                       f"({exc.restore_errors[0]}); try 'beoperf tune --rollback {path}'")
+    return CliError(ExitStatus.ERROR, "tune procedure failed", reason)
+
+
+def run_procedure(args: argparse.Namespace) -> int:
+    """--procedure: baseline, snapshot, one change at a time, combined; the impact table."""
+    check_procedure_args(args)
+    require_root("--procedure")
+    profile_name, profile = profile_from_args(args)
+    interface = pick_interface(args.interface, args.peer)
+    plan = tune.make_plan(run_audit(profile, interface), profile, interface)
+    if not plan.changes:
+        print("nothing to change (no rollback file written)")
+        return int(ExitStatus.OK)
+    say = None if args.json else (lambda line: print(line, flush=True))
+    measure = procedure.peer_measure(args.peer, args.port)
+    path = args.rollback_file or default_rollback_path()
+    try:
+        default = procedure.baseline(measure, args.repeats)
+        save_snapshot(path, plan.changes, profile_name, interface)
+        if say:
+            say(f"Default: {default.mean_us:.2f} us; previous values saved to {path}")
+        out = procedure.run_changes(plan.changes, default, measure, args.repeats,
+                                    args.keep_all, say)
+    except TuneError as exc:
+        raise _procedure_failed(exc, path) from None
+    if args.json:
+        doc = procedure.document(out, profile=profile_name, interface=interface,
+                                 peer=args.peer, port=args.port, repeats=args.repeats,
+                                 keep_all=args.keep_all, rollback_file=path)
+        json.dump(doc, sys.stdout, indent=2)
+        print()
+    else:
+        print("\n" + procedure.render(out, args.repeats, path), end="")
+    return int(ExitStatus.OK)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.rollback:
         return do_rollback(args.rollback)
+    if args.procedure:
+        return run_procedure(args)
     if args.apply:
         require_root("--apply")
     profile_name, profile = profile_from_args(args)

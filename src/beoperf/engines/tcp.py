@@ -220,6 +220,7 @@ class TcpClient(Transport):
             with contextlib.suppress(OSError, protocol.ProtocolError):
                 self.ctrl.settimeout(2.0)
                 protocol.send_message(self.ctrl, {"op": "bye"})
+                protocol.recv_message(self.ctrl)  # the server's bye: its session is over
         for sock in (self.data, self.ctrl):
             if sock:
                 sock.close()
