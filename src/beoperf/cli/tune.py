@@ -21,6 +21,7 @@ EXAMPLES = """examples:
   beoperf tune --apply                           # as root: snapshot, then apply
   beoperf tune --rollback beoperf-rollback-20260101T120000Z.json
   beoperf tune --profile-file my-profile.json --interface eth1 --plan
+  beoperf tune --procedure --peer node02 --repeats 10   # as root: measure between changes
 
 Only sysctls (/proc/sys), ethtool settings (-C, -K, -A) and the MTU (ip link) are changed,
 because only those can be restored exactly; everything else is listed as advice only.
