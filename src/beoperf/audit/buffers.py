@@ -10,13 +10,11 @@ the buffer limits should be about twice the BDP.
 from __future__ import annotations
 
 import re
-import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from beoperf.engines.tcp import TcpClient
-from beoperf.sweep.driver import SweepConfig, run_sweep
+from beoperf.sweep.probe import measure_size
 
 RTT_SIZE = 64  # bytes: a small message, so the RTT is the path's and not the bandwidth's
 MIN_BUFFER = 64 * 1024
@@ -113,17 +111,7 @@ BUFFER_SYSCTLS = ("net.core.rmem_max", "net.core.wmem_max", "net.ipv4.tcp_rmem",
 
 def measure_rtt_us(host: str, port: int, timeout: float = 10.0) -> tuple[float, int]:
     """Median round-trip time of small messages against `beoperf serve`, and the count."""
-    params = {"mode": "pingpong", "max_size": RTT_SIZE, "transport": "tcp"}
-    client = TcpClient(host, port, params, family=socket.AF_UNSPEC, timeout=timeout)
-    try:
-        client.setup()
-        client.open_data()
-        out = run_sweep(client, SweepConfig(sizes=[RTT_SIZE], max_time=1.0))
-    finally:
-        client.close()
-    if out.status != "complete" or not out.sizes:
-        raise ConnectionError(f"could not measure the RTT to {host}: {out.reason}")
-    s = out.sizes[0]
+    s = measure_size(host, port, RTT_SIZE, max_time=1.0, timeout=timeout)
     return 2.0 * s.time_us["median"], s.samples
 
 

@@ -19,15 +19,14 @@ Any failure halfway restores everything applied, in reverse order.
 from __future__ import annotations
 
 import platform
-import socket
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from beoperf import protocol
-from beoperf.analysis.compare import IMPACT_COLUMNS, _aligned, mann_whitney_u
+from beoperf.analysis.compare import impact_lines, mann_whitney_u
 from beoperf.audit import tune
 from beoperf.audit.tune import Change, TuneError
+from beoperf.sweep.probe import measure_size
 
 FORMAT = "beoperf.tune-procedure"
 SCHEMA_VERSION = 1
@@ -55,22 +54,10 @@ class ProcedureFailed(TuneError):
 def measure_once(host: str, port: int, max_time: float = REPEAT_TIME,
                  timeout: float = 10.0) -> float:
     """One repeat: the median one-way time (us) of 16-byte ping-pongs, a new connection."""
-    from beoperf.engines.tcp import TcpClient
-    from beoperf.sweep.driver import SweepConfig, run_sweep
-
-    params = {"mode": "pingpong", "max_size": SIZE, "transport": "tcp"}
-    client = TcpClient(host, port, params, family=socket.AF_UNSPEC, timeout=timeout)
     try:
-        client.setup()
-        client.open_data()
-        out = run_sweep(client, SweepConfig(sizes=[SIZE], max_time=max_time))
-    except (OSError, protocol.ProtocolError, protocol.PeerRefused) as exc:
-        raise TuneError(f"measuring against {host} port {port}: {exc}") from None
-    finally:
-        client.close()
-    if out.status != "complete" or not out.sizes:
-        raise TuneError(f"measuring against {host} port {port}: {out.reason}")
-    return float(out.sizes[0].time_us["median"])
+        return float(measure_size(host, port, SIZE, max_time, timeout).time_us["median"])
+    except ConnectionError as exc:
+        raise TuneError(str(exc)) from None
 
 
 def peer_measure(host: str, port: int, max_time: float = REPEAT_TIME) -> Measure:
@@ -207,14 +194,9 @@ def run_changes(changes: list[Change], default: Row, measure: Measure, repeats: 
 # --------------------------------------------------------------------------- output
 
 
-def _impact_cells(row: Row) -> list[str]:
-    impact = "-" if row.impact_pct is None else f"{row.impact_pct:.2f}%"
-    return [row.label, f"{row.mean_us:.2f} ({row.variance_us2:.2f})", impact]
-
-
 def render(out: Outcome, repeats: int, rollback_file: str | None) -> str:
     """The tuning-study table (as ``compare --format impact``), the verdicts and the notes."""
-    lines = _aligned(IMPACT_COLUMNS, [_impact_cells(r) for r in out.rows], set(), gap="   ")
+    lines = impact_lines([(r.label, r.mean_us, r.variance_us2, r.impact_pct) for r in out.rows])
     verdicts = "; ".join(f"{r.label}: {r.decision}" for r in out.rows if r.decision)
     notes = [
         f"Latency: mean and variance (ddof=1) of {repeats} repeats, each the median one-way "
