@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,8 @@ from beoperf.audit import base, checks
 from beoperf.audit.base import Check, Unavailable, Unknown
 from beoperf.cli import Parser, UsageError
 from beoperf.cli import audit as cli_audit
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 # Runs `beoperf audit` even while cli/__init__.py's COMMANDS does not list "audit" yet.
 RUNNER = ("import sys; from beoperf import cli; "
@@ -125,6 +128,65 @@ def test_throughput_offloads_and_governor_and_thp():
     assert judge(checks.Thp, {"thp.enabled": "never"})["thp.enabled"]["status"] == "pass"
     thp = judge(checks.Thp, {"thp.enabled": "always"})["thp.enabled"]
     assert thp["status"] == "warn" and "transparent_hugepage=madvise" in thp["persist"]
+
+
+def test_rings_are_judged_against_the_driver_maximum(monkeypatch):
+    fixture = (FIXTURES / "ethtool" / "ixgbe-g.txt").read_text()
+    monkeypatch.setattr(checks, "run_tool", lambda argv, timeout=5.0: fixture)
+    rings = checks.Rings("eth9")
+    facts = rings.collect()
+    assert facts == {"rings.rx": 512, "rings.tx": 512, "rings.rx_max": 8192,
+                     "rings.tx_max": 8192}
+    got = by_key(rings.judge(facts, base.load_profile("throughput")))
+    assert got["rings.rx"]["status"] == "warn" and got["rings.rx"]["target"] == "8192"
+    assert got["rings.rx"]["command"] == "ethtool -G eth9 rx 8192"
+    full = by_key(rings.judge({**facts, "rings.rx": 8192}, base.load_profile("throughput")))
+    assert full["rings.rx"]["status"] == "pass"
+    unknown = by_key(rings.judge({**facts, "rings.rx_max": Unknown("n/a")},
+                                 base.load_profile("throughput")))
+    assert unknown["rings.rx"]["status"] == "unknown" and "rings.rx_max" in \
+        unknown["rings.rx"]["reason"]
+    assert rings.read_action("rings.rx") == {"argv": ["ethtool", "-g", "eth9"], "field": "rx"}
+    assert rings.parse_read("rings.tx", fixture) == 512
+
+
+def test_every_check_is_one_unit():
+    """Settable keys: the advice command is the set action, read-back is defined, restore
+    is the same operation; the others say why tune leaves them alone."""
+    rule = {"op": "eq", "value": 1, "set": "1", "reason": "r"}
+    seen = 0
+    for cls in base.REGISTRY:
+        unit = cls("eth9")
+        keys = getattr(cls, "KEYS", ()) or ("net.core.busy_read",)
+        for key in keys:
+            if not unit.settable(key):
+                continue
+            seen += 1
+            action = unit.set_action(key, "1")
+            command, _persist = unit.fix(key, rule)
+            if "argv" in action:
+                assert command == " ".join(action["argv"]), key
+            else:
+                assert action["write"].endswith(key.replace(".", "/"))
+            assert unit.read_action(key)
+        if cls.name in ("irqbalance", "cpufreq", "cstates", "thp", "firewall"):
+            assert cls.advice_reason, cls.name
+    assert seen >= 20
+    assert not checks.Interface(None).settable("mtu")  # interface settings need one
+    assert not checks.Coalescing("eth9").settable("coalesce.bogus")
+
+
+def test_default_route_falls_back_to_ipv6():
+    v4 = "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\n" \
+         "eth1\t0012A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\n"
+    zero = "0" * 32
+    v6 = (f"{zero} 00 {zero} 00 {zero} ffffffff 00000001 00000000 00200200 lo\n"
+          f"{zero} 00 {zero} 00 fe800000000000000000000000000001 00000400 00000001 "
+          f"00000000 00000003 ens5\n")
+    assert checks.default_route_interface(v4, v6) == "ens5"
+    assert checks.default_route_interface(v4, v6.splitlines()[0]) is None
+    with_v4 = v4 + "eth0\t00000000\t0102A8C0\t0003\t0\t0\t0\t00000000\n"
+    assert checks.default_route_interface(with_v4, v6) == "eth0"
 
 
 def test_unjudgeable_value_is_unknown_and_unruled_value_passes():
@@ -272,6 +334,9 @@ def test_netns_audit_counts_firewall_rules(netns_pair):
     assert got["iptables.rules"]["value"] == 300
     assert got["iptables.filter.INPUT"]["value"] == 300
     assert got["iptables.rules"]["status"] == "warn"  # latency: > 100 rules
+    if got["iptables.backend"]["value"] == "nf_tables":  # the same rules, counted once
+        assert got["nft.iptables_nft_rules"]["value"] == 300
+        assert got["nft.rules"]["value"] == 0
     other = by_key(ns_audit(client)["findings"])
     assert other["iptables.rules"]["value"] in (0, None)
     assert subprocess.run(["iptables-save"], capture_output=True, text=True).stdout == host_rules

@@ -91,7 +91,7 @@ def test_plan_changes_say_how_to_apply_read_and_restore():
 
 def test_plan_without_interface_keeps_interface_settings_as_advice():
     plan = tune.make_plan(fake_findings(), latency_with_mtu(), None)
-    assert {c.kind for c in plan.changes} == {"sysctl"}
+    assert {c.check for c in plan.changes} == {"sysctl"}
     assert {"mtu", "coalesce.rx_usecs"} <= {a.key for a in plan.advice}
 
 
@@ -154,11 +154,11 @@ def rollback_file(tmp_path: Path, changes: list[Change]) -> Path:
 
 def test_rollback_file_round_trip(tmp_path):
     changes = [Change("net.ipv4.tcp_rmem", "sysctl", None, "4096 131072 6291456", "1 2 3"),
-               Change("mtu", "mtu", "eth0", "1500", "9000")]
+               Change("mtu", "interface", "eth0", "1500", "9000")]
     path = rollback_file(tmp_path, changes)
     doc, loaded = tune.load_rollback(str(path))
     assert loaded == changes
-    assert doc["format"] == "beoperf.rollback" and doc["schema_version"] == 1
+    assert doc["format"] == "beoperf.rollback" and doc["schema_version"] == 2
     assert doc["changes"][1]["restore"] == {"argv": ["ip", "link", "set", "dev", "eth0",
                                                      "mtu", "1500"]}
     assert [p.name for p in tmp_path.iterdir()] == ["rb.json"]  # no temporary left behind
@@ -170,11 +170,13 @@ def test_rollback_file_round_trip(tmp_path):
     (lambda d: d.update(format="other"), "not a beoperf rollback file"),
     (lambda d: d.update(schema_version=9), "unsupported schema_version"),
     (lambda d: d["changes"][0].update(previous="9000"), "'restore' does not match"),
-    (lambda d: d["changes"][0].update(kind="shell"), "needs key, kind"),
+    (lambda d: d["changes"][0].update(check="shell"), "needs key, check"),
+    (lambda d: d["changes"][0].update(check="sysctl"), "not a setting"),
+    (lambda d: d["changes"][0].update(key="driver"), "not a setting"),
     (lambda d: d["changes"][0].update(interface="../x"), "not a setting"),
 ])
 def test_bad_rollback_files_are_refused(tmp_path, mangle, message):
-    path = rollback_file(tmp_path, [Change("mtu", "mtu", "eth0", "1500", "9000")])
+    path = rollback_file(tmp_path, [Change("mtu", "interface", "eth0", "1500", "9000")])
     doc = json.loads(path.read_text())
     mangle(doc)
     path.write_text(json.dumps(doc))
@@ -218,8 +220,8 @@ def test_cli_plan_on_this_machine_changes_nothing(capsys):
     assert cli_tune.run(parse("--interface", "lo", "--json")) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["format"] == "beoperf.tune-plan" and doc["interface"] == "lo"
-    kinds = [c["kind"] for c in doc["changes"]]
-    assert kinds == sorted(kinds, key=tune.KINDS.index)
+    checks = [c["check"] for c in doc["changes"]]
+    assert checks == sorted(checks, key=tune.ORDER.index)
     assert Path("/proc/sys/net/ipv4/tcp_timestamps").read_text() == before
     assert cli_tune.run(parse("--interface", "lo")) == 0
     assert "Nothing was changed" in capsys.readouterr().out
@@ -314,3 +316,110 @@ def test_netns_failure_halfway_rolls_back(netns_pair, tmp_path):
     assert ns_state(server) == before
     assert len(json.loads(rb.read_text())["changes"]) == 4  # snapshot written first
     assert host_state() == host_before
+
+
+def gro(host) -> str:
+    out = host.run(["ethtool", "-k", host.ifname]).stdout
+    return next(line.split(":")[1].split()[0] for line in out.splitlines()
+                if line.startswith("generic-receive-offload:"))
+
+
+def offload_profile(tmp_path: Path) -> str:
+    path = tmp_path / "gro.json"
+    path.write_text(json.dumps({"name": "gro", "expect": {
+        "offload.generic-receive-offload": {"op": "eq", "value": True, "set": "on",
+                                            "reason": "test"},
+        "net.ipv4.tcp_sack": {"op": "eq", "value": 0, "reason": "test"}}}))
+    return str(path)
+
+
+def host_offloads() -> str:
+    return subprocess.run(["ethtool", "-k", "lo"], capture_output=True, text=True).stdout
+
+
+def test_netns_ethtool_offload_applied_and_rolled_back(netns_pair, tmp_path):
+    server, client = netns_pair
+    host_before, lo_before = host_state(), host_offloads()
+    server.run(["ethtool", "-K", server.ifname, "gro", "off"])
+    profile, rb = offload_profile(tmp_path), tmp_path / "rb.json"
+    res = ns_tune(server, "--profile-file", profile, "--plan", "--json")
+    plan = json.loads(res.stdout)
+    assert [(c["check"], c["key"]) for c in plan["changes"]] == [
+        ("sysctl", "net.ipv4.tcp_sack"), ("offloads", "offload.generic-receive-offload")]
+    assert plan["changes"][1]["apply"] == {"argv": ["ethtool", "-K", "eth0", "gro", "on"]}
+    res = ns_tune(server, "--profile-file", profile, "--apply", "--rollback-file", str(rb))
+    assert res.returncode == 0, res.stderr
+    assert gro(server) == "on" and gro(client) == "off"
+    res = server.run(tune_argv("--rollback", str(rb)), check=False)
+    assert res.returncode == 0, res.stderr
+    assert gro(server) == "off" and ns_state(server)["net.ipv4.tcp_sack"] == "1"
+    assert host_state() == host_before and host_offloads() == lo_before
+
+
+LOCK_HOLDER = ("import sys, time; from beoperf.audit.tune import TuneLock\n"
+               "with TuneLock():\n    print('locked', flush=True); time.sleep(60)\n")
+
+
+def test_netns_second_tune_is_refused_while_one_runs(netns_pair, tmp_path):
+    server, client = netns_pair
+    before = ns_state(server)
+    holder = server.popen([sys.executable, "-c", LOCK_HOLDER], stdout=subprocess.PIPE,
+                          text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        profile = str(write_profile(tmp_path, 9000))
+        res = ns_tune(server, "--profile-file", profile, "--apply",
+                      "--rollback-file", str(tmp_path / "rb.json"))
+        assert res.returncode == 1
+        assert f"another beoperf tune (pid {holder.pid})" in res.stderr
+        assert res.stderr.strip().count("\n") == 0
+        assert ns_state(server) == before
+        # another namespace has its own lock
+        res = ns_tune(client, "--profile-file", profile, "--apply",
+                      "--rollback-file", str(tmp_path / "rb-client.json"))
+        assert res.returncode == 0, res.stderr
+        res = client.run(tune_argv("--rollback", str(tmp_path / "rb-client.json")),
+                         check=False)
+        assert res.returncode == 0, res.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+    res = ns_tune(server, "--profile-file", profile, "--apply",
+                  "--rollback-file", str(tmp_path / "rb.json"))
+    assert res.returncode == 0, res.stderr  # released when its holder died
+    assert server.run(tune_argv("--rollback", str(tmp_path / "rb.json")), check=False) \
+        .returncode == 0
+    assert ns_state(server) == before
+
+
+def test_netns_rollback_file_of_another_namespace_is_refused(netns_pair, tmp_path):
+    server, client = netns_pair
+    before_server, before_client = ns_state(server), ns_state(client)
+    profile, rb = str(write_profile(tmp_path, 9000)), tmp_path / "rb.json"
+    assert ns_tune(server, "--profile-file", profile, "--apply",
+                   "--rollback-file", str(rb)).returncode == 0
+    res = client.run(tune_argv("--rollback", str(rb)), check=False)
+    assert res.returncode == 1 and "rollback refused" in res.stderr
+    assert "network namespace" in res.stderr and "--force" in res.stderr
+    assert ns_state(client) == before_client
+    assert server.run(tune_argv("--rollback", str(rb)), check=False).returncode == 0
+    assert ns_state(server) == before_server
+
+
+def test_persist_files_for_a_plan(tmp_path, capsys):
+    changes = [Change("net.ipv4.tcp_sack", "sysctl", None, "1", "0"),
+               Change("coalesce.rx_usecs", "coalesce", "eth9", "8", "0"),
+               Change("mtu", "interface", "eth9", "1500", "9000")]
+    files = tune.persist_files(changes)
+    assert files["90-beoperf.conf"].splitlines()[1:] == ["net.ipv4.tcp_sack = 0"]
+    unit = files["beoperf-tune.service"].splitlines()
+    assert [line for line in unit if line.startswith("ExecStart=")] == [
+        "ExecStart=ethtool -C eth9 rx-usecs 0", "ExecStart=ip link set dev eth9 mtu 9000"]
+    assert "After=network-online.target" in unit and "Type=oneshot" in unit
+    assert tune.persist_files([]) == {}
+    plan = tune.Plan(changes=changes)
+    assert cli_tune.write_persist(str(tmp_path / "p"), plan) == 0
+    assert sorted(p.name for p in (tmp_path / "p").iterdir()) == [
+        "90-beoperf.conf", "beoperf-tune.service"]
+    with pytest.raises(UsageError, match="exists; not overwritten"):
+        cli_tune.write_persist(str(tmp_path / "p"), plan)

@@ -1,16 +1,23 @@
 """Audit machinery: findings, the check registry, profiles, and judging facts against them.
 
-A check is one class: ``collect()`` reads facts (read-only) into a flat dict of
-key -> value (an :class:`Unknown` when a value could not be read, with the reason), and
-``judge(facts, profile)`` turns them into :class:`Finding` objects.  The default judge
-compares each fact with the profile's rule for its key (profiles are JSON data files in
-``beoperf/audit/profiles``).
+A check is one unit with five parts:
+
+* ``collect()`` reads facts (read-only) into a flat dict of key -> value (an
+  :class:`Unknown` when a value could not be read, with the reason);
+* ``judge(facts, profile)`` turns them into :class:`Finding` objects: the default judge
+  compares each fact with the profile's rule for its key (profiles are JSON data files in
+  ``beoperf/audit/profiles``; a rule value "@other.key" means "the value of that fact");
+* ``fix(key, rule)`` advises: the command that changes a fact, and how to persist it;
+* ``set_action(key, value)`` / ``read_action(key)`` describe how ``beoperf tune`` applies
+  a value and reads it back, for the keys it can restore exactly (``settable``); applying
+  the previous value is the restore.  Other keys are advice only (``advice_reason``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass
@@ -33,6 +40,7 @@ class Finding:
     reason: str
     command: str | None = None  # the exact command that changes it
     persist: str | None = None  # how to make the change survive a reboot
+    target: str | None = None  # the single value that fixes it, when there is one
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -134,26 +142,66 @@ def rule_met(rule: dict, value: Any) -> bool | None:
 # --------------------------------------------------------------------------- checks
 
 
+def as_text(value: Any) -> str:
+    """A fact or rule value as the text ethtool/sysctl take: bools on/off, lists joined."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, list | tuple):
+        return " ".join(as_text(v) for v in value)
+    return str(value)
+
+
+def target_of(rule: dict | None) -> str | None:
+    """The single value a rule asks for ("set", else the value of eq/le/ge), or None."""
+    if not rule or rule.get("note"):
+        return None
+    if "set" in rule:
+        return as_text(rule["set"])
+    if rule.get("op", "eq") in ("eq", "le", "ge") and rule.get("value") is not None:
+        return as_text(rule["value"])
+    return None
+
+
+def resolve_rule(rule: dict | None, facts: dict) -> dict | None | Unknown:
+    """``rule`` with an "@key" value replaced by that fact (Unknown if it is unknown)."""
+    want = rule.get("value") if rule else None
+    if not (isinstance(want, str) and want.startswith("@")):
+        return rule
+    other = facts.get(want[1:], Unknown(f"{want[1:]} was not collected"))
+    if isinstance(other, Unknown):
+        return Unknown(f"{want[1:]} is unknown ({other.reason})")
+    return {**rule, "value": other}
+
+
 class Check:
-    """One audit check.  Subclasses set ``name`` and implement ``collect``."""
+    """One audit check.  Subclasses set ``name`` and implement ``collect``; those that can
+    change a key exactly also implement ``settable``, ``set_action`` and ``read_action``."""
 
     name: ClassVar[str] = "check"
+    advice_reason: ClassVar[str | None] = None  # why its keys are not changed by tune
+    persist_advice: ClassVar[str | None] = None  # how a change is made persistent
+    per_interface: ClassVar[bool] = False  # its keys belong to the audited interface
 
     def __init__(self, interface: str | None = None) -> None:
         self.interface = interface
+
+    # ------------------------------------------------------------------ collect, judge
 
     def collect(self) -> dict:
         """Facts of this node: key -> value, or Unknown(reason). Must not change anything."""
         raise NotImplementedError
 
-    def fix(self, key: str, rule: dict) -> tuple[str | None, str | None]:
-        """(command, persist) that set ``key`` as ``rule`` wants; (None, None) if none."""
-        return None, None
-
     def judge(self, facts: dict, profile: dict) -> list[Finding]:
         """Each fact against the profile's rule for its key."""
         rules = profile.get("expect", {})
-        return [self.judge_one(key, value, rules.get(key)) for key, value in facts.items()]
+        out = []
+        for key, value in facts.items():
+            rule = resolve_rule(rules.get(key), facts)
+            if isinstance(rule, Unknown):
+                out.append(Finding(self.name, key, value, "unknown", rule.reason))
+            else:
+                out.append(self.judge_one(key, value, rule))
+        return out
 
     def judge_one(self, key: str, value: Any, rule: dict | None) -> Finding:
         if isinstance(value, Unknown):
@@ -171,7 +219,66 @@ class Check:
             return Finding(self.name, key, value, "pass", rule["reason"])
         command, persist = self.fix(key, rule)
         return Finding(self.name, key, value, rule.get("severity", "warn"), rule["reason"],
-                       command, persist)
+                       command, persist, target_of(rule))
+
+    # ------------------------------------------------------------------ advise
+
+    def fix(self, key: str, rule: dict) -> tuple[str | None, str | None]:
+        """(command, persist) that set ``key`` as ``rule`` wants; (None, None) if none.
+
+        By default the command is this check's own ``set_action`` for settable keys."""
+        target = target_of(rule)
+        if target is None or not self.settable(key):
+            return None, None
+        action = self.set_action(key, target)
+        command = (shlex.join(action["argv"]) if "argv" in action
+                   else f"echo {shlex.quote(action['value'])} > {action['write']}")
+        return command, self.persist_advice
+
+    # ------------------------------------------------------------------ apply, restore
+
+    def settable(self, key: str) -> bool:
+        """Whether ``beoperf tune`` can set ``key`` and restore it exactly."""
+        return False
+
+    def set_action(self, key: str, value: str) -> dict:
+        """How ``value`` is set: {"write": path, "value": v} or {"argv": [...]}."""
+        raise KeyError(key)
+
+    def read_action(self, key: str) -> dict:
+        """How the value is read back: {"file": path} or {"argv": [...], "field": name}."""
+        raise KeyError(key)
+
+    def parse_read(self, key: str, output: str) -> Any:
+        """The value of ``key`` in the output of ``read_action``'s command (None if absent)."""
+        return output
+
+    def apply(self, key: str, value: str) -> None:
+        """Set ``key`` to ``value`` (Unavailable with the reason on failure)."""
+        action = self.set_action(key, value)
+        if "argv" in action:
+            run_tool(action["argv"])
+            return
+        try:
+            with open(action["write"], "w", encoding="ascii") as f:
+                f.write(action["value"] + "\n")
+        except OSError as exc:
+            raise Unavailable(f"writing {action['value']!r} to {action['write']}: "
+                              f"{exc.strerror or exc}") from None
+
+    def read(self, key: str) -> str:
+        """The value of ``key`` now, as text (Unavailable if it cannot be read)."""
+        how = self.read_action(key)
+        if "file" in how:
+            return read_file(how["file"])
+        value = self.parse_read(key, run_tool(how["argv"]))
+        if value is None:
+            raise Unavailable(f"not reported by {' '.join(how['argv'])}")
+        return as_text(value)
+
+    def restore(self, key: str, previous: str) -> None:
+        """Put back the value read before a change (the same operation as apply)."""
+        self.apply(key, previous)
 
 
 REGISTRY: list[type[Check]] = []
@@ -181,6 +288,16 @@ def register(cls: type[Check]) -> type[Check]:
     """Class decorator: add a check to the audit."""
     REGISTRY.append(cls)
     return cls
+
+
+def check_named(name: str) -> type[Check]:
+    """The registered check class called ``name``; KeyError if there is none."""
+    from beoperf.audit import checks  # noqa: F401 - fills REGISTRY
+
+    for cls in REGISTRY:
+        if cls.name == name:
+            return cls
+    raise KeyError(name)
 
 
 def _run_check(cls: type[Check], interface: str | None, profile: dict) -> list[Finding]:

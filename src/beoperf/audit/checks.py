@@ -6,11 +6,20 @@ import glob
 import os
 import platform
 import re
-from typing import Any
+from typing import Any, ClassVar
 
-from beoperf.audit.base import Check, Unavailable, Unknown, read_file, register, run_tool
+from beoperf.audit.base import (
+    Check,
+    Unavailable,
+    Unknown,
+    as_text,
+    read_file,
+    register,
+    run_tool,
+)
 
 SYSCTL_CONF = "/etc/sysctl.d/90-beoperf.conf"
+SYSCTL_KEY = re.compile(r"[a-z][a-z0-9_]*(\.[a-z0-9_-]+)+")
 IFACE_PERSIST = ("a systemd oneshot unit (After=network-online.target) running the command, "
                  "or a NetworkManager dispatcher script in /etc/NetworkManager/dispatcher.d/")
 
@@ -56,8 +65,26 @@ class Sysctls(Check):
         value = rule.get("set", rule.get("value"))
         if value is None:
             return None, None
-        arg = f'{key}="{value}"' if " " in str(value) else f"{key}={value}"
+        value = as_text(value)
+        arg = f'{key}="{value}"' if " " in value else f"{key}={value}"
         return f"sysctl -w {arg}", f"{SYSCTL_CONF}: {key} = {value}"
+
+    def settable(self, key: str) -> bool:
+        return bool(SYSCTL_KEY.fullmatch(key))
+
+    @staticmethod
+    def path(key: str) -> str:
+        return "/proc/sys/" + key.replace(".", "/")
+
+    def set_action(self, key: str, value: str) -> dict:
+        if not self.settable(key):
+            raise KeyError(key)
+        return {"write": self.path(key), "value": value}
+
+    def read_action(self, key: str) -> dict:
+        if not self.settable(key):
+            raise KeyError(key)
+        return {"file": self.path(key)}
 
 
 @register
@@ -68,16 +95,23 @@ class Kernel(Check):
         return {"kernel.release": platform.release()}
 
 
-def default_route_interface() -> str | None:
-    """Device of the IPv4 default route (from /proc/net/route), or None."""
-    try:
-        lines = read_file("/proc/net/route").splitlines()[1:]
-    except Unavailable:
-        return None
-    for line in lines:
+def default_route_interface(route: str | None = None, route6: str | None = None) -> str | None:
+    """Device of the IPv4 default route (/proc/net/route), else of the IPv6 one
+    (/proc/net/ipv6_route, skipping unreachable routes through lo), or None."""
+    if route is None:
+        route = _read_or_none("/proc/net/route") or ""
+    for line in route.splitlines()[1:]:
         fields = line.split()
         if len(fields) > 7 and fields[1] == "00000000" and fields[7] == "00000000":
             return fields[0]
+    if route6 is None:
+        route6 = _read_or_none("/proc/net/ipv6_route") or ""
+    for line in route6.splitlines():
+        fields = line.split()
+        # dest, dest prefix length, src, src prefix length, next hop, metric, ..., device
+        if len(fields) == 10 and fields[0] == "0" * 32 and fields[1] == "00" \
+                and fields[9] != "lo" and int(fields[8], 16) & 0x0200 == 0:  # not RTF_REJECT
+            return fields[9]
     return None
 
 
@@ -85,6 +119,8 @@ class InterfaceCheck(Check):
     """A check of the audited interface; all its keys are unknown when there is none."""
 
     KEYS: tuple[str, ...] = ()
+    persist_advice = IFACE_PERSIST
+    per_interface = True
 
     def collect(self) -> dict:
         if not self.interface:
@@ -123,23 +159,73 @@ class Interface(InterfaceCheck):
             out["firmware_version"] = parsed.get("firmware_version") or out["firmware_version"]
         return out
 
+    def settable(self, key: str) -> bool:  # the MTU only
+        return key == "mtu" and bool(self.interface)
+
+    def set_action(self, key: str, value: str) -> dict:
+        if not self.settable(key) or not value.isdigit():
+            raise KeyError(key)
+        return {"argv": ["ip", "link", "set", "dev", str(self.interface), "mtu", value]}
+
+    def read_action(self, key: str) -> dict:
+        if not self.settable(key):
+            raise KeyError(key)
+        return {"file": f"/sys/class/net/{self.interface}/mtu"}
+
+
+class EthtoolSetting(InterfaceCheck):
+    """An interface check whose keys ("prefix.field") ethtool sets (SET) and shows (SHOW)."""
+
+    PREFIX: ClassVar[str] = ""
+    SET: ClassVar[str] = ""
+    SHOW: ClassVar[str] = ""
+    ARG: ClassVar[dict[str, str]] = {}  # field -> ethtool's own keyword for it
+
+    def field(self, key: str) -> str:
+        name = key.removeprefix(self.PREFIX)
+        if not (key.startswith(self.PREFIX) and name in self.ARG and self.interface):
+            raise KeyError(key)
+        return name
+
+    def settable(self, key: str) -> bool:
+        try:
+            self.field(key)
+        except KeyError:
+            return False
+        return True
+
+    def set_action(self, key: str, value: str) -> dict:
+        name = self.field(key)
+        return {"argv": ["ethtool", self.SET, str(self.interface), self.ARG[name], value]}
+
+    def read_action(self, key: str) -> dict:
+        return {"argv": ["ethtool", self.SHOW, str(self.interface)], "field": self.field(key)}
+
+    def parse_read(self, key: str, output: str) -> Any:
+        return self.parse(output).get(self.field(key))
+
+    def parse(self, output: str) -> dict:
+        """field -> value of ethtool SHOW's output."""
+        raise NotImplementedError
+
 
 @register
-class Coalescing(InterfaceCheck):
+class Coalescing(EthtoolSetting):
     name = "coalesce"
     FIELDS = ("adaptive_rx", "adaptive_tx", "rx_usecs", "rx_frames", "tx_usecs", "tx_frames")
     KEYS = tuple(f"coalesce.{f}" for f in FIELDS)
+    PREFIX, SET, SHOW = "coalesce.", "-C", "-c"
+    ARG = {f: f.replace("_", "-") for f in FIELDS}
 
     def collect_interface(self, ifname: str) -> dict:
         text = self.ethtool("-c", "coalesce.", self.FIELDS)
         if not isinstance(text, str):
             return text
-        parsed = _parsers().parse_ethtool_coalesce(text)
+        parsed = self.parse(text)
         return {f"coalesce.{f}": _or_unsupported(parsed.get(f), ifname) for f in self.FIELDS}
 
-    def fix(self, key: str, rule: dict) -> tuple[str | None, str | None]:
-        field = key.removeprefix("coalesce.").replace("_", "-")
-        return f"ethtool -C {self.interface} {field} {rule.get('set')}", IFACE_PERSIST
+    def parse(self, output: str) -> dict:
+        return _parsers().parse_ethtool_coalesce(output)
 
 
 def _or_unsupported(value: Any, ifname: str) -> Any:
@@ -147,68 +233,71 @@ def _or_unsupported(value: Any, ifname: str) -> Any:
 
 
 @register
-class Rings(InterfaceCheck):
+class Rings(EthtoolSetting):
+    """Ring sizes, judged against the driver's maximum by rules like {"value": "@rings.rx_max"}."""
+
     name = "rings"
     KEYS = ("rings.rx", "rings.tx", "rings.rx_max", "rings.tx_max")
+    PREFIX, SET, SHOW = "rings.", "-G", "-g"
+    ARG = {"rx": "rx", "tx": "tx"}
 
     def collect_interface(self, ifname: str) -> dict:
         text = self.ethtool("-g", "rings.", ("rx", "tx", "rx_max", "tx_max"))
         if not isinstance(text, str):
             return text
-        parsed = _parsers().parse_ethtool_rings(text)
+        parsed = self.parse(text)
+        return {f"rings.{f}": _or_unsupported(parsed.get(f), ifname)
+                for f in ("rx", "tx", "rx_max", "tx_max")}
+
+    def parse(self, output: str) -> dict:
+        parsed = _parsers().parse_ethtool_rings(output)
         cur, top = parsed.get("current", {}), parsed.get("max", {})
-        return {"rings.rx": _or_unsupported(cur.get("rx"), ifname),
-                "rings.tx": _or_unsupported(cur.get("tx"), ifname),
-                "rings.rx_max": _or_unsupported(top.get("rx"), ifname),
-                "rings.tx_max": _or_unsupported(top.get("tx"), ifname)}
+        return {"rx": cur.get("rx"), "tx": cur.get("tx"),
+                "rx_max": top.get("rx"), "tx_max": top.get("tx")}
 
 
 @register
-class Offloads(InterfaceCheck):
+class Offloads(EthtoolSetting):
     name = "offloads"
     FEATURES = ("tcp-segmentation-offload", "generic-segmentation-offload",
                 "generic-receive-offload", "large-receive-offload", "rx-checksumming",
                 "tx-checksumming")
     KEYS = tuple(f"offload.{f}" for f in FEATURES)
-    SHORT = {"tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
-             "generic-receive-offload": "gro", "large-receive-offload": "lro",
-             "rx-checksumming": "rx", "tx-checksumming": "tx"}
+    PREFIX, SET, SHOW = "offload.", "-K", "-k"
+    ARG = {"tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
+           "generic-receive-offload": "gro", "large-receive-offload": "lro",
+           "rx-checksumming": "rx", "tx-checksumming": "tx"}
 
     def collect_interface(self, ifname: str) -> dict:
         text = self.ethtool("-k", "offload.", self.FEATURES)
         if not isinstance(text, str):
             return text
-        parsed = _parsers().parse_ethtool_features(text)
-        out: dict = {}
-        for name in self.FEATURES:
-            state = parsed.get(name)
-            out[f"offload.{name}"] = (state["on"] if state and state.get("on") is not None
-                                      else Unknown(f"{name} not reported for {ifname}"))
-        return out
+        parsed = self.parse(text)
+        return {f"offload.{name}": _or_unsupported(parsed.get(name), ifname)
+                for name in self.FEATURES}
 
-    def fix(self, key: str, rule: dict) -> tuple[str | None, str | None]:
-        short = self.SHORT.get(key.removeprefix("offload."), key)
-        return f"ethtool -K {self.interface} {short} {rule.get('set')}", IFACE_PERSIST
+    def parse(self, output: str) -> dict:
+        return {name: state.get("on")
+                for name, state in _parsers().parse_ethtool_features(output).items()}
 
 
 @register
-class Pause(InterfaceCheck):
+class Pause(EthtoolSetting):
     name = "pause"
     FIELDS = ("autonegotiate", "rx", "tx")
     KEYS = tuple(f"pause.{f}" for f in FIELDS)
+    PREFIX, SET, SHOW = "pause.", "-A", "-a"
+    ARG = {"autonegotiate": "autoneg", "rx": "rx", "tx": "tx"}  # ethtool -A's keywords
 
     def collect_interface(self, ifname: str) -> dict:
         text = self.ethtool("-a", "pause.", self.FIELDS)
         if not isinstance(text, str):
             return text
-        parsed = _parsers().parse_ethtool_pause(text)
+        parsed = self.parse(text)
         return {f"pause.{f}": _or_unsupported(parsed.get(f), ifname) for f in self.FIELDS}
 
-    def fix(self, key: str, rule: dict) -> tuple[str | None, str | None]:
-        field = key.removeprefix("pause.")
-        field = "autoneg" if field == "autonegotiate" else field  # ethtool's own keyword
-        value = "on" if rule.get("value") else "off"
-        return f"ethtool -A {self.interface} {field} {value}", IFACE_PERSIST
+    def parse(self, output: str) -> dict:
+        return _parsers().parse_ethtool_pause(output)
 
 
 def _process_running(name: str) -> bool:
@@ -224,6 +313,8 @@ def _process_running(name: str) -> bool:
 @register
 class Irqbalance(Check):
     name = "irqbalance"
+    advice_reason = ("stopping a service is not restored exactly (its enabled state and the "
+                     "IRQ affinities it wrote); do it by hand")
 
     def collect(self) -> dict:
         if os.path.isdir("/run/systemd/system"):
@@ -246,9 +337,33 @@ class Irqbalance(Check):
 @register
 class Firewall(Check):
     name = "firewall"
+    advice_reason = "firewall rules and connection tracking need reviewing by hand"
+
+    # the tables iptables-nft (and ip6tables-nft) keep in nftables
+    XT_TABLES = {f"{family} {table}" for family in ("ip", "ip6")
+                 for table in ("filter", "nat", "mangle", "raw", "security")}
 
     def collect(self) -> dict:
-        return {**self._iptables(), **self._nft(), "conntrack.count": self._conntrack()}
+        backend = self._backend()
+        facts = {**self._iptables(), "iptables.backend": backend, **self._nft(),
+                 "conntrack.count": self._conntrack()}
+        if backend == "nf_tables" and isinstance(facts.get("nft.rules"), int):
+            # iptables-nft rules live in nftables too: count them once, under iptables
+            shared = sum(v for k, v in facts.items() if k.startswith("nft.") and k != "nft.rules"
+                         and " ".join(k[4:].split()[:2]) in self.XT_TABLES)
+            facts["nft.rules"] -= shared
+            facts["nft.iptables_nft_rules"] = shared
+        return facts
+
+    @staticmethod
+    def _backend() -> Any:
+        """"nf_tables" or "legacy" (from iptables -V), or Unknown."""
+        try:
+            text = run_tool(["iptables", "-V"])
+        except Unavailable as exc:
+            return Unknown(str(exc))
+        match = re.search(r"\((nf_tables|legacy)\)", text)
+        return match.group(1) if match else "legacy"  # before 1.8 there was only legacy
 
     @staticmethod
     def _iptables() -> dict:
@@ -285,6 +400,8 @@ class Firewall(Check):
 @register
 class CpuFreq(Check):
     name = "cpufreq"
+    advice_reason = ("the governor is per CPU (possibly mixed) and set through cpupower; not "
+                     "restored exactly, do it by hand")
 
     def collect(self) -> dict:
         paths = sorted(glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor"))
@@ -311,6 +428,7 @@ def _read_or_none(path: str) -> str | None:
 @register
 class CStates(Check):
     name = "cstates"
+    advice_reason = "C-states are set through cpupower or the kernel command line; do it by hand"
     SHALLOW = ("POLL", "C1")
 
     def collect(self) -> dict:
@@ -334,6 +452,8 @@ class CStates(Check):
 @register
 class Thp(Check):
     name = "thp"
+    advice_reason = ("transparent huge pages are best set on the kernel command line; do it "
+                     "by hand")
 
     def collect(self) -> dict:
         try:

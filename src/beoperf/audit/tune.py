@@ -1,18 +1,20 @@
 """Plan, apply and roll back the changes an audit asks for.
 
-Only changes that can be applied *and restored exactly* are planned:
+The mechanics live in the checks themselves (``beoperf.audit.checks``): each check says
+which of its keys it can set *and restore exactly* (``settable``), how a value is set
+(``set_action``) and read back (``read_action``).  Today those are sysctls (written to
+``/proc/sys`` and read back), ethtool settings (coalescing ``-C``, offloads ``-K``, pause
+``-A``, rings ``-G``) and the MTU (``ip link``).  Every other warn/fail finding
+(irqbalance, CPU governor, C-states, THP, firewall ...) is "advice only", with the
+check's reason.  Commands are argv lists, never shell strings.
 
-* sysctls: written to ``/proc/sys/...`` and read back from the same file;
-* interface settings through ethtool (coalescing ``-C``, offloads ``-K``, pause ``-A``), the
-  previous values taken from the audit's parsed ``ethtool -c/-k/-a`` facts;
-* the MTU, through ``ip link set dev IF mtu N`` (read back from sysfs).
-
-Every other warn/fail finding (irqbalance, CPU governor, C-states, THP, firewall ...) is
-"advice only", with the reason.  Commands are argv lists, never shell strings.
+Only one tune runs per network namespace at a time (:class:`TuneLock`).
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import platform
@@ -22,48 +24,42 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from beoperf.audit.base import Finding, Unavailable, read_file, run_tool
+from beoperf.audit.base import Check, Finding, Unavailable, as_text, check_named, target_of
+
+__all__ = ["Change", "Plan", "Advice", "TuneError", "ApplyFailed", "TuneLock", "LockBusy",
+           "as_text", "make_plan", "apply_changes", "restore", "load_rollback",
+           "rollback_document"]
 
 ROLLBACK_FORMAT = "beoperf.rollback"
 PLAN_FORMAT = "beoperf.tune-plan"
-SCHEMA_VERSION = 1
-KINDS = ("sysctl", "ethtool", "mtu")  # also the order in which changes are applied
-SYSCTL_KEY = re.compile(r"[a-z][a-z0-9_]*(\.[a-z0-9_-]+)+")
+SCHEMA_VERSION = 2  # 2: changes name their check (1 had a "kind")
+# the order in which changes are applied: host-wide first, then the interface, MTU last
+ORDER = ("sysctl", "coalesce", "offloads", "pause", "rings", "interface")
 IFNAME = re.compile(r"[A-Za-z0-9_.:@-]{1,15}")
-ETHTOOL = {"coalesce.": ("-C", "-c"), "offload.": ("-K", "-k"), "pause.": ("-A", "-a")}
-OFFLOAD_SHORT = {"tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
-                 "generic-receive-offload": "gro", "large-receive-offload": "lro",
-                 "rx-checksumming": "rx", "tx-checksumming": "tx"}
-PAUSE_FIELDS = {"autonegotiate": "autoneg", "rx": "rx", "tx": "tx"}  # ethtool -A's names
 ADVICE_ORDER = {"sysctl": 0, "interface": 1, "coalesce": 1, "offloads": 1, "pause": 1,
                 "rings": 1, "irqbalance": 2, "cpufreq": 3, "cstates": 3, "thp": 4}
-ADVICE_REASONS = {
-    "irqbalance": "stopping a service is not restored exactly (its enabled state and the IRQ "
-                  "affinities it wrote); do it by hand",
-    "cpufreq": "the governor is per CPU (possibly mixed) and set through cpupower; not "
-               "restored exactly, do it by hand",
-    "cstates": "C-states are set through cpupower or the kernel command line; do it by hand",
-    "thp": "transparent huge pages are best set on the kernel command line; do it by hand",
-    "firewall": "firewall rules and connection tracking need reviewing by hand",
-}
+LOCK_DIRS = ("/run/lock", "/run", tempfile.gettempdir())
 
 
 class TuneError(Exception):
     """A change could not be made, read back, or restored; the message says which."""
 
 
-def as_text(value: Any) -> str:
-    """A fact or rule value as the text ethtool/sysctl take: bools on/off, lists joined."""
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, list | tuple):
-        return " ".join(as_text(v) for v in value)
-    return str(value)
+class LockBusy(TuneError):
+    """Another tune holds this network namespace's lock (or the lock cannot be taken)."""
 
 
 def same(a: str, b: str) -> bool:
     """Equal up to whitespace and case ("4096\\t131072" == "4096 131072")."""
     return a.split() == b.split() or " ".join(a.split()).lower() == " ".join(b.split()).lower()
+
+
+def netns_id() -> int | None:
+    """The inode of this process's network namespace (what tells two namespaces apart)."""
+    try:
+        return os.stat("/proc/self/ns/net").st_ino
+    except OSError:
+        return None
 
 
 # --------------------------------------------------------------------------- changes
@@ -74,42 +70,22 @@ class Change:
     """One setting to change: ``current`` is what a rollback restores."""
 
     key: str
-    kind: str  # sysctl | ethtool | mtu
+    check: str  # the name of the check that sets and restores it
     interface: str | None
     current: str
     target: str
 
-    @property
-    def path(self) -> str | None:
-        """The file written (sysctl) or read back (sysctl, mtu)."""
-        if self.kind == "sysctl":
-            return "/proc/sys/" + self.key.replace(".", "/")
-        if self.kind == "mtu":
-            return f"/sys/class/net/{self.interface}/mtu"
-        return None
-
-    def argv(self, value: str) -> list[str] | None:
-        """The command that sets ``value`` (None for sysctls: their file is written)."""
-        if self.kind == "mtu":
-            return ["ip", "link", "set", "dev", str(self.interface), "mtu", value]
-        if self.kind == "ethtool":
-            prefix, field_name, _parsed = ethtool_field(self.key)
-            return ["ethtool", ETHTOOL[prefix][0], str(self.interface), field_name, value]
-        return None
+    def unit(self) -> Check:
+        """The check that owns this key (KeyError if there is none)."""
+        return check_named(self.check)(self.interface)
 
     def action(self, value: str) -> dict:
         """How ``value`` is set: {"write": path, "value": v} or {"argv": [...]}."""
-        if self.kind == "sysctl":
-            return {"write": self.path, "value": value}
-        return {"argv": self.argv(value)}
+        return self.unit().set_action(self.key, value)
 
     def readback(self) -> dict:
         """How the value is read back: {"file": path} or {"argv": [...], "field": name}."""
-        if self.kind == "ethtool":
-            prefix, _field, parsed = ethtool_field(self.key)
-            return {"argv": ["ethtool", ETHTOOL[prefix][1], str(self.interface)],
-                    "field": parsed}
-        return {"file": self.path}
+        return self.unit().read_action(self.key)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "apply": self.action(self.target), "read": self.readback(),
@@ -117,7 +93,7 @@ class Change:
 
     def snapshot(self) -> dict:
         """This change's entry in a rollback file."""
-        return {"key": self.key, "kind": self.kind, "interface": self.interface,
+        return {"key": self.key, "check": self.check, "interface": self.interface,
                 "previous": self.current, "target": self.target,
                 "restore": self.action(self.current)}
 
@@ -143,60 +119,37 @@ class Plan:
     advice: list[Advice] = field(default_factory=list)
 
 
-def ethtool_field(key: str) -> tuple[str, str, str]:
-    """(key prefix, ethtool's field name, parser's field name); KeyError if not settable."""
-    for prefix in ETHTOOL:
-        if key.startswith(prefix):
-            name = key.removeprefix(prefix)
-            if prefix == "coalesce.":
-                return prefix, name.replace("_", "-"), name
-            if prefix == "offload.":
-                return prefix, OFFLOAD_SHORT[name], name
-            return prefix, PAUSE_FIELDS[name], name
-    raise KeyError(key)
-
-
-def target_of(rule: dict | None) -> str | None:
-    """The single value a rule asks for ("set", else the value of eq/le/ge), or None."""
-    if not rule or rule.get("note"):
-        return None
-    if "set" in rule:
-        return as_text(rule["set"])
-    if rule.get("op", "eq") in ("eq", "le", "ge") and rule.get("value") is not None:
-        return as_text(rule["value"])
-    return None
-
-
-def kind_of(finding: Finding, interface: str | None) -> str | None:
-    """sysctl | ethtool | mtu when beoperf can set and restore this key exactly, else None."""
-    if finding.check == "sysctl" and SYSCTL_KEY.fullmatch(finding.key):
-        return "sysctl"
-    if not interface:
-        return None
-    if finding.key == "mtu":
-        return "mtu"
+def _unit(finding: Finding, interface: str | None) -> Check | None:
     try:
-        ethtool_field(finding.key)
+        return check_named(finding.check)(interface)
     except KeyError:
         return None
-    return "ethtool"
 
 
 def change_for(finding: Finding, rule: dict | None, interface: str | None) -> Change | str:
     """The change that fixes ``finding``, or the reason there is none (advice only)."""
-    kind = kind_of(finding, interface)
-    if kind is None:
-        return ADVICE_REASONS.get(finding.check,
-                                  f"beoperf tune cannot set {finding.key} and restore it exactly")
-    target = target_of(rule)
+    unit = _unit(finding, interface)
+    if unit is None or not unit.settable(finding.key):
+        if unit is not None and unit.advice_reason:
+            return unit.advice_reason
+        return f"beoperf tune cannot set {finding.key} and restore it exactly" + (
+            "" if interface else " (no interface)")
+    target = finding.target if finding.target is not None else target_of(rule)
     if target is None:
         return "the profile names no single value to set"
-    if kind == "mtu" and not target.isdigit():
-        return f"MTU {target!r} is not a number"
+    try:
+        unit.set_action(finding.key, target)
+    except KeyError:
+        return f"{target!r} is not a value beoperf tune can set for {finding.key}"
     current = as_text(finding.value)
     if same(current, target):
         return "already at the target value"
-    return Change(finding.key, kind, None if kind == "sysctl" else interface, current, target)
+    return Change(finding.key, finding.check, interface if unit.per_interface else None,
+                  current, target)
+
+
+def _order(change: Change) -> int:
+    return ORDER.index(change.check) if change.check in ORDER else len(ORDER) - 1
 
 
 def make_plan(findings: Iterable[Finding], profile: dict, interface: str | None) -> Plan:
@@ -211,7 +164,7 @@ def make_plan(findings: Iterable[Finding], profile: dict, interface: str | None)
             plan.changes.append(got)
         else:
             plan.advice.append(Advice(f.key, f.check, f.value, f.status, got, f.command))
-    plan.changes.sort(key=lambda c: KINDS.index(c.kind))
+    plan.changes.sort(key=_order)
     plan.advice.sort(key=lambda a: ADVICE_ORDER.get(a.check, 5))
     return plan
 
@@ -226,49 +179,20 @@ def plan_document(plan: Plan, profile: str, interface: str | None) -> dict:
 # --------------------------------------------------------------------------- set and read
 
 
-def _write(path: str, value: str) -> None:
-    try:
-        with open(path, "w", encoding="ascii") as f:
-            f.write(value + "\n")
-    except OSError as exc:
-        raise TuneError(f"writing {value!r} to {path}: {exc.strerror or exc}") from None
-
-
 def set_value(change: Change, value: str) -> None:
     """Set ``change``'s key to ``value``; TuneError with the reason on failure."""
-    argv = change.argv(value)
-    if argv is None:
-        _write(str(change.path), value)
-        return
     try:
-        run_tool(argv)
+        change.unit().apply(change.key, value)
     except Unavailable as exc:
         raise TuneError(str(exc)) from None
 
 
-def _ethtool_value(change: Change, text: str) -> Any:
-    from beoperf.audit import parsers
-
-    prefix, _field, name = ethtool_field(change.key)
-    if prefix == "coalesce.":
-        return parsers.parse_ethtool_coalesce(text).get(name)
-    if prefix == "offload.":
-        return (parsers.parse_ethtool_features(text).get(name) or {}).get("on")
-    return parsers.parse_ethtool_pause(text).get(name)
-
-
 def read_value(change: Change) -> str:
     """The key's value now, as text; TuneError if it cannot be read."""
-    how = change.readback()
     try:
-        if "file" in how:
-            return read_file(how["file"])
-        value = _ethtool_value(change, run_tool(how["argv"]))
+        return change.unit().read(change.key)
     except Unavailable as exc:
         raise TuneError(f"reading back {change.key}: {exc}") from None
-    if value is None:
-        raise TuneError(f"reading back {change.key}: not reported by {' '.join(how['argv'])}")
-    return as_text(value)
 
 
 def set_checked(change: Change, value: str) -> None:
@@ -321,14 +245,105 @@ def apply_changes(changes: list[Change], report: Report = _quiet) -> None:
         report(change, change.target)
 
 
+# --------------------------------------------------------------------------- one at a time
+
+
+class TuneLock:
+    """An exclusive lock per network namespace, held while a tune changes anything.
+
+    A second ``beoperf tune --apply/--rollback/--procedure`` in the same namespace is
+    refused (TuneError naming the holder's PID) instead of interleaving its changes and
+    snapshots with the first one's.  The lock is released when the holder exits, even
+    on kill -9 (flock)."""
+
+    def __init__(self, directory: str | None = None) -> None:
+        self.directory = directory
+        self.fd: int | None = None
+
+    def path(self) -> str:
+        name = f"beoperf-tune.net{netns_id() or 0}.lock"
+        if self.directory:
+            return os.path.join(self.directory, name)
+        for directory in LOCK_DIRS:
+            if os.path.isdir(directory) and os.access(directory, os.W_OK):
+                return os.path.join(directory, name)
+        return os.path.join(tempfile.gettempdir(), name)
+
+    def __enter__(self) -> TuneLock:
+        path = self.path()
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise LockBusy(f"cannot open the lock file {path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+            os.close(fd)
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                raise LockBusy(f"another beoperf tune (pid {holder}) is changing this node "
+                                f"(lock {path}); wait for it to finish") from None
+            raise LockBusy(f"cannot lock {path}: {exc.strerror}") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.ftruncate(self.fd, 0)
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+# --------------------------------------------------------------------------- persistence
+
+
+def persist_files(changes: Iterable[Change]) -> dict[str, str]:
+    """Files that make ``changes`` survive a reboot: a sysctl.d drop-in for the sysctls and
+    a systemd oneshot unit that re-applies the interface settings once the network is up."""
+    sysctls = [c for c in changes if c.check == "sysctl"]
+    links = [c for c in changes if c.check != "sysctl"]
+    out = {}
+    if sysctls:
+        lines = ["# written by 'beoperf tune --persist'; install in /etc/sysctl.d/"]
+        lines += [f"{c.key} = {c.target}" for c in sysctls]
+        out["90-beoperf.conf"] = "\n".join(lines) + "\n"
+    if links:
+        import shlex
+
+        execs = [f"ExecStart={shlex.join(c.action(c.target)['argv'])}" for c in links]
+        out["beoperf-tune.service"] = "\n".join([
+            "# written by 'beoperf tune --persist'; install in /etc/systemd/system/, then",
+            "# systemctl daemon-reload && systemctl enable beoperf-tune.service",
+            "[Unit]", "Description=beoperf tune: interface settings",
+            "Wants=network-online.target", "After=network-online.target", "",
+            "[Service]", "Type=oneshot", "RemainAfterExit=yes", *execs, "",
+            "[Install]", "WantedBy=multi-user.target", ""])
+    return out
+
+
 # --------------------------------------------------------------------------- rollback files
 
 
 def rollback_document(changes: list[Change], profile: str, interface: str | None,
                       created: str) -> dict:
     return {"format": ROLLBACK_FORMAT, "schema_version": SCHEMA_VERSION,
-            "host": platform.node(), "created": created, "profile": profile,
-            "interface": interface, "changes": [c.snapshot() for c in changes]}
+            "host": platform.node(), "netns": netns_id(), "created": created,
+            "profile": profile, "interface": interface,
+            "changes": [c.snapshot() for c in changes]}
+
+
+def wrong_place(doc: dict) -> str | None:
+    """Why the rollback file ``doc`` was not written here (another host or network
+    namespace), or None if it was."""
+    here = (platform.node(), netns_id())
+    there = (doc.get("host"), doc.get("netns"))
+    if there == here:
+        return None
+    return (f"it was written on host {there[0]!r} (network namespace {there[1]}), "
+            f"this is {here[0]!r} (network namespace {here[1]})")
 
 
 def write_new_file(path: str, doc: dict) -> None:
@@ -370,28 +385,30 @@ def _load_json(path: str) -> dict:
 
 
 def _valid(change: Change) -> bool:
-    if change.kind == "sysctl":
-        return change.interface is None and bool(SYSCTL_KEY.fullmatch(change.key))
-    if not (isinstance(change.interface, str) and IFNAME.fullmatch(change.interface)):
+    if change.interface is not None and not IFNAME.fullmatch(str(change.interface)):
         return False
-    if change.kind == "mtu":
-        return change.key == "mtu" and change.current.isdigit()
     try:
-        ethtool_field(change.key)
+        unit = change.unit()
     except KeyError:
         return False
-    return change.kind == "ethtool"
+    if (change.interface is not None) != unit.per_interface:
+        return False
+    try:
+        return unit.settable(change.key) and bool(unit.set_action(change.key, change.current))
+    except KeyError:
+        return False
 
 
 def change_from_entry(entry: Any) -> Change:
     """A rollback file's change entry, checked; TuneError naming what is wrong."""
     if not isinstance(entry, dict):
         raise TuneError(f"change entry {entry!r} is not an object")
-    values = [entry.get(k) for k in ("key", "kind", "previous", "target")]
-    if not all(isinstance(v, str) for v in values) or entry.get("kind") not in KINDS:
-        raise TuneError(f"change entry {entry.get('key')!r}: needs key, kind, previous, target")
-    key, kind, previous, target = values
-    change = Change(key, kind, entry.get("interface"), previous, target)
+    values = [entry.get(k) for k in ("key", "check", "previous", "target")]
+    if not all(isinstance(v, str) for v in values) or entry.get("check") not in ORDER:
+        raise TuneError(f"change entry {entry.get('key')!r}: needs key, check, previous, "
+                        "target")
+    key, check, previous, target = values
+    change = Change(key, check, entry.get("interface"), previous, target)
     if not _valid(change):
         raise TuneError(f"change entry {key!r}: not a setting beoperf tune restores")
     if entry.get("restore") != change.action(previous):

@@ -22,14 +22,19 @@ EXAMPLES = """examples:
   beoperf tune --rollback beoperf-rollback-20260101T120000Z.json
   beoperf tune --profile-file my-profile.json --interface eth1 --plan
   beoperf tune --procedure --peer node02 --repeats 10   # as root: measure between changes
+  beoperf tune --persist ./persist               # sysctl.d file + systemd unit for the plan
 
-Only sysctls (/proc/sys), ethtool settings (-C, -K, -A) and the MTU (ip link) are changed,
-because only those can be restored exactly; everything else is listed as advice only.
-Nothing changes without --apply or --rollback.  --apply first writes every previous value
-to a rollback file (--rollback-file, default ./beoperf-rollback-<UTC>.json), then applies
-one change at a time, reading each back; if one fails, the ones already made are rolled
-back.  Exit status: 0 done; 1 a change or restore failed, not root, or a bad rollback
-file; 2 usage (unknown profile or interface, bad --profile-file).
+Only sysctls (/proc/sys), ethtool settings (-C, -K, -A, -G) and the MTU (ip link) are
+changed, because only those can be restored exactly; everything else is listed as advice
+only.  Nothing changes without --apply or --rollback.  --apply first writes every previous
+value to a rollback file (--rollback-file, default ./beoperf-rollback-<UTC>.json), then
+applies one change at a time, reading each back; if one fails, the ones already made are
+rolled back.  One tune at a time changes a node (a lock per network namespace); a rollback
+file is only restored on the host and network namespace that wrote it (unless --force).
+Changes last until reboot: --persist DIR writes files that make the plan permanent (to
+review and install by hand).  Exit status: 0 done; 1 a change or restore failed, not
+root, another tune running, or a bad rollback file; 2 usage (unknown profile or
+interface, bad --profile-file).
 """
 
 
@@ -66,6 +71,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rollback-file", metavar="PATH",
                    help="where --apply saves the previous values "
                         "(default ./beoperf-rollback-<UTC>.json)")
+    p.add_argument("--force", action="store_true",
+                   help="--rollback: restore even if FILE was written on another host or "
+                        "network namespace")
+    p.add_argument("--persist", metavar="DIR",
+                   help="write the plan as a sysctl.d file and a systemd unit into DIR "
+                        "(created; nothing is installed or changed)")
     p.add_argument("--json", action="store_true", help="print the plan as a JSON document")
     p.set_defaults(func=run)
 
@@ -165,15 +176,22 @@ def do_apply(plan: Plan, profile: str, interface: str | None, path: str | None) 
         tune.apply_changes(plan.changes, _report("set"))
     except ApplyFailed as exc:
         raise CliError(ExitStatus.ERROR, "tune failed", failure_message(exc, path)) from None
+    except BaseException:  # anything else (Ctrl-C included): undo what was applied, then fail
+        tune.restore(reversed(plan.changes))
+        raise
     print(f"applied {len(plan.changes)} change(s); undo with 'beoperf tune --rollback {path}'")
     return int(ExitStatus.OK)
 
 
-def do_rollback(path: str) -> int:
+def do_rollback(path: str, force: bool = False) -> int:
     try:
         doc, changes = tune.load_rollback(path)
     except TuneError as exc:
         raise CliError(ExitStatus.ERROR, "bad rollback file", str(exc)) from None
+    elsewhere = tune.wrong_place(doc)
+    if elsewhere and not force:
+        raise CliError(ExitStatus.ERROR, "rollback refused", f"{path}: {elsewhere}; nothing "
+                       "was changed (--force restores it here anyway)")
     require_root("--rollback")
     errors = tune.restore(reversed(changes), _report("restored"))
     if errors:
@@ -236,18 +254,53 @@ def run_procedure(args: argparse.Namespace) -> int:
     return int(ExitStatus.OK)
 
 
+def write_persist(directory: str, plan: Plan) -> int:
+    files = tune.persist_files(plan.changes)
+    if not files:
+        print("nothing to persist: the plan has no changes")
+        return int(ExitStatus.OK)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        for name, text in files.items():
+            with open(os.path.join(directory, name), "x", encoding="utf-8") as f:
+                f.write(text)
+    except FileExistsError as exc:
+        raise UsageError(f"--persist: {exc.filename} exists; not overwritten") from None
+    except OSError as exc:
+        raise CliError(ExitStatus.ERROR, "persist failed", f"--persist {directory}: "
+                       f"{exc.strerror or exc}") from None
+    for name in files:
+        print(f"wrote {os.path.join(directory, name)}")
+    print("review them, then install: 90-beoperf.conf in /etc/sysctl.d/, "
+          "beoperf-tune.service in /etc/systemd/system/ (systemctl enable beoperf-tune)")
+    return int(ExitStatus.OK)
+
+
+def locked(func, *args):
+    """Run ``func(*args)`` holding the per-namespace tune lock (CliError if it is taken)."""
+    try:
+        with tune.TuneLock():
+            return func(*args)
+    except tune.LockBusy as exc:
+        raise CliError(ExitStatus.ERROR, "tune busy", str(exc)) from None
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.force and not args.rollback:
+        raise UsageError("--force goes with --rollback FILE")
     if args.rollback:
-        return do_rollback(args.rollback)
+        return locked(do_rollback, args.rollback, args.force)
     if args.procedure:
-        return run_procedure(args)
+        return locked(run_procedure, args)
     if args.apply:
         require_root("--apply")
     profile_name, profile = profile_from_args(args)
     interface = pick_interface(args.interface, args.peer)
     plan = tune.make_plan(run_audit(profile, interface), profile, interface)
     if args.apply:
-        return do_apply(plan, profile_name, interface, args.rollback_file)
+        return locked(do_apply, plan, profile_name, interface, args.rollback_file)
+    if args.persist:
+        return write_persist(args.persist, plan)
     if args.json:
         json.dump(tune.plan_document(plan, profile_name, interface), sys.stdout, indent=2)
         print()
