@@ -4,6 +4,12 @@ One session at a time; every other client is told the server is busy.  The
 server bounds what a client may ask (message size, memory), times out silent
 or half-open peers, and survives anything a client sends: each connection is
 handled in its own thread and every failure ends only that connection.
+
+It also answers the link monitor's probes, which are not sessions: a TCP
+connection whose hello has role "echo" gets every length-prefixed message back
+(at most ``max_echo`` such connections at once), and UDP datagrams to the same
+port that start with ``ECHO_MAGIC`` are sent back as they came, within a byte
+rate (``udp_echo_rate``) so the server cannot be used to reflect floods.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import queue
 import secrets
 import selectors
 import socket
+import struct
 import sys
 import threading
 import time
@@ -33,6 +40,9 @@ from beoperf.engines.tcp import (
 
 MiB = 1024 * 1024
 MAX_REPS = 1 << 27
+ECHO_MAGIC = b"BEOU"  # first bytes of a UDP echo probe
+ECHO_LEN = struct.Struct(">I")  # length prefix of a TCP echo message
+MAX_ECHO_MESSAGE = 1 * MiB
 
 
 @dataclass
@@ -44,6 +54,9 @@ class ServerConfig:
     handshake_timeout: float = 5.0  # connection that does not say hello
     max_pending: int = 512  # connections still in their handshake (oldest dropped)
     inject_corrupt: int = -1  # test hook: corrupt echoed message with this index
+    max_echo: int = 16  # monitor TCP echo connections at once
+    udp_echo: bool = True  # answer UDP echo probes on the same port
+    udp_echo_rate: float = 10 * MiB  # bytes per second echoed over UDP, at most
     log: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr,
                                                                   flush=True))
 
@@ -220,21 +233,24 @@ class Server:
         self._session: Session | None = None
         self._pending: set[Handshake] = set()
         self._facts: dict[str, Any] | None = None
+        self._echoes = 0
+        self.udp = self._udp_socket(cfg.bind, self.port) if cfg.udp_echo else None
 
     @staticmethod
     def _listen(bind: str, port: int) -> socket.socket:
-        family = socket.AF_INET6 if ":" in bind else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if family == socket.AF_INET6:
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        try:
-            sock.bind((bind, port))
-        except OSError:
-            sock.close()
-            raise
+        sock = bound_socket(bind, port, socket.SOCK_STREAM)
         sock.listen(64)
         sock.settimeout(0.25)
+        return sock
+
+    @staticmethod
+    def _udp_socket(bind: str, port: int) -> socket.socket | None:
+        """The UDP echo socket on the TCP port's number (None if that port is taken)."""
+        try:
+            sock = bound_socket(bind, port, socket.SOCK_DGRAM)
+        except OSError:
+            return None
+        sock.setblocking(False)
         return sock
 
     def facts(self) -> dict[str, Any]:
@@ -252,17 +268,24 @@ class Server:
         self.listener.setblocking(False)
         with selectors.DefaultSelector() as sel:
             sel.register(self.listener, selectors.EVENT_READ, None)
+            if self.udp is not None:
+                sel.register(self.udp, selectors.EVENT_READ, "udp")
+            udp = UdpEcho(self.cfg.udp_echo_rate)
             while not self._stop.is_set():
                 for key, _ in sel.select(timeout=0.25):
                     if key.data is None:
                         self._accept(sel)
+                    elif key.data == "udp":
+                        udp.answer(key.fileobj)  # type: ignore[arg-type]
                     else:
                         self._read_handshake(sel, key.data)
                 self._expire(sel, time.monotonic())
             for key in list(sel.get_map().values()):
-                if key.data is not None:
+                if isinstance(key.data, Handshake):
                     key.data.sock.close()
         self.listener.close()
+        if self.udp is not None:
+            self.udp.close()
 
     def shutdown(self) -> None:
         self._stop.set()
@@ -320,6 +343,9 @@ class Server:
             if hello.get("role") == "data":
                 self._route_data(conn, hello, peer)
                 return
+            if hello.get("role") == "echo":
+                self._echo(conn, peer)
+                return
             self._control(conn, hello, peer)
         except Exception as exc:  # noqa: BLE001 - the server must survive any client
             self._reject(conn, peer, exc)
@@ -337,6 +363,39 @@ class Server:
             with contextlib.suppress(OSError):
                 conn.settimeout(1.0)
                 protocol.send_message(conn, {"op": "refuse", "code": code, "reason": str(exc)})
+
+    def _echo(self, conn: socket.socket, peer: str) -> None:
+        """A monitor's TCP echo connection: each length-prefixed message back, until the
+        peer closes or is silent for the idle timeout."""
+        with self._lock:
+            if self._echoes >= self.cfg.max_echo:
+                raise Refusal("busy", f"{self._echoes} echo connections already open")
+            self._echoes += 1
+        count = 0
+        try:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            protocol.send_message(conn, {"op": "echo", "max_message": MAX_ECHO_MESSAGE})
+            conn.settimeout(self.cfg.idle_timeout)
+            while True:
+                head = conn.recv(ECHO_LEN.size, socket.MSG_WAITALL)
+                if len(head) < ECHO_LEN.size:
+                    break  # closed (a partial prefix is a close too)
+                (length,) = ECHO_LEN.unpack(head)
+                if length > MAX_ECHO_MESSAGE:
+                    raise Refusal("limit", f"echo message of {length} bytes exceeds "
+                                           f"{MAX_ECHO_MESSAGE}")
+                body = conn.recv(length, socket.MSG_WAITALL) if length else b""
+                if len(body) < length:
+                    break
+                conn.sendall(head + body)
+                count += 1
+        except (TimeoutError, ConnectionError):
+            pass
+        finally:
+            with self._lock:
+                self._echoes -= 1
+            self.cfg.log(f"{utc_now()} {peer} echo connection: {count} message(s)")
+        conn.close()
 
     def _route_data(self, conn: socket.socket, hello: dict[str, Any], peer: str) -> None:
         with self._lock:
@@ -375,6 +434,53 @@ class Server:
                 protocol.send_message(conn, {"op": "bye"})
         self.cfg.log(f"{utc_now()} {peer} session {session.describe()} "
                      f"{time.monotonic() - started:.1f}s {outcome}")
+
+
+def bound_socket(bind: str, port: int, kind: int) -> socket.socket:
+    """A socket bound to (bind, port); an IPv6 one also takes IPv4 (OSError if taken)."""
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    sock = socket.socket(family, kind)
+    if kind == socket.SOCK_STREAM:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    try:
+        sock.bind((bind, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+class UdpEcho:
+    """Answers UDP echo probes (datagrams starting with ECHO_MAGIC) within a byte rate."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.tokens = rate
+        self.last = time.monotonic()
+
+    def answer(self, sock: socket.socket) -> None:
+        for _ in range(64):  # a burst, then back to the event loop
+            try:
+                data, addr = sock.recvfrom(65535)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # e.g. an ICMP error queued by an earlier reply
+                continue
+            if not data.startswith(ECHO_MAGIC) or not self._spend(len(data)):
+                continue
+            with contextlib.suppress(OSError):
+                sock.sendto(data, addr)
+
+    def _spend(self, n: int) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.rate, self.tokens + (now - self.last) * self.rate)
+        self.last = now
+        if n > self.tokens:
+            return False
+        self.tokens -= n
+        return True
 
 
 def fmt_addr(addr: Any) -> str:

@@ -51,7 +51,8 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-COMMANDS = ("serve", "pingpong", "plot", "compare", "audit", "tune")  # a module each in beoperf.cli
+# a module each in beoperf.cli
+COMMANDS = ("serve", "pingpong", "plot", "compare", "audit", "tune", "monitor")
 
 
 def build_parser() -> Parser:

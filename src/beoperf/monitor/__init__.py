@@ -1,0 +1,1 @@
+"""The inter-cluster link monitor: budgeted probes, SQLite store, reports, metrics."""

@@ -1,0 +1,347 @@
+"""Probe transports: ICMP echo, and UDP/TCP echo against `beoperf serve`.
+
+Each prober sends one probe of ``size`` payload bytes and waits at most ``timeout``
+seconds for its echo.  The RTT is taken on the monotonic clock around the send and the
+receive of the matching reply (replies to earlier, timed-out probes are recognised and
+dropped).  The outcome is one of:
+
+* ``ok``: the echo came back (``rtt_us`` set);
+* ``timeout``: nothing came back in time;
+* ``unreachable``: no route, or an ICMP host/network unreachable came back;
+* ``refused``: the host answered but nothing listens (TCP RST, ICMP port unreachable);
+* ``error``: a local error (the text says which).
+
+ICMP uses the unprivileged datagram socket where ``net.ipv4.ping_group_range`` allows
+it, else a raw socket (root); without either it refuses to start with a clear message.
+"""
+
+from __future__ import annotations
+
+import errno
+import secrets
+import select
+import socket
+import struct
+import time
+from dataclasses import dataclass
+
+from beoperf import __version__, protocol
+from beoperf.monitor import schedule
+from beoperf.server import ECHO_LEN, ECHO_MAGIC
+
+UNREACHABLE = {errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN, errno.ENETDOWN,
+               errno.EADDRNOTAVAIL}
+TCP_INFO_LEN = 232
+SEGS_OUT, BYTES_SENT = struct.Struct("I"), struct.Struct("Q")  # offsets 136 and 200
+
+
+class ProbeSetupError(Exception):
+    """The prober cannot be created at all (e.g. ICMP without permission)."""
+
+
+@dataclass(frozen=True)
+class Result:
+    t_utc: float  # when the probe was sent
+    outcome: str
+    rtt_us: float | None
+    error: str | None
+    wire_bytes: int
+
+
+def classify(exc: OSError) -> str:
+    if isinstance(exc, TimeoutError) or exc.errno in (errno.ETIMEDOUT, errno.EAGAIN):
+        return "timeout"
+    if isinstance(exc, ConnectionRefusedError) or exc.errno == errno.ECONNREFUSED:
+        return "refused"
+    if exc.errno in UNREACHABLE:
+        return "unreachable"
+    return "error"
+
+
+def describe(exc: OSError) -> str:
+    return exc.strerror or str(exc) or type(exc).__name__
+
+
+def resolve(host: str, family: int = 0) -> tuple[int, str]:
+    """(address family, address) of ``host``; ProbeSetupError if it does not resolve."""
+    try:
+        info = socket.getaddrinfo(host, None, family, socket.SOCK_DGRAM)
+    except socket.gaierror as exc:
+        raise ProbeSetupError(f"cannot resolve host {host!r}: {exc.strerror}") from None
+    return info[0][0], str(info[0][4][0])
+
+
+class Prober:
+    """Base: the address, the family, and the estimate of a probe's wire bytes."""
+
+    transport = "?"
+
+    def __init__(self, address: str, family: int, port: int = 0) -> None:
+        self.address, self.family, self.port = address, family, port
+        self.ipv6 = family == socket.AF_INET6
+        self.seq = 0
+
+    def estimate(self, size: int) -> int:
+        return schedule.wire_bytes(self.transport, size, self.ipv6)
+
+    def probe(self, size: int, timeout: float) -> Result:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        return None
+
+    def _next_seq(self) -> int:
+        self.seq = (self.seq + 1) & 0xFFFF
+        return self.seq
+
+
+def _wait_readable(sock: socket.socket, deadline: float) -> bool:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return False
+    ready, _, _ = select.select([sock], [], [], left)
+    return bool(ready)
+
+
+def _failed(t_utc: float, exc: OSError, wire: int) -> Result:
+    outcome = classify(exc)
+    return Result(t_utc, outcome, None, None if outcome == "timeout" else describe(exc), wire)
+
+
+# --------------------------------------------------------------------------- ICMP
+
+
+def _checksum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+class IcmpProber(Prober):
+    """ICMP (v4 or v6) echo; datagram socket if allowed, else raw (root)."""
+
+    transport = "icmp"
+
+    def __init__(self, address: str, family: int) -> None:
+        super().__init__(address, family)
+        proto = socket.IPPROTO_ICMPV6 if self.ipv6 else socket.IPPROTO_ICMP
+        self.request_type = 128 if self.ipv6 else 8
+        self.reply_type = 129 if self.ipv6 else 0
+        self.ident = secrets.randbits(16)
+        try:
+            self.sock = socket.socket(family, socket.SOCK_DGRAM, proto)
+            self.raw = False
+        except PermissionError:
+            try:
+                self.sock = socket.socket(family, socket.SOCK_RAW, proto)
+            except PermissionError:
+                raise ProbeSetupError(
+                    "ICMP probes need net.ipv4.ping_group_range to include your group "
+                    "(sysctl -w net.ipv4.ping_group_range='0 2147483647') or root; or use "
+                    "--transport udp or tcp against 'beoperf serve'") from None
+            self.raw = True
+        self.mode = "raw socket" if self.raw else "datagram socket"
+        self.sock.setblocking(False)
+        if not self.raw:
+            self._connect()
+
+    def _connect(self) -> None:
+        try:
+            self.sock.connect((self.address, 0))
+        except OSError:  # no route yet: sendto will say so per probe
+            pass
+
+    def probe(self, size: int, timeout: float) -> Result:
+        seq = self._next_seq()
+        cookie = secrets.token_bytes(8)
+        payload = cookie + bytes(size - 8)
+        header = struct.pack("!BBHHH", self.request_type, 0, 0, self.ident, seq)
+        packet = header + payload
+        if self.raw and not self.ipv6:  # the kernel sums ICMPv6 and datagram sockets
+            packet = header[:2] + struct.pack("!H", _checksum(packet)) + header[4:] + payload
+        wire = self.estimate(size)
+        t_utc, start = time.time(), time.monotonic()
+        try:
+            self.sock.sendto(packet, (self.address, 0))
+        except OSError as exc:
+            return _failed(t_utc, exc, 0)
+        return self._await(seq, cookie, start, start + timeout, t_utc, wire)
+
+    def _await(self, seq: int, cookie: bytes, start: float, deadline: float, t_utc: float,
+               wire: int) -> Result:
+        while _wait_readable(self.sock, deadline):
+            try:
+                data = self.sock.recv(65535)
+            except BlockingIOError:
+                continue
+            except OSError as exc:  # an ICMP error reported on the datagram socket
+                return _failed(t_utc, exc, wire)
+            now = time.monotonic()
+            verdict = self._match(data, seq, cookie)
+            if verdict == "ok":
+                return Result(t_utc, "ok", (now - start) * 1e6, None, wire)
+            if verdict:
+                return Result(t_utc, verdict, None, "ICMP destination unreachable", wire)
+        return Result(t_utc, "timeout", None, None, wire)
+
+    def _match(self, data: bytes, seq: int, cookie: bytes) -> str | None:
+        """"ok" for our reply, "unreachable"/"refused" for an error about our request."""
+        if self.raw and not self.ipv6 and data:
+            data = data[(data[0] & 0x0F) * 4:]  # a raw IPv4 socket gets the IP header too
+        if len(data) < 8:
+            return None
+        kind, code, _sum, ident, got_seq = struct.unpack("!BBHHH", data[:8])
+        if kind == self.reply_type:
+            ours = (not self.raw or ident == self.ident) and got_seq == seq
+            return "ok" if ours and data[8:16] == cookie else None
+        if not self.raw or kind != (1 if self.ipv6 else 3):  # destination unreachable
+            return None
+        # the error quotes our request: its IP header, then its first 8 bytes
+        quoted = data[8:]
+        ip_len = 40 if self.ipv6 else ((quoted[0] & 0x0F) * 4 if quoted else 0)
+        inner = quoted[ip_len:]
+        if len(inner) < 8 or struct.unpack("!HH", inner[4:8]) != (self.ident, seq):
+            return None
+        return "refused" if code == (4 if self.ipv6 else 3) else "unreachable"
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+# --------------------------------------------------------------------------- UDP
+
+
+class UdpProber(Prober):
+    """UDP echo against `beoperf serve` (datagrams start with ECHO_MAGIC + sequence)."""
+
+    transport = "udp"
+
+    def __init__(self, address: str, family: int, port: int) -> None:
+        super().__init__(address, family, port)
+        self.sock = socket.socket(family, socket.SOCK_DGRAM)
+        self.sock.setblocking(False)
+        self.connected = False
+
+    def probe(self, size: int, timeout: float) -> Result:
+        seq = secrets.randbits(32)
+        payload = ECHO_MAGIC + struct.pack("!I", seq) + secrets.token_bytes(
+            min(8, size - 8)) + bytes(max(0, size - 16))
+        wire = self.estimate(size)
+        t_utc, start = time.time(), time.monotonic()
+        try:
+            if not self.connected:  # connected: ICMP port unreachable becomes ECONNREFUSED
+                self.sock.connect((self.address, self.port))
+                self.connected = True
+            self.sock.send(payload)
+        except OSError as exc:
+            return _failed(t_utc, exc, 0)
+        deadline = start + timeout
+        while _wait_readable(self.sock, deadline):
+            try:
+                data = self.sock.recv(65535)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                return _failed(t_utc, exc, wire)
+            if data == payload:
+                return Result(t_utc, "ok", (time.monotonic() - start) * 1e6, None, wire)
+        return Result(t_utc, "timeout", None, None, wire)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+# --------------------------------------------------------------------------- TCP
+
+
+class TcpProber(Prober):
+    """TCP echo against `beoperf serve`: one connection, kept while it works; the bytes
+    sent are counted from the kernel's TCP_INFO (segments x headers + data)."""
+
+    transport = "tcp"
+
+    def __init__(self, address: str, family: int, port: int) -> None:
+        super().__init__(address, family, port)
+        self.sock: socket.socket | None = None
+        self.counted = (0, 0)  # (segments out, bytes sent) already accounted
+        self.header = (schedule.IPV6_HEADER if self.ipv6 else schedule.IPV4_HEADER) \
+            + schedule.TCP_HEADER
+
+    def _open(self, deadline: float) -> socket.socket:
+        """Connect and say hello; the socket is ``self.sock`` from the start, so that a
+        failure's bytes (SYN, hello) are counted by ``probe``."""
+        sock = self.sock = socket.socket(self.family, socket.SOCK_STREAM)
+        self.counted = (0, 0)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(max(0.001, deadline - time.monotonic()))
+        sock.connect((self.address, self.port))
+        protocol.send_message(sock, {"op": "hello", "role": "echo", "beoperf": __version__})
+        reply = protocol.recv_message(sock)
+        if reply.get("op") != "echo":
+            raise OSError(errno.EPROTO, f"server refused the echo: {reply.get('reason', reply)}")
+        return sock
+
+    def _sent(self) -> int:
+        """Wire bytes ``self.sock`` sent since last asked (from TCP_INFO), 0 if unknown."""
+        if self.sock is None:
+            return 0
+        try:
+            info = self.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_LEN)
+        except OSError:
+            return 0
+        if len(info) < 208:
+            return 0
+        segs, sent = SEGS_OUT.unpack_from(info, 136)[0], BYTES_SENT.unpack_from(info, 200)[0]
+        delta = (segs - self.counted[0]) * self.header + (sent - self.counted[1])
+        self.counted = (segs, sent)
+        return delta
+
+    def probe(self, size: int, timeout: float) -> Result:
+        t_utc, start = time.time(), time.monotonic()
+        deadline = start + timeout
+        try:
+            sock = self.sock or self._open(deadline)
+            payload = secrets.token_bytes(min(16, size)) + bytes(max(0, size - 16))
+            t_utc, start = time.time(), time.monotonic()
+            sock.settimeout(max(0.001, deadline - start))
+            sock.sendall(ECHO_LEN.pack(size) + payload)
+            got = self._recv_exact(ECHO_LEN.size + size)
+            rtt = (time.monotonic() - start) * 1e6
+            if got[ECHO_LEN.size:] != payload:
+                raise OSError(errno.EPROTO, "echo came back different")
+            return Result(t_utc, "ok", rtt, None, self._sent())
+        except (OSError, protocol.ProtocolError) as exc:
+            wire = self._sent()
+            self.close()  # a late echo would be read as the next probe's: start afresh
+            if isinstance(exc, OSError):
+                return _failed(t_utc, exc, wire)
+            return Result(t_utc, "error", None, str(exc), wire)
+
+    def _recv_exact(self, n: int) -> bytes:
+        assert self.sock is not None
+        data = self.sock.recv(n, socket.MSG_WAITALL)
+        if len(data) < n:
+            raise ConnectionResetError(errno.ECONNRESET, "server closed the echo connection")
+        return data
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+def make_prober(transport: str, host: str, port: int, family: int = 0) -> Prober:
+    """The prober for ``transport`` to ``host`` (ProbeSetupError if it cannot exist)."""
+    fam, address = resolve(host, family)
+    if transport == "icmp":
+        return IcmpProber(address, fam)
+    if transport == "udp":
+        return UdpProber(address, fam, port)
+    if transport == "tcp":
+        return TcpProber(address, fam, port)
+    raise ProbeSetupError(f"unknown transport {transport!r}")
+
+
