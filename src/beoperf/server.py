@@ -8,8 +8,10 @@ handled in its own thread and every failure ends only that connection.
 It also answers the link monitor's probes, which are not sessions: a TCP
 connection whose hello has role "echo" gets every length-prefixed message back
 (at most ``max_echo`` such connections at once), and UDP datagrams to the same
-port that start with ``ECHO_MAGIC`` are sent back as they came, within a byte
-rate (``udp_echo_rate``) so the server cannot be used to reflect floods.
+port that start with ``ECHO_MAGIC`` are sent back with ``ECHO_REPLY`` in its place,
+within a byte rate per source address and in all (``udp_echo_rate``), and never to a
+privileged or to this same port, so the server cannot be used to reflect floods or be
+made to echo another echo server forever.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from beoperf.engines.tcp import (
 MiB = 1024 * 1024
 MAX_REPS = 1 << 27
 ECHO_MAGIC = b"BEOU"  # first bytes of a UDP echo probe
+ECHO_REPLY = b"BEOR"  # ... and of its answer (never answered itself: no echo loops)
 ECHO_LEN = struct.Struct(">I")  # length prefix of a TCP echo message
 MAX_ECHO_MESSAGE = 1 * MiB
 
@@ -56,7 +59,7 @@ class ServerConfig:
     inject_corrupt: int = -1  # test hook: corrupt echoed message with this index
     max_echo: int = 16  # monitor TCP echo connections at once
     udp_echo: bool = True  # answer UDP echo probes on the same port
-    udp_echo_rate: float = 10 * MiB  # bytes per second echoed over UDP, at most
+    udp_echo_rate: float = 1 * MiB  # bytes per second echoed over UDP, at most (1/8 per source)
     log: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr,
                                                                   flush=True))
 
@@ -270,7 +273,7 @@ class Server:
             sel.register(self.listener, selectors.EVENT_READ, None)
             if self.udp is not None:
                 sel.register(self.udp, selectors.EVENT_READ, "udp")
-            udp = UdpEcho(self.cfg.udp_echo_rate)
+            udp = UdpEcho(self.cfg.udp_echo_rate, self.port)
             while not self._stop.is_set():
                 for key, _ in sel.select(timeout=0.25):
                     if key.data is None:
@@ -377,15 +380,15 @@ class Server:
             protocol.send_message(conn, {"op": "echo", "max_message": MAX_ECHO_MESSAGE})
             conn.settimeout(self.cfg.idle_timeout)
             while True:
-                head = conn.recv(ECHO_LEN.size, socket.MSG_WAITALL)
-                if len(head) < ECHO_LEN.size:
+                head = recv_exact(conn, ECHO_LEN.size)
+                if head is None:
                     break  # closed (a partial prefix is a close too)
                 (length,) = ECHO_LEN.unpack(head)
                 if length > MAX_ECHO_MESSAGE:
                     raise Refusal("limit", f"echo message of {length} bytes exceeds "
                                            f"{MAX_ECHO_MESSAGE}")
-                body = conn.recv(length, socket.MSG_WAITALL) if length else b""
-                if len(body) < length:
+                body = recv_exact(conn, length)
+                if body is None:
                     break
                 conn.sendall(head + body)
                 count += 1
@@ -452,13 +455,45 @@ def bound_socket(bind: str, port: int, kind: int) -> socket.socket:
     return sock
 
 
-class UdpEcho:
-    """Answers UDP echo probes (datagrams starting with ECHO_MAGIC) within a byte rate."""
+def recv_exact(conn: socket.socket, n: int) -> bytes | None:
+    """n bytes as they come (a socket with a timeout ignores MSG_WAITALL); None on close."""
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = conn.recv_into(view[got:])
+        if k == 0:
+            return None
+        got += k
+    return bytes(buf)
+
+
+class Bucket:
+    """A token bucket of ``rate`` bytes per second (one second's burst)."""
 
     def __init__(self, rate: float) -> None:
-        self.rate = rate
-        self.tokens = rate
-        self.last = time.monotonic()
+        self.rate, self.tokens, self.last = rate, rate, time.monotonic()
+
+    def spend(self, n: int, now: float) -> bool:
+        self.tokens = min(self.rate, self.tokens + (now - self.last) * self.rate)
+        self.last = now
+        if n > self.tokens:
+            return False
+        self.tokens -= n
+        return True
+
+
+class UdpEcho:
+    """Answers UDP echo probes (datagrams starting with ECHO_MAGIC) within a byte rate
+    in all and per source address (an eighth of it), never to ports below 1024 or to
+    the echo port itself (another server's)."""
+
+    SOURCES = 1024  # buckets kept (least recently seen dropped)
+
+    def __init__(self, rate: float, port: int) -> None:
+        self.all = Bucket(rate)
+        self.per_source = rate / 8
+        self.port = port
+        self.sources: dict[str, Bucket] = {}
 
     def answer(self, sock: socket.socket) -> None:
         for _ in range(64):  # a burst, then back to the event loop
@@ -468,19 +503,20 @@ class UdpEcho:
                 return
             except OSError:  # e.g. an ICMP error queued by an earlier reply
                 continue
-            if not data.startswith(ECHO_MAGIC) or not self._spend(len(data)):
+            if not data.startswith(ECHO_MAGIC) or addr[1] < 1024 or addr[1] == self.port:
+                continue
+            if not self._spend(addr[0], len(data)):
                 continue
             with contextlib.suppress(OSError):
-                sock.sendto(data, addr)
+                sock.sendto(ECHO_REPLY + data[len(ECHO_MAGIC):], addr)
 
-    def _spend(self, n: int) -> bool:
+    def _spend(self, source: str, n: int) -> bool:
         now = time.monotonic()
-        self.tokens = min(self.rate, self.tokens + (now - self.last) * self.rate)
-        self.last = now
-        if n > self.tokens:
-            return False
-        self.tokens -= n
-        return True
+        bucket = self.sources.pop(source, None) or Bucket(self.per_source)
+        self.sources[source] = bucket  # most recently seen last
+        if len(self.sources) > self.SOURCES:
+            del self.sources[next(iter(self.sources))]
+        return bucket.spend(n, now) and self.all.spend(n, now)
 
 
 def fmt_addr(addr: Any) -> str:

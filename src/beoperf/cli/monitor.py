@@ -197,15 +197,15 @@ def _monitor(args, schedule, budget, prober) -> int:
     from beoperf.monitor.metrics import Metrics
     from beoperf.monitor.runner import Monitor
 
-    db = _open_db(args.db)
     metrics = Metrics(budget.bytes_per_s if budget else None)
-    if args.metrics_port is not None:
+    if args.metrics_port is not None:  # before the database: a busy port creates nothing
         try:
             metrics.serve(args.metrics_port, args.metrics_bind)
         except OSError as exc:
             raise CliError(ExitStatus.ERROR, "monitor", f"cannot serve metrics on "
                            f"{args.metrics_bind} port {args.metrics_port}: "
                            f"{exc.strerror or exc}") from None
+    db = _open_db(args.db)
     config = {**schedule.to_dict(), "timeout_s": args.timeout, "port": args.port,
               "budget": budget.text if budget else None,
               "budget_bytes_per_s": budget.bytes_per_s if budget else None,
@@ -225,18 +225,23 @@ def _monitor(args, schedule, budget, prober) -> int:
         reason = monitor.run()
     except store.sqlite3.Error as exc:
         reason = f"database error: {exc}"
+    except Exception as exc:  # noqa: BLE001 - committed cycles are safe; say what happened
+        reason = f"internal error: {exc!r}"
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        monitor.stop.close()
     try:
         store.end_run(db, run_id, reason)
     except store.sqlite3.Error:
         pass  # the probes are committed; only the run's end is missing
     db.close()
     t = monitor.totals
+    skipped = (f", skipped (late) {t.skipped_cycles} cycle(s) and {t.skipped_probes} "
+               "probe(s)") if t.skipped_cycles or t.skipped_probes else ""
     print(f"stopped ({reason}): {t.cycles} cycle(s), {t.probes} probe(s), {t.answered} "
-          f"answered, {t.bytes:,} bytes sent", file=sys.stderr, flush=True)
-    if reason.startswith(("budget", "database error")):
+          f"answered, {t.bytes:,} bytes sent{skipped}", file=sys.stderr, flush=True)
+    if reason.startswith(("budget", "database error", "internal error")):
         raise CliError(ExitStatus.ERROR, "monitor stopped", reason)
     return int(ExitStatus.OK)
 

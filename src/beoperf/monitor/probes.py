@@ -27,8 +27,9 @@ from dataclasses import dataclass
 
 from beoperf import __version__, protocol
 from beoperf.monitor import schedule
-from beoperf.server import ECHO_LEN, ECHO_MAGIC
+from beoperf.server import ECHO_LEN, ECHO_MAGIC, ECHO_REPLY
 
+IP_RECVERR, IPV6_RECVERR = 11, 25  # linux/in.h, linux/in6.h (not in Python's socket)
 UNREACHABLE = {errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN, errno.ENETDOWN,
                errno.EADDRNOTAVAIL}
 TCP_INFO_LEN = 232
@@ -49,7 +50,7 @@ class Result:
 
 
 def classify(exc: OSError) -> str:
-    if isinstance(exc, TimeoutError) or exc.errno in (errno.ETIMEDOUT, errno.EAGAIN):
+    if isinstance(exc, TimeoutError) or exc.errno == errno.ETIMEDOUT:
         return "timeout"
     if isinstance(exc, ConnectionRefusedError) or exc.errno == errno.ECONNREFUSED:
         return "refused"
@@ -103,6 +104,14 @@ def _wait_readable(sock: socket.socket, deadline: float) -> bool:
     return bool(ready)
 
 
+def _until(sock: socket.socket, deadline: float) -> None:
+    """Set the socket's timeout to what is left until ``deadline`` (TimeoutError if none)."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("probe timed out")
+    sock.settimeout(left)
+
+
 def _failed(t_utc: float, exc: OSError, wire: int) -> Result:
     outcome = classify(exc)
     return Result(t_utc, outcome, None, None if outcome == "timeout" else describe(exc), wire)
@@ -145,14 +154,17 @@ class IcmpProber(Prober):
             self.raw = True
         self.mode = "raw socket" if self.raw else "datagram socket"
         self.sock.setblocking(False)
-        if not self.raw:
-            self._connect()
+        if not self.raw:  # ICMP errors (host unreachable ...) reported on the socket
+            level = socket.IPPROTO_IPV6 if self.ipv6 else socket.IPPROTO_IP
+            self.sock.setsockopt(level, IPV6_RECVERR if self.ipv6 else IP_RECVERR, 1)
 
-    def _connect(self) -> None:
-        try:
-            self.sock.connect((self.address, 0))
-        except OSError:  # no route yet: sendto will say so per probe
-            pass
+    def _drain_errors(self) -> None:
+        """Empty the socket's error queue (IP_RECVERR queues every ICMP error)."""
+        for _ in range(64):
+            try:
+                self.sock.recvmsg(512, 512, socket.MSG_ERRQUEUE)
+            except OSError:
+                return
 
     def probe(self, size: int, timeout: float) -> Result:
         seq = self._next_seq()
@@ -178,6 +190,7 @@ class IcmpProber(Prober):
             except BlockingIOError:
                 continue
             except OSError as exc:  # an ICMP error reported on the datagram socket
+                self._drain_errors()
                 return _failed(t_utc, exc, wire)
             now = time.monotonic()
             verdict = self._match(data, seq, cookie)
@@ -230,12 +243,10 @@ class UdpProber(Prober):
         payload = ECHO_MAGIC + struct.pack("!I", seq) + secrets.token_bytes(
             min(8, size - 8)) + bytes(max(0, size - 16))
         wire = self.estimate(size)
+        reply = ECHO_REPLY + payload[len(ECHO_MAGIC):]
         t_utc, start = time.time(), time.monotonic()
         try:
-            if not self.connected:  # connected: ICMP port unreachable becomes ECONNREFUSED
-                self.sock.connect((self.address, self.port))
-                self.connected = True
-            self.sock.send(payload)
+            self._send(payload)
         except OSError as exc:
             return _failed(t_utc, exc, 0)
         deadline = start + timeout
@@ -246,9 +257,19 @@ class UdpProber(Prober):
                 continue
             except OSError as exc:
                 return _failed(t_utc, exc, wire)
-            if data == payload:
+            if data == reply:
                 return Result(t_utc, "ok", (time.monotonic() - start) * 1e6, None, wire)
         return Result(t_utc, "timeout", None, None, wire)
+
+    def _send(self, payload: bytes) -> None:
+        if not self.connected:  # connected: ICMP port unreachable becomes ECONNREFUSED
+            self.sock.connect((self.address, self.port))
+            self.connected = True
+        try:
+            self.sock.send(payload)
+        except ConnectionRefusedError:
+            # maybe the refusal of an earlier, timed-out probe: this one was not sent
+            self.sock.send(payload)
 
     def close(self) -> None:
         self.sock.close()
@@ -267,6 +288,7 @@ class TcpProber(Prober):
         super().__init__(address, family, port)
         self.sock: socket.socket | None = None
         self.counted = (0, 0)  # (segments out, bytes sent) already accounted
+        self._closed_bytes = 0
         self.header = (schedule.IPV6_HEADER if self.ipv6 else schedule.IPV4_HEADER) \
             + schedule.TCP_HEADER
 
@@ -276,13 +298,27 @@ class TcpProber(Prober):
         sock = self.sock = socket.socket(self.family, socket.SOCK_STREAM)
         self.counted = (0, 0)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.settimeout(max(0.001, deadline - time.monotonic()))
+        _until(sock, deadline)
         sock.connect((self.address, self.port))
-        protocol.send_message(sock, {"op": "hello", "role": "echo", "beoperf": __version__})
-        reply = protocol.recv_message(sock)
+        _until(sock, deadline)
+        sock.sendall(protocol.encode({"op": "hello", "role": "echo", "beoperf": __version__}))
+        _, length = protocol.decode_header(self._recv_exact(protocol.HEADER.size, deadline))
+        reply = protocol.decode_payload(self._recv_exact(length, deadline))
         if reply.get("op") != "echo":
             raise OSError(errno.EPROTO, f"server refused the echo: {reply.get('reason', reply)}")
         return sock
+
+    def _reusable(self) -> socket.socket | None:
+        """The open connection, unless the server closed it meanwhile (idle timeout,
+        restart): then None, and the probe reconnects instead of failing."""
+        sock = self.sock
+        if sock is None:
+            return None
+        readable, _, _ = select.select([sock], [], [], 0)
+        if not readable:
+            return sock
+        self.close()  # its last bytes are kept for this probe's row
+        return None
 
     def _sent(self) -> int:
         """Wire bytes ``self.sock`` sent since last asked (from TCP_INFO), 0 if unknown."""
@@ -302,33 +338,46 @@ class TcpProber(Prober):
     def probe(self, size: int, timeout: float) -> Result:
         t_utc, start = time.time(), time.monotonic()
         deadline = start + timeout
+        stale = 0
         try:
-            sock = self.sock or self._open(deadline)
+            sock = self._reusable()
+            stale, self._closed_bytes = self._closed_bytes, 0
+            sock = sock or self._open(deadline)
             payload = secrets.token_bytes(min(16, size)) + bytes(max(0, size - 16))
             t_utc, start = time.time(), time.monotonic()
-            sock.settimeout(max(0.001, deadline - start))
+            _until(sock, deadline)
             sock.sendall(ECHO_LEN.pack(size) + payload)
-            got = self._recv_exact(ECHO_LEN.size + size)
+            got = self._recv_exact(ECHO_LEN.size + size, deadline)
             rtt = (time.monotonic() - start) * 1e6
             if got[ECHO_LEN.size:] != payload:
                 raise OSError(errno.EPROTO, "echo came back different")
-            return Result(t_utc, "ok", rtt, None, self._sent())
+            return Result(t_utc, "ok", rtt, None, stale + self._sent())
         except (OSError, protocol.ProtocolError) as exc:
-            wire = self._sent()
+            wire = stale + self._sent()
             self.close()  # a late echo would be read as the next probe's: start afresh
             if isinstance(exc, OSError):
                 return _failed(t_utc, exc, wire)
             return Result(t_utc, "error", None, str(exc), wire)
 
-    def _recv_exact(self, n: int) -> bytes:
+    def _recv_exact(self, n: int, deadline: float) -> bytes:
+        """n bytes, read as they come (a socket with a timeout ignores MSG_WAITALL)."""
         assert self.sock is not None
-        data = self.sock.recv(n, socket.MSG_WAITALL)
-        if len(data) < n:
-            raise ConnectionResetError(errno.ECONNRESET, "server closed the echo connection")
-        return data
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            _until(self.sock, deadline)
+            k = self.sock.recv_into(view[got:])
+            if k == 0:
+                raise ConnectionResetError(errno.ECONNRESET, "server closed the echo connection")
+            got += k
+        return bytes(buf)
 
     def close(self) -> None:
+        """Close the connection; what it sent since last counted is kept in
+        ``_closed_bytes`` for the next probe's row."""
+        self._closed_bytes = 0
         if self.sock is not None:
+            self._closed_bytes = self._sent()
             self.sock.close()
             self.sock = None
 

@@ -4,7 +4,11 @@ Cycle ``k`` of a run starts at ``t0 + k * period`` (``t0`` = now + a random offs
 one period, so that monitors started together do not probe together); probe ``i`` of a
 cycle is due at its slot's offset.  A probe's timeout ends at the latest when the next
 probe is due, so timeouts never shift the schedule.  When the process falls more than a
-cycle behind (suspended, or a slow disk), the missed cycles are skipped, not bunched.
+cycle behind (suspended, or a slow disk), the missed cycles are skipped, not bunched;
+so is any probe found more than half its window late (counted in
+``Totals.skipped_probes``, not stored: a probe sent late with a cut-short timeout would
+record loss that did not happen).  Each probe's timeout ends a
+little before the next probe is due (``MARGIN``), leaving time to commit the cycle.
 
 Before each probe the bytes sent so far plus the probe's estimate are checked against
 the budget's allowance (rate x (elapsed + one period)); over it, probing stops and the
@@ -13,9 +17,10 @@ run records why.
 
 from __future__ import annotations
 
+import os
 import random
+import select
 import sqlite3
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +32,36 @@ from beoperf.monitor.schedule import Budget, Schedule, Slot
 
 Log = Callable[[str], None]
 MIN_TIMEOUT = 0.001
+MARGIN = 0.02  # seconds (at most a tenth of the window) kept free before the next probe
+
+
+class StopFlag:
+    """Like threading.Event for one thread and its signal handlers: ``set`` only sets a
+    flag and writes to a pipe, so it is safe in a handler; ``wait`` selects on the pipe."""
+
+    def __init__(self) -> None:
+        self.flag = False
+        self.r, self.w = os.pipe()
+        os.set_blocking(self.w, False)
+
+    def set(self) -> None:
+        self.flag = True
+        try:
+            os.write(self.w, b"x")
+        except OSError:  # full or closed: the flag is what counts
+            pass
+
+    def is_set(self) -> bool:
+        return self.flag
+
+    def wait(self, timeout: float) -> bool:
+        if not self.flag and timeout > 0:
+            select.select([self.r], [], [], timeout)
+        return self.flag
+
+    def close(self) -> None:
+        os.close(self.r)
+        os.close(self.w)
 
 
 @dataclass
@@ -36,6 +71,7 @@ class Totals:
     answered: int = 0
     bytes: int = 0
     skipped_cycles: int = 0
+    skipped_probes: int = 0
 
 
 class Monitor:
@@ -49,7 +85,7 @@ class Monitor:
         self.start_offset = (random.uniform(0, schedule.period_s) if start_offset is None
                              else start_offset)
         self.max_cycles = max_cycles
-        self.stop = threading.Event()
+        self.stop = StopFlag()
         self.totals = Totals()
         self.started = 0.0
 
@@ -86,13 +122,24 @@ class Monitor:
             due = start + slot.offset_s
             if self.stop.wait(max(0.0, due - time.monotonic())):
                 return results, "stopped by signal"
+            if time.monotonic() - due > slot.window_s / 2:  # too late to mean anything
+                self.totals.skipped_probes += 1
+                continue
             reason = self._over_budget(slot)
             if reason:
                 return results, reason
-            timeout = max(MIN_TIMEOUT, min(self.timeout, due + slot.window_s - time.monotonic()))
-            result = self.prober.probe(slot.size, timeout)
-            results.append(self._row(slot, result))
+            end = due + slot.window_s - min(MARGIN, slot.window_s / 10)
+            timeout = max(MIN_TIMEOUT, min(self.timeout, end - time.monotonic()))
+            results.append(self._row(slot, self._probe(slot, timeout)))
         return results, None
+
+    def _probe(self, slot: Slot, timeout: float) -> Result:
+        """The prober's result; an unexpected exception becomes an "error" row."""
+        t_utc = time.time()
+        try:
+            return self.prober.probe(slot.size, timeout)
+        except Exception as exc:  # noqa: BLE001 - one odd probe must not end weeks of data
+            return Result(t_utc, "error", None, f"internal: {exc!r}"[:500], 0)
 
     def _over_budget(self, slot: Slot) -> str | None:
         if self.budget is None:

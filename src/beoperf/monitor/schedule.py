@@ -106,10 +106,10 @@ class Schedule:
 def wire_bytes(transport: str, size: int, ipv6: bool = False, mtu: int = 1500) -> int:
     """Bytes one probe puts on the link in the sending direction, with headers."""
     ip = IPV6_HEADER if ipv6 else IPV4_HEADER
-    if transport == "tcp":
+    if transport == "tcp":  # the data's segments, and the (delayed) ACKs of the echo
         data = size + TCP_PREFIX
-        mss = mtu - ip - TCP_HEADER
-        return data + math.ceil(data / mss) * (ip + TCP_HEADER)
+        segments = math.ceil(data / (mtu - ip - TCP_HEADER))
+        return data + (segments + math.ceil(segments / 2)) * (ip + TCP_HEADER)
     l4 = (ICMP_HEADER if transport == "icmp" else UDP_HEADER) + size
     if ip + l4 <= mtu:
         return ip + l4

@@ -15,6 +15,7 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import astuple, dataclass
+from pathlib import Path
 
 SCHEMA_VERSION = 1
 OUTCOMES = ("ok", "timeout", "unreachable", "refused", "error")
@@ -75,7 +76,8 @@ class Probe:
 
 def connect(path: str, *, create: bool = True, timeout: float = 10.0) -> sqlite3.Connection:
     """Open (and, if ``create``, initialise) the store; StoreError with the reason if unusable."""
-    uri = f"file:{path}" + ("" if create else "?mode=rw")
+    # a URI (for mode=rw), built from the absolute path so "?", "#" and "%" stay literal
+    uri = Path(path).absolute().as_uri() + ("" if create else "?mode=rw")
     try:
         db = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None)
         db.execute("PRAGMA journal_mode=WAL")
