@@ -613,3 +613,25 @@ def test_db_paths_are_paths_not_uris(tmp_path):
     db.close()
     assert path.exists() and sorted(p.name for p in tmp_path.iterdir())[0] == path.name
     store.connect(str(path), create=False).close()
+
+
+def test_earlier_runs_count_against_the_budget(tmp_path):
+    db = store.connect(str(tmp_path / "m.db"))
+    run = store.start_run(db, host="h", address="a", transport="udp", period_s=1, config={})
+    now = time.time()
+    store.write_cycle(db, run, 0, [store.Probe(0, now - 7200, 8, 1000, "udp", "ok", 1.0),
+                                   store.Probe(1, now - 100, 8, 500, "udp", "ok", 1.0),
+                                   store.Probe(2, now - 50, 8, 700, "udp", "ok", 1.0)])
+    sent, seconds = store.recent_traffic(db, 3600, now)
+    assert sent == 1200 and seconds == pytest.approx(100)
+    assert store.recent_traffic(db, 10, now) == (0, 0.0)
+    db.close()
+    rate = sched.cycle_bytes(fast_schedule(), "udp") / 0.2 * 1.5
+    budget = sched.Budget(rate, "test")
+    # what an earlier run sent just now uses up the allowance: the new run stops at once
+    mon, reason, _db = run_monitor(tmp_path, FakeProber(), budget=budget, max_cycles=5,
+                                   prior=(int(rate * 10), 1.0))
+    assert reason.startswith("budget: ") and mon.totals.probes == 0
+    _mon, reason, _db = run_monitor(tmp_path, FakeProber(), budget=budget, max_cycles=5,
+                                    prior=(int(rate * 0.5), 1.0))
+    assert reason == "completed 5 cycle(s)"

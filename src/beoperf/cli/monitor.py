@@ -31,7 +31,8 @@ timeout (--timeout, at most until the next probe is due) never shifts the schedu
 or udp/tcp against 'beoperf serve' on the peer.  Outcomes: ok, timeout, unreachable,
 refused (host up, no server), error.  Before starting it prints the bytes per cycle with
 headers and the share of the link; a schedule over --budget is refused with the numbers,
-and probing stops (and the run says why) if the bytes actually sent would exceed it.
+and probing stops (and the run says why) if the bytes actually sent would exceed it
+(what earlier runs in the same --db sent in the last hour counts too).
 Every probe is a row in the SQLite --db (WAL; one transaction per cycle): a restart with
 the same --db continues it, a kill -9 loses at most the cycle in flight.  SIGTERM or
 Ctrl-C end it cleanly.  Exit status: 0 stopped; 1 budget exhausted or a database/probe
@@ -195,7 +196,7 @@ def _open_db(path: str):
 
 def _monitor(args, schedule, budget, prober) -> int:
     from beoperf.monitor.metrics import Metrics
-    from beoperf.monitor.runner import Monitor
+    from beoperf.monitor.runner import BUDGET_MEMORY, Monitor
 
     metrics = Metrics(budget.bytes_per_s if budget else None)
     if args.metrics_port is not None:  # before the database: a busy port creates nothing
@@ -214,9 +215,10 @@ def _monitor(args, schedule, budget, prober) -> int:
     run_id = store.start_run(db, host=args.target, address=prober.address,
                              transport=args.transport, period_s=schedule.period_s, config=config)
     log = (lambda line: print(line, flush=True)) if args.verbose else None
+    prior = store.recent_traffic(db, BUDGET_MEMORY) if budget else (0, 0.0)
     monitor = Monitor(prober, schedule, db, run_id, timeout=args.timeout, budget=budget,
                       metrics=metrics, log=log, start_offset=args.start_offset,
-                      max_cycles=args.cycles)
+                      max_cycles=args.cycles, prior=prior)
     previous = {sig: signal.signal(sig, lambda *_: monitor.stop.set())
                 for sig in (signal.SIGTERM, signal.SIGINT)}
     print(f"monitoring {args.target} ({prober.address}) over {args.transport}, run {run_id} "

@@ -12,7 +12,9 @@ little before the next probe is due (``MARGIN``), leaving time to commit the cyc
 
 Before each probe the bytes sent so far plus the probe's estimate are checked against
 the budget's allowance (rate x (elapsed + one period)); over it, probing stops and the
-run records why.
+run records why.  What earlier runs in the same database sent within the last
+``BUDGET_MEMORY`` seconds counts too (``prior``), so restarting the monitor, by hand or
+by a service manager, does not reset the budget.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from beoperf.monitor.schedule import Budget, Schedule, Slot
 
 Log = Callable[[str], None]
 MIN_TIMEOUT = 0.001
+BUDGET_MEMORY = 3600.0  # seconds of earlier runs' traffic that count against the budget
 MARGIN = 0.02  # seconds (at most a tenth of the window) kept free before the next probe
 
 
@@ -78,7 +81,8 @@ class Monitor:
     def __init__(self, prober: Prober, schedule: Schedule, db: sqlite3.Connection,
                  run_id: int, *, timeout: float, budget: Budget | None = None,
                  metrics: Metrics | None = None, log: Log | None = None,
-                 start_offset: float | None = None, max_cycles: int | None = None) -> None:
+                 start_offset: float | None = None, max_cycles: int | None = None,
+                 prior: tuple[int, float] = (0, 0.0)) -> None:
         self.prober, self.schedule, self.db, self.run_id = prober, schedule, db, run_id
         self.timeout, self.budget, self.metrics, self.log = timeout, budget, metrics, log
         self.slots = schedule.slots()
@@ -88,6 +92,7 @@ class Monitor:
         self.stop = StopFlag()
         self.totals = Totals()
         self.started = 0.0
+        self.prior_bytes, self.prior_s = prior  # earlier runs: bytes sent, over seconds
 
     # ------------------------------------------------------------------ the loop
 
@@ -144,12 +149,12 @@ class Monitor:
     def _over_budget(self, slot: Slot) -> str | None:
         if self.budget is None:
             return None
-        elapsed = time.monotonic() - self.started
+        elapsed = time.monotonic() - self.started + self.prior_s
         allowance = self.budget.bytes_per_s * (elapsed + self.schedule.period_s)
-        need = self.totals.bytes + self.prober.estimate(slot.size)
-        if need <= allowance:
+        sent = self.prior_bytes + self.totals.bytes
+        if sent + self.prober.estimate(slot.size) <= allowance:
             return None
-        return (f"budget: {self.totals.bytes:,} bytes sent in {elapsed:,.0f} s; the next "
+        return (f"budget: {sent:,} bytes sent in {elapsed:,.0f} s; the next "
                 f"probe ({slot.size} B) would exceed {self.budget.text} = "
                 f"{self.budget.bytes_per_s:,.1f} B/s")
 

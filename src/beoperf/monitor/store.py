@@ -176,6 +176,18 @@ def bytes_sent(db: sqlite3.Connection, since_utc: float) -> int:
     return int(row[0])
 
 
+def recent_traffic(db: sqlite3.Connection, seconds: float,
+                   now: float | None = None) -> tuple[int, float]:
+    """(wire bytes, seconds since the first of them) of the probes sent in the last
+    ``seconds``; (0, 0.0) if none."""
+    now = time.time() if now is None else now
+    row = db.execute("SELECT coalesce(sum(wire_bytes), 0), min(t_utc) FROM probes "
+                     "WHERE t_utc >= ?", (now - seconds,)).fetchone()
+    if row[1] is None:
+        return 0, 0.0
+    return int(row[0]), max(0.0, now - float(row[1]))
+
+
 def probes_between(db: sqlite3.Connection, t_from: float | None = None,
                    t_to: float | None = None) -> Iterator[tuple]:
     """(t_utc, size, transport, outcome, rtt_us, run_id, cycle, slot) in time order."""
