@@ -220,9 +220,10 @@ def test_stop_event_ends_the_loop_between_probes(tmp_path):
     db = store.connect(str(tmp_path / "m.db"))
     run_id = store.start_run(db, host="h", address="a", transport="udp", period_s=0.2,
                              config={})
-    mon = Monitor(prober, fast_schedule(), db, run_id, timeout=2.0, start_offset=0)
+    mon = Monitor(prober, fast_schedule(), db, run_id, timeout=2.0, start_offset=0,
+                  max_cycles=50)
     threading.Timer(0.5, mon.stop.set).start()
-    assert mon.run() == "stopped by signal"
+    assert mon.run() == "stopped by signal"  # not "completed 50 cycle(s)" 10 s later
     cycles = db.execute("SELECT cycle, count(*) FROM probes GROUP BY cycle").fetchall()
     assert len(cycles) >= 2 and all(n <= 4 for _c, n in cycles)
 

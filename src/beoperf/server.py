@@ -473,13 +473,11 @@ class Bucket:
     def __init__(self, rate: float) -> None:
         self.rate, self.tokens, self.last = rate, rate, time.monotonic()
 
-    def spend(self, n: int, now: float) -> bool:
+    def has(self, n: int, now: float) -> bool:
+        """Refill for the time since last asked; whether ``n`` bytes are there."""
         self.tokens = min(self.rate, self.tokens + (now - self.last) * self.rate)
         self.last = now
-        if n > self.tokens:
-            return False
-        self.tokens -= n
-        return True
+        return n <= self.tokens
 
 
 class UdpEcho:
@@ -516,7 +514,11 @@ class UdpEcho:
         self.sources[source] = bucket  # most recently seen last
         if len(self.sources) > self.SOURCES:
             del self.sources[next(iter(self.sources))]
-        return bucket.spend(n, now) and self.all.spend(n, now)
+        if not (bucket.has(n, now) and self.all.has(n, now)):
+            return False  # neither is charged for a datagram not answered
+        bucket.tokens -= n
+        self.all.tokens -= n
+        return True
 
 
 def fmt_addr(addr: Any) -> str:

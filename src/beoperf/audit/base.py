@@ -151,6 +151,15 @@ def as_text(value: Any) -> str:
     return str(value)
 
 
+def show_value(value: Any) -> str:
+    """A fact's value for a table: "-" for none, lists space-separated."""
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return " ".join(map(str, value))
+    return str(value)
+
+
 def target_of(rule: dict | None) -> str | None:
     """The single value a rule asks for ("set", else the value of eq/le/ge), or None."""
     if not rule or rule.get("note"):

@@ -177,6 +177,7 @@ class EthtoolSetting(InterfaceCheck):
     """An interface check whose keys ("prefix.field") ethtool sets (SET) and shows (SHOW)."""
 
     PREFIX: ClassVar[str] = ""
+    FIELDS: ClassVar[tuple[str, ...]] = ()  # collected (ARG: the settable ones)
     SET: ClassVar[str] = ""
     SHOW: ClassVar[str] = ""
     ARG: ClassVar[dict[str, str]] = {}  # field -> ethtool's own keyword for it
@@ -208,6 +209,15 @@ class EthtoolSetting(InterfaceCheck):
         """field -> value of ethtool SHOW's output."""
         raise NotImplementedError
 
+    def collect_interface(self, ifname: str) -> dict:
+        """"PREFIX.field" for each of FIELDS, from ethtool SHOW IF."""
+        text = self.ethtool(self.SHOW, self.PREFIX, self.FIELDS)
+        if not isinstance(text, str):
+            return text
+        parsed = self.parse(text)
+        return {f"{self.PREFIX}{f}": _or_unsupported(parsed.get(f), ifname)
+                for f in self.FIELDS}
+
 
 @register
 class Coalescing(EthtoolSetting):
@@ -216,13 +226,6 @@ class Coalescing(EthtoolSetting):
     KEYS = tuple(f"coalesce.{f}" for f in FIELDS)
     PREFIX, SET, SHOW = "coalesce.", "-C", "-c"
     ARG = {f: f.replace("_", "-") for f in FIELDS}
-
-    def collect_interface(self, ifname: str) -> dict:
-        text = self.ethtool("-c", "coalesce.", self.FIELDS)
-        if not isinstance(text, str):
-            return text
-        parsed = self.parse(text)
-        return {f"coalesce.{f}": _or_unsupported(parsed.get(f), ifname) for f in self.FIELDS}
 
     def parse(self, output: str) -> dict:
         return _parsers().parse_ethtool_coalesce(output)
@@ -237,17 +240,10 @@ class Rings(EthtoolSetting):
     """Ring sizes, judged against the driver's maximum by rules like {"value": "@rings.rx_max"}."""
 
     name = "rings"
-    KEYS = ("rings.rx", "rings.tx", "rings.rx_max", "rings.tx_max")
+    FIELDS = ("rx", "tx", "rx_max", "tx_max")
+    KEYS = tuple(f"rings.{f}" for f in FIELDS)
     PREFIX, SET, SHOW = "rings.", "-G", "-g"
     ARG = {"rx": "rx", "tx": "tx"}
-
-    def collect_interface(self, ifname: str) -> dict:
-        text = self.ethtool("-g", "rings.", ("rx", "tx", "rx_max", "tx_max"))
-        if not isinstance(text, str):
-            return text
-        parsed = self.parse(text)
-        return {f"rings.{f}": _or_unsupported(parsed.get(f), ifname)
-                for f in ("rx", "tx", "rx_max", "tx_max")}
 
     def parse(self, output: str) -> dict:
         parsed = _parsers().parse_ethtool_rings(output)
@@ -259,22 +255,14 @@ class Rings(EthtoolSetting):
 @register
 class Offloads(EthtoolSetting):
     name = "offloads"
-    FEATURES = ("tcp-segmentation-offload", "generic-segmentation-offload",
-                "generic-receive-offload", "large-receive-offload", "rx-checksumming",
-                "tx-checksumming")
-    KEYS = tuple(f"offload.{f}" for f in FEATURES)
+    FIELDS = ("tcp-segmentation-offload", "generic-segmentation-offload",
+              "generic-receive-offload", "large-receive-offload", "rx-checksumming",
+              "tx-checksumming")
+    KEYS = tuple(f"offload.{f}" for f in FIELDS)
     PREFIX, SET, SHOW = "offload.", "-K", "-k"
     ARG = {"tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
            "generic-receive-offload": "gro", "large-receive-offload": "lro",
            "rx-checksumming": "rx", "tx-checksumming": "tx"}
-
-    def collect_interface(self, ifname: str) -> dict:
-        text = self.ethtool("-k", "offload.", self.FEATURES)
-        if not isinstance(text, str):
-            return text
-        parsed = self.parse(text)
-        return {f"offload.{name}": _or_unsupported(parsed.get(name), ifname)
-                for name in self.FEATURES}
 
     def parse(self, output: str) -> dict:
         return {name: state.get("on")
@@ -288,13 +276,6 @@ class Pause(EthtoolSetting):
     KEYS = tuple(f"pause.{f}" for f in FIELDS)
     PREFIX, SET, SHOW = "pause.", "-A", "-a"
     ARG = {"autonegotiate": "autoneg", "rx": "rx", "tx": "tx"}  # ethtool -A's keywords
-
-    def collect_interface(self, ifname: str) -> dict:
-        text = self.ethtool("-a", "pause.", self.FIELDS)
-        if not isinstance(text, str):
-            return text
-        parsed = self.parse(text)
-        return {f"pause.{f}": _or_unsupported(parsed.get(f), ifname) for f in self.FIELDS}
 
     def parse(self, output: str) -> dict:
         return _parsers().parse_ethtool_pause(output)

@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -311,8 +312,6 @@ def persist_files(changes: Iterable[Change]) -> dict[str, str]:
         lines += [f"{c.key} = {c.target}" for c in sysctls]
         out["90-beoperf.conf"] = "\n".join(lines) + "\n"
     if links:
-        import shlex
-
         execs = [f"ExecStart={shlex.join(c.action(c.target)['argv'])}" for c in links]
         out["beoperf-tune.service"] = "\n".join([
             "# written by 'beoperf tune --persist'; install in /etc/systemd/system/, then",

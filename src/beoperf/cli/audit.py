@@ -8,7 +8,7 @@ import os
 import sys
 
 from beoperf import protocol, sysinfo
-from beoperf.audit.base import PROFILES, Finding, run_audit
+from beoperf.audit.base import PROFILES, Finding, run_audit, show_value
 from beoperf.audit.buffers import BufferAdvice, buffer_advice, parse_rate
 from beoperf.cli import CliError, ExitStatus, UsageError, check_seconds
 from beoperf.protocol import DEFAULT_PORT
@@ -34,10 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Collect this node's network, CPU and firewall settings "
                                    "(read-only) and judge them against a profile.",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--interface", "-i", metavar="IF",
-                   help="interface to audit (default: the route to --peer, else the "
-                        "default route's)")
-    p.add_argument("--peer", metavar="ADDR", help="audit the interface that routes to ADDR")
+    add_interface_options(p, "audit")
     p.add_argument("--profile", default="latency", metavar="NAME",
                    help=f"{' | '.join(PROFILES)} (default %(default)s)")
     p.add_argument("--link-speed", metavar="RATE",
@@ -48,6 +45,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON document instead")
     add_fleet_options(p)
     p.set_defaults(func=run)
+
+
+def add_interface_options(p: argparse.ArgumentParser, verb: str) -> None:
+    """--interface and --peer (which interface a command looks at), for audit and tune."""
+    p.add_argument("--interface", "-i", metavar="IF",
+                   help=f"interface to {verb} (default: the route to --peer, else the "
+                        "default route's)")
+    p.add_argument("--peer", metavar="ADDR", help=f"{verb} the interface that routes to ADDR")
 
 
 def add_fleet_options(p: argparse.ArgumentParser) -> None:
@@ -89,16 +94,8 @@ def document(profile: str, interface: str | None, findings: list[Finding]) -> di
             "findings": [f.to_dict() for f in findings]}
 
 
-def _show(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, list):
-        return " ".join(map(str, value))
-    return str(value)
-
-
 def format_table(findings: list[Finding]) -> list[str]:
-    rows = [(MARKS[f.status], f.check, f.key, _show(f.value), f.reason) for f in findings]
+    rows = [(MARKS[f.status], f.check, f.key, show_value(f.value), f.reason) for f in findings]
     widths = [max(len(r[i]) for r in rows) for i in range(4)] if rows else [0] * 4
     widths = [min(w, 40) for w in widths]
     return [" ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4]

@@ -12,7 +12,7 @@ from beoperf.audit import procedure, tune
 from beoperf.audit.base import PROFILES, load_profile, run_audit
 from beoperf.audit.tune import ApplyFailed, Change, Plan, TuneError
 from beoperf.cli import CliError, ExitStatus, UsageError
-from beoperf.cli.audit import pick_interface
+from beoperf.cli.audit import add_interface_options, pick_interface
 from beoperf.protocol import DEFAULT_PORT
 
 EXAMPLES = """examples:
@@ -43,10 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Turn the audit's warnings and failures into changes "
                                    "that can be restored exactly; plan, apply or roll back.",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--interface", "-i", metavar="IF",
-                   help="interface to tune (default: the route to --peer, else the default "
-                        "route's)")
-    p.add_argument("--peer", metavar="ADDR", help="tune the interface that routes to ADDR")
+    add_interface_options(p, "tune")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--profile", default="latency", metavar="NAME",
                        help=f"{' | '.join(PROFILES)} (default %(default)s)")

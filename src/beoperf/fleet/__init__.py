@@ -20,6 +20,8 @@ from typing import Any
 
 from ClusterShell.NodeSet import NodeSet
 
+from beoperf.audit.base import show_value
+
 FORMAT = "beoperf.fleet-audit"
 SCHEMA_VERSION = 1
 
@@ -81,14 +83,6 @@ def group_findings(answers: Mapping[str, Mapping]) -> list[KeyGroups]:
     return [group_key(ident, per_node) for ident in _idents(per_node)]
 
 
-def show(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, list):
-        return " ".join(map(str, value))
-    return str(value)
-
-
 def answered_nodes(groups: list[KeyGroups]) -> NodeSet:
     """The nodes that answered (every one of them is in each key's groups)."""
     answered = NodeSet()
@@ -98,7 +92,7 @@ def answered_nodes(groups: list[KeyGroups]) -> NodeSet:
 
 
 def format_inconsistent(kg: KeyGroups) -> str:
-    parts = "; ".join(f"{show(g.value)} on {g.nodes}" for g in kg.groups)
+    parts = "; ".join(f"{show_value(g.value)} on {g.nodes}" for g in kg.groups)
     return f"{kg.label}: {parts}"
 
 
@@ -115,7 +109,7 @@ def format_report(nodes: NodeSet, groups: list[KeyGroups],
                                                         for kg in bad]
     if same:
         lines += ["", f"same on {answered}:"]
-        lines += [f"  {kg.label} = {show(kg.groups[0].value)}" for kg in same]
+        lines += [f"  {kg.label} = {show_value(kg.groups[0].value)}" for kg in same]
     return lines
 
 

@@ -234,14 +234,18 @@ def _annotate_saturation(ax: Axes, s: Series, i: int, color: str) -> None:
                       "alpha": 0.85})
 
 
+def _throughput_y(ax) -> None:
+    """Mbit/s on a linear axis from 0, with thousands separators."""
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
+    ax.set_ylim(bottom=0)
+
+
 def throughput_figure(runs: Sequence[RunResult], labels: Sequence[str]) -> Figure:
     """Throughput (Mbit/s, linear) against message size (bytes, log2)."""
     fig = _figure(runs, labels, ("Throughput against message size", SIZE_LABEL,
                                  THROUGHPUT_LABEL), _draw_throughput, "best")
-    ax = fig.axes[0]
-    _size_axis(ax, "x")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
-    ax.set_ylim(bottom=0)
+    _size_axis(fig.axes[0], "x")
+    _throughput_y(fig.axes[0])
     return fig
 
 
@@ -250,10 +254,8 @@ def signature_figure(runs: Sequence[RunResult], labels: Sequence[str]) -> Figure
     fig = _figure(runs, labels, ("Signature: throughput against one-way time "
                                  "(first point = latency)", TIME_LABEL, THROUGHPUT_LABEL),
                   _draw_signature, "best")
-    ax = fig.axes[0]
-    _time_axis(ax, "x")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
-    ax.set_ylim(bottom=0)
+    _time_axis(fig.axes[0], "x")
+    _throughput_y(fig.axes[0])
     return fig
 
 
