@@ -504,7 +504,7 @@ def test_netns_congestion_is_found_and_bandwidth_measured(netns_pair, tmp_path):
     assert hits[0]["ratio"] > 1 and hits[0]["dispersion_ratio"] > 1
     # no false alarm in the quiet baseline before the flow (the end of an event may run on
     # into a noisy tail: the VM's own jitter after the flow is not always back to baseline)
-    assert all(e["start_utc"] > bulk[0] - 4 for e in doc["congestion"]), (bulk, doc)
+    assert all(e["start_utc"] > bulk[0] - 4 for e in doc["congestion"]), (bulk, doc["congestion"])
     quiet = report.build_report(str(db), None, bulk[0] - 1, baseline_windows=8)
     bps = quiet["summary"]["bandwidth_bps"]["median"]
     assert 8e6 <= bps <= 12e6, bps

@@ -474,3 +474,41 @@ def test_range_ends_where_asked(dbs):
     assert doc["range"]["from_utc"] == t_cycle(10) and doc["range"]["to_utc"] == to
     assert doc["summary"]["monitored_s"] == pytest.approx(to - t_cycle(10))
     assert doc["summary"]["probes"] == 4 * 991
+
+
+def test_wander_within_the_baselines_spread_is_not_congestion():
+    # a 20 ms baseline whose windows wander by 500 µs (robust SD of their medians) and
+    # whose IQR of 400 µs wanders by 100 µs: thresholds +1500 µs and 700 µs
+    spread = (500.0, 100.0)
+    base = events.Segment(0, 100, 20000.0, 400.0, 10000.0, 10.0, *spread)
+
+    def classify(level: float, iqr: float) -> list[tuple[int, int]]:
+        segs = [base, events.Segment(100, 102, level, iqr, 200.0, 0.2),
+                events.Segment(102, 200, 20000.0, 400.0, 9800.0, 9.8, *spread)]
+        episodes, shifts = events.classify(segs, 36)
+        assert shifts == []
+        return [(e.first, e.stop) for e in episodes]
+
+    # above 5 % and one IQR, or 1.5 x the IQR, but within 3 spreads: its own wander
+    assert classify(21200.0, 400.0) == []
+    assert classify(20000.0, 650.0) == []
+    # beyond 3 spreads too: congestion
+    assert classify(21800.0, 400.0) == [(100, 102)]
+    assert classify(20000.0, 750.0) == [(100, 102)]
+
+
+def test_host_noise_on_a_fast_path_is_not_congestion(tmp_path):
+    # a 60 µs path whose RTT rises to 130 µs for a minute (the prober's CPUs going idle),
+    # later +2 ms for a minute (a queue)
+    def truth(k: int) -> tuple[float, float, float, str | None]:
+        if 1000 <= k < 1300:
+            return 130.0, 20.0, 0.0, None
+        if 3000 <= k < 3300:
+            return 2060.0, 400.0, 0.0, None
+        return 60.0, 5.0, 0.0, None
+
+    doc = report.build_report(str(write_db(tmp_path / "fast.sqlite", truth, 5000)))
+    (event,) = doc["congestion"]
+    assert _overlaps(event, t_cycle(3000), t_cycle(3300))
+    assert doc["level_shifts"] == []
+    assert "µs of RTT" in doc["method"]["events"]

@@ -11,6 +11,10 @@ against a *baseline*: a stable state (normal dispersion and loss) that lasts at 
 ``persist_windows``.  A change of baseline level is a level shift (a path change: a
 new stable level, dispersion unchanged, persisting); a stretch above the baseline in
 level, dispersion or loss that is not itself a lasting stable state is congestion.
+"Above" means by more than the baseline's own window-to-window wander (SPREADS robust
+SDs of its windows' medians and IQRs) and than the probing host's own noise
+(NOISE_FLOOR_US): a few seconds of scheduler jitter on a fast quiet path are not
+congestion.
 Edges found at window resolution are then moved to the cycle by `refine_edge`.
 """
 
@@ -26,8 +30,18 @@ LEVEL_TOLERANCE = 0.05  # level changes under 5 % of the level ...
 LEVEL_TOLERANCE_IQR = 1.0  # ... and under one baseline IQR are not changes
 LOSS_TOLERANCE = 0.01  # loss 1 point above the baseline's (and significant) is elevated
 MIN_LOST = 3  # fewer lost probes than this never make loss "elevated"
-MIN_IQR_US = 1.0  # the clock's resolution: no dispersion is taken as smaller
+MIN_IQR_US = 1.0  # the clock's resolution: PELT takes no noise as smaller
+# The probing host's own noise: a segment's IQR is taken as at least this, so level
+# changes and IQRs within it are neither congestion nor level shifts.  Between two
+# namespaces on a 2-core VM the small-probe RTT's median wanders from 37 to 78 us and
+# its IQR from 9 to 38 us over 20 s phases with the path unchanged
+# (bench/bench_host_noise.py), and went from 106 to 28 us when other work kept the
+# CPUs out of idle in one test run.
+NOISE_FLOOR_US = 100.0
 PENALTY_PER_CHANNEL = 3.0  # PELT penalty: this x channels x log(windows), in noise units
+SPREADS = 3.0  # an elevation must also exceed this many of the baseline's window-to-window
+#                spreads (robust SD of its windows' medians, or IQRs): what a baseline
+#                wanders by on its own is not congestion, however small its IQR
 
 
 def runs_of_true(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -210,6 +224,8 @@ class Segment:
     iqr: float  # median of the windows' IQR, µs
     rows: float
     lost: float
+    level_spread: float = 0.0  # robust SD of the windows' medians, µs
+    iqr_spread: float = 0.0  # robust SD of the windows' IQRs, µs
 
     @property
     def length(self) -> int:
@@ -220,14 +236,22 @@ class Segment:
         return self.lost / self.rows if self.rows else 0.0
 
 
+def robust_sd(x: np.ndarray) -> float:
+    """1.4826 x the median absolute deviation (the SD for normal data); 0 for < 2 values."""
+    if x.size < 2:
+        return 0.0
+    return 1.4826 * float(np.median(np.abs(x - np.median(x))))
+
+
 def segments(w: Windows, bounds: list[int]) -> list[Segment]:
     """The segments between the change points `bounds` (as pelt returns them)."""
     median, iqr = _fill_nan(w.median), _fill_nan(w.iqr)
     out, lo = [], 0
     for hi in bounds:
         out.append(Segment(lo, hi, float(np.median(median[lo:hi])),
-                           max(float(np.median(iqr[lo:hi])), MIN_IQR_US),
-                           float(w.rows[lo:hi].sum()), float(w.lost[lo:hi].sum())))
+                           max(float(np.median(iqr[lo:hi])), NOISE_FLOOR_US),
+                           float(w.rows[lo:hi].sum()), float(w.lost[lo:hi].sum()),
+                           robust_sd(median[lo:hi]), robust_sd(iqr[lo:hi])))
         lo = hi
     return out
 
@@ -240,15 +264,20 @@ class Plateau:
     level: float  # time-weighted median of the members' levels, µs
     iqr: float  # time-weighted median of their IQRs, µs
     loss: float  # fraction of their probes not answered
+    level_spread: float = 0.0  # time-weighted median of the members' level spreads, µs
+    iqr_spread: float = 0.0  # and of their IQR spreads, µs
 
     @classmethod
     def of(cls, members: list[Segment]) -> Plateau:
         weights = np.array([s.length for s in members], dtype=float)
         rows = sum(s.rows for s in members)
-        return cls(tuple(members),
-                   _weighted_median(np.array([s.level for s in members]), weights),
-                   _weighted_median(np.array([s.iqr for s in members]), weights),
-                   sum(s.lost for s in members) / rows if rows else 0.0)
+
+        def wmedian(attr: str) -> float:
+            return _weighted_median(np.array([getattr(s, attr) for s in members]), weights)
+
+        return cls(tuple(members), wmedian("level"), wmedian("iqr"),
+                   sum(s.lost for s in members) / rows if rows else 0.0,
+                   wmedian("level_spread"), wmedian("iqr_spread"))
 
     @property
     def length(self) -> int:
@@ -357,10 +386,12 @@ def _baseline_at(bases: list[Plateau], window: int) -> Plateau:
 
 def elevated(level: float, iqr: float, lost: float, rows: float, base: Plateau) -> bool:
     """Is a stretch (RTT level and IQR in µs, probes lost of rows) above a baseline in
-    level, dispersion or loss?"""
-    return ((level > base.level and not same_level(level, base.level, base.iqr))
-            or iqr > DISPERSION_RATIO * base.iqr
-            or loss_elevated(lost, rows, base.loss))
+    level, dispersion or loss?  Level and dispersion must also be above what the
+    baseline's windows wander by on their own (SPREADS robust SDs)."""
+    higher = (level > base.level + SPREADS * base.level_spread
+              and not same_level(level, base.level, base.iqr))
+    wider = iqr > max(DISPERSION_RATIO * base.iqr, base.iqr + SPREADS * base.iqr_spread)
+    return higher or wider or loss_elevated(lost, rows, base.loss)
 
 
 def _flagged(segs: list[Segment], bases: list[Plateau], min_size: int) -> list[bool]:
