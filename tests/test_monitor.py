@@ -4,6 +4,7 @@ metrics)."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -85,19 +86,27 @@ def test_bad_budgets(budget, link, message):
 
 
 def test_cli_refuses_a_schedule_over_budget():
+    # loopback's MTU is 65,536: the 20,000-byte probe is one packet (20 + 8 + 20,000)
     res = cli("monitor", "127.0.0.1", "--db", "x.db", "--budget", "0.1%", "--link-speed", "10M")
     assert res.status == 2
     assert res.stderr.count("\n") == 1
-    assert "20,396 bytes per 9 s cycle = 2,266.2 B/s > 0.1% of 10 Mbit/s = 1,250.0 B/s" \
+    assert "20,136 bytes per 9 s cycle = 2,237.3 B/s > 0.1% of 10 Mbit/s = 1,250.0 B/s" \
         in res.stderr
     assert not Path("x.db").exists()
 
 
-def test_cli_dry_run_prints_the_cost():
-    res = cli("monitor", "127.0.0.1", "--dry-run", "--budget", "0.2%", "--link-speed", "10M")
-    assert res.status == 0, res.stderr
-    assert "20,396 bytes per cycle of 9 s" in res.stdout
-    assert "share of the 10 Mbit/s link: 0.181%" in res.stdout
+@pytest.mark.parametrize("mtu, per_cycle, share", [(1500, "20,396", "0.181%"),
+                                                   (9000, "20,176", "0.179%")])
+def test_netns_dry_run_prints_the_cost_at_the_path_mtu(netns_pair, mtu, per_cycle, share):
+    server, client = netns_pair
+    for host in (server, client):
+        host.set_mtu(mtu)
+    res = client.run(monitor_argv(server.addr4, "--dry-run", "--budget", "0.2%",
+                                  "--link-speed", "10M"), check=False)
+    assert res.returncode == 0, res.stderr
+    assert f"{per_cycle} bytes per cycle of 9 s with icmp and IP headers (path MTU {mtu})" \
+        in res.stdout
+    assert f"share of the 10 Mbit/s link: {share}" in res.stdout
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -274,6 +283,16 @@ def test_loopback_probes_answered_then_refused(tmp_path, transport):
 # --------------------------------------------------------------------------- namespaces
 
 
+def start_serve(host, port: int) -> subprocess.Popen:
+    """`beoperf serve` in a namespace host, returned once it listens (TCP and UDP)."""
+    proc = host.popen([sys.executable, "-m", "beoperf", "serve", "--bind", host.addr4,
+                       "--port", str(port)], stdout=subprocess.PIPE,
+                      stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    assert f"port {port}" in line, line
+    return proc
+
+
 def nft_counter(host, proto: str) -> None:
     rules = (f"table netdev beoperf_test {{\n chain ingress {{\n type filter hook ingress "
              f"device {host.ifname} priority 0;\n ip protocol {proto} counter\n }}\n}}\n")
@@ -285,17 +304,19 @@ def nft_bytes(host) -> int:
     return int(out.split("bytes")[1].split()[0])
 
 
-@pytest.mark.parametrize("transport", ["icmp", "udp", "tcp"])
-def test_netns_bytes_counted_match_what_the_peer_received(netns_pair, tmp_path, transport):
+@pytest.mark.parametrize("transport, mtu", [("icmp", 1500), ("udp", 1500), ("tcp", 1500),
+                                            ("icmp", 1000), ("udp", 1280)])
+def test_netns_bytes_counted_match_what_the_peer_received(netns_pair, tmp_path, transport,
+                                                          mtu):
     server, client = netns_pair
     db = tmp_path / "m.db"
+    for host in (server, client):
+        host.set_mtu(mtu)
     nft_counter(server, transport)
     if transport == "tcp":  # veth passes TSO/GSO super-packets whole; a wire would not
         client.run(["ethtool", "-K", client.ifname, "tso", "off", "gso", "off"])
-    with server.popen(["beoperf", "serve", "--bind", server.addr4, "--port", "5300"],
-                      stderr=subprocess.DEVNULL) as srv:
+    with start_serve(server, 5300) as srv:
         try:
-            time.sleep(0.5)
             res = client.run(monitor_argv(server.addr4, "--db", db, "--transport", transport,
                                           "--port", "5300", "--cycles", "5",
                                           "--step", "8:3:0.05", "--step", "3000:1:0.05",
@@ -310,15 +331,16 @@ def test_netns_bytes_counted_match_what_the_peer_received(netns_pair, tmp_path, 
         # the peer also got the closing FIN/ACK, and the SYN's longer options
         assert 0 <= nft_bytes(server) - sent <= 3 * 60, (nft_bytes(server), sent)
         return
-    assert sent == 5 * (3 * 36 + sched.wire_bytes(transport, 3000))
+    assert sent == 5 * (3 * 36 + sched.wire_bytes(transport, 3000, mtu=mtu))
     assert nft_bytes(server) == sent
+    config = json.loads(con.execute("SELECT config FROM runs").fetchone()[0])
+    assert config["path_mtu"] == mtu
 
 
 def test_netns_refused_when_the_server_stops(netns_pair, tmp_path):
     server, client = netns_pair
     db = tmp_path / "m.db"
-    srv = server.popen(["beoperf", "serve", "--bind", server.addr4, "--port", "5301"],
-                       stderr=subprocess.DEVNULL)
+    srv = start_serve(server, 5301)
     mon = client.popen(monitor_argv(server.addr4, "--db", db, "--transport", "tcp",
                                     "--port", "5301", *FAST), stdout=subprocess.PIPE,
                        text=True)

@@ -24,6 +24,13 @@ HEADER = struct.Struct(">4sHI")
 MAX_PAYLOAD = 64 * 1024
 DEFAULT_PORT = 5202
 
+# The echo service for `beoperf monitor` (same port): UDP datagrams starting with
+# ECHO_MAGIC come back with ECHO_REPLY in its place; a TCP connection whose hello asks
+# for the "echo" role carries messages of ECHO_LEN (a length) then that many bytes.
+ECHO_MAGIC = b"BEOU"  # first bytes of a UDP echo probe
+ECHO_REPLY = b"BEOR"  # ... and of its answer (never answered itself: no echo loops)
+ECHO_LEN = struct.Struct(">I")  # length prefix of a TCP echo message
+
 
 class ProtocolError(Exception):
     """The peer sent something that is not a valid frame."""

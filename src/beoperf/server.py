@@ -22,7 +22,6 @@ import queue
 import secrets
 import selectors
 import socket
-import struct
 import sys
 import threading
 import time
@@ -39,12 +38,10 @@ from beoperf.engines.tcp import (
     data_socket_facts,
     set_io_timeout,
 )
+from beoperf.protocol import ECHO_LEN, ECHO_MAGIC, ECHO_REPLY
 
 MiB = 1024 * 1024
 MAX_REPS = 1 << 27
-ECHO_MAGIC = b"BEOU"  # first bytes of a UDP echo probe
-ECHO_REPLY = b"BEOR"  # ... and of its answer (never answered itself: no echo loops)
-ECHO_LEN = struct.Struct(">I")  # length prefix of a TCP echo message
 MAX_ECHO_MESSAGE = 1 * MiB
 
 

@@ -55,12 +55,21 @@ class Parser(argparse.ArgumentParser):
 COMMANDS = ("serve", "pingpong", "plot", "compare", "audit", "tune", "monitor")
 
 
-def build_parser() -> Parser:
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command an argument list names first (None: none, or an option comes first)."""
+    first = argv[0] if argv else ""
+    return first if first in COMMANDS else None
+
+
+def build_parser(only: str | None = None) -> Parser:
+    """The whole parser, or (`only`) one with just that command: each command module
+    imports what it needs, and a long-running `beoperf monitor` need not carry the
+    engines, numpy and the audit in its memory."""
     parser = Parser(prog="beoperf", description="Measure, explain, tune and watch the "
                     "performance of Linux clusters, above all their interconnect.")
     parser.add_argument("--version", action="version", version=f"beoperf {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for name in COMMANDS:
+    for name in (only,) if only else COMMANDS:
         importlib.import_module(f"beoperf.cli.{name}").add_parser(sub)
     return parser
 
@@ -69,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit status. Never raises for bad input."""
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
-        args = build_parser().parse_args(argv)
+        args = build_parser(command_of(argv)).parse_args(argv)
         args.argv = ["beoperf", *argv]
         if not getattr(args, "command", None):
             raise UsageError("no command given", "try 'beoperf pingpong' or 'beoperf --help'")

@@ -155,18 +155,18 @@ def check_run_args(args: argparse.Namespace) -> None:
 
 
 def run_monitor(args: argparse.Namespace) -> int:
-    from beoperf.monitor.probes import ProbeSetupError, make_prober, resolve
+    from beoperf.monitor.probes import ProbeSetupError, make_prober, path_mtu, resolve
 
     check_run_args(args)
     schedule = schedule_from(args)
     budget, link = budget_from(args)
     try:
-        family, _address = resolve(args.target, args.family)
+        family, address = resolve(args.target, args.family)
     except ProbeSetupError as exc:
         raise CliError(ExitStatus.ERROR, "monitor", str(exc)) from None
-    ipv6 = family == socket.AF_INET6
-    per_cycle = sched.cycle_bytes(schedule, args.transport, ipv6)
-    lines = sched.budget_lines(schedule, args.transport, per_cycle, budget, link)
+    ipv6, mtu = family == socket.AF_INET6, path_mtu(address, family)
+    per_cycle = sched.cycle_bytes(schedule, args.transport, ipv6, mtu)
+    lines = sched.budget_lines(schedule, args.transport, per_cycle, budget, link, mtu)
     if sched.over_budget(schedule, per_cycle, budget):
         assert budget is not None
         raise UsageError(f"schedule over budget: {per_cycle:,} bytes per {schedule.period_s:g} s "
@@ -195,11 +195,13 @@ def _open_db(path: str):
 
 
 def _monitor(args, schedule, budget, prober) -> int:
-    from beoperf.monitor.metrics import Metrics
     from beoperf.monitor.runner import BUDGET_MEMORY, Monitor
 
-    metrics = Metrics(budget.bytes_per_s if budget else None)
+    metrics = None
     if args.metrics_port is not None:  # before the database: a busy port creates nothing
+        from beoperf.monitor.metrics import Metrics  # only then: prometheus-client
+
+        metrics = Metrics(budget.bytes_per_s if budget else None)
         try:
             metrics.serve(args.metrics_port, args.metrics_bind)
         except OSError as exc:
@@ -210,7 +212,8 @@ def _monitor(args, schedule, budget, prober) -> int:
     config = {**schedule.to_dict(), "timeout_s": args.timeout, "port": args.port,
               "budget": budget.text if budget else None,
               "budget_bytes_per_s": budget.bytes_per_s if budget else None,
-              "icmp_socket": getattr(prober, "mode", None), "argv": args.argv,
+              "icmp_socket": getattr(prober, "mode", None), "path_mtu": prober.mtu,
+              "argv": args.argv,
               "monitor_host": platform.node()}
     run_id = store.start_run(db, host=args.target, address=prober.address,
                              transport=args.transport, period_s=schedule.period_s, config=config)

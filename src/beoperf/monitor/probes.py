@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from beoperf import __version__, protocol
 from beoperf.monitor import schedule
-from beoperf.server import ECHO_LEN, ECHO_MAGIC, ECHO_REPLY
+from beoperf.protocol import ECHO_LEN, ECHO_MAGIC, ECHO_REPLY
 
 IP_RECVERR, IPV6_RECVERR = 11, 25  # linux/in.h, linux/in6.h (not in Python's socket)
 UNREACHABLE = {errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN, errno.ENETDOWN,
@@ -72,18 +72,38 @@ def resolve(host: str, family: int = 0) -> tuple[int, str]:
     return info[0][0], str(info[0][4][0])
 
 
+IP_MTU, IPV6_MTU = 14, 24  # <linux/in.h>, <linux/in6.h>: the path MTU of a connected socket
+DEFAULT_MTU = 1500
+
+
+def path_mtu(address: str, family: int) -> int:
+    """The MTU of the route to ``address`` as the kernel knows it (the interface's, or a
+    smaller one learnt by path MTU discovery), read from a connected UDP socket: nothing
+    is sent.  DEFAULT_MTU where the kernel will not say."""
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as sock:
+            sock.connect((address, 9))
+            if family == socket.AF_INET6:
+                return sock.getsockopt(socket.IPPROTO_IPV6, IPV6_MTU)
+            return sock.getsockopt(socket.IPPROTO_IP, IP_MTU)
+    except OSError:
+        return DEFAULT_MTU
+
+
 class Prober:
-    """Base: the address, the family, and the estimate of a probe's wire bytes."""
+    """Base: the address, the family, and the estimate of a probe's wire bytes (with the
+    path MTU read at the start: a large ICMP or UDP probe goes out in fragments)."""
 
     transport = "?"
 
     def __init__(self, address: str, family: int, port: int = 0) -> None:
         self.address, self.family, self.port = address, family, port
         self.ipv6 = family == socket.AF_INET6
+        self.mtu = path_mtu(address, family)
         self.seq = 0
 
     def estimate(self, size: int) -> int:
-        return schedule.wire_bytes(self.transport, size, self.ipv6)
+        return schedule.wire_bytes(self.transport, size, self.ipv6, self.mtu)
 
     def probe(self, size: int, timeout: float) -> Result:
         raise NotImplementedError

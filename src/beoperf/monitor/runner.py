@@ -26,11 +26,14 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from beoperf.monitor import store
-from beoperf.monitor.metrics import Metrics
 from beoperf.monitor.probes import Prober, Result
 from beoperf.monitor.schedule import Budget, Schedule, Slot
+
+if TYPE_CHECKING:
+    from beoperf.monitor.metrics import Metrics
 
 Log = Callable[[str], None]
 MIN_TIMEOUT = 0.001
