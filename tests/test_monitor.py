@@ -522,11 +522,11 @@ def test_netns_congestion_is_found_and_bandwidth_measured(netns_pair, tmp_path):
     hits = [e for e in doc["congestion"]
             if e["start_utc"] < bulk[1] and e["end_utc"] > bulk[0]]
     assert hits, (bulk, doc["congestion"])
-    assert abs(hits[0]["start_utc"] - bulk[0]) < 4, (bulk, hits)  # onset within 2 windows
-    assert hits[0]["ratio"] > 1 and hits[0]["dispersion_ratio"] > 1
-    # no false alarm in the quiet baseline before the flow (the end of an event may run on
-    # into a noisy tail: the VM's own jitter after the flow is not always back to baseline)
-    assert all(e["start_utc"] > bulk[0] - 4 for e in doc["congestion"]), (bulk, doc["congestion"])
+    # one event, its edges within 2 windows of the flow's, nothing in the quiet parts
+    assert len(doc["congestion"]) == 1, (bulk, doc["congestion"])
+    assert abs(hits[0]["start_utc"] - bulk[0]) < 4, (bulk, hits)
+    assert abs(hits[0]["end_utc"] - bulk[1]) < 4, (bulk, hits)
+    assert hits[0]["ratio"] > 10 and hits[0]["dispersion_ratio"] > 10
     quiet = report.build_report(str(db), None, bulk[0] - 1, baseline_windows=8)
     bps = quiet["summary"]["bandwidth_bps"]["median"]
     assert 8e6 <= bps <= 12e6, bps
