@@ -86,7 +86,7 @@ def test_bad_budgets(budget, link, message):
 
 
 def test_cli_refuses_a_schedule_over_budget():
-    # loopback's MTU is 65,536: the 20,000-byte probe is one packet (20 + 8 + 20,000)
+    # the route to 127.0.0.1 has MTU 65,535: the 20,000-byte probe is one packet (20 + 8 + 20,000)
     res = cli("monitor", "127.0.0.1", "--db", "x.db", "--budget", "0.1%", "--link-speed", "10M")
     assert res.status == 2
     assert res.stderr.count("\n") == 1
@@ -115,10 +115,28 @@ def test_netns_dry_run_prints_the_cost_at_the_path_mtu(netns_pair, mtu, per_cycl
     (["127.0.0.1", "--db", "x", "--timeout", "0"], "--timeout"),
     (["report"], "give the database"),
     (["report", "x.db", "--from", "yesterday"], "--from 'yesterday'"),
+    (["report", "x.db", "--noise-floor=-1"], "--noise-floor -1.0"),
+    (["report", "x.db", "--noise-floor", "nan"], "--noise-floor nan"),
 ])
 def test_cli_usage_errors(argv, message):
     res = cli("monitor", *argv)
     assert res.status == 2 and message in res.stderr and res.stderr.count("\n") == 1
+
+
+def test_cli_noise_floor_default_is_the_reports():
+    from beoperf.cli import build_parser
+    from beoperf.monitor import events
+
+    args = build_parser("monitor").parse_args(["monitor", "report", "x.db"])
+    assert args.noise_floor == events.NOISE_FLOOR_US
+
+
+def test_dry_run_on_loopback_prints_the_cost():
+    res = cli("monitor", "127.0.0.1", "--dry-run", "--budget", "0.2%", "--link-speed", "10M")
+    assert res.status == 0, res.stderr
+    assert "20,136 bytes per cycle of 9 s with icmp and IP headers (path MTU 65535)" \
+        in res.stdout
+    assert "share of the 10 Mbit/s link: 0.179%" in res.stdout
 
 
 # --------------------------------------------------------------------------- store
@@ -335,6 +353,44 @@ def test_netns_bytes_counted_match_what_the_peer_received(netns_pair, tmp_path, 
     assert nft_bytes(server) == sent
     config = json.loads(con.execute("SELECT config FROM runs").fetchone()[0])
     assert config["path_mtu"] == mtu
+
+
+def link_local(host) -> str:
+    """The host's IPv6 link-local address once it is usable (not tentative)."""
+    deadline = time.monotonic() + 10
+    while True:
+        out = host.run(["ip", "-j", "-6", "addr", "show", "dev", host.ifname, "scope",
+                        "link"]).stdout
+        infos = [a for i in json.loads(out or "[]") for a in i.get("addr_info", [])]
+        ready = [a["local"] for a in infos
+                 if a.get("scope") == "link" and "local" in a and not a.get("tentative")]
+        if ready or time.monotonic() > deadline:
+            assert ready, infos
+            return ready[0]
+        time.sleep(0.1)
+
+
+def test_netns_link_local_target_keeps_its_scope(netns_pair, tmp_path):
+    server, client = netns_pair
+    for host in (server, client):
+        host.set_mtu(1400)
+    target = f"{link_local(server)}%{client.ifname}"
+    db = tmp_path / "m.db"
+    res = client.run(monitor_argv(target, "--db", db, "--cycles", "2", "--step", "8:2:0.05",
+                                  "--step", "3000:1:0.05", "--start-offset", "0"), check=False)
+    assert res.returncode == 0, res.stderr
+    assert "(path MTU 1400)" in res.stdout
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT count(*), sum(outcome = 'ok') FROM probes").fetchone() == (6, 6)
+    assert con.execute("SELECT address FROM runs").fetchone()[0] == target
+
+
+def test_netns_mtu_assumed_without_a_route(netns_pair):
+    _server, client = netns_pair
+    # in the benchmarking range, but not on the link: the namespace has no route to it
+    res = client.run(monitor_argv("198.18.1.1", "--dry-run"), check=False)
+    assert res.returncode == 0, res.stderr
+    assert "(path MTU 1500 assumed: no route now)" in res.stdout
 
 
 def test_netns_refused_when_the_server_stops(netns_pair, tmp_path):
@@ -617,10 +673,10 @@ def test_an_exception_in_a_prober_is_an_error_row(tmp_path):
 
 
 def test_tcp_probes_survive_large_messages_and_a_server_closing_idle_connections():
-    from beoperf.monitor.probes import TcpProber
+    from beoperf.monitor.probes import TcpProber, resolve
 
     with running_server(idle_timeout=0.3) as srv:
-        prober = TcpProber("127.0.0.1", __import__("socket").AF_INET, srv.port)
+        prober = TcpProber(resolve("127.0.0.1"), srv.port)
         try:
             got = [prober.probe(500_000, 2.0).outcome]
             time.sleep(0.8)  # the server drops the idle echo connection meanwhile

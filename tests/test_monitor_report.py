@@ -477,24 +477,34 @@ def test_range_ends_where_asked(dbs):
 
 
 def test_wander_within_the_baselines_spread_is_not_congestion():
-    # a 20 ms baseline whose windows wander by 500 µs (robust SD of their medians) and
-    # whose IQR of 400 µs wanders by 100 µs: thresholds +1500 µs and 700 µs
-    spread = (500.0, 100.0)
-    base = events.Segment(0, 100, 20000.0, 400.0, 10000.0, 10.0, *spread)
+    # a 20 ms baseline of two segments whose windows wander: medians by a robust SD of
+    # 500 µs (within and between the segments), IQRs of 400 µs by 100 µs
+    rng = np.random.default_rng(3)
+
+    def stable(first: int, stop: int, shift: float) -> events.Segment:
+        n = stop - first
+        medians = 20000.0 + shift + 500.0 * rng.standard_normal(n)
+        iqrs = 400.0 + 100.0 * rng.standard_normal(n)
+        return events.Segment(first, stop, float(np.median(medians)), float(np.median(iqrs)),
+                              100.0 * n, 0.1 * n, tuple(medians), tuple(iqrs))
+
+    before, after = stable(0, 100, -300.0), stable(102, 200, 300.0)
+    (base,) = events.baselines(events.plateaus([before, after], [True, True]), 36)
+    level_sd, iqr_sd = base.level_spread, base.iqr_spread
+    assert 500.0 < level_sd < 700.0 and 80.0 < iqr_sd < 125.0  # the two levels' gap counts
 
     def classify(level: float, iqr: float) -> list[tuple[int, int]]:
-        segs = [base, events.Segment(100, 102, level, iqr, 200.0, 0.2),
-                events.Segment(102, 200, 20000.0, 400.0, 9800.0, 9.8, *spread)]
-        episodes, shifts = events.classify(segs, 36)
+        busy = events.Segment(100, 102, level, iqr, 200.0, 0.2)
+        episodes, shifts = events.classify([before, busy, after], 36)
         assert shifts == []
         return [(e.first, e.stop) for e in episodes]
 
     # above 5 % and one IQR, or 1.5 x the IQR, but within 3 spreads: its own wander
-    assert classify(21200.0, 400.0) == []
-    assert classify(20000.0, 650.0) == []
+    assert classify(base.level + 2.5 * level_sd, base.iqr) == []
+    assert classify(base.level, max(1.6 * base.iqr, base.iqr + 2.5 * iqr_sd)) == []
     # beyond 3 spreads too: congestion
-    assert classify(21800.0, 400.0) == [(100, 102)]
-    assert classify(20000.0, 750.0) == [(100, 102)]
+    assert classify(base.level + 3.5 * level_sd, base.iqr) == [(100, 102)]
+    assert classify(base.level, base.iqr + 3.5 * iqr_sd) == [(100, 102)]
 
 
 def test_host_noise_on_a_fast_path_is_not_congestion(tmp_path):
@@ -507,8 +517,16 @@ def test_host_noise_on_a_fast_path_is_not_congestion(tmp_path):
             return 2060.0, 400.0, 0.0, None
         return 60.0, 5.0, 0.0, None
 
-    doc = report.build_report(str(write_db(tmp_path / "fast.sqlite", truth, 5000)))
+    db = str(write_db(tmp_path / "fast.sqlite", truth, 5000))
+    doc = report.build_report(db)
     (event,) = doc["congestion"]
     assert _overlaps(event, t_cycle(3000), t_cycle(3300))
     assert doc["level_shifts"] == []
-    assert "µs of RTT" in doc["method"]["events"]
+    assert "100 µs of RTT" in doc["method"]["events"]
+    assert doc["method"]["parameters"]["noise_floor_us"] == 100.0
+    # the baseline's IQR is shown as measured (gamma noise of scale 2.5 µs), not the floor
+    assert event["baseline"]["iqr_ms"] < 0.005
+    # without the floor the 130 µs minute is an event too
+    bare = report.build_report(db, noise_floor_us=0.0)
+    assert any(_overlaps(e, t_cycle(1000), t_cycle(1300)) for e in bare["congestion"])
+    assert "0 µs of RTT" in bare["method"]["events"]

@@ -91,6 +91,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rep.add_argument("--baseline-windows", type=int, default=36, metavar="N",
                      help="a stable level lasting N detection windows is a baseline "
                           "(default %(default)s; fewer for reports of minutes)")
+    rep.add_argument("--noise-floor", type=float, default=100.0, metavar="US",
+                     help="RTT changes and IQRs under US microseconds are the probing host's "
+                          "own noise, not events (default %(default)g; 0: none)")
     rep.add_argument("--host", dest="report_host", metavar="HOST",
                      help="the probed host to report on, when the database has several")
     rep.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -155,17 +158,17 @@ def check_run_args(args: argparse.Namespace) -> None:
 
 
 def run_monitor(args: argparse.Namespace) -> int:
-    from beoperf.monitor.probes import ProbeSetupError, make_prober, path_mtu, resolve
+    from beoperf.monitor.probes import ProbeSetupError, make_prober, resolve
 
     check_run_args(args)
     schedule = schedule_from(args)
     budget, link = budget_from(args)
     try:
-        family, address = resolve(args.target, args.family)
+        target = resolve(args.target, args.family)
     except ProbeSetupError as exc:
         raise CliError(ExitStatus.ERROR, "monitor", str(exc)) from None
-    ipv6, mtu = family == socket.AF_INET6, path_mtu(address, family)
-    per_cycle = sched.cycle_bytes(schedule, args.transport, ipv6, mtu)
+    per_cycle = sched.cycle_bytes(schedule, args.transport, target.ipv6, target.mtu)
+    mtu = f"path MTU {target.mtu}" + ("" if target.mtu_known else " assumed: no route now")
     lines = sched.budget_lines(schedule, args.transport, per_cycle, budget, link, mtu)
     if sched.over_budget(schedule, per_cycle, budget):
         assert budget is not None
@@ -178,7 +181,7 @@ def run_monitor(args: argparse.Namespace) -> int:
     if args.dry_run:
         return int(ExitStatus.OK)
     try:
-        prober = make_prober(args.transport, args.target, args.port, args.family)
+        prober = make_prober(args.transport, target, args.port)
     except ProbeSetupError as exc:
         raise CliError(ExitStatus.ERROR, "monitor", str(exc)) from None
     try:
@@ -213,9 +216,10 @@ def _monitor(args, schedule, budget, prober) -> int:
               "budget": budget.text if budget else None,
               "budget_bytes_per_s": budget.bytes_per_s if budget else None,
               "icmp_socket": getattr(prober, "mode", None), "path_mtu": prober.mtu,
+              "path_mtu_known": prober.target.mtu_known,
               "argv": args.argv,
               "monitor_host": platform.node()}
-    run_id = store.start_run(db, host=args.target, address=prober.address,
+    run_id = store.start_run(db, host=args.target, address=prober.target.shown,
                              transport=args.transport, period_s=schedule.period_s, config=config)
     log = (lambda line: print(line, flush=True)) if args.verbose else None
     prior = store.recent_traffic(db, BUDGET_MEMORY) if budget else (0, 0.0)
@@ -224,7 +228,7 @@ def _monitor(args, schedule, budget, prober) -> int:
                       max_cycles=args.cycles, prior=prior)
     previous = {sig: signal.signal(sig, lambda *_: monitor.stop.set())
                 for sig in (signal.SIGTERM, signal.SIGINT)}
-    print(f"monitoring {args.target} ({prober.address}) over {args.transport}, run {run_id} "
+    print(f"monitoring {args.target} ({prober.target.shown}) over {args.transport}, run {run_id} "
           f"in {args.db}; pid {os.getpid()}", flush=True)
     try:
         reason = monitor.run()
@@ -262,6 +266,8 @@ def check_report_args(args: argparse.Namespace) -> tuple[float | None, float | N
         raise UsageError(f"--outage-cycles {args.outage_cycles}: give 1 or more")
     if args.baseline_windows < 2:
         raise UsageError(f"--baseline-windows {args.baseline_windows}: give 2 or more")
+    if not 0 <= args.noise_floor < 1e7:  # also refuses nan
+        raise UsageError(f"--noise-floor {args.noise_floor}: give microseconds, 0 or more")
     t_from = parse_time(args.t_from, "--from") if args.t_from else None
     t_to = parse_time(args.t_to, "--to") if args.t_to else None
     if t_from is not None and t_to is not None and t_to <= t_from:
@@ -278,7 +284,8 @@ def run_report(args: argparse.Namespace) -> int:
     try:
         doc = report.build_report(args.file, t_from, t_to, outage_cycles=args.outage_cycles,
                                   host=args.report_host,
-                                  baseline_windows=args.baseline_windows)
+                                  baseline_windows=args.baseline_windows,
+                                  noise_floor_us=args.noise_floor)
     except store.StoreError as exc:
         raise CliError(ExitStatus.ERROR, "monitor report", str(exc)) from None
     except ValueError as exc:

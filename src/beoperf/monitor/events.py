@@ -224,12 +224,18 @@ class Segment:
     iqr: float  # median of the windows' IQR, µs
     rows: float
     lost: float
-    level_spread: float = 0.0  # robust SD of the windows' medians, µs
-    iqr_spread: float = 0.0  # robust SD of the windows' IQRs, µs
+    medians: tuple[float, ...] = ()  # each window's median, µs
+    iqrs: tuple[float, ...] = ()  # each window's IQR, µs
+    floor: float = 0.0  # the probing host's noise, µs: thresholds use no smaller IQR
 
     @property
     def length(self) -> int:
         return self.stop - self.first
+
+    @property
+    def tol_iqr(self) -> float:
+        """The IQR that thresholds use: the measured one, or the noise floor."""
+        return max(self.iqr, self.floor)
 
     @property
     def loss(self) -> float:
@@ -243,15 +249,16 @@ def robust_sd(x: np.ndarray) -> float:
     return 1.4826 * float(np.median(np.abs(x - np.median(x))))
 
 
-def segments(w: Windows, bounds: list[int]) -> list[Segment]:
-    """The segments between the change points `bounds` (as pelt returns them)."""
+def segments(w: Windows, bounds: list[int], floor: float = NOISE_FLOOR_US) -> list[Segment]:
+    """The segments between the change points `bounds` (as pelt returns them); `floor`:
+    the probing host's own noise (µs of RTT)."""
     median, iqr = _fill_nan(w.median), _fill_nan(w.iqr)
     out, lo = [], 0
     for hi in bounds:
         out.append(Segment(lo, hi, float(np.median(median[lo:hi])),
-                           max(float(np.median(iqr[lo:hi])), NOISE_FLOOR_US),
+                           max(float(np.median(iqr[lo:hi])), MIN_IQR_US),
                            float(w.rows[lo:hi].sum()), float(w.lost[lo:hi].sum()),
-                           robust_sd(median[lo:hi]), robust_sd(iqr[lo:hi])))
+                           tuple(median[lo:hi].tolist()), tuple(iqr[lo:hi].tolist()), floor))
         lo = hi
     return out
 
@@ -264,8 +271,9 @@ class Plateau:
     level: float  # time-weighted median of the members' levels, µs
     iqr: float  # time-weighted median of their IQRs, µs
     loss: float  # fraction of their probes not answered
-    level_spread: float = 0.0  # time-weighted median of the members' level spreads, µs
-    iqr_spread: float = 0.0  # and of their IQR spreads, µs
+    level_spread: float = 0.0  # robust SD of all its windows' medians, µs
+    iqr_spread: float = 0.0  # and of their IQRs, µs
+    floor: float = 0.0  # the probing host's noise, µs (as Segment.floor)
 
     @classmethod
     def of(cls, members: list[Segment]) -> Plateau:
@@ -275,9 +283,16 @@ class Plateau:
         def wmedian(attr: str) -> float:
             return _weighted_median(np.array([getattr(s, attr) for s in members]), weights)
 
+        def spread(attr: str) -> float:
+            return robust_sd(np.array([x for s in members for x in getattr(s, attr)]))
+
         return cls(tuple(members), wmedian("level"), wmedian("iqr"),
                    sum(s.lost for s in members) / rows if rows else 0.0,
-                   wmedian("level_spread"), wmedian("iqr_spread"))
+                   spread("medians"), spread("iqrs"), max(s.floor for s in members))
+
+    @property
+    def tol_iqr(self) -> float:
+        return max(self.iqr, self.floor)
 
     @property
     def length(self) -> int:
@@ -315,9 +330,10 @@ def _stable(segs: list[Segment]) -> list[bool]:
     """Per segment: normal dispersion and loss, judged against the time-weighted
     medians of all segments (most of the time a link is not congested)."""
     weights = np.array([s.length for s in segs], dtype=float)
-    iqr_ref = _weighted_median(np.array([s.iqr for s in segs]), weights)
+    iqr_ref = _weighted_median(np.array([s.tol_iqr for s in segs]), weights)
     loss_ref = _weighted_median(np.array([s.loss for s in segs]), weights)
-    return [s.iqr <= DISPERSION_RATIO * iqr_ref and not loss_elevated(s.lost, s.rows, loss_ref)
+    return [s.tol_iqr <= DISPERSION_RATIO * iqr_ref
+            and not loss_elevated(s.lost, s.rows, loss_ref)
             for s in segs]
 
 
@@ -334,10 +350,10 @@ def plateaus(segs: list[Segment], stable: list[bool]) -> list[Plateau]:
             groups[-1].append(seg)
             weight += seg.length
             level += (seg.level - level) * seg.length / weight
-            iqr += (seg.iqr - iqr) * seg.length / weight
+            iqr += (seg.tol_iqr - iqr) * seg.length / weight
         else:
             groups.append([seg])
-            level, iqr, weight = seg.level, seg.iqr, float(seg.length)
+            level, iqr, weight = seg.level, seg.tol_iqr, float(seg.length)
     return [Plateau.of(g) for g in groups]
 
 
@@ -350,7 +366,7 @@ def baselines(plats: list[Plateau], persist_windows: int) -> list[Plateau]:
     long = long or [max(plats, key=lambda p: p.length)]
     merged = [list(long[0].members)]
     for prev, p in pairwise(long):
-        if same_level(p.level, prev.level, prev.iqr):
+        if same_level(p.level, prev.level, prev.tol_iqr):
             merged[-1] += p.members
         else:
             merged.append(list(p.members))
@@ -389,8 +405,8 @@ def elevated(level: float, iqr: float, lost: float, rows: float, base: Plateau) 
     level, dispersion or loss?  Level and dispersion must also be above what the
     baseline's windows wander by on their own (SPREADS robust SDs)."""
     higher = (level > base.level + SPREADS * base.level_spread
-              and not same_level(level, base.level, base.iqr))
-    wider = iqr > max(DISPERSION_RATIO * base.iqr, base.iqr + SPREADS * base.iqr_spread)
+              and not same_level(level, base.level, base.tol_iqr))
+    wider = iqr > max(DISPERSION_RATIO * base.tol_iqr, base.tol_iqr + SPREADS * base.iqr_spread)
     return higher or wider or loss_elevated(lost, rows, base.loss)
 
 
@@ -413,10 +429,10 @@ def _step(seg: Segment, before: Segment, after: Segment, base: Plateau) -> bool:
     """Is `seg` the passage between two different levels: its level between theirs and
     its IQR no wider than the step plus the baseline's usual dispersion?"""
     lo, hi = sorted((before.level, after.level))
-    between = (lo <= seg.level <= hi or same_level(seg.level, lo, base.iqr)
-               or same_level(seg.level, hi, base.iqr))
-    return (between and not same_level(lo, hi, base.iqr)
-            and seg.iqr <= hi - lo + DISPERSION_RATIO * base.iqr)
+    between = (lo <= seg.level <= hi or same_level(seg.level, lo, base.tol_iqr)
+               or same_level(seg.level, hi, base.tol_iqr))
+    return (between and not same_level(lo, hi, base.tol_iqr)
+            and seg.iqr <= hi - lo + DISPERSION_RATIO * base.tol_iqr)
 
 
 def _transition_start(segs: list[Segment], k: int, before: Plateau, after: Plateau,
@@ -425,7 +441,7 @@ def _transition_start(segs: list[Segment], k: int, before: Plateau, after: Plate
     begins at segment k: the segments just before k that lie between the two levels
     (stable ones, or short ones: a window holding both levels is wide) belong to it."""
     lo_level, hi_level = sorted((before.level, after.level))
-    tol = max(LEVEL_TOLERANCE * lo_level, LEVEL_TOLERANCE_IQR * before.iqr)
+    tol = max(LEVEL_TOLERANCE * lo_level, LEVEL_TOLERANCE_IQR * before.tol_iqr)
     while k > 0 and segs[k - 1].first >= before.stop:
         seg = segs[k - 1]
         if not (lo_level - tol <= seg.level <= hi_level + tol
@@ -502,9 +518,10 @@ def refine_edge(stat: np.ndarray, base: float, edge: int, reach: int, rising: bo
     return lo + int(where[split])
 
 
-def detect(w: Windows, persist_windows: int) -> tuple[list[Episode], list[Shift]]:
+def detect(w: Windows, persist_windows: int,
+           noise_floor_us: float = NOISE_FLOOR_US) -> tuple[list[Episode], list[Shift]]:
     """Change points of the windows' statistics, then classification."""
     if w.count == 0 or np.isnan(w.median).all():
         return [], []
     bounds = pelt(change_signal(w), default_penalty(w.count))
-    return classify(segments(w, bounds), persist_windows)
+    return classify(segments(w, bounds, noise_floor_us), persist_windows)

@@ -23,7 +23,7 @@ import select
 import socket
 import struct
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from beoperf import __version__, protocol
 from beoperf.monitor import schedule
@@ -63,31 +63,62 @@ def describe(exc: OSError) -> str:
     return exc.strerror or str(exc) or type(exc).__name__
 
 
-def resolve(host: str, family: int = 0) -> tuple[int, str]:
-    """(address family, address) of ``host``; ProbeSetupError if it does not resolve."""
-    try:
-        info = socket.getaddrinfo(host, None, family, socket.SOCK_DGRAM)
-    except socket.gaierror as exc:
-        raise ProbeSetupError(f"cannot resolve host {host!r}: {exc.strerror}") from None
-    return info[0][0], str(info[0][4][0])
-
-
 IP_MTU, IPV6_MTU = 14, 24  # <linux/in.h>, <linux/in6.h>: the path MTU of a connected socket
 DEFAULT_MTU = 1500
 
 
-def path_mtu(address: str, family: int) -> int:
-    """The MTU of the route to ``address`` as the kernel knows it (the interface's, or a
-    smaller one learnt by path MTU discovery), read from a connected UDP socket: nothing
-    is sent.  DEFAULT_MTU where the kernel will not say."""
+@dataclass(frozen=True)
+class Target:
+    """A resolved peer: family, numeric address, IPv6 scope (link-local), path MTU."""
+
+    family: int
+    address: str
+    scope_id: int = 0
+    mtu: int = DEFAULT_MTU
+    mtu_known: bool = False  # False: the kernel would not say, DEFAULT_MTU assumed
+
+    @property
+    def ipv6(self) -> bool:
+        return self.family == socket.AF_INET6
+
+    def sockaddr(self, port: int) -> tuple:
+        return (self.address, port, 0, self.scope_id) if self.ipv6 else (self.address, port)
+
+    @property
+    def shown(self) -> str:
+        """The address as printed and stored (fe80::1%eth0 for a link-local one)."""
+        if not self.scope_id:
+            return self.address
+        try:
+            return f"{self.address}%{socket.if_indextoname(self.scope_id)}"
+        except OSError:
+            return f"{self.address}%{self.scope_id}"
+
+
+def resolve(host: str, family: int = 0) -> Target:
+    """``host`` resolved, with the path MTU; ProbeSetupError if it does not resolve."""
     try:
-        with socket.socket(family, socket.SOCK_DGRAM) as sock:
-            sock.connect((address, 9))
-            if family == socket.AF_INET6:
+        info = socket.getaddrinfo(host, None, family, socket.SOCK_DGRAM)
+    except socket.gaierror as exc:
+        raise ProbeSetupError(f"cannot resolve host {host!r}: {exc.strerror}") from None
+    fam, addr = info[0][0], info[0][4]
+    target = Target(fam, str(addr[0]), addr[3] if fam == socket.AF_INET6 else 0)
+    mtu = path_mtu(target)
+    return replace(target, mtu=mtu, mtu_known=True) if mtu else target
+
+
+def path_mtu(target: Target) -> int | None:
+    """The MTU of the route to the target as the kernel knows it (the interface's, or a
+    smaller one learnt by path MTU discovery), read from a connected UDP socket: nothing
+    is sent.  None where the kernel will not say (no route, say)."""
+    try:
+        with socket.socket(target.family, socket.SOCK_DGRAM) as sock:
+            sock.connect(target.sockaddr(9))
+            if target.ipv6:
                 return sock.getsockopt(socket.IPPROTO_IPV6, IPV6_MTU)
             return sock.getsockopt(socket.IPPROTO_IP, IP_MTU)
     except OSError:
-        return DEFAULT_MTU
+        return None
 
 
 class Prober:
@@ -96,10 +127,9 @@ class Prober:
 
     transport = "?"
 
-    def __init__(self, address: str, family: int, port: int = 0) -> None:
-        self.address, self.family, self.port = address, family, port
-        self.ipv6 = family == socket.AF_INET6
-        self.mtu = path_mtu(address, family)
+    def __init__(self, target: Target, port: int = 0) -> None:
+        self.target, self.port = target, port
+        self.family, self.ipv6, self.mtu = target.family, target.ipv6, target.mtu
         self.seq = 0
 
     def estimate(self, size: int) -> int:
@@ -154,8 +184,9 @@ class IcmpProber(Prober):
 
     transport = "icmp"
 
-    def __init__(self, address: str, family: int) -> None:
-        super().__init__(address, family)
+    def __init__(self, target: Target) -> None:
+        super().__init__(target)
+        family = target.family
         proto = socket.IPPROTO_ICMPV6 if self.ipv6 else socket.IPPROTO_ICMP
         self.request_type = 128 if self.ipv6 else 8
         self.reply_type = 129 if self.ipv6 else 0
@@ -197,7 +228,7 @@ class IcmpProber(Prober):
         wire = self.estimate(size)
         t_utc, start = time.time(), time.monotonic()
         try:
-            self.sock.sendto(packet, (self.address, 0))
+            self.sock.sendto(packet, self.target.sockaddr(0))
         except OSError as exc:
             return _failed(t_utc, exc, 0)
         return self._await(seq, cookie, start, start + timeout, t_utc, wire)
@@ -252,9 +283,9 @@ class UdpProber(Prober):
 
     transport = "udp"
 
-    def __init__(self, address: str, family: int, port: int) -> None:
-        super().__init__(address, family, port)
-        self.sock = socket.socket(family, socket.SOCK_DGRAM)
+    def __init__(self, target: Target, port: int) -> None:
+        super().__init__(target, port)
+        self.sock = socket.socket(target.family, socket.SOCK_DGRAM)
         self.sock.setblocking(False)
         self.connected = False
 
@@ -283,7 +314,7 @@ class UdpProber(Prober):
 
     def _send(self, payload: bytes) -> None:
         if not self.connected:  # connected: ICMP port unreachable becomes ECONNREFUSED
-            self.sock.connect((self.address, self.port))
+            self.sock.connect(self.target.sockaddr(self.port))
             self.connected = True
         try:
             self.sock.send(payload)
@@ -304,8 +335,8 @@ class TcpProber(Prober):
 
     transport = "tcp"
 
-    def __init__(self, address: str, family: int, port: int) -> None:
-        super().__init__(address, family, port)
+    def __init__(self, target: Target, port: int) -> None:
+        super().__init__(target, port)
         self.sock: socket.socket | None = None
         self.counted = (0, 0)  # (segments out, bytes sent) already accounted
         self._closed_bytes = 0
@@ -319,7 +350,7 @@ class TcpProber(Prober):
         self.counted = (0, 0)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         _until(sock, deadline)
-        sock.connect((self.address, self.port))
+        sock.connect(self.target.sockaddr(self.port))
         _until(sock, deadline)
         sock.sendall(protocol.encode({"op": "hello", "role": "echo", "beoperf": __version__}))
         _, length = protocol.decode_header(self._recv_exact(protocol.HEADER.size, deadline))
@@ -402,15 +433,14 @@ class TcpProber(Prober):
             self.sock = None
 
 
-def make_prober(transport: str, host: str, port: int, family: int = 0) -> Prober:
-    """The prober for ``transport`` to ``host`` (ProbeSetupError if it cannot exist)."""
-    fam, address = resolve(host, family)
+def make_prober(transport: str, target: Target, port: int) -> Prober:
+    """The prober for ``transport`` to ``target`` (ProbeSetupError if it cannot exist)."""
     if transport == "icmp":
-        return IcmpProber(address, fam)
+        return IcmpProber(target)
     if transport == "udp":
-        return UdpProber(address, fam, port)
+        return UdpProber(target, port)
     if transport == "tcp":
-        return TcpProber(address, fam, port)
+        return TcpProber(target, port)
     raise ProbeSetupError(f"unknown transport {transport!r}")
 
 

@@ -549,7 +549,8 @@ def cdf(ctx: Context, points: int = 501) -> dict:
 
 
 def method(outage_cycles: int, ev: EventInput, period_s: float,
-           persist_windows: int = PERSIST_WINDOWS) -> dict:
+           persist_windows: int = PERSIST_WINDOWS,
+           noise_floor_us: float = events.NOISE_FLOOR_US) -> dict:
     """The rules behind the numbers, in words, with this report's parameters."""
     w = ev.windows.width
     window_s, persist_s = w * period_s, w * period_s * persist_windows
@@ -580,7 +581,7 @@ def method(outage_cycles: int, ev: EventInput, period_s: float,
             f"{events.DISPERSION_RATIO:g} x the time-weighted median IQR and its loss is not "
             "significantly higher than the median loss. Stable segments at one level (within "
             f"{100 * events.LEVEL_TOLERANCE:g} % or one IQR; no IQR is taken as less than "
-            f"{events.NOISE_FLOOR_US:g} µs of RTT, the probing host's own noise) that last "
+            f"{noise_floor_us:g} µs of RTT, the probing host's own noise) that last "
             "at least "
             f"{persist_windows} windows (about {words_s(persist_s)}) form a baseline. A "
             "change from one baseline level to another is a level shift (path change: new "
@@ -600,7 +601,8 @@ def method(outage_cycles: int, ev: EventInput, period_s: float,
                       "one-way latency; only days monitored at least half of their time in "
                       "the data are ranked (all days if none is).",
         "parameters": {"outage_cycles": outage_cycles, "window_cycles": w,
-                       "persist_windows": persist_windows, "gap_periods": GAP_PERIODS},
+                       "persist_windows": persist_windows, "gap_periods": GAP_PERIODS,
+                       "noise_floor_us": noise_floor_us},
     }
 
 
@@ -649,11 +651,13 @@ def warnings(ctx: Context, roles: Roles, ev: EventInput) -> list[str]:
 
 def build_report(db_path: str, t_from: float | None = None, t_to: float | None = None, *,
                  outage_cycles: int = 2, host: str | None = None,
-                 baseline_windows: int = PERSIST_WINDOWS) -> dict:
+                 baseline_windows: int = PERSIST_WINDOWS,
+                 noise_floor_us: float = events.NOISE_FLOOR_US) -> dict:
     """The report document for the probes sent in [t_from, t_to) (UTC s; None: no bound).
 
     ``baseline_windows``: how many windows a stable level must last to be a baseline (a
     smaller figure suits short ranges: minutes rather than hours of data).
+    ``noise_floor_us``: RTT changes and IQRs within this are the probing host's own noise.
 
     ValueError for an empty range, a range without probes, or probes to several hosts
     (then pass `host`); store.StoreError if the database cannot be used.
@@ -663,7 +667,7 @@ def build_report(db_path: str, t_from: float | None = None, t_to: float | None =
     p, runs = load(db_path, t_from, t_to, host)
     ctx, roles, spans, down = _context(p, runs, outage_cycles, t_to)
     ev = event_input(ctx, roles.small, spans)
-    episodes, shifts = events.detect(ev.windows, baseline_windows)
+    episodes, shifts = events.detect(ev.windows, baseline_windows, noise_floor_us)
     lo, hi = float(ctx.c.t[0]), float(ctx.c.cover_end[-1])
     days = period_rows(ctx, *day_edges(lo, hi))
     best, worst = best_and_worst(days)
@@ -678,7 +682,7 @@ def build_report(db_path: str, t_from: float | None = None, t_to: float | None =
                   "monitored_s": summary["monitored_s"], "not_monitored_s": _num(
                       hi - lo - summary["monitored_s"], 3)},
         "method": method(outage_cycles, ev, float(np.median(ctx.c.period)),
-                         baseline_windows),
+                         baseline_windows, noise_floor_us),
         "summary": summary | {"outages": len(down), "congestion_events": len(episodes),
                               "level_shifts": len(shifts)},
         "best_day": best, "worst_day": worst,

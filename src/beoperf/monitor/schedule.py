@@ -183,11 +183,11 @@ def fmt_bits(bits_per_s: float) -> str:
 
 def budget_lines(schedule: Schedule, transport: str, per_cycle: int,
                  budget: Budget | None, link_bits_per_s: float | None,
-                 mtu: int = 1500) -> list[str]:
+                 mtu: str = "path MTU 1500") -> list[str]:
     """What the schedule costs, as printed before starting (and in a refusal)."""
     rate = per_cycle / schedule.period_s
     lines = [f"probes: {per_cycle:,} bytes per cycle of {schedule.period_s:g} s with "
-             f"{transport} and IP headers (path MTU {mtu}) = {rate:,.1f} B/s "
+             f"{transport} and IP headers ({mtu}) = {rate:,.1f} B/s "
              f"({fmt_bits(rate * 8)}) each way"]
     if link_bits_per_s:
         lines.append(f"share of the {fmt_bits(link_bits_per_s)} link: "
