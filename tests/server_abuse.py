@@ -38,11 +38,23 @@ def send_and_read(host: str, port: int, payload: bytes) -> str:
         return _reply(sock)
 
 
+def _session(host: str, port: int) -> tuple[socket.socket, dict[str, Any]]:
+    """A control connection and the server's welcome.  The server may still be ending
+    the session abused before (busy for a moment, longer on a loaded machine): retry."""
+    deadline = time.monotonic() + 15
+    while True:
+        ctrl = _connect(host, port)
+        protocol.send_message(ctrl, HELLO)
+        welcome = protocol.recv_message(ctrl)
+        if welcome["op"] == "welcome" or time.monotonic() > deadline:
+            return ctrl, welcome
+        ctrl.close()
+        time.sleep(0.1)
+
+
 def mid_test_disconnect(host: str, port: int) -> str:
     """Open a real session, start a run, send half a message, vanish."""
-    ctrl = _connect(host, port)
-    protocol.send_message(ctrl, HELLO)
-    welcome = protocol.recv_message(ctrl)
+    ctrl, welcome = _session(host, port)
     data = _connect(host, port)
     protocol.send_message(data, {"op": "hello", "role": "data", "token": welcome["token"]})
     protocol.recv_message(ctrl)  # "data"
@@ -56,15 +68,7 @@ def mid_test_disconnect(host: str, port: int) -> str:
 def silent_session(host: str, port: int) -> list[socket.socket]:
     """A session that opens its data connection, then says nothing, never closing
     (as a peer whose host died would): the server must time it out."""
-    deadline = time.monotonic() + 15
-    while True:  # the server may still be ending the session abused before
-        ctrl = _connect(host, port)
-        protocol.send_message(ctrl, HELLO)
-        welcome = protocol.recv_message(ctrl)
-        if welcome["op"] == "welcome" or time.monotonic() > deadline:
-            break
-        ctrl.close()
-        time.sleep(0.1)
+    ctrl, welcome = _session(host, port)
     data = _connect(host, port)
     protocol.send_message(data, {"op": "hello", "role": "data", "token": welcome["token"]})
     protocol.recv_message(ctrl)
@@ -72,10 +76,8 @@ def silent_session(host: str, port: int) -> list[socket.socket]:
 
 
 def session_then_bad_run(host: str, port: int) -> str:
-    ctrl = _connect(host, port)
+    ctrl, welcome = _session(host, port)
     with ctrl:
-        protocol.send_message(ctrl, HELLO)
-        welcome = protocol.recv_message(ctrl)
         with _connect(host, port) as data:
             protocol.send_message(data, {"op": "hello", "role": "data",
                                          "token": welcome["token"]})
