@@ -117,10 +117,17 @@ def test_netns_dry_run_prints_the_cost_at_the_path_mtu(netns_pair, mtu, per_cycl
     (["report", "x.db", "--from", "yesterday"], "--from 'yesterday'"),
     (["report", "x.db", "--noise-floor=-1"], "--noise-floor -1.0"),
     (["report", "x.db", "--noise-floor", "nan"], "--noise-floor nan"),
+    (["report", "x.db", "--noise-floor", "inf"], "give 0 to 1000000 microseconds"),
 ])
 def test_cli_usage_errors(argv, message):
     res = cli("monitor", *argv)
     assert res.status == 2 and message in res.stderr and res.stderr.count("\n") == 1
+
+
+def test_link_local_target_without_interface_is_refused():
+    res = cli("monitor", "fe80::1", "--dry-run")
+    assert res.status == 1 and res.stderr.count("\n") == 1
+    assert "a link-local address needs its interface, as in fe80::1%eth0" in res.stderr
 
 
 def test_cli_noise_floor_default_is_the_reports():
@@ -390,7 +397,7 @@ def test_netns_mtu_assumed_without_a_route(netns_pair):
     # in the benchmarking range, but not on the link: the namespace has no route to it
     res = client.run(monitor_argv("198.18.1.1", "--dry-run"), check=False)
     assert res.returncode == 0, res.stderr
-    assert "(path MTU 1500 assumed: no route now)" in res.stdout
+    assert "(path MTU 1500 assumed: Network is unreachable)" in res.stdout
 
 
 def test_netns_refused_when_the_server_stops(netns_pair, tmp_path):

@@ -168,7 +168,8 @@ def run_monitor(args: argparse.Namespace) -> int:
     except ProbeSetupError as exc:
         raise CliError(ExitStatus.ERROR, "monitor", str(exc)) from None
     per_cycle = sched.cycle_bytes(schedule, args.transport, target.ipv6, target.mtu)
-    mtu = f"path MTU {target.mtu}" + ("" if target.mtu_known else " assumed: no route now")
+    mtu = f"path MTU {target.mtu}" + (f" assumed: {target.mtu_unknown}"
+                                       if target.mtu_unknown else "")
     lines = sched.budget_lines(schedule, args.transport, per_cycle, budget, link, mtu)
     if sched.over_budget(schedule, per_cycle, budget):
         assert budget is not None
@@ -216,7 +217,7 @@ def _monitor(args, schedule, budget, prober) -> int:
               "budget": budget.text if budget else None,
               "budget_bytes_per_s": budget.bytes_per_s if budget else None,
               "icmp_socket": getattr(prober, "mode", None), "path_mtu": prober.mtu,
-              "path_mtu_known": prober.target.mtu_known,
+              "path_mtu_unknown": prober.target.mtu_unknown or None,
               "argv": args.argv,
               "monitor_host": platform.node()}
     run_id = store.start_run(db, host=args.target, address=prober.target.shown,
@@ -266,8 +267,9 @@ def check_report_args(args: argparse.Namespace) -> tuple[float | None, float | N
         raise UsageError(f"--outage-cycles {args.outage_cycles}: give 1 or more")
     if args.baseline_windows < 2:
         raise UsageError(f"--baseline-windows {args.baseline_windows}: give 2 or more")
-    if not 0 <= args.noise_floor < 1e7:  # also refuses nan
-        raise UsageError(f"--noise-floor {args.noise_floor}: give microseconds, 0 or more")
+    if not 0 <= args.noise_floor <= 1e6:  # also refuses nan
+        raise UsageError(f"--noise-floor {args.noise_floor}: give 0 to 1000000 microseconds")
+    args.noise_floor = abs(args.noise_floor)  # -0 is 0
     t_from = parse_time(args.t_from, "--from") if args.t_from else None
     t_to = parse_time(args.t_to, "--to") if args.t_to else None
     if t_from is not None and t_to is not None and t_to <= t_from:

@@ -20,7 +20,7 @@ Edges found at window resolution are then moved to the cycle by `refine_edge`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 
 import numpy as np
@@ -224,8 +224,8 @@ class Segment:
     iqr: float  # median of the windows' IQR, µs
     rows: float
     lost: float
-    medians: tuple[float, ...] = ()  # each window's median, µs
-    iqrs: tuple[float, ...] = ()  # each window's IQR, µs
+    medians: tuple[float, ...] = field(default=(), repr=False)  # each window's median, µs
+    iqrs: tuple[float, ...] = field(default=(), repr=False)  # each window's IQR, µs
     floor: float = 0.0  # the probing host's noise, µs: thresholds use no smaller IQR
 
     @property

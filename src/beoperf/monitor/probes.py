@@ -18,6 +18,7 @@ it, else a raw socket (root); without either it refuses to start with a clear me
 from __future__ import annotations
 
 import errno
+import ipaddress
 import secrets
 import select
 import socket
@@ -75,7 +76,7 @@ class Target:
     address: str
     scope_id: int = 0
     mtu: int = DEFAULT_MTU
-    mtu_known: bool = False  # False: the kernel would not say, DEFAULT_MTU assumed
+    mtu_unknown: str = ""  # why the kernel would not say (then DEFAULT_MTU is assumed)
 
     @property
     def ipv6(self) -> bool:
@@ -103,22 +104,25 @@ def resolve(host: str, family: int = 0) -> Target:
         raise ProbeSetupError(f"cannot resolve host {host!r}: {exc.strerror}") from None
     fam, addr = info[0][0], info[0][4]
     target = Target(fam, str(addr[0]), addr[3] if fam == socket.AF_INET6 else 0)
-    mtu = path_mtu(target)
-    return replace(target, mtu=mtu, mtu_known=True) if mtu else target
+    if target.ipv6 and ipaddress.ip_address(target.address).is_link_local \
+            and not target.scope_id:
+        raise ProbeSetupError(f"{host}: a link-local address needs its interface, as in "
+                              f"{target.address}%eth0")
+    try:
+        return replace(target, mtu=path_mtu(target))
+    except OSError as exc:
+        return replace(target, mtu_unknown=describe(exc))
 
 
-def path_mtu(target: Target) -> int | None:
+def path_mtu(target: Target) -> int:
     """The MTU of the route to the target as the kernel knows it (the interface's, or a
     smaller one learnt by path MTU discovery), read from a connected UDP socket: nothing
-    is sent.  None where the kernel will not say (no route, say)."""
-    try:
-        with socket.socket(target.family, socket.SOCK_DGRAM) as sock:
-            sock.connect(target.sockaddr(9))
-            if target.ipv6:
-                return sock.getsockopt(socket.IPPROTO_IPV6, IPV6_MTU)
-            return sock.getsockopt(socket.IPPROTO_IP, IP_MTU)
-    except OSError:
-        return None
+    is sent.  OSError where the kernel will not say (no route, say)."""
+    with socket.socket(target.family, socket.SOCK_DGRAM) as sock:
+        sock.connect(target.sockaddr(9))
+        if target.ipv6:
+            return sock.getsockopt(socket.IPPROTO_IPV6, IPV6_MTU)
+        return sock.getsockopt(socket.IPPROTO_IP, IP_MTU)
 
 
 class Prober:
