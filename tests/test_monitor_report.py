@@ -255,7 +255,6 @@ def test_one_way_latency_is_half_the_rtt(docs):
     noise_median_us = 50.0 * 1.678  # median of gamma(shape 2, scale 50 µs)
     assert lat["median"] == pytest.approx((BASE_US + noise_median_us) / 2000, abs=0.005)
     assert lat["count"] == 3 * 3000
-    assert lat["median"] <= lat["p95"]
 
 
 def test_days_and_weeks_split_at_utc_midnight_and_monday(tmp_path):

@@ -107,6 +107,14 @@ def test_plan_skips_rules_without_a_single_target():
     assert plan.advice[0].reason == "the profile names no single value to set"
 
 
+def test_an_unresolved_fact_reference_is_never_a_target():
+    profile = {"expect": {"rings.rx": {"op": "ge", "value": "@rings.rx_max", "reason": "r"}}}
+    findings = [Finding("rings", "rings.rx", 256, "warn", "r")]  # no target carried
+    plan = tune.make_plan(findings, profile, "eth0")
+    assert plan.changes == []
+    assert plan.advice[0].reason == "the profile names no single value to set"
+
+
 def test_same_ignores_whitespace():
     assert tune.same("4096\t131072\t6291456", "4096 131072 6291456")
     assert not tune.same("4096 131072", "4096 131073")
@@ -134,6 +142,25 @@ def test_apply_failure_rolls_back_in_reverse(monkeypatch):
     assert info.value.restore_errors == []
     assert log == [("net.x.a", "10"), ("net.x.b", "20"), ("net.x.b", "2"), ("net.x.a", "1")]
     assert state == {"a": "1", "b": "2", "c": "3"}
+
+
+def test_interrupt_during_apply_undoes_only_what_was_touched(monkeypatch):
+    state = {"a": "1", "b": "2", "c": "3"}
+    log: list[tuple[str, str]] = []
+
+    def fake_set(change: Change, value: str) -> None:
+        log.append((change.key, value))
+        state[change.key[-1]] = value
+        if change.key == "net.x.b" and value == "20":
+            raise KeyboardInterrupt  # Ctrl-C just after b was written
+
+    monkeypatch.setattr(tune, "set_value", fake_set)
+    monkeypatch.setattr(tune, "read_value", lambda c: state[c.key[-1]])
+    changes = [Change(f"net.x.{k}", "sysctl", None, v, v + "0") for k, v in state.items()]
+    with pytest.raises(KeyboardInterrupt):
+        tune.apply_changes(changes)
+    assert log == [("net.x.a", "10"), ("net.x.b", "20"), ("net.x.b", "2"), ("net.x.a", "1")]
+    assert state == {"a": "1", "b": "2", "c": "3"}  # c never touched
 
 
 def test_readback_mismatch_is_a_failure(monkeypatch):

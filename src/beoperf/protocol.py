@@ -92,7 +92,8 @@ def decode(frame: bytes) -> dict[str, Any]:
     return message
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly n bytes (the socket's timeout applies to every read); PeerGone on close."""
     chunks = []
     while n:
         chunk = sock.recv(n)
@@ -105,9 +106,9 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 
 def recv_message(sock: socket.socket) -> dict[str, Any]:
     """Read one frame from a socket (its timeout applies to every read)."""
-    header = _recv_exact(sock, HEADER.size)
+    header = recv_exact(sock, HEADER.size)
     _, length = decode_header(header)
-    return decode(header + _recv_exact(sock, length))
+    return decode(header + recv_exact(sock, length))
 
 
 def send_message(sock: socket.socket, message: dict[str, Any]) -> None:

@@ -376,18 +376,13 @@ class Server:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             protocol.send_message(conn, {"op": "echo", "max_message": MAX_ECHO_MESSAGE})
             conn.settimeout(self.cfg.idle_timeout)
-            while True:
-                head = recv_exact(conn, ECHO_LEN.size)
-                if head is None:
-                    break  # closed (a partial prefix is a close too)
+            while True:  # until the client closes (PeerGone) or goes quiet
+                head = protocol.recv_exact(conn, ECHO_LEN.size)
                 (length,) = ECHO_LEN.unpack(head)
                 if length > MAX_ECHO_MESSAGE:
                     raise Refusal("limit", f"echo message of {length} bytes exceeds "
                                            f"{MAX_ECHO_MESSAGE}")
-                body = recv_exact(conn, length)
-                if body is None:
-                    break
-                conn.sendall(head + body)
+                conn.sendall(head + protocol.recv_exact(conn, length))
                 count += 1
         except (TimeoutError, ConnectionError):
             pass
@@ -450,18 +445,6 @@ def bound_socket(bind: str, port: int, kind: int) -> socket.socket:
         sock.close()
         raise
     return sock
-
-
-def recv_exact(conn: socket.socket, n: int) -> bytes | None:
-    """n bytes as they come (a socket with a timeout ignores MSG_WAITALL); None on close."""
-    buf = bytearray(n)
-    view, got = memoryview(buf), 0
-    while got < n:
-        k = conn.recv_into(view[got:])
-        if k == 0:
-            return None
-        got += k
-    return bytes(buf)
 
 
 class Bucket:

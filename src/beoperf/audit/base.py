@@ -166,8 +166,11 @@ def target_of(rule: dict | None) -> str | None:
         return None
     if "set" in rule:
         return as_text(rule["set"])
-    if rule.get("op", "eq") in ("eq", "le", "ge") and rule.get("value") is not None:
-        return as_text(rule["value"])
+    want = rule.get("value")
+    if isinstance(want, str) and want.startswith("@"):  # a fact not yet resolved: no value
+        return None
+    if rule.get("op", "eq") in ("eq", "le", "ge") and want is not None:
+        return as_text(want)
     return None
 
 

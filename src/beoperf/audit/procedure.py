@@ -177,6 +177,9 @@ def run_changes(changes: list[Change], default: Row, measure: Measure, repeats: 
             row, kept = _try_one(change, current, measure, repeats, keep_all)
         except TuneError as exc:
             raise _undo([*out.kept, change], f"{change.key}: {exc}") from None
+        except BaseException:  # Ctrl-C or anything unexpected: undo, then let it go on
+            tune.restore(reversed([*out.kept, change]))
+            raise
         out.rows.append(row)
         if kept:
             out.kept.append(change)
@@ -187,6 +190,9 @@ def run_changes(changes: list[Change], default: Row, measure: Measure, repeats: 
         out.rows.append(Row("Combined", repeat(measure, repeats), verdict="combined"))
     except TuneError as exc:
         raise _undo(out.kept, f"measuring the combined state: {exc}") from None
+    except BaseException:
+        tune.restore(reversed(out.kept))
+        raise
     with_impact(out.rows)
     return out
 

@@ -234,7 +234,9 @@ class ApplyFailed(TuneError):
 
 
 def apply_changes(changes: list[Change], report: Report = _quiet) -> None:
-    """Apply in order, reading each back; on a failure undo the applied ones in reverse."""
+    """Apply in order, reading each back; on a failure undo the applied ones in reverse.
+    On Ctrl-C or any other exception the applied ones and the one under way (restoring
+    an untouched value rewrites it) are undone too, and the exception goes on."""
     done: list[Change] = []
     for change in changes:
         try:
@@ -242,6 +244,9 @@ def apply_changes(changes: list[Change], report: Report = _quiet) -> None:
         except TuneError as exc:
             errors = restore(reversed(done))
             raise ApplyFailed(change, str(exc), len(done), errors) from None
+        except BaseException:
+            restore(reversed([*done, change]))
+            raise
         done.append(change)
         report(change, change.target)
 

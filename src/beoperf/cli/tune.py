@@ -173,9 +173,6 @@ def do_apply(plan: Plan, profile: str, interface: str | None, path: str | None) 
         tune.apply_changes(plan.changes, _report("set"))
     except ApplyFailed as exc:
         raise CliError(ExitStatus.ERROR, "tune failed", failure_message(exc, path)) from None
-    except BaseException:  # anything else (Ctrl-C included): undo what was applied, then fail
-        tune.restore(reversed(plan.changes))
-        raise
     print(f"applied {len(plan.changes)} change(s); undo with 'beoperf tune --rollback {path}'")
     return int(ExitStatus.OK)
 

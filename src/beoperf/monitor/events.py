@@ -25,6 +25,8 @@ from itertools import pairwise
 
 import numpy as np
 
+from beoperf.analysis.stats import mad
+
 DISPERSION_RATIO = 1.5  # IQR above this multiple of the baseline's is "elevated"
 LEVEL_TOLERANCE = 0.05  # level changes under 5 % of the level ...
 LEVEL_TOLERANCE_IQR = 1.0  # ... and under one baseline IQR are not changes
@@ -163,8 +165,7 @@ def _noise_scale(x: np.ndarray, floor: float) -> float:
     MAD of the first differences / sqrt(2), steps barely move it."""
     if x.size < 3:
         return floor
-    mad = float(np.median(np.abs(np.diff(x) - np.median(np.diff(x)))))
-    return max(1.4826 * mad / np.sqrt(2.0), floor)
+    return max(1.4826 * mad(np.diff(x)) / np.sqrt(2.0), floor)
 
 
 def change_signal(w: Windows) -> np.ndarray:
@@ -244,9 +245,7 @@ class Segment:
 
 def robust_sd(x: np.ndarray) -> float:
     """1.4826 x the median absolute deviation (the SD for normal data); 0 for < 2 values."""
-    if x.size < 2:
-        return 0.0
-    return 1.4826 * float(np.median(np.abs(x - np.median(x))))
+    return 1.4826 * mad(x) if x.size >= 2 else 0.0
 
 
 def segments(w: Windows, bounds: list[int], floor: float = NOISE_FLOOR_US) -> list[Segment]:

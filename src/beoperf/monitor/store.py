@@ -164,18 +164,6 @@ def write_cycle(db: sqlite3.Connection, run_id: int, cycle: int, probes: Iterabl
             "outcome, rtt_us, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
 
-def last_cycle(db: sqlite3.Connection, run_id: int) -> int | None:
-    row = db.execute("SELECT max(cycle) FROM probes WHERE run_id = ?", (run_id,)).fetchone()
-    return None if row is None or row[0] is None else int(row[0])
-
-
-def bytes_sent(db: sqlite3.Connection, since_utc: float) -> int:
-    """Wire bytes of all probes sent at or after ``since_utc`` (all runs)."""
-    row = db.execute("SELECT coalesce(sum(wire_bytes), 0) FROM probes WHERE t_utc >= ?",
-                     (since_utc,)).fetchone()
-    return int(row[0])
-
-
 def recent_traffic(db: sqlite3.Connection, seconds: float,
                    now: float | None = None) -> tuple[int, float]:
     """(wire bytes, seconds since the first of them) of the probes sent in the last
