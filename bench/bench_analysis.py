@@ -59,7 +59,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("bench/out/analysis"))
     args = ap.parse_args()
     paths = [str(p) for p in make_results(args.out, args.runs)]
-    sizes = {len(json.loads(Path(p).read_text())["sizes"]) for p in paths}
+    sizes = {len(json.loads(Path(p).read_text())["body"]["sizes"]) for p in paths}
     figures = {
         "plot": timed(["plot", *paths, "-o", str(args.out / "plots")], args.repeat),
         "compare": timed(["compare", *paths], args.repeat),

@@ -6,7 +6,14 @@ namespaces built with tests/netns.py), and with one pair of tools at a time:
 1. latency at 16 B: beoperf vs sockperf ping-pong vs NPtcp, interleaved rounds;
 2. throughput: beoperf --mode stream vs iperf3 (one stream), beoperf pingpong
    peak vs NPtcp's default-run peak;
-3. wall time of a full default sweep: beoperf pingpong vs NPtcp.
+3. wall time of a full default sweep: beoperf pingpong vs NPtcp, the sizes beoperf
+   left imprecise, and how often one beoperf sweep's 95% interval of a size's median
+   (``ci95_us``) holds the median the next sweep measured (coverage, both ways);
+4. with ``--shaped``: stream mode against iperf3 through ``tc tbf`` at 100 Mbit/s and
+   1 Gbit/s (burst 256 KB) between two namespaces, beside the payload rate the shaper
+   allows (rate x MSS / (MTU + 14)).
+
+The load average is sampled every 5 s during the whole run.
 
 Usage::
 
@@ -218,14 +225,14 @@ def beoperf_run(ctx: Ctx, what: str, extra: Sequence[str], timeout: float) -> di
     client = ["beoperf", "pingpong", ctx.link.addr, "--port", str(port), *extra,
               "-o", str(prefix)]
     record, _ = run_pair(ctx, server, client, port, tag, timeout)
-    doc = json.loads(prefix.with_suffix(".json").read_text())
+    doc = json.loads(prefix.with_suffix(".json").read_text())["body"]
     return {"record": record, "wall_s": record["wall_s"], "doc": doc}
 
 
 def beoperf_latency(ctx: Ctx) -> dict:
     a = ctx.args
     extra = ["--sizes", str(LAT_SIZE), "--trial-time", str(a.beoperf_trial_time),
-             "--precision", str(a.beoperf_precision)]
+             "--precision", str(a.beoperf_precision), "--time-budget", str(a.sockperf_time)]
     res = beoperf_run(ctx, "lat", extra, 60)
     size = res["doc"]["sizes"][0]
     return {"us": size["time_us"]["median"], "mean_us": size["time_us"]["mean"],
@@ -321,7 +328,11 @@ def beoperf_sweep(ctx: Ctx) -> dict:
     res = beoperf_run(ctx, "sweep", ctx.args.beoperf_sweep_args.split(), 600)
     s = res["doc"]["summary"]
     best, best_size = best_trial_peak(res["doc"])
+    intervals = [[x["size"], x["time_us"]["median"], *(x.get("ci95_us") or [None, None])]
+                 for x in res["doc"]["sizes"]]
     return {"wall_s": res["wall_s"], "duration_s": res["doc"]["meta"]["duration_s"],
+            "intervals": intervals, "inflation": res["doc"]["sweep"]["interval_inflation"],
+            "latency_us": s.get("latency_median_us"),
             "peak_bps": s["peak_throughput_bps"], "peak_size": s["peak_size"],
             "peak_best_trial_bps": best, "peak_best_trial_size": best_size,
             "sizes": s["sizes_measured"], "not_converged": s["sizes_not_converged"],
@@ -388,11 +399,97 @@ def run_link(name: str, args: argparse.Namespace, raw: Path) -> dict:
     return result | {"runs": ctx.log, "loadavg_before": load0, "loadavg_after": load1}
 
 
+def shaped_run(rate: str, args: argparse.Namespace, raw: Path) -> dict:
+    """beoperf stream vs iperf3 through tbf at `rate` (burst 256 KB) on both ends."""
+    with netns.VethPair(2) as topo:
+        server, client = topo.hosts
+        for h in (server, client):
+            h.run(["tc", "qdisc", "replace", "dev", h.ifname, "root", "tbf", "rate", rate,
+                   "burst", "256kb", "latency", "100ms"])
+        ctx = Ctx(VethLink(server, client), raw, args)
+        beo = beoperf_run(ctx, f"shaped-{rate}", ["--mode", "stream", "--sizes", "1M"], 300)
+        ipf = guarded(lambda: iperf3_tput(ctx))
+        pp = beoperf_run(ctx, f"shaped-pp-{rate}", ["--sizes", "64K,1M", "--time-budget", "5"],
+                         300)
+    doc = beo["doc"]
+    mss, mtu = doc["local"]["socket"]["mss"], doc["local"]["interface"]["mtu"]
+    rate_bps = netns.rate_bytes_per_sec(rate) * 8
+    return {"rate": rate, "stream_bps": doc["sizes"][0]["throughput_bps"]["from_median"],
+            "iperf3_bps": ipf.get("bps"), "goodput_limit_bps": rate_bps * mss / (mtu + 14),
+            "shaper": doc["sweep"]["shaper"], "stream_wall_s": beo["wall_s"],
+            "pingpong_peak_bps": pp["doc"]["summary"]["peak_throughput_bps"],
+            "pingpong_note": [w for w in pp["doc"]["warnings"] if "token bucket" in w],
+            "runs": ctx.log}
+
+
+def shaped_markdown(rows: list[dict]) -> str:
+    lines = ["| tbf rate | beoperf stream, Mbit/s | iperf3, Mbit/s | ratio | goodput limit, "
+             "Mbit/s | ratio | burst seen, bytes | stream run, s | ping-pong peak, Mbit/s | "
+             "doubled-figure note |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        shaper = r.get("shaper") or {}
+        lines.append(
+            f"| {r['rate']} | {fmt(r['stream_bps'], 1e6)} | {fmt(r['iperf3_bps'], 1e6)} | "
+            f"{fmt(ratio(r['stream_bps'], r['iperf3_bps']), 1, 3)} | "
+            f"{fmt(r['goodput_limit_bps'], 1e6)} | "
+            f"{fmt(ratio(r['stream_bps'], r['goodput_limit_bps']), 1, 3)} | "
+            f"{shaper.get('burst_bytes', 'none')} | {fmt(r['stream_wall_s'], 1, 1)} | "
+            f"{fmt(r['pingpong_peak_bps'], 1e6)} | {'yes' if r['pingpong_note'] else 'no'} |")
+    return "\n".join(lines)
+
+
+class LoadSampler:
+    """/proc/loadavg's 1-minute figure every `every` seconds, in a thread."""
+
+    def __init__(self, every: float = 5.0) -> None:
+        import threading
+
+        self.every, self.samples = every, []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.every):
+            self.samples.append(float(Path("/proc/loadavg").read_text().split()[0]))
+
+    def __enter__(self) -> LoadSampler:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def summary(self) -> dict:
+        if not self.samples:
+            return {}
+        return {"min": min(self.samples), "median": statistics.median(self.samples),
+                "max": max(self.samples), "n": len(self.samples)}
+
+
 # --------------------------------------------------------------------------- summary
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
+
+
+def coverage(a: list, b: list) -> float | None:
+    """The share of sizes where sweep a's interval [lo, hi] holds sweep b's median."""
+    medians = {size: med for size, med, *_ in b}
+    hits = [lo <= medians[size] <= hi for size, _m, lo, hi in a
+            if lo is not None and size in medians]
+    return sum(hits) / len(hits) if hits else None
+
+
+def coverages(sweeps: list[dict]) -> list[float]:
+    """Coverage between consecutive beoperf sweeps, both ways."""
+    ok = [r for r in sweeps if "intervals" in r]
+    out = []
+    for a, b in zip(ok, ok[1:], strict=False):
+        out += [c for c in (coverage(a["intervals"], b["intervals"]),
+                            coverage(b["intervals"], a["intervals"])) if c is not None]
+    return out
 
 
 def summarize(res: dict) -> dict:
@@ -414,6 +511,7 @@ def summarize(res: dict) -> dict:
         "wall_beoperf_s": median_of(sweep["beoperf"], "wall_s"),
         "wall_nptcp_s": median_of(sweep["NPtcp"], "wall_s"),
         "not_converged": [r.get("not_converged") for r in sweep["beoperf"]],
+        "coverage": coverages(sweep["beoperf"]),
     }
     s["r_lat_sockperf"] = ratio(s["lat_beoperf_us"], s["lat_sockperf_us"])
     s["r_lat_best_sockperf"] = ratio(s["lat_beoperf_best_us"], s["lat_sockperf_best_us"])
@@ -469,6 +567,11 @@ def table_rows(link: str, s: dict) -> list[str]:
     met = "n/a" if not counts else "yes" if not any(counts) else "**no**"
     nc = ", ".join(str(x) for x in counts) or "n/a"
     out.append(f"| {link} | sizes not converged (default sweep) | {nc} | - | - | - | 0 | {met} |")
+    cov = s.get("coverage") or []
+    text = ", ".join(f"{c:.2f}" for c in cov) or "n/a"
+    met = "n/a" if not cov else "yes" if min(cov) >= 0.9 else "**no**"
+    out.append(f"| {link} | interval holds the next sweep's median (share of sizes, each way) "
+               f"| {text} | - | - | - | >= 0.90 | {met} |")
     return out
 
 
@@ -563,13 +666,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=REPO / "bench" / "out")
     p.add_argument("--sockperf-time", type=float, default=3.0)
     p.add_argument("--iperf-time", type=int, default=5)
-    p.add_argument("--beoperf-trial-time", type=float, default=0.5,
-                   help="beoperf --trial-time for the latency test (default 0.5)")
+    p.add_argument("--beoperf-trial-time", type=float, default=0.002,
+                   help="beoperf --trial-time for the latency test (default 0.002; the run "
+                        "lasts --sockperf-time, as sockperf's does)")
     p.add_argument("--beoperf-precision", type=float, default=0.005)
     p.add_argument("--stream-start", default="64K", help="first size of the stream sweep")
     p.add_argument("--pin", action="store_true",
                    help="run every server under 'taskset -c 0' and every client under "
                         "'taskset -c 1' (default: no pinning, as the tools run by default)")
+    p.add_argument("--shaped", action="store_true",
+                   help="also stream vs iperf3 through tbf at 100 Mbit/s and 1 Gbit/s (root)")
     p.add_argument("--report", type=Path, metavar="RESULTS_JSON",
                    help="measure nothing; print the tables of an earlier run's JSON")
     p.add_argument("--beoperf-sweep-args", default="",
@@ -589,7 +695,9 @@ def report(path: Path) -> int:
     for res in results["links"].values():
         if "skipped" not in res:
             res["summary"] = summarize(res)
-    print(markdown(results) + "\n\n" + rounds_markdown(results))
+    extra = ("\n\n" + shaped_markdown(results["shaped"])) if results.get("shaped") else ""
+    print(markdown(results) + "\n\n" + rounds_markdown(results) + extra
+          + f"\n\nload average: {results.get('loadavg')}")
     return 0
 
 
@@ -609,17 +717,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         "versions": tool_versions(), "config": {k: str(v) for k, v in vars(args).items()},
         "links": {}}
     t0 = time.monotonic()
-    for name in args.links:
-        res = run_link(name, args, raw)
-        if "skipped" not in res:
-            res["summary"] = summarize(res)
-        results["links"][name] = res
+    with LoadSampler() as load:
+        for name in args.links:
+            res = run_link(name, args, raw)
+            if "skipped" not in res:
+                res["summary"] = summarize(res)
+            results["links"][name] = res
+        if args.shaped:
+            results["shaped"] = [shaped_run(rate, args, raw) for rate in ("100mbit", "1gbit")]
+    results["loadavg"] = load.summary()
     results["elapsed_s"] = time.monotonic() - t0
     results["beoperf_git_end"] = first_line(["git", "-C", str(REPO), "describe", "--always",
                                              "--dirty"])  # others may commit meanwhile
     path = args.out / f"results-{stamp}.json"
     path.write_text(json.dumps(results, indent=1, default=str))
     table = markdown(results) + "\n\n" + rounds_markdown(results)
+    if results.get("shaped"):
+        table += "\n\n" + shaped_markdown(results["shaped"])
+    table += f"\n\nload average (1 min, every 5 s): {results['loadavg']}"
     (args.out / f"results-{stamp}.md").write_text(table + "\n")
     print(table)
     print(f"\nraw figures: {path} ({results['elapsed_s']:.0f} s)", file=sys.stderr)

@@ -1,9 +1,14 @@
-"""Shared fixtures: namespace test hosts, and no silent skips under CI (CI=true)."""
+"""Shared fixtures: namespace test hosts, tools the tests need, and no silent skips under CI.
+
+Under CI (CI=true, 1 or yes, any case) a skipped test fails, and so does a run that
+deselects namespace tests (``-m "not netns"``, ``-k``): CI must run everything.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -15,6 +20,22 @@ if str(Path(__file__).resolve().parent) not in sys.path:  # for --import-mode=im
 import netns  # noqa: E402
 
 NETNS_FIXTURES = {"netns_pair", "netns_hosts"}
+CI_VALUES = {"true", "1", "yes"}
+
+
+def under_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in CI_VALUES
+
+
+def require_tools(*tools: str) -> None:
+    """Skip (with the package to install) when a command a test runs is absent."""
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)} (apt-get install {PACKAGES_HINT})")
+
+
+PACKAGES_HINT = "iproute2 iptables nftables ethtool iputils-ping procps iperf3"
+_deselected_netns: list[str] = []
 
 
 def _require_netns() -> None:
@@ -45,6 +66,13 @@ def netns_hosts():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "netns: needs root to create network namespaces")
+    config.addinivalue_line("markers", "tools(*names): commands the test runs (skipped, "
+                                       "with the package to install, when one is absent)")
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("tools"):
+        require_tools(*mark.args)
 
 
 def pytest_collection_modifyitems(items):
@@ -53,8 +81,21 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.netns)
 
 
+def pytest_deselected(items):
+    _deselected_netns.extend(i.nodeid for i in items if i.get_closest_marker("netns"))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if under_ci() and _deselected_netns:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"CI: {len(_deselected_netns)} namespace test(s) deselected "
+                                f"(e.g. {_deselected_netns[0]}); CI must run them all", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def _fail_skip_under_ci(report) -> None:
-    if os.environ.get("CI") != "true" or not report.skipped or hasattr(report, "wasxfail"):
+    if not under_ci() or not report.skipped or hasattr(report, "wasxfail"):
         return
     longrepr = report.longrepr
     reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)

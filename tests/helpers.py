@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from beoperf import protocol
 from beoperf.cli import main
-from beoperf.server import Server, ServerConfig
+from beoperf.engines import protocol
+from beoperf.engines.tcp_server import Server, ServerConfig
 
 
 @dataclass
@@ -25,7 +25,9 @@ class CliResult:
 
     @property
     def json(self) -> Any:
-        return json.loads(self.stdout)
+        """The JSON on stdout; a beoperf document is checked against its kind's schema."""
+        doc = json.loads(self.stdout)
+        return checked(doc)
 
     @property
     def error_lines(self) -> list[str]:
@@ -88,3 +90,26 @@ def wait_for(predicate, timeout: float = 5.0) -> bool:
             return True
         time.sleep(0.02)
     return predicate()
+
+
+def checked(doc: Any) -> Any:
+    """``doc`` after validating it against its kind's JSON Schema, if it is a document."""
+    if isinstance(doc, dict) and doc.get("format") == "beoperf":
+        from beoperf.model.document import validate
+
+        validate(doc["kind"], doc)
+    return doc
+
+
+def save_run(run, path) -> None:
+    """Write a RunResult as beoperf writes it (the document with summary and analysis)."""
+    from beoperf.analysis.pingpong import document
+
+    document(run).save(path)
+
+
+def run_json(run) -> dict:
+    """The JSON document of a RunResult, as a dict."""
+    from beoperf.analysis.pingpong import document
+
+    return checked(json.loads(document(run).dumps()))

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
 import time
 from typing import Any
 
-from beoperf import protocol
+from beoperf.engines import echo, protocol
 
 HELLO = {"op": "hello", "role": "control", "beoperf": "abuse",
          "params": {"mode": "pingpong", "max_size": 1 << 20}}
@@ -130,6 +131,108 @@ def half_open(host: str, port: int, count: int) -> list[socket.socket]:
     return socks
 
 
+def hello_then_close(host: str, port: int) -> float:
+    """A client that says hello and leaves before opening its data connection; the
+    seconds until the next client is welcomed (the server must notice the close at
+    once, not after its handshake timeout)."""
+    ctrl, welcome = _session(host, port)
+    assert welcome["op"] == "welcome", welcome
+    ctrl.close()
+    started = time.monotonic()
+    while True:
+        with _connect(host, port) as sock:
+            protocol.send_message(sock, HELLO)
+            if _reply(sock) == "welcome" or time.monotonic() - started > 30:
+                return time.monotonic() - started
+        time.sleep(0.02)
+
+
+def _open_session(host: str, port: int) -> tuple[socket.socket, socket.socket, dict[str, Any]]:
+    """A control connection, its data connection, and the data hello used."""
+    ctrl, welcome = _session(host, port)
+    assert welcome["op"] == "welcome", welcome
+    data = _connect(host, port)
+    hello = {"op": "hello", "role": "data", "token": welcome["token"]}
+    protocol.send_message(data, hello)
+    assert protocol.recv_message(ctrl)["op"] == "data"
+    return ctrl, data, hello
+
+
+def data_flood(host: str, port: int, extra: int = 20) -> dict[str, int]:
+    """A session whose client opens `extra` more data connections than the one it uses:
+    how many the server closed within a second, and how many it left waiting."""
+    ctrl, data, hello = _open_session(host, port)
+    socks = []
+    try:
+        for _ in range(extra):
+            socks.append(_connect(host, port))
+            protocol.send_message(socks[-1], hello)
+        deadline, closed = time.monotonic() + 1.0, 0
+        for sock in socks:
+            sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                closed += _reply(sock) in ("refuse", "closed")
+            except TimeoutError:
+                pass
+    finally:
+        for sock in [*socks, data, ctrl]:
+            sock.close()
+    return {"closed_at_once": closed, "left_waiting": extra - closed}
+
+
+def _gone(sock: socket.socket) -> bool:
+    """Whether the server has spoken or hung up on this connection (nothing else
+    would make it readable while a message trickles in)."""
+    return bool(select.select([sock], [], [], 0)[0])
+
+
+def trickle(host: str, port: int, target: str, step: float, limit: float) -> float:
+    """Send a message one byte every `step` s to `target` ("control": a run request,
+    "echo": an echo message, "data": the data of a run) until the server gives up or
+    `limit` s pass; the seconds the server kept the connection."""
+    if target == "echo":
+        watch = [sock := _connect(host, port)]
+        protocol.send_message(sock, {"op": "hello", "role": "echo", "beoperf": "abuse"})
+        assert protocol.recv_message(sock)["op"] == "echo"
+        payload = echo.tcp_message(b"x" * 200)
+    else:
+        ctrl, data, _ = _open_session(host, port)
+        watch = [ctrl, data]
+        sock, payload = ctrl, protocol.encode({"op": "run", "size": 1, "reps": 1, "seq0": 0,
+                                               "pad": "x" * 200})
+        if target == "data":
+            protocol.send_message(ctrl, {"op": "run", "size": 1000, "reps": 1, "seq0": 0})
+            sock, payload = data, b"x" * 1000
+    started = time.monotonic()
+    try:
+        for byte in payload:
+            if time.monotonic() - started > limit or any(_gone(s) for s in watch):
+                break
+            try:
+                sock.sendall(bytes([byte]))
+            except OSError:
+                break
+            time.sleep(step)
+        return time.monotonic() - started
+    finally:
+        for s in watch:
+            s.close()
+
+
+def hostile_server(host: str, port: int, idle: float) -> dict[str, Any]:
+    """The abuses that once held or flooded the server, for one whose idle timeout is
+    `idle` s; asserts that each is bounded and returns what was measured."""
+    out: dict[str, Any] = {"hello_then_close_s": hello_then_close(host, port),
+                           "data_flood": data_flood(host, port)}
+    for target in ("control", "echo", "data"):
+        out[f"trickle_{target}_s"] = trickle(host, port, target, idle * 0.3, idle * 4 + 2)
+    assert out["hello_then_close_s"] < 1.0, out
+    assert out["data_flood"]["left_waiting"] <= 2, out
+    for target in ("control", "echo", "data"):  # about idle (the C loop: 2 x idle), not all
+        assert out[f"trickle_{target}_s"] < idle * 3 + 1, out
+    return out
+
+
 def abuse_server(host: str, port: int) -> dict[str, Any]:
     """All abuses, the last a silent session left open; asserts the answers."""
     got = abuses(host, port)
@@ -154,7 +257,7 @@ def normal_client(host: str, port: int) -> dict[str, Any]:
         for s in lingering:
             s.close()
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return json.loads(proc.stdout)["body"]
 
 
 def assert_served_normally(host: str, port: int) -> dict[str, Any]:
@@ -177,7 +280,9 @@ def assert_served_normally(host: str, port: int) -> dict[str, Any]:
     return doc
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # HOST PORT [IDLE_TIMEOUT of that server, default 2]
     host_arg, port_arg = sys.argv[1], int(sys.argv[2])
+    idle_arg = float(sys.argv[3]) if len(sys.argv) > 3 else 2.0
     print(json.dumps({"abuse": abuse_server(host_arg, port_arg),
+                      "hostile": hostile_server(host_arg, port_arg, idle_arg),
                       "normal": assert_served_normally(host_arg, port_arg)["summary"]}))

@@ -7,16 +7,24 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from beoperf import __version__, errors, model, report, sysinfo
 from beoperf.audit import base, checks
 from beoperf.audit.base import Check, Unavailable, Unknown
+from beoperf.audit.buffers import advise
 from beoperf.cli import Parser, UsageError
 from beoperf.cli import audit as cli_audit
+from beoperf.model.document import validate
+from beoperf.suites import audit as suite
+from helpers import cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
+DOCUMENTS = FIXTURES / "documents"
+RENDERED = FIXTURES / "rendered"
 
 # Runs `beoperf audit` even while cli/__init__.py's COMMANDS does not list "audit" yet.
 RUNNER = ("import sys; from beoperf import cli; "
@@ -151,29 +159,45 @@ def test_rings_are_judged_against_the_driver_maximum(monkeypatch):
 
 
 def test_every_check_is_one_unit():
-    """Settable keys: the advice command is the set action, read-back is defined, restore
-    is the same operation; the others say why tune leaves them alone."""
-    rule = {"op": "eq", "value": 1, "set": "1", "reason": "r"}
+    """Settable keys: exactly the allow-list (VALUES), the advice command is the set action,
+    read-back is defined, restore is the same operation; the others say why tune leaves
+    them alone."""
     seen = 0
     for cls in base.REGISTRY:
         unit = cls("eth9")
-        keys = getattr(cls, "KEYS", ()) or ("net.core.busy_read",)
-        for key in keys:
+        assert set(cls.VALUES) <= set(cls.KEYS), cls.name  # tune sets only what it reads
+        for key in cls.KEYS:
             if not unit.settable(key):
+                assert key not in cls.VALUES, key
                 continue
             seen += 1
-            action = unit.set_action(key, "1")
+            value = cls.VALUES[key].example()
+            rule = {"op": "eq", "value": value, "set": value, "reason": "r"}
+            action = unit.set_action(key, value)
             command, _persist = unit.fix(key, rule)
             if "argv" in action:
                 assert command == " ".join(action["argv"]), key
             else:
-                assert action["write"].endswith(key.replace(".", "/"))
+                assert action["write"] == "/proc/sys/" + key.replace(".", "/")
             assert unit.read_action(key)
         if cls.name in ("irqbalance", "cpufreq", "cstates", "thp", "firewall"):
-            assert cls.advice_reason, cls.name
+            assert cls.advice_reason and not cls.VALUES, cls.name
     assert seen >= 20
     assert not checks.Interface(None).settable("mtu")  # interface settings need one
     assert not checks.Coalescing("eth9").settable("coalesce.bogus")
+
+
+def test_the_allow_list_is_explicit_not_a_pattern():
+    sysctls = checks.Sysctls(None)
+    for key in ("kernel.core_pattern", "kernel.modprobe", "net.ipv4.ip_forward",
+                "net.core.rmem_max.x", "net/core/rmem_max"):
+        assert not sysctls.settable(key), key
+        with pytest.raises(KeyError):
+            sysctls.set_action(key, "1")
+    assert sysctls.settable("net.core.rmem_max")
+    assert base.owner_of("kernel.core_pattern") is None
+    assert base.owner_of("iptables.filter.INPUT") is checks.Firewall
+    assert base.owner_of("mtu") is checks.Interface
 
 
 def test_default_route_falls_back_to_ipv6():
@@ -245,12 +269,14 @@ def test_nic_irqs_matches_interface_names_only():
 def test_cli_json_on_this_machine(capsys):
     args = parse("--json", "--profile", "balanced")
     assert cli_audit.run(args) == 0
-    doc = json.loads(capsys.readouterr().out)
-    assert doc["format"] == "beoperf.audit" and doc["schema_version"] == 1
-    assert doc["profile"] == "balanced" and "hostname" in doc["host"]
-    statuses = {f["status"] for f in doc["findings"]}
+    raw = json.loads(capsys.readouterr().out)
+    validate("audit", raw)
+    doc = model.from_json(raw)
+    assert (doc.kind, doc.schema_version) == ("audit", 2)
+    assert doc.body["profile"] == "balanced" and "hostname" in doc.body["host"]
+    statuses = {f["status"] for f in doc.body["findings"]}
     assert statuses <= set(base.STATUSES)
-    for f in doc["findings"]:
+    for f in doc.body["findings"]:
         assert f["reason"], f  # every finding, unknown ones included, says why
 
 
@@ -262,18 +288,56 @@ def test_cli_table_on_this_machine(capsys):
 
 
 def test_cli_usage_errors():
-    with pytest.raises(UsageError, match="unknown profile"):
+    with pytest.raises(errors.BadSpec, match="unknown profile"):
         cli_audit.run(parse("--profile", "fastest"))
-    with pytest.raises(UsageError, match="unknown interface"):
+    with pytest.raises(errors.BadSpec, match="unknown interface"):
         cli_audit.run(parse("--interface", "nosuchif0"))
-    with pytest.raises(UsageError, match="unknown interface"):
+    with pytest.raises(errors.BadSpec, match="unknown interface"):
         cli_audit.run(parse("--interface", ".."))
+    with pytest.raises(errors.BadSpec, match="--link-speed needs --peer"):
+        cli_audit.run(parse("--link-speed", "10G"))
+    with pytest.raises(UsageError, match="--link-speed: not a rate"):
+        cli_audit.run(parse("--link-speed", "fast", "--peer", "localhost"))
 
 
 def test_cli_exit_status_through_main():
     bad = subprocess.run(audit_argv("--interface", "nosuchif0"), capture_output=True, text=True)
     assert bad.returncode == 2
     assert bad.stderr.strip().count("\n") == 0 and "unknown interface" in bad.stderr
+
+
+def test_cli_json_carries_the_beoperf_version(capsys):
+    assert cli_audit.run(parse("--json", "--interface", "lo")) == 0
+    assert json.loads(capsys.readouterr().out)["meta"]["beoperf"] == __version__
+
+
+def test_peer_takes_host_names():
+    assert suite.pick_interface(None, "localhost") == "lo"
+    assert suite.pick_interface(None, "127.0.0.1") == "lo"
+    with pytest.raises(errors.BadSpec, match="--peer: unknown host 'no-such-host.invalid'"):
+        suite.pick_interface(None, "no-such-host.invalid")
+    with pytest.raises(errors.BadSpec, match="not a host name"):
+        suite.pick_interface(None, "two words")
+
+
+def test_peer_name_resolution_is_bounded_in_time(monkeypatch):
+    monkeypatch.setattr(sysinfo.socket, "getaddrinfo", lambda *a, **k: time.sleep(30))
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="resolving 'slow.example' took more than 0.2 s"):
+        sysinfo.resolve_host("slow.example", timeout=0.2)
+    assert time.monotonic() - started < 5
+
+
+def test_cli_peer_host_name_in_audit_and_tune():
+    for command in ("audit", "tune"):
+        argv = [sys.executable, "-m", "beoperf", command, "--peer", "localhost", "--json"]
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout)["body"]["interface"] == "lo"
+        res = subprocess.run(argv[:-2] + ["no-such-host.invalid"], capture_output=True,
+                             text=True, timeout=60)
+        assert res.returncode == 2
+        assert res.stderr.count("\n") == 1 and "unknown host" in res.stderr
 
 
 # --------------------------------------------------------------------------- namespaces
@@ -289,9 +353,12 @@ def host_sysctls() -> dict[str, str]:
 
 
 def ns_audit(host, *args: str) -> dict:
+    """The audit document's body, the document checked against the schema."""
     res = host.run(audit_argv("--interface", host.ifname, "--json", *args), check=False)
     assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout)
+    raw = json.loads(res.stdout)
+    validate("audit", raw)
+    return raw["body"]
 
 
 def iptables_rules(n: int) -> str:
@@ -301,6 +368,7 @@ def iptables_rules(n: int) -> str:
            f"{rules}COMMIT\n"
 
 
+@pytest.mark.tools("sysctl")
 def test_netns_audit_sees_mtu_driver_and_sysctl(netns_pair):
     # net.core.busy_read/busy_poll are global (not per namespace: absent inside one), so
     # the per-namespace sysctls changed here are net.ipv4.tcp_*.
@@ -340,3 +408,106 @@ def test_netns_audit_counts_firewall_rules(netns_pair):
     other = by_key(ns_audit(client)["findings"])
     assert other["iptables.rules"]["value"] in (0, None)
     assert subprocess.run(["iptables-save"], capture_output=True, text=True).stdout == host_rules
+
+
+# --------------------------------------------------------------------------- documents
+
+
+@pytest.mark.parametrize("name", ["audit-v1-before-issue9.json", "audit-v1-after-issue9.json"])
+def test_audit_files_of_earlier_versions_load(name):
+    raw = json.loads((DOCUMENTS / name).read_text())
+    doc = model.load(DOCUMENTS / name)
+    validate("audit", doc.to_json())
+    assert (doc.kind, doc.schema_version) == ("audit", 2)
+    assert doc.body["findings"] == raw["findings"] and doc.body["profile"] == raw["profile"]
+    assert doc.body["host"] == raw["host"] and doc.meta["host"] == raw["host"]["hostname"]
+    assert doc.meta.get("beoperf") == raw.get("beoperf")  # absent before issue 9
+
+
+def test_audit_text_is_what_issue_9_printed():
+    """The renderer on a fixed document prints byte for byte what cli/audit.py printed
+    before issue 10 (tests/fixtures/rendered/made_by_issue9.py wrote the expected text)."""
+    doc = model.load(DOCUMENTS / "audit-v1-after-issue9.json")
+    current = {"net.core.rmem_max": "212992", "net.core.wmem_max": "16777216",
+               "net.ipv4.tcp_rmem": "4096 131072 6291456", "net.ipv4.tcp_wmem": None}
+    doc.body["buffer_advice"] = advise(1e10, 123.4, 500, current).to_dict()
+    validate("audit", doc.to_json())
+    assert report.render(doc, "text") + "\n" == (RENDERED / "audit.txt").read_text()
+
+
+def test_a_fact_not_read_shows_as_no_value_not_a_python_object():
+    """Regression: a finding whose rule refers to an unknown fact (rings.rx >= @rings.rx_max)
+    and whose own fact is unknown carried the Unknown object itself as its value: the
+    table printed "Unknown(reason=...)" and the JSON a {"reason": ...} object."""
+    rings = checks.Rings("eth9")
+    facts = {"rings.rx": Unknown("ethtool -g eth9: not supported"), "rings.tx": 512,
+             "rings.rx_max": Unknown("ethtool -g eth9: not supported"), "rings.tx_max": 4096}
+    got = by_key(rings.judge(facts, base.load_profile("throughput")))
+    assert got["rings.rx"]["value"] is None and got["rings.rx"]["status"] == "unknown"
+    assert "rings.rx_max is unknown" in got["rings.rx"]["reason"]
+    doc = model.audit.make("throughput", "eth9", {}, list(got.values()), None, {})
+    validate("audit", doc.to_json())
+    row = next(line for line in report.render(doc).splitlines() if " rings.rx " in line)
+    assert row.split()[:4] == ["?", "rings", "rings.rx", "-"]
+
+
+@pytest.mark.parametrize("text, bps", [("10G", 1e10), ("10Gbit/s", 1e10), ("10gbps", 1e10),
+                                       ("10GB/s", 8e10), ("1.25GB/s", 1e10), ("100M", 1e8)])
+def test_link_speed_is_read_with_the_one_units_grammar(text, bps):
+    """10GB/s is bytes: 8e10 bit/s (issue 10; before it audit read it as 1e10, 8x off)."""
+    spec = cli_audit.spec_of(parse("--peer", "localhost", "--link-speed", text))
+    assert spec.link_speed == pytest.approx(bps, rel=1e-12)
+
+
+@pytest.mark.parametrize("text", ["", "fast", "-1G", "10X", "0"])
+def test_link_speed_that_is_no_rate_is_a_usage_error(text):
+    res = cli("audit", "--peer", "localhost", "--link-speed", text)
+    assert res.status == 2 and len(res.error_lines) == 1
+    assert "--link-speed: " in res.stderr
+
+
+def test_rtt_failures_exit_as_in_pingpong():
+    """A peer that refuses the RTT measurement is exit 4 (peer error), one that cannot be
+    reached exit 3, as in pingpong (before issue 10 audit said 3 for both)."""
+    from helpers import running_server
+
+    with running_server(max_memory=16) as srv:  # refuses even 64-byte messages
+        res = cli("audit", "--interface", "lo", "--peer", "127.0.0.1", "--port", str(srv.port),
+                  "--link-speed", "10G")
+    assert res.status == 4 and len(res.error_lines) == 1, res.stderr
+    assert res.stderr.startswith("beoperf: peer error: cannot measure the RTT to 127.0.0.1")
+    assert "more than this server's" in res.stderr and res.stdout == ""
+    with socket_closed() as port:
+        res = cli("audit", "--interface", "lo", "--peer", "127.0.0.1", "--port", str(port),
+                  "--link-speed", "10G")
+    assert res.status == 3 and len(res.error_lines) == 1, res.stderr
+    assert "connection error: cannot measure the RTT" in res.stderr
+
+
+def socket_closed():
+    """A port on loopback nothing listens on (bound, not listening, while in use)."""
+    import contextlib
+    import socket
+
+    @contextlib.contextmanager
+    def closed():
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            yield sock.getsockname()[1]
+
+    return closed()
+
+
+def test_audit_buffer_advice_against_a_loopback_server(capsys):
+    from helpers import running_server
+
+    with running_server() as srv:
+        assert cli_audit.run(parse("--interface", "lo", "--peer", "127.0.0.1", "--port",
+                                   str(srv.port), "--link-speed", "10GB/s", "--json")) == 0
+    raw = json.loads(capsys.readouterr().out)
+    validate("audit", raw)
+    advice = raw["body"]["buffer_advice"]
+    assert advice["rate_bps"] == 8e10 and advice["rtt_samples"] >= 6
+    assert advice["bdp_bytes"] == int(8e10 * advice["rtt_us"] * 1e-6 / 8)
+    text = report.render(model.from_json(raw))
+    assert "Socket buffers for 80 Gbit/s:" in text

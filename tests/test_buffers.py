@@ -7,19 +7,17 @@ import sys
 
 import pytest
 
-from beoperf.audit.buffers import advise, next_power_of_two, parse_rate
+from beoperf import units
+from beoperf.audit.buffers import advise, next_power_of_two
+from beoperf.model.document import validate
 
 
 @pytest.mark.parametrize("text,bps", [("10G", 10e9), ("1gbit", 1e9), ("100M", 100e6),
-                                      ("2.5Gbps", 2.5e9), ("40g", 40e9)])
-def test_parse_rate(text, bps):
-    assert parse_rate(text) == bps
-
-
-@pytest.mark.parametrize("text", ["", "fast", "-1G", "10X"])
-def test_parse_rate_rejects(text):
-    with pytest.raises(ValueError):
-        parse_rate(text)
+                                      ("2.5Gbps", 2.5e9), ("40g", 40e9), ("10GB/s", 80e9)])
+def test_link_speeds_in_the_one_grammar(text, bps):
+    """What --link-speed accepted before issue 10 means the same (bit/s), except a capital
+    B, which is bytes now as everywhere (10GB/s = 8e10 bit/s, not 1e10)."""
+    assert units.parse_rate(text) == pytest.approx(bps, rel=1e-12)
 
 
 def test_bdp_arithmetic_and_commands_for_the_limits_that_are_too_small():
@@ -52,7 +50,9 @@ def test_audit_measures_the_rtt_to_a_peer_between_namespace_hosts(netns_pair):
     res = client.run([sys.executable, "-m", "beoperf", "audit", "--peer", server.addr4,
                       "--link-speed", "10G", "--json"], check=False, timeout=120)
     assert res.returncode == 0, res.stderr
-    advice = json.loads(res.stdout)["buffer_advice"]
+    doc = json.loads(res.stdout)
+    validate("audit", doc)
+    advice = doc["body"]["buffer_advice"]
     assert advice["rtt_samples"] >= 6 and 1 < advice["rtt_us"] < 10_000
     assert advice["bdp_bytes"] == int(10e9 * advice["rtt_us"] * 1e-6 / 8)
     assert advice["recommended_bytes"] >= 2 * advice["bdp_bytes"]

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
 
 import pytest
 
-from beoperf import __version__, protocol
+from beoperf import __version__
 from beoperf.cli import ExitStatus
+from beoperf.engines import protocol
 from helpers import cli, hello, running_server
 
 
@@ -70,6 +72,25 @@ def test_refused_connection():
     assert_one_line_error(res, ExitStatus.CONNECTION, "connection error", "refused")
 
 
+def test_silent_listener_is_not_a_beoperf_server():
+    """Something that accepts the connection but never answers the hello (nc -l, a
+    hung service) is a peer error, not a connection error: the port is reachable."""
+    held: list[socket.socket] = []
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        def accept_and_sleep():
+            with contextlib.suppress(OSError):
+                held.append(listener.accept()[0])
+
+        threading.Thread(target=accept_and_sleep, daemon=True).start()
+        res = cli("pingpong", "127.0.0.1", "--port", str(listener.getsockname()[1]),
+                  "--sizes", "1", "--timeout", "0.5")
+    for sock in held:
+        sock.close()
+    assert held, "the connection was not even accepted"
+    assert_one_line_error(res, ExitStatus.PEER, "peer error", "not a beoperf server",
+                          "did not answer the handshake")
+
+
 def fake_peer(reply: bytes) -> tuple[int, threading.Thread]:
     """A one-shot TCP peer that reads a little and answers `reply`."""
     listener = socket.create_server(("127.0.0.1", 0))
@@ -123,7 +144,9 @@ def test_busy_server_refuses_second_client():
 def test_server_limit_is_a_peer_error():
     with running_server(max_memory=1 << 20) as srv:
         res = cli("pingpong", "127.0.0.1", "--port", str(srv.port), "--sizes", "2M")
-    assert_one_line_error(res, ExitStatus.PEER, "limit")
+    # says how much memory the session needs (two 2 MiB buffers) and how to give it
+    assert_one_line_error(res, ExitStatus.PEER, "limit", "needs 4194304 bytes",
+                          "--max-memory 4M")
 
 
 def test_json_to_stdout_summary_to_stderr():
@@ -131,9 +154,11 @@ def test_json_to_stdout_summary_to_stderr():
         res = cli("pingpong", "127.0.0.1", "--port", str(srv.port), "--sizes", "1,1024", "--json")
     assert res.status == 0, res.stderr
     doc = res.json
-    assert doc["format"] == "beoperf.pingpong" and doc["schema_version"] == 1
-    assert [s["size"] for s in doc["sizes"]] == [1, 1024]
-    assert doc["summary"]["latency_size"] == 1
+    assert (doc["format"], doc["kind"], doc["schema_version"]) == ("beoperf", "pingpong", 3)
+    assert doc["meta"]["command_line"][:2] == ["beoperf", "pingpong"]
+    body = doc["body"]
+    assert [s["size"] for s in body["sizes"]] == [1, 1024]
+    assert body["summary"]["latency_size"] == 1
     assert "latency" in res.stderr
 
 
@@ -143,7 +168,7 @@ def test_output_prefix_writes_json_and_netpipe(tmp_path):
         res = cli("pingpong", "127.0.0.1", "--port", str(srv.port), "--sizes", "1,64,4K",
                   "-o", str(prefix))
     assert res.status == 0, res.stderr
-    doc = json.loads((tmp_path / "runs" / "lo.json").read_text())
+    doc = json.loads((tmp_path / "runs" / "lo.json").read_text())["body"]
     lines = (tmp_path / "runs" / "lo.np").read_text().splitlines()
     assert [int(line.split()[0]) for line in lines] == [s["size"] for s in doc["sizes"]]
     assert "latency" in res.stdout and "peak" in res.stdout
@@ -152,14 +177,12 @@ def test_output_prefix_writes_json_and_netpipe(tmp_path):
 
 def test_server_error_mid_run_is_reported_with_its_reason():
     """A server that stops mid-trial says why on the control path; the client raises that."""
-    from beoperf import _core
-    from beoperf.engines.tcp import TcpClient
+    from beoperf import _core, engines
 
     with running_server() as srv:
-        client = TcpClient("127.0.0.1", srv.port, {"mode": "pingpong", "max_size": 1024},
-                           timeout=5)
-        client.setup()
-        client.open_data()
+        client = engines.get("tcp")(engines.Peer("127.0.0.1", srv.port),
+                                    {"mode": "pingpong", "max_size": 1024}, timeout=5)
+        client.connect()
         with pytest.raises(protocol.PeerRefused, match="outside the session limits"):
             client.trial(4096, 1, _core.Pool(4096), 0)  # over the agreed max_size
         client.close(abort=True)

@@ -16,22 +16,27 @@ import pytest
 
 from beoperf.analysis import compare
 from beoperf.analysis.compare import (
-    NO_COMMON_SIZE,
     NO_TRIAL_DATA,
     NOT_SIGNIFICANT,
     SIGNIFICANT,
     TOO_FEW,
     mann_whitney_u,
-    render_csv,
-    render_impact,
-    render_json,
-    render_markdown,
-    render_table,
     rows,
 )
+from beoperf.analysis.curve import analyze_run
 from beoperf.cli import ExitStatus
-from beoperf.results.model import RunResult, SizeResult, save_json
-from helpers import cli
+from beoperf.model.document import validate
+from beoperf.model.pingpong import RunResult, SizeResult
+from beoperf.report.compare import render_csv, render_impact, render_markdown, render_table
+from helpers import cli, save_run
+
+
+def render_json(table, min_change: float = 0.02) -> str:
+    """The comparison document's body as JSON (what `compare --format json` prints), after
+    checking the whole document against its schema."""
+    doc = compare.document(table, min_change).to_json()
+    validate("comparison", doc)
+    return json.dumps(doc["body"])
 
 # --- Mann-Whitney U ----------------------------------------------------------------------------
 
@@ -140,13 +145,16 @@ def synthetic_run(seed: int, latency_us: float = 10.0, bytes_per_us: float = 125
 
 
 def test_runs_differing_only_by_noise_are_not_significant():
-    table = rows([synthetic_run(1), synthetic_run(2)])
+    runs_ = [synthetic_run(1), synthetic_run(2)]
+    table = rows(runs_)
     base, other = table
     assert base.baseline and base.latency_test is None and base.latency_change_pct is None
     assert other.latency_test.verdict == NOT_SIGNIFICANT
     assert other.peak_test.verdict == NOT_SIGNIFICANT
     assert abs(other.latency_change_pct) < 2 and abs(other.peak_change_pct) < 2
-    assert other.latency_test.size == 1 and other.peak_test.size == 1048576
+    assert other.latency_test.size == other.latency_size == analyze_run(runs_[1]).latency_size
+    assert other.latency_test.baseline_size == base.latency_size
+    assert other.peak_test.size == other.peak_size == 1048576
     assert other.latency_test.n == other.latency_test.baseline_n == 12
 
 
@@ -200,7 +208,8 @@ def test_imported_run_lacks_trial_data():
     assert table[1].peak_test.verdict == NO_TRIAL_DATA
     assert table[1].label == "np"
     assert table[1].latency_variance is None  # impact still from the source's own time
-    assert table[1].latency_mean_us == imported.sizes[0].central_time_us()
+    latency_size = next(s for s in imported.sizes if s.size == table[1].latency_size)
+    assert table[1].latency_mean_us == latency_size.central_time_us() == table[1].latency_us
 
 
 def test_missing_trial_medians_lack_trial_data():
@@ -227,20 +236,28 @@ def test_baseline_index_and_figures():
         rows(runs, baseline_index=2)
 
 
-def test_peak_at_own_size_when_run_lacks_the_baselines_peak_size():
+def test_peak_tested_at_each_runs_own_peak_size():
     short = synthetic_run(2, sizes=SIZES[:-1])
-    test = rows([synthetic_run(1), short])[1].peak_test
-    assert (test.size, test.baseline_size) == (262144, 1048576)
+    row = rows([synthetic_run(1), short])[1]
+    test = row.peak_test
+    assert (test.size, test.baseline_size) == (row.peak_size, 1048576) == (262144, 1048576)
     assert "262144 vs 1048576 B" in test.text()
+    assert test.change_pct == row.peak_change_pct
 
 
-def test_no_common_size():
+def test_runs_without_a_common_size_compare_their_latency_sizes():
+    """Latency needs no size in common: each run's figure is its own latency size's median,
+    and the test compares the trials behind those two figures."""
     a = synthetic_run(1, sizes=[1, 3, 5, 7])
-    b = synthetic_run(2, sizes=[2, 4, 6, 8])
+    b = synthetic_run(2, sizes=[2, 4, 6, 8], latency_us=13.0)
     other = rows([a, b])[1]
-    assert other.latency_test.verdict == NO_COMMON_SIZE
-    assert other.impact_pct is None
-    assert "n/a" in render_impact(rows([a, b]))
+    test = other.latency_test
+    assert test.verdict == SIGNIFICANT
+    assert test.size == other.latency_size == analyze_run(b).latency_size
+    assert test.baseline_size == analyze_run(a).latency_size
+    assert test.size != test.baseline_size and " vs " in test.text()
+    assert other.impact_pct == pytest.approx(-30, abs=3)
+    assert "n/a" not in render_impact(rows([a, b])).splitlines()[2]
 
 
 def test_run_without_sizes_is_rejected():
@@ -248,6 +265,91 @@ def test_run_without_sizes_is_rejected():
     empty.sizes = []
     with pytest.raises(ValueError, match="no message sizes"):
         rows([synthetic_run(1), empty])
+
+
+# --- the change and the verdict speak about one quantity (issue 9, 6.9) -----------------------
+
+def with_size(run: RunResult, size: int, time_us: float, seed: int = 99) -> RunResult:
+    """The run with one size's trials moved to about time_us."""
+    rng = np.random.default_rng(seed)
+    trials = [float(x) for x in time_us * rng.lognormal(0, 0.005, 12)]
+    run.sizes = [size_result(size, trials) if s.size == size else s for s in run.sizes]
+    return run
+
+
+def disagreeing_runs() -> list[RunResult]:
+    """The latency figures fall by 7% while the first size (1 B) rises by 50%; the peak
+    figure falls by about 3% while the baseline's peak size (1 MiB) is 30% slower."""
+    base = with_size(synthetic_run(1), 1, 8.0)
+    other = with_size(synthetic_run(2, latency_us=9.3), 1, 12.0)
+    slow_end = (9.3 + 1048576 / 1250.0) * 1.3
+    other = with_size(other, 1048576, slow_end)
+    return [base, other]
+
+
+def test_verdicts_test_the_figures_whose_change_is_shown():
+    base, other = disagreeing_runs()
+    row = rows([base, other])[1]
+    assert row.latency_change_pct == pytest.approx(-7, abs=1)
+    assert row.latency_test.change_pct == row.latency_change_pct  # not the +50% at 1 B
+    assert row.latency_test.size == row.latency_size != 1
+    assert row.latency_test.verdict == SIGNIFICANT
+    assert row.latency_test.median < row.latency_test.baseline_median  # the same direction
+    assert row.peak_size == 262144 and row.peak_change_pct == pytest.approx(-3, abs=2)
+    assert row.peak_test.change_pct == row.peak_change_pct  # not the -30% at 1 MiB
+    assert (row.peak_test.size, row.peak_test.baseline_size) == (262144, 1048576)
+    assert row.peak_test.median < row.peak_test.baseline_median
+
+
+def test_every_format_shows_the_tested_change():
+    table = rows(disagreeing_runs(), labels=["base", "other"])
+    row = table[1]
+    latency, peak = f"{row.latency_change_pct:+.1f}%", f"{row.peak_change_pct:+.1f}%"
+    for render in (render_table, render_markdown):
+        line = next(x for x in render(table).splitlines() if "other" in x)
+        assert line.count(latency) == 2 and line.count(peak) == 2  # the column and the verdict
+    record = list(csv.DictReader(io.StringIO(render_csv(table))))[1]
+    assert record["latency_test_change_pct"] == record["latency_change_pct"]
+    assert record["peak_test_change_pct"] == record["peak_change_pct"]
+    assert record["latency_test_size_B"] == str(row.latency_size)
+    doc = json.loads(render_json(table))["rows"][1]
+    assert doc["latency_test"]["change_pct"] == doc["latency_change_pct"]
+    assert doc["peak_test"]["change_pct"] == doc["peak_change_pct"]
+    impact = render_impact(table)
+    assert f"other: significant ({latency} at {row.latency_size} vs" in impact
+    obs = next(s for s in disagreeing_runs()[1].sizes if s.size == row.latency_size)
+    assert row.latency_mean_us == pytest.approx(statistics.fmean(obs.trial_medians_us))
+
+
+# --- throughput collapses in every format (issue 9, 6.3) -------------------------------------
+
+def collapsed_run(seed: int) -> RunResult:
+    """synthetic_run with 256 KiB and 1 MiB stalled at 100 ms (a 100x and more drop)."""
+    run = synthetic_run(seed)
+    for size in (262144, 1048576):
+        run = with_size(run, size, 100e3, seed)
+    return run
+
+
+def test_collapses_are_listed_per_run_in_every_format():
+    table = rows([synthetic_run(1), collapsed_run(2)], labels=["base", "stalled"])
+    assert table[0].collapses == []
+    (c,) = table[1].collapses
+    assert (c.first_size, c.last_size, c.points) == (262144, 1048576, 2)
+    assert table[1].peak_size == 65536  # the figures leave the collapse out
+    assert table[1].peak_test.size == 65536
+    note = f"Warning: stalled: {c.text()}; its figures leave those sizes out"
+    for render in (render_table, render_markdown, render_impact):
+        text = render(table)
+        assert note in text and "base: throughput collapse" not in text
+    line = next(x for x in render_table(table).splitlines() if x.startswith("stalled"))
+    assert line.endswith(f"262144..1048576 B (1/{c.factor:.0f})")
+    records = list(csv.DictReader(io.StringIO(render_csv(table))))
+    assert records[0]["throughput_collapses"] == ""
+    first_last, factor = records[1]["throughput_collapses"].split(":")
+    assert first_last == "262144-1048576" and float(factor) == pytest.approx(c.factor)
+    doc = json.loads(render_json(table))
+    assert doc["rows"][1]["collapses"][0]["first_size"] == 262144
 
 
 # --- the seeds' impact table -------------------------------------------------------------------
@@ -370,7 +472,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
     for name, run in {"base": synthetic_run(1), "noise": synthetic_run(2),
                       "slow": synthetic_run(3, latency_us=13.0)}.items():
         out[name] = tmp_path / f"{name}.json"
-        save_json(run, out[name])
+        save_run(run, out[name])
     return out
 
 
@@ -399,12 +501,12 @@ def test_cli_baseline_and_labels(files):
     res = cli("compare", str(files["base"]), str(files["slow"]), "--baseline", str(files["slow"]),
               "--label", "A", "--label", "B", "--format", "json")
     assert res.status == 0, res.stderr
-    assert res.json["baseline"] == "B"
-    assert [r["baseline"] for r in res.json["rows"]] == [False, True]
-    assert res.json["rows"][0]["latency_change_pct"] < -20
+    assert res.json["body"]["baseline"] == "B"
+    assert [r["baseline"] for r in res.json["body"]["rows"]] == [False, True]
+    assert res.json["body"]["rows"][0]["latency_change_pct"] < -20
     by_label = cli("compare", str(files["base"]), str(files["slow"]), "--baseline", "B",
                    "--label", "A", "--label", "B", "--format", "json")
-    assert by_label.json["baseline"] == "B"
+    assert by_label.json["body"]["baseline"] == "B"
 
 
 def test_cli_impact_and_markdown(files):
@@ -473,6 +575,6 @@ def test_cli_result_without_sizes_is_input_error(tmp_path):
     empty = synthetic_run(1)
     empty.sizes = []
     path = tmp_path / "empty.json"
-    save_json(empty, path)
+    save_run(empty, path)
     line = assert_one_line_error(cli("compare", str(path)), ExitStatus.ERROR)
     assert line == f"beoperf: input error: {path}: no measured sizes in this result"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import gc
 import socket
 import subprocess
 import sys
@@ -13,7 +15,7 @@ import numpy as np
 import pytest
 
 from beoperf import _core
-from beoperf.engines.tcp import set_io_timeout
+from beoperf.engines.tcp_data import set_io_timeout
 
 IO_TIMEOUT = 5.0  # seconds; only reached if something is broken
 
@@ -344,6 +346,76 @@ def test_bidir_sends_its_own_message_with_the_default_pool(pair):
     assert own_pattern, "bidir sent bytes it had received instead of its pattern"
 
 
+# --- each sample is one message's own time ------------------------------------------------
+#
+# A timed loop reads the clock before and after each message: its samples are disjoint
+# pieces of the trial, so they add up to at most the trial's elapsed time, and to at least
+# that less what the loop does between two messages (a clock read and some bookkeeping,
+# per message).  A loop that reported each sample as the time since the trial started
+# would sum to about reps/2 times the trial; one that timed only the send, far less.
+
+GAP_SLACK_NS = 500  # per message beyond two clock reads (bookkeeping: about 30 ns here)
+
+
+def sum_bounds(reps: int) -> tuple[int, int]:
+    """(lowest, highest) sum of the samples of a trial, less its elapsed time."""
+    overhead = _core.clock_overhead_ns(1000)
+    return -(reps + 1) * (2 * overhead + GAP_SLACK_NS), reps  # interval() rounds 0 up to 1
+
+
+def delayed_echo(sock: socket.socket, size: int, delays: list[float]) -> None:
+    """Echo each of len(delays) messages after sleeping its delay."""
+    for delay in delays:
+        message = recv_exact(sock, size)
+        time.sleep(delay)
+        sock.sendall(message)
+
+
+def timed_trial(pair, role: str, reps: int, size: int, delays: list[float] | None):
+    a, b = pair
+    if role == "bidir":
+        peer = Peer(_core.run, "bidir", b.fileno(), _core.Pool(size), reps, timed=False)
+    elif delays is not None:
+        peer = Peer(delayed_echo, b, size, delays)
+    else:
+        peer = Peer(_core.run, "pingpong-server", b.fileno(), _core.Pool(size), reps,
+                    timed=False)
+    result = _core.run(role, a.fileno(), _core.Pool(size), reps)
+    peer.value()
+    return samples_of(result).astype(np.int64), result[1]
+
+
+def test_samples_are_each_messages_own_time_and_follow_the_peer(pair):
+    """A peer that holds some messages back: each sample covers its own message's wait
+    (and not an earlier one's), and the samples add up to the trial."""
+    delays = [0.0, 0.004, 0.0, 0.002, 0.006, 0.0, 0.003, 0.0]
+    low, high = sum_bounds(len(delays))
+    for _attempt in range(3):  # a preemption between two messages may widen one gap
+        samples, elapsed = timed_trial(pair, "pingpong-client", len(delays), 64, delays)
+        assert samples.sum() - elapsed <= high, (samples, elapsed)
+        assert all(s >= d * 1e9 for s, d in zip(samples, delays, strict=True)), samples
+        assert samples.max() <= elapsed
+        if samples.sum() - elapsed >= low:
+            return
+    pytest.fail(f"samples sum to {samples.sum()} ns of a trial of {elapsed} ns "
+                f"(at least {elapsed + low} expected)")
+
+
+@pytest.mark.parametrize("role, reps, size", [("pingpong-client", 2000, 64),
+                                              ("pingpong-client", 20, 1 << 20),
+                                              ("bidir", 1000, 64), ("bidir", 10, 1 << 20)])
+def test_samples_add_up_to_the_elapsed_time(pair, role, reps, size):
+    low, high = sum_bounds(reps)
+    for _attempt in range(3):
+        samples, elapsed = timed_trial(pair, role, reps, size, None)
+        gap = int(samples.sum()) - elapsed
+        assert gap <= high and (samples > 0).all(), (gap, elapsed)
+        if gap >= low:
+            return
+    pytest.fail(f"{role}: samples sum to {elapsed + gap} ns of a trial of {elapsed} ns "
+                f"(at least {elapsed + low} expected)")
+
+
 # --- failures ------------------------------------------------------------------------------
 
 def test_peer_closed_error_is_a_connection_error():
@@ -417,6 +489,53 @@ def test_silent_peer_times_out_bidir(pair):
         _core.run("bidir", a.fileno(), _core.Pool(64), 1, timeout_ms=200)
 
 
+def trickler(sock: socket.socket, step: float, chunk: int = 1) -> tuple[Peer, threading.Event]:
+    """A peer that sends `chunk` bytes every `step` s until told to stop (or 10 s)."""
+    stop = threading.Event()
+
+    def trickle():
+        end = time.monotonic() + 10
+        with contextlib.suppress(OSError):
+            while not stop.wait(step) and time.monotonic() < end:
+                sock.sendall(b"t" * chunk)
+
+    return Peer(trickle), stop
+
+
+@pytest.mark.parametrize("role", ["pingpong-server", "bidir"])
+def test_trickling_peer_times_out(pair, role):
+    """A byte every third of the timeout used to keep a loop waiting for ever (each wait
+    saw progress); the timeout now bounds the progress, so the loop gives up after about
+    two timeouts, long before the trickle ends (the old loop saw the peer close)."""
+    a, b = pair
+    set_io_timeout(a, 0.3)
+    peer, stop = trickler(b, 0.1)
+    started = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError):
+            _core.run(role, a.fileno(), _core.Pool(1000), 1, timeout_ms=300, timed=False)
+        assert time.monotonic() - started < 2.0  # the trickle would take 100 s
+    finally:
+        stop.set()
+        peer.value()
+
+
+def test_slow_but_steady_transfer_is_not_cut(pair):
+    """64 KiB per timeout is enough: a 1 MiB message trickling in 32 KiB every tenth
+    of the 0.3 s timeout arrives whole, though no single wait sees all of it."""
+    a, b = pair
+    set_io_timeout(a, 0.3)
+    size = 1 << 20
+    peer, stop = trickler(b, 0.1, chunk=32 * 1024)
+    started = time.monotonic()
+    try:
+        _core.run("stream-recv", a.fileno(), _core.Pool(size), 1, timeout_ms=300, timed=False)
+        assert time.monotonic() - started > 3 * 0.3  # it did take many timeouts
+    finally:
+        stop.set()
+        peer.value()
+
+
 @pytest.mark.parametrize("reps", [0, 2**27 + 1])
 def test_reps_out_of_range(pair, reps):
     a, _ = pair
@@ -457,3 +576,82 @@ def test_a_pool_cannot_be_initialised_twice():
     with pytest.raises(RuntimeError, match="twice"):
         pool.__init__(16)
     assert pool.size == 4096
+
+
+# --- the buffer protocol: other code reads and writes the memory the loops use -----------
+
+def test_pool_is_a_read_write_buffer_of_its_whole_allocation():
+    pool = _core.Pool(100, 1000)
+    view = memoryview(pool)
+    assert (view.format, view.itemsize, view.ndim, view.readonly) == ("B", 1, 1, False)
+    assert len(view) == view.nbytes == len(pool) == pool.total
+    assert view.obj is pool
+    for i in range(pool.slots + 2):
+        assert pool.offset(i) == (i % pool.slots) * pool.stride
+        start = pool.offset(i)
+        view[start:start + pool.size] = _core.pattern(pool.size, i % pool.slots)
+        assert pool.message(i) == bytes(view[start:start + pool.size])
+
+
+def test_what_is_written_through_a_view_is_what_the_loop_sends(pair):
+    a, b = pair
+    pool = _core.Pool(100, 1000)
+    view = memoryview(pool)
+    sent = [_core.pattern(pool.size, 500 + i) for i in range(pool.slots)]
+    for i, message in enumerate(sent):
+        view[pool.offset(i):pool.offset(i) + pool.size] = message
+    sender = Peer(_core.run, "stream-send", a.fileno(), pool, pool.slots, timed=False)
+    b.sendall(b"G")  # the receiver's go
+    got = recv_exact(b, pool.slots * pool.size)
+    sender.value()
+    assert [got[i * pool.size:(i + 1) * pool.size] for i in range(pool.slots)] == sent
+
+
+def test_what_the_loop_receives_is_read_through_a_view_and_numpy(pair):
+    """Ping-pong client: it sends message 0 and receives into message 1 of its pool."""
+    a, b = pair
+    pool = _core.Pool(64)
+    view, array = memoryview(pool), np.frombuffer(pool, dtype=np.uint8)
+    assert array.shape == (pool.total,) and array.flags.writeable
+    array[pool.offset(0):pool.offset(0) + 64] = np.frombuffer(_core.pattern(64, 1), np.uint8)
+
+    def answer():
+        request = recv_exact(b, 64)
+        b.sendall(_core.pattern(64, 99))
+        return request
+
+    server = Peer(answer)
+    _core.run("pingpong-client", a.fileno(), pool, 1)
+    assert server.value() == _core.pattern(64, 1)  # numpy's write is what went out
+    received = slice(pool.offset(1), pool.offset(1) + 64)
+    assert bytes(view[received]) == array[received].tobytes() == _core.pattern(64, 99)
+
+
+def test_a_pool_with_live_views_cannot_be_reinitialised():
+    pool = _core.Pool(4096)
+    view = memoryview(pool)
+    array = np.frombuffer(pool, dtype=np.uint8)
+    assert pool.exports == 2
+    with pytest.raises(BufferError, match="live buffer views"):
+        pool.__init__(16)
+    assert pool.size == 4096 and len(view) == len(array) == pool.total
+    view.release()
+    del array
+    assert pool.exports == 0
+    with pytest.raises(RuntimeError, match="twice"):  # and still never twice
+        pool.__init__(16)
+
+
+def test_a_view_keeps_its_pool_and_memory_alive():
+    view = memoryview(_core.Pool(4096))
+    gc.collect()
+    view[-1] = 5
+    assert view.obj.total == len(view) and view.obj.message(1)[-1] == 5
+    assert view.obj.exports == 1
+
+
+def test_an_uninitialised_pool_exports_nothing():
+    pool = _core.Pool.__new__(_core.Pool)
+    with pytest.raises(BufferError, match="not initialised"):
+        memoryview(pool)
+    assert len(pool) == 0 and pool.exports == 0

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from beoperf.analysis.curve import analyze_run
-from beoperf.results.importers import BPS_KEYS, LACKABLE, NOT_A_RESULT, TIME_KEYS, load_any
-from beoperf.results.model import FORMAT, ResultFormatError, RunResult
+from beoperf.model.importers import BPS_KEYS, LACKABLE, NOT_A_RESULT, TIME_KEYS, load_any
+from beoperf.model.pingpong import LEGACY_FORMAT, ResultFormatError, RunResult
+from helpers import run_json
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NETPIPE_MBPS = 2.0**20
@@ -246,7 +247,7 @@ def test_analyze_run_on_every_import(name):
 def test_saved_import_reloads_as_beoperf_json_whatever_its_name(tmp_path, name):
     run = load_any(fixture(name))
     saved = tmp_path / "looks-like-netpipe.out"  # detected by content, not by name
-    saved.write_text(json.dumps(run.to_dict()))
+    saved.write_text(json.dumps(run_json(run)))
     again = load_any(saved)
     assert again.source == run.source and again.sizes == run.sizes
 
@@ -335,7 +336,7 @@ def test_netpipe5_aggregate_pairs_and_workload_column(tmp_path):
 # ---------------------------------------------------------------------------
 # files that are not results: one clear line naming the file
 
-VALID = {"format": FORMAT, "schema_version": 1, "parameters": {}, "local": {}, "remote": {},
+VALID = {"format": LEGACY_FORMAT, "schema_version": 1, "parameters": {}, "local": {}, "remote": {},
          "meta": {}, "sizes": [], "status": "complete"}
 IMB_HEAD = ("# Benchmarking PingPong\n# #processes = 2\n"
             "       #bytes #repetitions      t[usec]   Mbytes/sec\n")
@@ -350,11 +351,12 @@ BAD: dict[str, tuple[bytes | str, str]] = {
     "truncated-json": (json.dumps(VALID)[:60], "truncated JSON"),
     "truncated-json-string": ('{"format": "beoperf.pin', "truncated JSON"),
     "invalid-json": ('{"format": "beoperf.pingpong",, }', "invalid JSON"),
-    "json-version": (json.dumps({**VALID, "schema_version": 99}), "schema version 99"),
+    "json-version": (json.dumps({**VALID, "schema_version": 99}), "schema version 99 is not"),
     "json-other": (json.dumps({"format": "iperf3", "intervals": []}),
-                   "not a beoperf result \\(format 'iperf3'\\)"),
-    "json-list": ("[1, 2, 3]", "not a beoperf result"),
-    "json-malformed": (json.dumps({**VALID, "sizes": [{"size": 1}]}), "malformed"),
+                   "not a beoperf document \\(format 'iperf3'\\)"),
+    "json-list": ("[1, 2, 3]", "not a beoperf document"),
+    "json-malformed": (json.dumps({**VALID, "sizes": [{"size": 1}]}),
+                       "not a valid pingpong document at body/sizes/0"),
     "text": ("hello\nworld\n", re.escape(NOT_A_RESULT)),
     "csv": ("size,latency\n1,2.5\n", re.escape(NOT_A_RESULT)),
     "np-non-numeric": (NP3 + "       3 abc   0.00001097\n", ":3: 'abc' is not a number"),
@@ -401,8 +403,8 @@ def test_not_a_result_gives_one_line_naming_the_file(tmp_path, case):
 
 
 def test_unreadable_paths(tmp_path):
-    for path in (tmp_path / "missing.out", tmp_path):
-        with pytest.raises(ResultFormatError, match="cannot read") as err:
+    for path, why in ((tmp_path / "missing.out", "cannot read"), (tmp_path, "is a directory")):
+        with pytest.raises(ResultFormatError, match=why) as err:
             load_any(path)
         assert str(path) in str(err.value)
 

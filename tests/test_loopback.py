@@ -12,18 +12,20 @@ import time
 
 import pytest
 
+from beoperf import sysinfo
 from beoperf.cli import ExitStatus
 from helpers import cli, running_server
 from server_abuse import abuse_server, assert_served_normally
 
 SIZES = "1,1024,65536,1M"
+MiB = 1024 * 1024
 
 
 def run_mode(port: int, mode: str, *extra: str) -> dict:
     res = cli("pingpong", "127.0.0.1", "--port", str(port), "--mode", mode, "--sizes", SIZES,
               "--json", *extra)
     assert res.status == 0, res.stderr
-    return res.json
+    return {**res.json["body"], "meta": res.json["meta"]}
 
 
 @pytest.mark.parametrize("mode", ["pingpong", "stream", "bidir"])
@@ -73,6 +75,31 @@ def test_integrity_and_nocache_clean_run():
         doc = run_mode(srv.port, "pingpong", "--integrity", "--nocache")
     assert doc["summary"]["corrupt_messages"] == 0
     assert doc["parameters"]["integrity"] and doc["parameters"]["nocache"]
+    for end in ("local", "remote"):  # each end says what its pool spans
+        pool = doc[end]["pool"]
+        assert pool["nocache"] and pool["span_bytes"] >= 2 * (1 << 20)
+
+
+def test_nocache_with_a_huge_cache_and_a_default_server(monkeypatch):
+    """A 260 MiB last-level cache (as on some servers) once made a default `serve`
+    (64M) refuse every --nocache run.  Now the server spans what its limit allows, says
+    so in the result and warns that the cache was not defeated; the client, which has
+    no limit, spans 1.5 x its LLC."""
+    llc = 260 * MiB
+    monkeypatch.setattr(sysinfo, "llc_bytes", lambda *a, **k: llc)  # both ends: one process
+    with running_server() as srv:
+        res = cli("pingpong", "127.0.0.1", "--port", str(srv.port), "--sizes", "8,4096",
+                  "--nocache", "--integrity", "--json")
+    assert res.status == 0, res.stderr
+    doc = res.json["body"]
+    remote, local = doc["remote"]["pool"], doc["local"]["pool"]
+    assert remote == {"nocache": True, "span_bytes": 64 * MiB, "llc_bytes": llc,
+                      "llc_assumed": False, "exceeds_llc": False}
+    assert local["span_bytes"] == 3 * llc // 2 + 4096 and local["exceeds_llc"]
+    warning = [w for w in doc["warnings"] if "no-cache" in w]
+    assert len(warning) == 1 and warning[0].startswith("server: ")
+    assert "260 MiB last-level cache" in warning[0] and "--max-memory 391M" in warning[0]
+    assert doc["summary"]["corrupt_messages"] == 0 and doc["status"] == "complete"
 
 
 @pytest.mark.parametrize("mode", ["pingpong", "stream", "bidir"])
@@ -82,33 +109,35 @@ def test_integrity_catches_a_corrupted_message(tmp_path, mode):
                   "--sizes", "64,4096", "--integrity", "-o", str(tmp_path / "run"))
     assert res.status == ExitStatus.INTEGRITY, res.stderr
     assert "beoperf: integrity error:" in res.stderr and "corrupted" in res.stderr
-    doc = json.loads((tmp_path / "run.json").read_text())
+    doc = json.loads((tmp_path / "run.json").read_text())["body"]
     assert doc["status"] == "failed" and doc["sizes"][0]["corrupt"] >= 1
 
 
 def test_embedded_default_and_ipv6():
     res = cli("pingpong", "--sizes", "16,4K", "--json")
     assert res.status == 0, res.stderr
-    assert res.json["remote"]["socket"]["family"] == "ipv4"
+    assert res.json["body"]["remote"]["socket"]["family"] == "ipv4"
     if not socket.has_ipv6 or not os.path.exists("/proc/net/if_inet6"):
         pytest.skip("no IPv6 on this machine")
     res6 = cli("pingpong", "-6", "--sizes", "16", "--json")
     assert res6.status == 0, res6.stderr
-    assert res6.json["local"]["socket"]["family"] == "ipv6"
+    assert res6.json["body"]["local"]["socket"]["family"] == "ipv6"
 
 
 def test_ctrl_c_keeps_completed_sizes(tmp_path):
     prefix = tmp_path / "partial"
     proc = subprocess.Popen([sys.executable, "-m", "beoperf", "pingpong", "-o", str(prefix),
-                             "--precision", "0.0001", "--max-time", "0.3"],
+                             "--precision", "0.0001", "--time-budget", "60"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(2.5)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == ExitStatus.INTERRUPTED, err
     assert "Traceback" not in err
-    doc = json.loads(prefix.with_suffix(".json").read_text())
-    assert doc["status"] == "interrupted" and 0 < len(doc["sizes"]) < 124
+    doc = json.loads(prefix.with_suffix(".json").read_text())["body"]
+    assert doc["status"] == "interrupted" and doc["sizes"]
+    assert all(s["trials"] >= 1 for s in doc["sizes"])  # every size with a trial is kept
+    assert not all(s["converged"] for s in doc["sizes"])
     assert len(prefix.with_suffix(".np").read_text().splitlines()) == len(doc["sizes"])
 
 
@@ -130,8 +159,8 @@ def test_cpu_pinning_of_each_end():
                   "--cpu", f"{first},{second}", "--json")
     assert res.status == 0, res.stderr
     assert os.sched_getaffinity(0) >= {first, second}  # given back after the run
-    assert res.json["local"]["cpus"] == [first]
-    assert res.json["remote"]["cpus"] == [second]
+    assert res.json["body"]["local"]["cpus"] == [first]
+    assert res.json["body"]["remote"]["cpus"] == [second]
 
 
 def test_busy_poll_is_requested_and_recorded():
@@ -152,7 +181,7 @@ def test_configuration_sweep_writes_each_run_a_table_and_graphs(tmp_path):
                   "--sweep", "sndbuf=16K,256K", "-o", str(prefix))
     assert res.status == 0, res.stderr
     for value, granted in (("16K", 2 * 16384), ("256K", 2 * 262144)):
-        doc = json.loads((tmp_path / f"bufs-sndbuf-{value}.json").read_text())
+        doc = json.loads((tmp_path / f"bufs-sndbuf-{value}.json").read_text())["body"]
         assert doc["parameters"]["sndbuf"] == granted // 2
         assert doc["local"]["socket"]["sndbuf"] == granted  # what the kernel granted
         assert (tmp_path / f"bufs-sndbuf-{value}.np").exists()

@@ -2,20 +2,37 @@
 
 Each database is written through store.py (start_run, write_cycle) at the accelerated
 test schedule: one cycle per 0.2 s, three 8-byte probes then one of 20,000 bytes, a
-few thousand cycles (10-20 minutes of data).
+few thousand cycles (10-20 minutes of data).  Reports are made by the suite
+(suites/monitor.py), every one validated against the monitor-report schema.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.helpers import cli
 
-from beoperf.monitor import events, plots, report, store
+from beoperf import errors, model
+from beoperf import report as renderers
+from beoperf.analysis import monitor as analysis
+from beoperf.analysis import monitor_cycles as cycles
+from beoperf.analysis import monitor_events as events
+from beoperf.analysis import monitor_series as series
+from beoperf.cli.monitor import write_report
+from beoperf.model import document
+from beoperf.model.document import Document
+from beoperf.model.monitor import PLOTS
+from beoperf.monitor import store
+from beoperf.report import monitor_plots as plots
+from beoperf.suites import monitor as suite
 
 T0 = 1793577600.0  # 2026-11-02 00:00:00 UTC, a Monday
 PERIOD = 0.2  # s per cycle
@@ -36,27 +53,32 @@ def steady(k: int) -> tuple[float, float, float, str | None]:
 
 
 def write_db(path: Path, truth: Truth, n_cycles: int, *, t0: float = T0, host: str = "peer",
-             seed: int = 1, runs: list[tuple[int, int]] | None = None) -> Path:
+             seed: int = 1, runs: list[tuple[int, int]] | None = None,
+             transport: str = "icmp", bps: Callable[[int], float] = lambda k: BPS,
+             config: dict | None = None) -> Path:
     """A store with `n_cycles` cycles; `runs` lists (first cycle, time offset s) of each run
-    (default one run); a run's cycles go on until the next run's first cycle."""
+    (default one run); a run's cycles go on until the next run's first cycle.  The large
+    probe of cycle k crosses at bps(k); `config` is added to every run's config."""
     rng = np.random.default_rng(seed)
     db = store.connect(str(path))
     db.execute("PRAGMA synchronous=OFF")  # a test database need not survive a power loss
     runs = runs or [(0, 0.0)]
     bounds = [first for first, _ in runs[1:]] + [n_cycles]
     for (first, offset), stop in zip(runs, bounds, strict=True):
-        run_id = store.start_run(db, host=host, address="192.0.2.1", transport="icmp",
+        run_id = store.start_run(db, host=host, address="192.0.2.1", transport=transport,
                                  period_s=PERIOD, started_utc=t0 + offset,
                                  config={"period_s": PERIOD, "schedule": SCHEDULE,
-                                         "timeout_s": 0.1})
+                                         "timeout_s": 0.1} | (config or {}))
         for k in range(first, stop):
             store.write_cycle(db, run_id, k - first,
-                              cycle_probes(truth, k, t0 + offset + k * PERIOD, rng))
+                              cycle_probes(truth, k, t0 + offset + k * PERIOD, rng,
+                                           transport, bps(k)))
     db.close()
     return path
 
 
-def cycle_probes(truth: Truth, k: int, t: float, rng: np.random.Generator) -> list[store.Probe]:
+def cycle_probes(truth: Truth, k: int, t: float, rng: np.random.Generator,
+                 transport: str = "icmp", bps: float = BPS) -> list[store.Probe]:
     rtt, noise, loss, outcome = truth(k)
     out = []
     for slot, offset in enumerate(OFFSETS):
@@ -64,14 +86,26 @@ def cycle_probes(truth: Truth, k: int, t: float, rng: np.random.Generator) -> li
         kind = outcome or ("timeout" if rng.random() < loss else "ok")
         value = rtt + rng.gamma(2.0, noise / 2.0)
         if size == LARGE:
-            value += 2 * 8 * (LARGE - SMALL) / BPS * 1e6
-        out.append(store.Probe(slot, t + offset, size, size + 28, "icmp", kind,
+            value += 2 * 8 * (LARGE - SMALL) / bps * 1e6
+        out.append(store.Probe(slot, t + offset, size, size + 28, transport, kind,
                                value if kind == "ok" else None))
     return out
 
 
 def t_cycle(k: int, t0: float = T0) -> float:
     return t0 + k * PERIOD
+
+
+def report_document(db: str | Path, **options) -> Document:
+    """The suite's report on a database, checked against its schema."""
+    doc = suite.report(suite.ReportSpec(db=str(db), **options))
+    document.validate(doc.kind, doc.to_json())
+    return doc
+
+
+def build_report(db: str | Path, **options) -> dict:
+    """The body of the suite's report on a database."""
+    return report_document(db, **options).body
 
 
 # --- databases --------------------------------------------------------------------------
@@ -126,8 +160,13 @@ def dbs(tmp_path_factory) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def docs(dbs) -> dict[str, dict]:
-    return {name: report.build_report(path) for name, path in dbs.items()}
+def documents(dbs) -> dict[str, Document]:
+    return {name: report_document(path) for name, path in dbs.items()}
+
+
+@pytest.fixture(scope="module")
+def docs(documents) -> dict[str, dict]:
+    return {name: doc.body for name, doc in documents.items()}
 
 
 # --- outages and availability ---------------------------------------------------------
@@ -155,13 +194,13 @@ def test_availability_matches_the_arithmetic(docs):
 
 
 def test_outage_cycles_is_the_threshold(dbs):
-    doc = report.build_report(dbs["outage"], outage_cycles=1)
+    doc = build_report(dbs["outage"], outage_cycles=1)
     assert [o["cycles"] for o in doc["outages"]] == [150, 1]
-    assert report.build_report(dbs["outage"], outage_cycles=151)["outages"] == []
+    assert build_report(dbs["outage"], outage_cycles=151)["outages"] == []
 
 
 def test_outage_open_when_the_data_end_inside_it(dbs):
-    doc = report.build_report(dbs["outage"], t_to=t_cycle(1100))
+    doc = build_report(dbs["outage"], t_to=t_cycle(1100))
     (out,) = doc["outages"]
     assert out["open"] and out["ended_by"] == "end of data"
     assert out["end_utc"] == pytest.approx(t_cycle(1099) + OFFSETS[-1])
@@ -184,7 +223,7 @@ def test_outage_is_cut_at_a_gap(tmp_path):
         return BASE_US, 100.0, 0.0, "timeout" if 1400 <= k < 1600 else None
 
     path = write_db(tmp_path / "cut.sqlite", truth, 2000, runs=[(0, 0.0), (1500, 100.0)])
-    first, second = report.build_report(str(path))["outages"]
+    first, second = build_report(str(path))["outages"]
     assert first["open"] and first["ended_by"] == "gap" and first["cycles"] == 100
     assert second["open_start"] and not second["open"] and second["cycles"] == 100
 
@@ -225,7 +264,7 @@ def test_dispersion_or_loss_alone_is_congestion(tmp_path, kind):
         noise = 1500.0 if busy and kind == "dispersion" else 150.0
         return BASE_US, noise, 0.15 if busy and kind == "loss" else 0.002, None
 
-    doc = report.build_report(str(write_db(tmp_path / "alone.sqlite", truth, 6000)))
+    doc = build_report(str(write_db(tmp_path / "alone.sqlite", truth, 6000)))
     (event,) = doc["congestion"]
     assert _overlaps(event, t_cycle(CONGESTED[0]), t_cycle(CONGESTED[1]))
     assert event["duration_s"] == pytest.approx((CONGESTED[1] - CONGESTED[0]) * PERIOD,
@@ -247,7 +286,157 @@ def test_steady_link_has_no_events(docs):
 
 def test_bandwidth_recovers_the_synthetic_path(docs):
     for name in ("outage", "shift", "gap"):
-        assert docs[name]["summary"]["bandwidth_bps"]["median"] == pytest.approx(BPS, rel=0.03)
+        b = docs[name]["summary"]["bandwidth_bps"]
+        assert b["median"] == pytest.approx(BPS, rel=0.03)
+        assert (b["status"], b["above_link"]) == ("figure", 0)
+        # only the window (8 cycles) holding the level shift has an IQR of 5 ms
+        assert b["unresolved"] == (8 if name == "shift" else 0)
+        # 2 x 8 x 19,992 bits in 2 x the 100 µs noise floor (the IQR is below it)
+        assert b["resolvable_bps"] == pytest.approx(16 * (LARGE - SMALL) / 200e-6, rel=1e-6)
+
+
+def bandwidth_cells(md: str) -> list[str]:
+    """The bandwidth column of every table row of a Markdown report."""
+    return [row.split(" | ")[7] for row in md.splitlines()
+            if row.startswith("| ") and "bandwidth" not in row and row.count(" | ") >= 8]
+
+
+def test_a_large_probe_within_the_noise_gives_a_lower_bound_not_a_figure(tmp_path):
+    """A 20 Gbit/s path adds 16 µs to a 20,000-byte probe, within 2 x the 100 µs noise
+    floor: before issue 11 the report printed a median of whatever the noise gave (a few
+    Gbit/s); now every period shows '> 1599.36', the rate 2 x 8 x 19,992 bits in 200 µs."""
+    db = write_db(tmp_path / "fast.sqlite", steady, 2000, bps=lambda k: 20e9)
+    document = report_document(db)
+    doc = document.body
+    bound = 16 * (LARGE - SMALL) / 200e-6
+    for period in [doc["summary"], *doc["days"], *doc["weeks"]]:
+        b = period["bandwidth_bps"]
+        assert (b["status"], b["median"]) == ("lower_bound", None), b
+        assert b["resolvable_bps"] == pytest.approx(bound, rel=1e-6)
+        assert b["unresolved"] > b["cycles"] / 2
+    assert all(v is None for v in doc["series"]["timeline"]["bandwidth_bps"]["median"])
+    texts = [t.get_text() for ax in plots.bandwidth_figure(doc).axes for t in ax.texts]
+    assert "no bandwidth figure: the probes cannot resolve it (see the warnings)" in texts
+    md = renderers.render(document, "markdown")
+    assert set(bandwidth_cells(md)) == {f"> {bound / 1e6:.2f}"}
+    (warning,) = [w for w in doc["warnings"] if w.startswith("bandwidth:")]
+    assert f"> {bound / 1e6:,.2f} Mbit/s is a lower bound, not a figure" in warning
+    assert "within the small probes' noise" in warning and "--step SIZE:1:SPACING" in warning
+    # a 500 Mbit/s path (+640 µs) stands clear of the floor: a figure again
+    clear = build_report(write_db(tmp_path / "clear.sqlite", steady, 2000,
+                                  bps=lambda k: 500e6))
+    assert clear["summary"]["bandwidth_bps"]["median"] == pytest.approx(500e6, rel=0.05)
+
+
+def test_the_small_probes_iqr_sets_the_resolution_when_above_the_floor(tmp_path):
+    """With 2 ms of noise (IQR about 1.4 ms), a 1.6 ms extra time is within the noise
+    although far above the floor; 6.4 ms (50 Mbit/s) stands clear of it."""
+    def noisy(k: int) -> tuple[float, float, float, str | None]:
+        return BASE_US, 2000.0, 0.0, None
+
+    slow = build_report(write_db(tmp_path / "slow.sqlite", noisy, 2000, bps=lambda k: 50e6))
+    assert slow["summary"]["bandwidth_bps"]["status"] == "figure"
+    fast = build_report(write_db(tmp_path / "fast.sqlite", noisy, 2000, bps=lambda k: 200e6))
+    b = fast["summary"]["bandwidth_bps"]
+    assert (b["status"], b["median"]) == ("lower_bound", None)
+    # gamma(2, 1000 µs): IQR 1,422 µs; the windows' IQRs scatter around it
+    assert 16 * (LARGE - SMALL) / (2 * 1.8e-3) < b["resolvable_bps"] \
+        < 16 * (LARGE - SMALL) / (2 * 1.1e-3)
+
+
+def test_estimates_above_the_link_speed_are_flagged_and_never_a_figure(tmp_path):
+    """A run started with --link-speed 10M whose 20,000-byte probes cross at 100 Mbit/s
+    (within a shaper's burst): no period shows a figure, the warning says why and which
+    probe size would measure the shaped rate."""
+    db = write_db(tmp_path / "shaped.sqlite", steady, 2000, bps=lambda k: 100e6,
+                  config={"link_bps": 10e6})
+    document = report_document(db)
+    doc = document.body
+    for period in [doc["summary"], *doc["days"], *doc["weeks"]]:
+        b = period["bandwidth_bps"]
+        assert (b["status"], b["median"], b["link_bps"]) == ("above_link", None, 10e6), b
+        assert b["above_link"] == b["cycles"] == 2000
+    assert all(v is None for v in doc["series"]["timeline"]["bandwidth_bps"]["max"])
+    texts = [t.get_text() for ax in plots.bandwidth_figure(doc).axes for t in ax.texts]
+    assert "no bandwidth figure: the estimates are above the link speed (see the " \
+           "warnings)" in texts
+    assert doc["source"]["runs"][0]["link_bps"] == 10e6
+    md = renderers.render(document, "markdown")
+    assert set(bandwidth_cells(md)) == {"above link (2000 of 2000)"}
+    (warning,) = [w for w in doc["warnings"] if w.startswith("bandwidth:")]
+    assert "above the 10 Mbit/s link (--link-speed): probes pass within a shaper's burst" \
+        in warning and "not a bandwidth (no figure is shown)" in warning
+    # 3.2 ms at 10 Mbit/s is 2,000 bytes of the 19,992: the probe passed within the burst
+    assert "passed within the burst, so the burst is at least that" in warning
+    # at least the 19,992 B burst: an estimate within the link needs n / (n - burst) under
+    # the wire's share of the payload (frames of MTU + 14 bytes): 1448 of 1514 for TCP,
+    # the only transport whose probes can be that large; the report adds 25 %
+    size = re.search(r"--step SIZE:1:SPACING with SIZE of ([\d,]+) B or more with "
+                     r"--transport tcp \(ICMP and UDP probes carry at most 65,507 B\)",
+                     warning)
+    assert size, warning
+    least = (LARGE - SMALL) / (1 - 1448 / 1514)
+    assert float(size[1].replace(",", "")) == pytest.approx(1.25 * least, rel=0.01)
+
+
+def test_estimates_above_the_link_are_left_out_of_the_median(tmp_path):
+    """Two cycles in five cross at 1 Gbit/s on a 100 Mbit/s link, the others at 40, 50
+    and 60 Mbit/s: the median is that of those three (50), not of all five (60)."""
+    rates = (1e9, 1e9, 40e6, 50e6, 60e6)
+    db = write_db(tmp_path / "mixed.sqlite", steady, 2000, bps=lambda k: rates[k % 5],
+                  config={"link_bps": 100e6})
+    document = report_document(db)
+    b = document.body["summary"]["bandwidth_bps"]
+    assert (b["status"], b["above_link"], b["count"]) == ("figure", 800, 1200)
+    assert b["median"] == pytest.approx(50e6, rel=0.01)
+    assert max(v for v in document.body["series"]["timeline"]["bandwidth_bps"]["max"]
+               if v is not None) < 100e6
+    md = renderers.render(document, "markdown")
+    assert f"{b['median'] / 1e6:.2f} (800 above link left out)" in bandwidth_cells(md)
+    (warning,) = [w for w in document.body["warnings"] if w.startswith("bandwidth:")]
+    seen = re.match(r"bandwidth: 800 of 2000 cycles' large probes came back as if at "
+                    r"([\d,.]+) Mbit/s, above the 100 Mbit/s link", warning)
+    assert seen and float(seen[1].replace(",", "")) == pytest.approx(1000, rel=0.05), warning
+    assert "(left out of the median)" in warning
+
+
+def test_runs_with_different_link_speeds_are_judged_each_by_its_own(tmp_path):
+    """A run told 10M and one told 1G, both crossing at 100 Mbit/s: the first run's
+    estimates are above its link and left out, the second's are the figure."""
+    db = write_db(tmp_path / "two.sqlite", steady, 2000, bps=lambda k: 100e6,
+                  runs=[(0, 0.0), (1000, 0.0)], config={"link_bps": 10e6})
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("UPDATE runs SET config = json_set(config, '$.link_bps', 1e9) WHERE id = 2")
+    con.close()
+    doc = build_report(db)
+    b = doc["summary"]["bandwidth_bps"]
+    assert (b["status"], b["above_link"], b["count"], b["link_bps"]) == \
+        ("figure", 1000, 1000, 1e9)
+    assert b["median"] == pytest.approx(100e6, rel=0.03)
+    assert [r["link_bps"] for r in doc["source"]["runs"]] == [10e6, 1e9]
+    (warning,) = [w for w in doc["warnings"] if w.startswith("bandwidth:")]
+    seen = re.match(r"bandwidth: 1000 of 2000 cycles' large probes came back as if at "
+                    r"([\d,.]+) Mbit/s, above the 10 Mbit/s link", warning)
+    assert seen and float(seen[1]) == pytest.approx(100, rel=0.03), warning
+
+
+@pytest.mark.parametrize("config, options", [
+    ({"argv": ["beoperf", "monitor", "peer", "--link-speed", "10M"]}, ()),
+    ({"argv": ["beoperf", "monitor", "peer", "--link-speed=10M"]}, ()),
+    ({"link_bps": None}, ("--link-speed", "10M")),
+    ({"link_bps": 1e9}, ("--link-speed", "10Mbit/s")),
+])
+def test_the_link_speed_of_older_runs_and_of_the_report(tmp_path, config, options):
+    """Runs recorded before the config kept link_bps still have their command line; a
+    report's --link-speed stands for every run's."""
+    db = write_db(tmp_path / "old.sqlite", steady, 500, bps=lambda k: 100e6, config=config)
+    res = cli("monitor", "report", str(db), "--json", *options)
+    assert res.status == 0, res.stderr
+    doc = json.loads(res.stdout)["body"]
+    assert doc["summary"]["bandwidth_bps"]["status"] == "above_link"
+    assert doc["summary"]["bandwidth_bps"]["link_bps"] == 10e6
+    assert ("link_bps" in doc["method"]["parameters"]) == bool(options)
 
 
 def test_one_way_latency_is_half_the_rtt(docs):
@@ -259,7 +448,7 @@ def test_one_way_latency_is_half_the_rtt(docs):
 
 def test_days_and_weeks_split_at_utc_midnight_and_monday(tmp_path):
     t0 = T0 - 300.0  # Sunday 23:55 UTC: 5 minutes in ISO week 44, 5 in week 45
-    doc = report.build_report(str(write_db(tmp_path / "midnight.sqlite", steady, 3000,
+    doc = build_report(str(write_db(tmp_path / "midnight.sqlite", steady, 3000,
                                            t0=t0)))
     assert [d["period"] for d in doc["days"]] == ["2026-11-01", "2026-11-02"]
     assert [w["period"] for w in doc["weeks"]] == ["2026-W44", "2026-W45"]
@@ -270,34 +459,110 @@ def test_days_and_weeks_split_at_utc_midnight_and_monday(tmp_path):
 # --- errors ---------------------------------------------------------------------------
 
 
-def test_empty_range_is_a_value_error(dbs, tmp_path):
-    with pytest.raises(ValueError, match="no probes from"):
-        report.build_report(dbs["gap"], t_from=T0 + 86400)
-    with pytest.raises(ValueError, match="empty range"):
-        report.build_report(dbs["gap"], t_from=T0 + 10, t_to=T0 + 10)
+def test_empty_range_is_an_input_error(dbs, tmp_path):
+    with pytest.raises(errors.InputError, match="no probes from"):
+        build_report(dbs["gap"], t_from=T0 + 86400)
+    with pytest.raises(errors.BadSpec, match="empty range"):
+        build_report(dbs["gap"], t_from=T0 + 10, t_to=T0 + 10)
     empty = tmp_path / "empty.sqlite"
     store.connect(str(empty)).close()
-    with pytest.raises(ValueError, match="no probes at all"):
-        report.build_report(str(empty))
+    with pytest.raises(errors.InputError, match="no probes at all"):
+        build_report(str(empty))
+
+
+def _state(directory: Path) -> dict[str, tuple]:
+    """Every file in a directory: content, mode, modification time (and the change time
+    of the database itself).  A -shm file is SQLite's shared-memory index, where readers
+    too take their locks: only its existence counts.  (SQLite running as root also
+    fchowns a -wal file it opens to the database's owner, which touches its ctime.)"""
+    out = {}
+    for p in sorted(directory.iterdir()):
+        st = p.stat()
+        out[p.name] = () if p.name.endswith("-shm") else (
+            p.read_bytes(), st.st_mode, st.st_mtime_ns,
+            st.st_ctime_ns if p.suffix == ".db" else None)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["empty file", "foreign SQLite", "foreign SQLite in WAL mode",
+                                  "monitor database", "monitor database after a kill -9"])
+def test_a_report_never_changes_its_input(tmp_path, kind):
+    path = tmp_path / "in.db"
+    if kind == "empty file":
+        path.touch()
+    elif kind.startswith("foreign"):
+        con = sqlite3.connect(path, isolation_level=None)
+        con.execute(f"PRAGMA journal_mode={'WAL' if 'WAL' in kind else 'DELETE'}")
+        con.execute("CREATE TABLE t (x)")
+        con.close()
+    else:
+        write_db(path, steady, 300)
+        if "kill" in kind:  # a writer that never closed: -wal and -shm stay, cycles in -wal
+            code = ("import os, sys; sys.path[:0] = sys.argv[2:]\n"
+                    "from tests.test_monitor_report import *\n"
+                    "db = store.connect(sys.argv[1])\n"
+                    "run = store.start_run(db, host='peer', address='192.0.2.1', "
+                    "transport='icmp', period_s=PERIOD, config={'schedule': SCHEDULE})\n"
+                    "rng = np.random.default_rng(2)\n"
+                    "for k in range(300, 400):\n"
+                    "    store.write_cycle(db, run, k, cycle_probes(steady, k, t_cycle(k), rng))\n"
+                    "os._exit(0)\n")
+            root = str(Path(__file__).resolve().parent.parent)
+            subprocess.run([sys.executable, "-c", code, str(path), root, *sys.path],
+                           check=True, timeout=60)
+            assert (tmp_path / "in.db-wal").stat().st_size > 0
+    before = _state(tmp_path)
+    res = cli("monitor", "report", str(path), "--json")
+    if kind.startswith("monitor"):
+        assert res.status == 0, res.stderr
+        assert res.json["body"]["summary"]["probes"] == 4 * (400 if "kill" in kind else 300)
+    else:
+        assert res.status == 1 and res.stderr.count("\n") == 1, res.stderr
+        assert "is not a beoperf monitor database" in res.stderr
+    # not a byte, mode or time changed; no -wal or -shm file appeared
+    assert _state(tmp_path) == before
+
+
+def test_a_read_retried_when_the_file_changed_meanwhile(tmp_path):
+    """A database without a -wal file is read as immutable; if a writer checkpoints
+    into it during the read, the read is done again the ordinary way."""
+    path = write_db(tmp_path / "m.db", steady, 50)
+    calls = []
+
+    def query(db):
+        calls.append(db.execute("SELECT count(*) FROM probes").fetchone()[0])
+        if len(calls) == 1:  # a monitor writes 10 cycles and stops: a checkpoint
+            w = store.connect(str(path))
+            run = store.start_run(w, host="peer", address=None, transport="icmp",
+                                  period_s=PERIOD, config={})
+            rng = np.random.default_rng(3)
+            for k in range(10):
+                store.write_cycle(w, run, k, cycle_probes(steady, k, t_cycle(50 + k), rng))
+            w.close()
+        return calls[-1]
+
+    assert store.read(str(path), query) == 4 * 60
+    assert calls == [4 * 50, 4 * 60]
+    assert [p.name for p in tmp_path.iterdir()] == ["m.db"]
 
 
 def test_not_a_store(tmp_path):
     bad = tmp_path / "bad.sqlite"
     bad.write_text("not sqlite")
     with pytest.raises(store.StoreError):
-        report.build_report(str(bad))
+        build_report(str(bad))
 
 
 def test_unknown_host(dbs):
-    with pytest.raises(ValueError, match="no probes at all to nowhere"):
-        report.build_report(dbs["gap"], host="nowhere")
+    with pytest.raises(errors.InputError, match="no probes at all to nowhere"):
+        build_report(dbs["gap"], host="nowhere")
 
 
 def test_interleaved_cycles_are_regrouped():
     key = np.array([1 << 32, 2 << 32, 1 << 32, 2 << 32, (1 << 32) + 1])
-    p = report.Probes(t=np.arange(5.0), rtt=np.full(5, 1.0), outcome=np.zeros(5, int),
+    p = cycles.Probes(t=np.arange(5.0), rtt=np.full(5, 1.0), outcome=np.zeros(5, int),
                       size=np.full(5, 8), key=key)
-    grouped, cyc = report._cycle_index(p)
+    grouped, cyc = cycles.cycle_index(p)
     assert grouped.t.tolist() == [0.0, 2.0, 1.0, 3.0, 4.0]
     assert cyc.tolist() == [0, 0, 1, 1, 2]
 
@@ -306,10 +571,37 @@ def test_several_hosts_need_a_choice(tmp_path):
     path = tmp_path / "two.sqlite"
     write_db(path, steady, 200, host="a")
     write_db(path, steady, 200, host="b", t0=T0 + 1000)
-    with pytest.raises(ValueError, match="2 hosts"):
-        report.build_report(str(path))
-    doc = report.build_report(str(path), host="b")
+    with pytest.raises(errors.InputError, match="2 hosts"):
+        build_report(str(path))
+    doc = build_report(str(path), host="b")
     assert doc["source"]["host"] == "b" and doc["summary"]["probes"] == 800
+
+
+def test_transports_are_never_pooled(tmp_path):
+    path = tmp_path / "two.sqlite"
+    write_db(path, steady, 200, transport="icmp")
+    slower = lambda k: (BASE_US + 3000.0, 100.0, 0.0, None)  # noqa: E731 - the echo service
+    write_db(path, slower, 100, t0=T0 + 1000, transport="udp")
+    with pytest.raises(errors.InputError,
+                       match=r"probes over 2 transports \(icmp: 800 probes, udp: 400 probes\) at "
+                             r"all; a report is about one host over one transport: choose one "
+                             r"\(--transport"):
+        build_report(str(path))
+    res = cli("monitor", "report", str(path))
+    assert res.status == 1 and res.stderr.count("\n") == 1 and "--transport" in res.stderr
+    for transport, probes, rtt_us in (("icmp", 800, BASE_US), ("udp", 400, BASE_US + 3000.0)):
+        doc = build_report(str(path), transport=transport)
+        assert doc["source"]["transport"] == transport
+        assert doc["summary"]["probes"] == probes
+        assert {r["transport"] for r in doc["source"]["runs"]} == {transport}
+        assert doc["summary"]["one_way_ms"]["median"] == pytest.approx(rtt_us / 2000, abs=0.2)
+        res = cli("monitor", "report", str(path), "--transport", transport)
+        assert res.status == 0, res.stderr
+        assert res.stdout.startswith(f"# Link report: peer over {transport}\n")
+        assert f"{probes} {transport} probes in 1 run(s)" in res.stdout
+    # a time range holding one transport needs no choice
+    doc = build_report(str(path), t_from=T0 + 900)
+    assert doc["source"]["transport"] == "udp"
 
 
 # --- the documents and the plots --------------------------------------------------------
@@ -325,13 +617,15 @@ def _text(x: float | None) -> str:
     return "–" if x is None else f"{x:.3f}"
 
 
-def test_markdown_and_json_agree(docs, dbs, tmp_path):
-    doc = docs["congestion"]
-    paths = report.write_report(doc, dbs["congestion"], tmp_path / "out")
+def test_markdown_and_json_agree(dbs, tmp_path):
+    document = report_document(dbs["congestion"], plots=True)
+    doc = document.body
+    paths = write_report(document, tmp_path / "out")
     md = (tmp_path / "out" / "report.md").read_text()
     assert json.loads((tmp_path / "out" / "report.json").read_text()) == json.loads(
-        json.dumps(doc))
-    assert md == report.render_markdown(doc)
+        json.dumps(document.to_json()))
+    assert model.load(tmp_path / "out" / "report.json").body == json.loads(json.dumps(doc))
+    assert md == renderers.render(document, "markdown") == renderers.render(document, "text")
     days = _table_rows(md, "Per day (UTC)")
     assert len(days) == len(doc["days"])
     for row, d in zip(days, doc["days"], strict=True):
@@ -342,27 +636,73 @@ def test_markdown_and_json_agree(docs, dbs, tmp_path):
         assert float(row[7]) == pytest.approx(d["bandwidth_bps"]["median"] / 1e6, abs=0.005)
     (row,) = _table_rows(md, "Congestion")
     event = doc["congestion"][0]
-    assert row[0] == report.iso(event["start_utc"])
+    assert row[0] == analysis.iso(event["start_utc"])
     assert row[3:7] == [_text(event["one_way_ms"]["median"]),
                         _text(event["baseline"]["one_way_ms"]), _text(event["ratio"]),
                         _text(event["added_ms"])]
     assert f"{doc['method']['parameters']['outage_cycles']} consecutive cycles" in md
-    assert {Path(p).name for p in paths} == {"report.md", "report.json", *doc["plots"]}
+    assert {Path(p).name for p in paths} == {"report.md", "report.json", *PLOTS}
+    assert doc["plots"] == list(PLOTS) and "![latency.png](latency.png)" in md
 
 
-def test_doc_is_versioned_and_strict_json(docs):
-    doc = docs["dead"]
-    assert doc["format"] == "beoperf.monitor-report" and doc["schema_version"] == 1
+def test_markdown_on_stdout_links_no_plot(dbs, tmp_path):
+    res = cli("monitor", "report", dbs["outage"])
+    assert res.status == 0, res.stderr
+    assert "![" not in res.stdout and ".png" not in res.stdout
+    assert "Not drawn: `beoperf monitor report FILE -o DIR` writes them" in res.stdout
+    res = cli("monitor", "report", dbs["outage"], "--json")
+    assert res.status == 0 and res.json["body"]["plots"] == []
+    out = tmp_path / "out"
+    res = cli("monitor", "report", dbs["outage"], "-o", str(out), "--json")
+    assert res.status == 0 and res.json["body"]["plots"] == list(PLOTS)
+    document.validate("monitor-report", res.json)
+    md = (out / "report.md").read_text()
+    for name in PLOTS:  # what -o writes links what it wrote
+        assert f"![{name}]({name})" in md and (out / name).stat().st_size > 0
+
+
+def test_report_files_never_follow_a_planted_symlink(dbs, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    victims = {}
+    for name in ("report.md", "report.json", "latency.png"):
+        victim = tmp_path / f"victim-{name}"
+        victim.write_text("precious\n")
+        (out / name).symlink_to(victim)
+        victims[name] = victim
+    write_report(report_document(dbs["outage"], plots=True), out)
+    for name, victim in victims.items():
+        assert victim.read_text() == "precious\n"
+        assert not (out / name).is_symlink() and (out / name).stat().st_size > 100
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["report.md", "report.json", *PLOTS])  # no temporary file left
+
+
+def test_no_negative_zero(tmp_path):
+    assert analysis.words_s(-0.0) == "0 s" and analysis.words_s(0.0) == "0 s"
+    for x in (-0.0, -1e-9, -0.0004):
+        value = cycles.num(x, 3)
+        assert value == 0 and str(value) == "0.0" and json.dumps(value) == "0.0"
+    assert cycles.nums(np.array([-1e-9, np.nan, 1.23456]), 3) == [0.0, None, 1.235]
+    assert str(cycles.nums(np.array([-1e-9]), 3)[0]) == "0.0"
+
+
+def test_doc_is_versioned_and_strict_json(documents):
+    doc = documents["dead"].to_json()
+    assert (doc["format"], doc["kind"], doc["schema_version"]) == ("beoperf", "monitor-report", 3)
+    assert doc["meta"]["beoperf"] and doc["meta"]["utc_start"] <= doc["meta"]["utc_end"]
     json.dumps(doc, allow_nan=False)  # no NaN or inf anywhere
     assert {"days", "weeks", "summary", "outages", "congestion", "level_shifts",
-            "not_monitored", "method", "series"} <= set(doc)
+            "not_monitored", "method", "series"} <= set(doc["body"])
+    assert model.from_json(json.loads(documents["dead"].dumps())).body == doc["body"]
 
 
 def test_plots_never_blank_without_answers(docs, dbs, tmp_path):
     doc = docs["dead"]
     assert doc["summary"]["answered"] == 0 and doc["summary"]["one_way_ms"]["median"] is None
     assert any("no latency" in w for w in doc["warnings"])
-    paths = report.write_report(doc, dbs["dead"], tmp_path)
+    paths = write_report(report_document(dbs["dead"], plots=True), tmp_path)
+    assert len(paths) == 2 + len(PLOTS)
     for path in paths[2:]:
         data = Path(path).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 10_000
@@ -435,14 +775,14 @@ def test_window_width_is_relative_to_the_cycle_count():
 @pytest.mark.parametrize("span_s, want", [(600, 1.0), (4 * 7 * 86400, 7200.0),
                                           (3600, 10.0)])
 def test_bins_are_round_and_few(span_s, want):
-    assert report.bin_width(span_s, PERIOD) == want
-    assert span_s / report.bin_width(span_s, PERIOD) <= report.MAX_BINS
+    assert series.bin_width(span_s, PERIOD) == want
+    assert span_s / series.bin_width(span_s, PERIOD) <= series.MAX_BINS
 
 
 def test_iso_weeks_start_on_monday():
-    edges, names = report.week_edges(T0 + 3600, T0 + 8 * 86400)
+    edges, names = analysis.week_edges(T0 + 3600, T0 + 8 * 86400)
     assert edges[0] == T0 and names == ["2026-W45", "2026-W46"]
-    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", report.day_edges(T0, T0 + 1)[1][0])
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", analysis.day_edges(T0, T0 + 1)[1][0])
 
 
 def _segments(spec: list[tuple[int, float, float]]) -> list[events.Segment]:
@@ -469,7 +809,7 @@ def test_classify_steps_dips_and_congestion():
 
 def test_range_ends_where_asked(dbs):
     to = t_cycle(1000) + 0.1  # inside cycle 1000, before its period is over
-    doc = report.build_report(dbs["gap"], t_from=t_cycle(10), t_to=to)
+    doc = build_report(dbs["gap"], t_from=t_cycle(10), t_to=to)
     assert doc["range"]["from_utc"] == t_cycle(10) and doc["range"]["to_utc"] == to
     assert doc["summary"]["monitored_s"] == pytest.approx(to - t_cycle(10))
     assert doc["summary"]["probes"] == 4 * 991
@@ -517,7 +857,7 @@ def test_host_noise_on_a_fast_path_is_not_congestion(tmp_path):
         return 60.0, 5.0, 0.0, None
 
     db = str(write_db(tmp_path / "fast.sqlite", truth, 5000))
-    doc = report.build_report(db)
+    doc = build_report(db)
     (event,) = doc["congestion"]
     assert _overlaps(event, t_cycle(3000), t_cycle(3300))
     assert doc["level_shifts"] == []
@@ -526,6 +866,115 @@ def test_host_noise_on_a_fast_path_is_not_congestion(tmp_path):
     # the baseline's IQR is shown as measured (gamma noise of scale 2.5 µs), not the floor
     assert event["baseline"]["iqr_ms"] < 0.005
     # without the floor the 130 µs minute is an event too
-    bare = report.build_report(db, noise_floor_us=0.0)
+    bare = build_report(db, noise_floor_us=0.0)
     assert any(_overlaps(e, t_cycle(1000), t_cycle(1300)) for e in bare["congestion"])
     assert "0 µs of RTT" in bare["method"]["events"]
+
+
+# --- the document kind, its old files, and the text of today's reports ------------------
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FOOTER = re.compile(r"Generated \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC by beoperf \S+ "
+                    r"\(beoperf monitor-report v3\)\.")
+
+
+@pytest.mark.parametrize("name", ["outage", "congestion", "shift", "gap"])
+def test_markdown_is_the_text_reports_had_before_the_restructure(dbs, name):
+    """The Markdown of a report is, byte for byte, what beoperf printed before issue 10
+    (fixtures written by that code for these same seeded databases), but for the last
+    line, which names the document's format and version, and the bandwidth method line,
+    which issue 11 changed alone (it states when a bandwidth is a figure)."""
+    res = cli("monitor", "report", dbs[name])
+    assert res.status == 0, res.stderr
+    lines = res.stdout.replace(f"`{dbs[name]}`", "`DB`").splitlines()
+    before = (FIXTURES / "monitor-report" / f"{name}.md").read_text().splitlines()
+    assert lines[:-1] == before[:-1]
+    assert before[-1].endswith("(beoperf.monitor-report v1).") and FOOTER.fullmatch(lines[-1])
+
+
+def test_a_report_written_before_the_envelope_loads_and_renders_as_it_did():
+    doc = model.load(FIXTURES / "documents" / "monitor-report-v1-after-issue9.json")
+    assert (doc.kind, doc.schema_version) == ("monitor-report", 3)
+    assert doc.meta["beoperf"] == "0.1.0" and doc.meta["utc_end"] == "2026-11-23T11:06:43Z"
+    document.validate(doc.kind, doc.to_json())
+    before = (FIXTURES / "monitor-report" / "monitor-report-v1-after-issue9.md").read_text()
+    now = renderers.render(doc, "markdown")
+    assert now.splitlines()[:-1] == before.splitlines()[:-1]
+    assert now.splitlines()[-1] == "Generated 2026-11-23 11:06:43 UTC by beoperf 0.1.0 " \
+                                   "(beoperf monitor-report v3)."
+    assert renderers.formats("monitor-report") == ["json", "markdown", "text"]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.update(schema_version=3), "schema version 3"),
+    (lambda d: d.update(generated_utc=1e300), "generated_utc"),
+    (lambda d: d.pop("summary"), "summary"),
+    (lambda d: d["summary"].update(probes=-1), "not a valid monitor-report document"),
+])
+def test_a_broken_old_report_is_one_document_error(tmp_path, change, message):
+    doc = json.loads((FIXTURES / "documents" / "monitor-report-v1-after-issue9.json").read_text())
+    change(doc)
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(model.DocumentError, match=message):
+        model.load(path)
+
+
+def test_report_spec_is_checked_before_the_database_is_read(tmp_path):
+    missing = str(tmp_path / "absent.db")
+    for spec, message in ((dict(outage_cycles=0), "--outage-cycles 0"),
+                          (dict(baseline_windows=1), "--baseline-windows 1"),
+                          (dict(noise_floor_us=float("nan")), "--noise-floor nan"),
+                          (dict(link_bps=float("nan")), "--link-speed nan"),
+                          (dict(link_bps=0.0), "--link-speed 0.0"),
+                          (dict(t_from=T0, t_to=T0), "empty range")):
+        with pytest.raises(errors.BadSpec, match=message):
+            suite.report(suite.ReportSpec(db=missing, **spec))
+    with pytest.raises(store.StoreError, match="does not exist"):
+        suite.report(suite.ReportSpec(db=missing))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("path, value", [
+    (("range", "monitored_s"), None), (("range", "not_monitored_s"), None),
+    (("range", "from_utc"), 1e300), (("days", 0, "monitored_s"), None),
+    (("days", 0, "start_utc"), -1.0), (("summary", "monitored_s"), None),
+    (("source", "runs", 0, "started_utc"), 1e300)])
+def test_a_document_the_renderer_could_not_show_is_refused(path, value):
+    """What the schema accepts, the Markdown renderer shows: times it cannot print (out
+    of 1970..9999) and missing durations are refused when the document is read."""
+    doc = json.loads((FIXTURES / "documents" / "monitor-report-v1-after-issue9.json")
+                     .read_text())
+    assert renderers.render(model.from_json(doc), "markdown")
+    parent = doc
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    with pytest.raises(model.DocumentError, match="not a valid monitor-report document at"):
+        model.from_json(doc)
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("UPDATE runs SET config = 'not json'", "run 1 has a bad config"),
+    ("UPDATE runs SET config = '[1]'", "run 1 has a bad config"),
+    ("""UPDATE runs SET config = '{"schedule": [{"size": "8"}]}'""", "run 1 has a bad config"),
+    ("UPDATE runs SET period_s = 'slow', transport = 'carrier pigeon'",
+     "run 1 has a bad transport, period_s"),
+    ("UPDATE probes SET rtt_us = 'fast' WHERE id = 7", "a probe row beoperf never writes"),
+    ("UPDATE probes SET run_id = 9 WHERE id = 7", "probes of run 9, which it does not list"),
+    ("UPDATE probes SET t_utc = -1e999 WHERE id = 7", "a probe row beoperf never writes"),
+    ("UPDATE probes SET t_utc = 1e300 WHERE id = 7", "a probe row beoperf never writes"),
+    ("UPDATE runs SET period_s = 1e300", "run 1 has a bad period_s"),
+])
+def test_a_damaged_database_is_one_line(tmp_path, damage, message):
+    """Rows beoperf never writes (a database edited by hand, or damaged): one line and
+    exit status 1, never a traceback."""
+    path = write_db(tmp_path / "m.db", steady, 20)
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA foreign_keys=OFF")
+    con.execute(damage)
+    con.commit()
+    con.close()
+    res = cli("monitor", "report", str(path))
+    assert res.status == 1 and len(res.error_lines) == 1, res.stderr
+    assert res.stderr.startswith(f"beoperf: monitor database: {path}: {message}"), res.stderr

@@ -27,7 +27,7 @@ def pingpong(host, *args: str, timeout: float = 300) -> dict:
     res = host.run([sys.executable, "-m", "beoperf", "pingpong", *args, "--json"],
                    check=False, timeout=timeout)
     assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout)
+    return json.loads(res.stdout)["body"]
 
 
 def shape(host, rate: str = "100mbit", peak: str = "101mbit") -> None:
@@ -42,14 +42,28 @@ def shape(host, rate: str = "100mbit", peak: str = "101mbit") -> None:
               "burst", "16kb", "latency", "50ms", "peakrate", peak, "mtu", "1600"])
 
 
+def goodput_limit_mbps(rate_mbit: float, mss: int, mtu: int) -> float:
+    """TCP payload rate through a shaper of ``rate_mbit`` on an Ethernet link: each
+    full segment carries ``mss`` payload bytes in a frame of mtu + 14 bytes."""
+    return rate_mbit * mss / (mtu + 14)
+
+
 def test_rate_limited_link_peak_is_the_limit(netns_pair):
+    """The peak of a sweep over a 100 Mbit/s shaped link is that link's TCP goodput:
+    never above what the shaper's peak rate lets through, and not far below it. Each
+    message also pays a round trip and TCP's restart after the other direction's turn,
+    which a busy machine stretches (83-87 Mbit/s seen under load against a goodput
+    limit of 95.6), so the lower bound is 3/4 of the limit: an unshaped veth gives
+    tens of Gbit/s, a broken shaper or measurement is far outside either bound."""
     server, client = netns_pair
-    shape(server)
-    shape(client)
+    shape(server, "100mbit", "101mbit")
+    shape(client, "100mbit", "101mbit")
     start_server(server)
     doc = pingpong(client, server.addr4, "--start", "64K", "--end", "2M", "--perturbation", "0")
     peak_mbps = doc["summary"]["peak_throughput_bps"] / 1e6
-    assert 85 <= peak_mbps <= 101, doc["summary"]
+    mss, mtu = doc["local"]["socket"]["mss"], doc["local"]["interface"]["mtu"]
+    assert 0.75 * goodput_limit_mbps(100, mss, mtu) <= peak_mbps, doc["summary"]
+    assert peak_mbps <= 1.01 * goodput_limit_mbps(101, mss, mtu), doc["summary"]
     assert doc["summary"]["peak_size"] >= 64 * 1024
     assert doc["local"]["interface"]["name"] == client.ifname
 
@@ -116,8 +130,54 @@ def test_compare_sees_a_rate_limit_as_significant(netns_pair, tmp_path):
     res = client.run([sys.executable, "-m", "beoperf", "compare", f"{free}.json",
                       f"{shaped}.json", "--format", "json"], check=False)
     assert res.returncode == 0, res.stderr
-    doc = json.loads(res.stdout)
-    rows = doc["rows"] if isinstance(doc, dict) else doc
+    rows = json.loads(res.stdout)["body"]["rows"]
     test = rows[1]["peak_test"]
     assert test["verdict"] == "significant", test
     assert rows[1]["peak_change_pct"] < -50
+
+
+def tbf(host, rate: str) -> None:
+    """A plain token bucket as clouds and policed links have: a 256 KB burst, then rate."""
+    host.run(["tc", "qdisc", "replace", "dev", host.ifname, "root", "tbf", "rate", rate,
+              "burst", "256kb", "latency", "100ms"])
+
+
+@pytest.mark.parametrize("rate_mbit", [100, 1000])
+def test_stream_through_a_shaper_measures_its_rate_not_its_burst(netns_pair, rate_mbit):
+    """Stream mode outlasts the burst: the payload rate is within 3% of what the shaper
+    lets through (its rate times the payload's share of a full frame), the burst is
+    reported, and the wire rate beside it."""
+    server, client = netns_pair
+    tbf(server, f"{rate_mbit}mbit")
+    tbf(client, f"{rate_mbit}mbit")
+    start_server(server)
+    doc = pingpong(client, server.addr4, "--mode", "stream", "--sizes", "1M",
+                   "--time-budget", "10")
+    (size,) = doc["sizes"]
+    mss, mtu = doc["local"]["socket"]["mss"], doc["local"]["interface"]["mtu"]
+    limit = goodput_limit_mbps(rate_mbit, mss, mtu)
+    assert size["throughput_bps"]["from_median"] / 1e6 == pytest.approx(limit, rel=0.03)
+    shaper = doc["sweep"]["shaper"]
+    assert shaper and 64 * 1024 <= shaper["burst_bytes"] <= 512 * 1024, shaper
+    note = next(w for w in doc["warnings"] if "pass at line rate" in w)
+    assert f"{mtu + 14}-byte frames carrying {mss} bytes" in note
+
+
+def test_ping_pong_through_a_shaper_explains_its_doubled_figure(netns_pair):
+    server, client = netns_pair
+    tbf(server, "100mbit")
+    tbf(client, "100mbit")
+    start_server(server)
+    doc = pingpong(client, server.addr4, "--sizes", "64K,1M", "--time-budget", "5")
+    peak = doc["summary"]["peak_throughput_bps"] / 1e6
+    assert peak > 1.3 * goodput_limit_mbps(100, doc["local"]["socket"]["mss"],
+                                           doc["local"]["interface"]["mtu"])
+    assert any("token bucket refills while the other direction" in w for w in doc["warnings"])
+
+
+def test_no_shaper_is_reported_on_a_plain_link(netns_pair):
+    server, client = netns_pair
+    start_server(server)
+    doc = pingpong(client, server.addr4, "--sizes", "64K,1M", "--time-budget", "3")
+    assert doc["sweep"]["shaper"] is None
+    assert not any("shaper" in w or "token bucket" in w for w in doc["warnings"])

@@ -11,21 +11,28 @@ import pytest
 pytest.importorskip("matplotlib", reason="beoperf plot needs matplotlib")
 
 from beoperf.analysis.curve import analyze_run  # noqa: E402
-from beoperf.plots.figures import (  # noqa: E402
+from beoperf.cli.plot import write_figures  # noqa: E402
+from beoperf.model.pingpong import RunResult, SizeResult, load_json  # noqa: E402
+from beoperf.report.plots import (  # noqa: E402
     BAND_GID,
+    COLLAPSE_GID,
+    GBIT_FROM_MBPS,
+    MIN_LOG_TICKS,
     SATURATION_GID,
     SIZE_LABEL,
-    THROUGHPUT_LABEL,
     TIME_LABEL,
+    log2_ticks,
+    log10_ticks,
     saturation_figure,
     series,
     signature_figure,
     size_text,
     throughput_figure,
-    write_figures,
+    throughput_label,
+    throughput_unit,
+    time_text,
 )
-from beoperf.results.model import RunResult, SizeResult, load_json, save_json  # noqa: E402
-from helpers import cli, running_server  # noqa: E402
+from helpers import cli, running_server, save_run  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NAMES = ("throughput", "signature", "saturation")
@@ -62,7 +69,7 @@ def sweeps(tmp_path_factory) -> list[Path]:
                       "--sizes", "1,64,1K,16K,256K,1M", "--max-time", "0.5", "-o", str(prefix))
             assert res.status == 0, res.stderr
             paths.append(prefix.with_suffix(".json"))
-    save_json(synthetic_run(), base / "synthetic.json")
+    save_run(synthetic_run(), base / "synthetic.json")
     return [*paths, base / "synthetic.json"]
 
 
@@ -137,7 +144,7 @@ def test_bad_input_file_is_one_line_naming_it(tmp_path, content):
 
 def test_result_without_sizes_is_an_input_error(tmp_path):
     path = tmp_path / "empty.json"
-    save_json(RunResult(parameters={"mode": "pingpong"}, local={}, remote={}, meta={},
+    save_run(RunResult(parameters={"mode": "pingpong"}, local={}, remote={}, meta={},
                         status="interrupted"), path)
     res = cli("plot", str(path), "-o", str(tmp_path))
     assert res.status == 1 and len(res.error_lines) == 1
@@ -165,34 +172,43 @@ def test_netpipe_file(sweeps, tmp_path):
 
 # --- the figures ---------------------------------------------------------------------------
 
+def legend_texts(fig) -> list[str]:
+    return [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+
+
 def test_one_curve_per_run_with_its_label(runs):
     labels = labels_of(runs)
     for build in (throughput_figure, signature_figure, saturation_figure):
         fig = build(runs, labels)
         assert curve_labels(fig) == labels
         assert fig.axes[0].get_title()
-        legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-        assert legend[:len(labels)] == labels
+        legend = legend_texts(fig)
+        assert [t.split("\n")[0] for t in legend[:len(labels)]] == labels
 
 
 def test_axes_units_and_scales(runs):
+    top = max(s.central_bps() / 1e6 for run in runs for s in run.sizes)
+    label = throughput_label(throughput_unit(top)[0])
     ax = throughput_figure(runs, labels_of(runs)).axes[0]
-    assert (ax.get_xlabel(), ax.get_ylabel()) == (SIZE_LABEL, THROUGHPUT_LABEL)
+    assert (ax.get_xlabel(), ax.get_ylabel()) == (SIZE_LABEL, label)
     assert (ax.get_xscale(), ax.get_yscale()) == ("log", "linear")
     assert ax.xaxis.get_transform().base == 2
     ax = signature_figure(runs, labels_of(runs)).axes[0]
-    assert (ax.get_xlabel(), ax.get_ylabel()) == (TIME_LABEL, THROUGHPUT_LABEL)
+    assert (ax.get_xlabel(), ax.get_ylabel()) == (TIME_LABEL, label)
     assert (ax.get_xscale(), ax.get_yscale()) == ("log", "linear")
     ax = saturation_figure(runs, labels_of(runs)).axes[0]
     assert (ax.get_xlabel(), ax.get_ylabel()) == (SIZE_LABEL, TIME_LABEL)
     assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
-    assert "message size (bytes)" in SIZE_LABEL and "Mbit/s" in THROUGHPUT_LABEL
-    assert "µs" in TIME_LABEL
+    assert "message size (bytes)" in SIZE_LABEL and "bit/s" in label
+    drawn(ax.figure)
+    assert all(t.endswith(("ns", "µs", "ms", " s")) for t in labelled_ticks(ax, "y"))
 
 
 def test_figure_size_and_resolution(runs):
+    """5 inches high, 8 wide for the axes and their labels plus room for the legend."""
     fig = throughput_figure(runs, labels_of(runs))
-    assert tuple(fig.get_size_inches()) == (8.0, 5.0) and fig.dpi == 120
+    width, height = fig.get_size_inches()
+    assert height == 5.0 and 8.0 < width <= 8.0 + 4.5 and fig.dpi == 120
 
 
 def test_curves_plot_the_central_statistic(runs):
@@ -207,16 +223,16 @@ def test_curves_plot_the_central_statistic(runs):
 
 
 def test_saturation_point_marked_where_the_analysis_finds_one(runs):
-    found = [(run, analyze_run(run).saturation_size) for run in runs]
-    found = [(run, size) for run, size in found if size is not None]
+    found = [(i, analyze_run(run).saturation_size) for i, run in enumerate(runs)]
+    found = [(i, size) for i, size in found if size is not None]
     assert found, "the synthetic run has a saturation point"
     for build in (throughput_figure, signature_figure, saturation_figure):
         assert len(by_gid(build(runs, labels_of(runs)), SATURATION_GID)) == len(found)
     fig = saturation_figure(runs, labels_of(runs))
-    texts = [t.get_text() for t in fig.axes[0].texts]
-    for (run, size), marker in zip(found, by_gid(fig, SATURATION_GID), strict=True):
-        assert f"saturation {size} B" in texts
-        point = next(s for s in run.sizes if s.size == size)
+    legend = legend_texts(fig)
+    for (i, size), marker in zip(found, by_gid(fig, SATURATION_GID), strict=True):
+        assert legend[i] == f"run {i}\nsaturation {size} B"  # the run's own legend entry
+        point = next(s for s in runs[i].sizes if s.size == size)
         assert np.allclose(marker.get_offsets()[0], (size, point.central_time_us()))
 
 
@@ -225,7 +241,7 @@ def test_synthetic_saturation_is_where_time_turns_linear():
     size = analyze_run(run).saturation_size
     assert size is not None and 2500 < size <= 2**20
     fig = saturation_figure([run], ["synthetic"])
-    assert [t.get_text() for t in fig.axes[0].texts] == [f"saturation {size} B"]
+    assert legend_texts(fig)[0] == f"synthetic\nsaturation {size} B"
 
 
 def test_band_from_percentiles_and_skipped_without_them():
@@ -251,7 +267,7 @@ def test_band_is_skipped_when_a_size_lacks_percentiles():
 
 
 def test_identical_default_labels_get_their_file_names(sweeps, tmp_path, monkeypatch):
-    from beoperf.cli.inputs import labels_for
+    from beoperf.suites.results import labels_for
 
     paths = [str(p) for p in sweeps[:2]]
     runs = [load_json(p) for p in sweeps[:2]]
@@ -275,3 +291,175 @@ def test_write_figures_returns_paths_and_rejects_other_formats(runs, tmp_path):
                                      (2**20, "1M"), (8 * 2**20, "8M"), (1536, "1536")])
 def test_size_ticks(n, text):
     assert size_text(float(n)) == text
+
+
+# --- readable figures (issue 9, section 7) -------------------------------------------------
+
+FIXTURES = Path(__file__).parent / "fixtures"
+IMPORTS = ["nptcp-loopback.out", "netpipe5-mpi.out", "osu_latency-7.4-tail.txt",
+           "imb-2021-pingpong.txt"]
+
+
+@pytest.fixture(scope="module")
+def seven(runs) -> tuple[list[RunResult], list[str]]:
+    """Seven curves: the two loopback sweeps and the synthetic run (with the long labels
+    beoperf gives them) and the NetPIPE, OSU and IMB imports."""
+    from beoperf.model.importers import load_any
+
+    found = [*runs, *(load_any(FIXTURES / name) for name in IMPORTS)]
+    labels = [f"{run.label()} sndbuf=262144 rcvbuf=262144 #{i}" if run.source is None
+              else run.label() for i, run in enumerate(found)]
+    return found, labels
+
+
+def stalled_run() -> RunResult:
+    """The synthetic run with every size from 64 KiB on stalled 1000x (delayed-ACK-like)."""
+    run = synthetic_run(alpha_us=5.0, bandwidth_bps=40e9)
+    for s in run.sizes:
+        if s.size >= 65536:
+            for key in ("min", "median", "mean", "p90", "p99"):
+                s.time_us[key] *= 1000.0
+            s.throughput_bps["from_median"] /= 1000.0
+    return run
+
+
+def drawn(fig):
+    """Draw the figure with the Agg renderer (as it is saved); the renderer."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def labelled_ticks(ax, which: str) -> list[str]:
+    """Texts of the labelled major ticks inside the view limits."""
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    lo, hi = sorted(ax.get_xlim() if which == "x" else ax.get_ylim())
+    fmt = axis.get_major_formatter()
+    texts = [fmt(loc, i) for i, loc in enumerate(axis.get_majorticklocs()) if lo <= loc <= hi]
+    return [t for t in texts if t.strip()]
+
+
+def log_axes(fig) -> list[str]:
+    ax = fig.axes[0]
+    return [w for w, scale in (("x", ax.get_xscale()), ("y", ax.get_yscale())) if scale == "log"]
+
+
+ALL_BUILDS = (throughput_figure, signature_figure, saturation_figure)
+
+
+@pytest.mark.parametrize("build", ALL_BUILDS)
+def test_nothing_is_clipped_with_seven_curves_and_a_collapse(seven, build):
+    """Every drawn artist (tick and axis labels, title, legend, collapse labels) lies
+    inside the figure: the saved image never cuts one off."""
+    found, labels = seven
+    fig = build([*found, stalled_run()], [*labels, "stalled"])
+    renderer = drawn(fig)
+    tight = fig.get_tightbbox(renderer)  # inches, as bbox_inches="tight" would crop
+    width, height = fig.get_size_inches()
+    assert tight.x0 >= -0.01 and tight.y0 >= -0.01
+    assert tight.x1 <= width + 0.01 and tight.y1 <= height + 0.01
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent(renderer)
+    assert legend.x0 >= ax.get_window_extent(renderer).x1  # beside the data, not over it
+    inside = ax.get_window_extent(renderer)
+    for text in ax.texts:
+        box = text.get_window_extent(renderer)
+        assert inside.x0 <= box.x0 and box.x1 <= inside.x1, text.get_text()
+
+
+@pytest.mark.parametrize("build", ALL_BUILDS)
+def test_log_axes_carry_enough_labelled_ticks(seven, build):
+    narrow = synthetic_run(alpha_us=20.0, bandwidth_bps=1e9)
+    narrow.sizes = [s for s in narrow.sizes if 2**14 <= s.size <= 2**16]  # 20..545 us
+    tiny = synthetic_run()
+    tiny.sizes = tiny.sizes[:3]  # 1..4 B, all about 20 us
+    for case in (seven[0], [narrow], [tiny], [stalled_run()]):
+        fig = build(case, [f"r{i}" for i in range(len(case))])
+        drawn(fig)
+        for which in log_axes(fig):
+            assert len(labelled_ticks(fig.axes[0], which)) >= MIN_LOG_TICKS, (which, case)
+
+
+def test_tick_choices():
+    assert log10_ticks(20.0, 60.0) == [20.0, 30.0, 40.0, 50.0, 60.0]
+    assert log10_ticks(8.0, 400.0) == [10.0, 20.0, 50.0, 100.0, 200.0]
+    assert log10_ticks(0.5, 4000.0) == [1.0, 10.0, 100.0, 1000.0]
+    assert 4 <= len(log10_ticks(1e-3, 1e12)) <= 12
+    assert len(log10_ticks(40.0, 44.0)) >= 4  # narrower than 1..9 per decade
+    assert log2_ticks(16384.0, 65536.0) == [16384.0, 24576.0, 32768.0, 49152.0, 65536.0]
+    assert [size_text(t) for t in log2_ticks(16384.0, 65536.0)] == ["16K", "24K", "32K",
+                                                                   "48K", "64K"]
+    assert log2_ticks(0.7, 1.6e7)[:4] == [1.0, 4.0, 16.0, 64.0]  # 24 powers: every other
+    assert all(t == int(t) for t in log2_ticks(1.0, 3.5))
+    assert (time_text(0.5), time_text(20.0), time_text(1500.0), time_text(2e6)) == \
+        ("500 ns", "20 µs", "1.5 ms", "2 s")
+
+
+def test_each_saturation_marker_has_its_curves_colour_and_its_own_shape(seven):
+    from matplotlib.colors import to_rgba
+
+    found, labels = seven
+    fig = saturation_figure(found, labels)
+    lines = fig.axes[0].get_lines()
+    marked = [i for i, run in enumerate(found) if analyze_run(run).saturation_size is not None]
+    markers = by_gid(fig, SATURATION_GID)
+    assert len(markers) == len(marked) >= 4
+    for i, marker in zip(marked, markers, strict=True):
+        assert np.allclose(marker.get_edgecolor()[0], to_rgba(lines[i].get_color()))
+    shapes = {marker.get_paths()[0].vertices.tobytes() for marker in markers}
+    assert len(shapes) == len(markers)  # coinciding points stay distinguishable
+
+
+def test_throughput_unit_fits_the_values():
+    slow = synthetic_run(bandwidth_bps=0.8e9)  # peak below 1000 Mbit/s
+    fast = synthetic_run(bandwidth_bps=40e9)
+    assert throughput_unit(GBIT_FROM_MBPS * 0.99) == ("Mbit/s", 1.0)
+    assert throughput_unit(GBIT_FROM_MBPS) == ("Gbit/s", 1e3)
+    for case, unit in (([slow], "Mbit/s"), ([slow, fast], "Gbit/s")):
+        for build in (throughput_figure, signature_figure):
+            ax = build(case, [f"r{i}" for i in range(len(case))]).axes[0]
+            assert ax.get_ylabel() == throughput_label(unit)
+            fmt = ax.yaxis.get_major_formatter()
+            assert fmt(20000.0, 0) == ("20" if unit == "Gbit/s" else "20,000")
+    assert throughput_label("Gbit/s") == "throughput (Gbit/s, 10^9 bit/s)"
+
+
+def test_signature_band_is_a_polygon_between_the_min_and_p90_curves():
+    run = synthetic_run()
+    s = series(run)
+    fig = signature_figure([run], ["x"])
+    (band,) = by_gid(fig, BAND_GID)
+    (path,) = band.get_paths()
+    vertices = path.vertices[:2 * len(s.sizes)]
+    fast = np.column_stack([s.band_us[0], s.mbps_at(s.band_us[0])])
+    slow = np.column_stack([s.band_us[1], s.mbps_at(s.band_us[1])])
+    assert np.allclose(vertices, np.concatenate([fast, slow[::-1]]))
+    assert np.all(fast[:, 1] > s.mbps) and np.all(slow[:, 1] < s.mbps)  # around the curve
+
+
+def test_collapse_is_shaded_and_labelled_in_its_curves_colour():
+    from matplotlib.colors import to_rgba
+
+    run = stalled_run()
+    (collapse,) = analyze_run(run).collapses
+    assert collapse.first_size == 65536
+    for build in ALL_BUILDS:
+        fig = build([synthetic_run(), run], ["healthy", "stalled"])
+        ax = fig.axes[0]
+        colour = to_rgba(ax.get_lines()[1].get_color())
+        (span,) = [p for p in ax.patches if p.get_gid() == COLLAPSE_GID]
+        assert np.allclose(span.get_facecolor()[:3], colour[:3])
+        xs = span.get_path().transformed(span.get_patch_transform()).vertices[:, 0] \
+            if hasattr(span, "get_patch_transform") else span.get_xy()[:, 0]
+        s = series(run)
+        lo, hi = (s.sizes, s.sizes) if build is not signature_figure else (s.time_us, s.time_us)
+        inside = s.collapsed(collapse)
+        assert xs.min() <= lo[inside].min() and hi[inside].max() <= xs.max()
+        (label,) = [t for t in ax.texts if t.get_gid() == COLLAPSE_GID]
+        assert label.get_text() == f"stalled: throughput collapse 1/{collapse.factor:.0f}"
+        assert np.allclose(to_rgba(label.get_color()), colour)
+        assert "throughput collapse" in legend_texts(fig)
+    (band,) = by_gid(signature_figure([run], ["stalled"]), BAND_GID)
+    assert len(band.get_paths()) == 2  # the band does not bridge the collapse

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import struct
@@ -12,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from beoperf import protocol
-from beoperf.protocol import (
+from beoperf.engines import protocol
+from beoperf.engines.protocol import (
     HEADER,
     MAGIC,
     MAX_PAYLOAD,
@@ -316,3 +317,40 @@ def test_recv_message_timeout(pair):
 def test_module_constants():
     assert protocol.DEFAULT_PORT == 5202
     assert MAX_PAYLOAD == 64 * 1024
+
+
+def _trickle(sock: socket.socket, data: bytes, step: float) -> threading.Thread:
+    def send():
+        with contextlib.suppress(OSError):
+            for i in range(len(data)):
+                sock.sendall(data[i:i + 1])
+                time.sleep(step)
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_recv_message_deadline_bounds_the_whole_message(pair):
+    """A byte every 50 ms never trips a 0.2 s per-read timeout; a deadline trips anyway."""
+    a, b = pair
+    b.settimeout(0.2)
+    _trickle(a, encode({"op": "hello", "pad": "x" * 100}), 0.05)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        recv_message(b, deadline=started + 0.3)
+    assert time.monotonic() - started < 0.6  # the whole frame would take 6 s
+
+
+def test_recv_message_in_pieces_within_the_deadline(pair):
+    a, b = pair
+    message = {"op": "run", "size": 8}
+    _trickle(a, encode(message), 0.005).join(5)
+    assert recv_message(b, deadline=time.monotonic() + 5) == message
+
+
+def test_recv_message_deadline_already_past(pair):
+    a, b = pair
+    send_message(a, {"op": "x"})
+    with pytest.raises(TimeoutError):
+        recv_message(b, deadline=time.monotonic() - 1)

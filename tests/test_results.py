@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import copy
+import csv
+import io
 import json
 from pathlib import Path
 
 import pytest
 
-from beoperf.results.model import (
-    FORMAT,
-    SCHEMA_VERSION,
+from beoperf.analysis.pingpong import summary
+from beoperf.model.netpipe import NETPIPE_MBPS, netpipe_lines, read_netpipe
+from beoperf.model.pingpong import (
+    KIND,
+    VERSION,
     ResultFormatError,
     RunResult,
     SizeResult,
+    from_json,
     load_json,
-    save_json,
-    summary,
 )
-from beoperf.results.netpipe import NETPIPE_MBPS, netpipe_lines, read_netpipe, write_netpipe
+from beoperf.report.pingpong import netpipe
+from helpers import run_json, save_run
 
 
 def size_result(size: int, median_us: float, *, min_us: float | None = None,
@@ -55,49 +59,51 @@ def make_run(mode: str = "pingpong") -> RunResult:
 
 # --- JSON document -------------------------------------------------------------------------
 
-def test_to_dict_header_and_summary():
-    doc = make_run().to_dict()
-    assert doc["format"] == FORMAT == "beoperf.pingpong"
-    assert doc["schema_version"] == SCHEMA_VERSION == 1
-    assert doc["status"] == "interrupted"
-    assert [s["size"] for s in doc["sizes"]] == [1, 1024, 65536, 1048576]
-    assert doc["summary"] == summary(make_run())
+def test_document_envelope_and_summary():
+    doc = run_json(make_run())
+    assert (doc["format"], doc["kind"]) == ("beoperf", KIND) and KIND == "pingpong"
+    assert doc["schema_version"] == VERSION == 3
+    assert doc["meta"]["beoperf"] == "0.1"  # the run's own meta is the envelope's
+    body = doc["body"]
+    assert body["status"] == "interrupted"
+    assert [s["size"] for s in body["sizes"]] == [1, 1024, 65536, 1048576]
+    assert body["summary"] == summary(make_run())
     json.dumps(doc)  # serialisable as is
 
 
 def test_json_round_trip(tmp_path: Path):
     run = make_run()
     path = tmp_path / "run.json"
-    save_json(run, path)
-    assert not (tmp_path / "run.json.tmp").exists()
+    save_run(run, path)
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
     loaded = load_json(path)
     assert loaded == run
-    assert loaded.to_dict() == run.to_dict()
-    assert json.loads(path.read_text()) == run.to_dict()
+    assert run_json(loaded) == run_json(run)
+    assert json.loads(path.read_text()) == run_json(run)
     assert all(isinstance(s, SizeResult) for s in loaded.sizes)
 
 
 def test_json_round_trip_minimal(tmp_path: Path):
     run = RunResult(parameters={}, local={}, remote={}, meta={})
     path = tmp_path / "empty.json"
-    save_json(run, path)
+    save_run(run, path)
     loaded = load_json(path)
     assert loaded == run
     assert loaded.status == "complete" and loaded.status_reason is None
-    assert loaded.to_dict()["summary"] == {"sizes_measured": 0}
+    assert run_json(loaded)["body"]["summary"] == {"sizes_measured": 0}
 
 
 def test_save_json_overwrites(tmp_path: Path):
     path = tmp_path / "run.json"
     path.write_text("old junk")
-    save_json(make_run(), path)
+    save_run(make_run(), path)
     assert load_json(path) == make_run()
 
 
-def test_from_dict_defaults_optional_fields():
-    doc = make_run().to_dict()
-    del doc["status_reason"], doc["warnings"], doc["summary"]
-    run = RunResult.from_dict(doc)
+def test_from_json_defaults_optional_fields():
+    doc = run_json(make_run())
+    del doc["body"]["status_reason"], doc["body"]["warnings"], doc["body"]["summary"]
+    run = from_json(doc)
     assert run.status_reason is None and run.warnings == []
     assert run.sizes == make_run().sizes
 
@@ -116,6 +122,65 @@ def test_summary_picks_peak_and_latency():
 
 def test_summary_of_nothing():
     assert summary(RunResult({}, {}, {}, {})) == {"sizes_measured": 0}
+
+
+# --- the summary, the stored analysis and compare show one latency (issue 9, 6.2) ----------
+
+def first_size_outlier_run() -> RunResult:
+    """The trial's case: the first size ran 3.36 us, the small sizes around 23.42 us."""
+    run = make_run()
+    run.status, run.status_reason, run.warnings = "complete", None, []
+    run.parameters["sizes"] = 7
+    run.meta.update(peer="10.0.0.2 port 5202", duration_s=1.0)
+    run.sizes = [size_result(1, 3.36), size_result(2, 23.0), size_result(4, 23.42),
+                 size_result(8, 24.0), size_result(16, 25.0), size_result(65536, 200.0),
+                 size_result(1048576, 5000.0)]
+    return run
+
+
+def summary_text(run: RunResult) -> str:
+    from beoperf.report.pingpong import text
+
+    return text(run)
+
+
+def test_summary_latency_is_the_analysis_figure_with_its_own_ci(tmp_path: Path):
+    run = first_size_outlier_run()
+    doc = run_json(run)["body"]
+    analysis = doc["analysis"]
+    assert (analysis["latency_size"], analysis["latency_us"]) == (4, 23.42)
+    assert analysis["latency_ci95_halfwidth_us"] == pytest.approx(0.2342)  # size 4's CI
+    s = doc["summary"]
+    assert (s["latency_size"], s["latency_median_us"]) == (4, analysis["latency_us"])
+    assert s["latency_p99_us"] == analysis["latency_p99_us"] == pytest.approx(23.42 * 1.3)
+    assert s["latency_ci95_halfwidth_us"] == analysis["latency_ci95_halfwidth_us"]
+    text = summary_text(run)
+    assert "latency    23.42 us median, 30.45 us p99 (one-way, 4 B, 42 samples, " \
+           "95% CI +-0.23 us (+-1.0%))" in text
+    assert "3.36" not in text
+    path = tmp_path / "run.json"
+    save_run(run, path)
+    from helpers import cli
+
+    table = cli("compare", str(path), "--format", "csv")
+    assert table.status == 0, table.stderr
+    row = next(csv.DictReader(io.StringIO(table.stdout)))
+    assert float(row["latency_us"]) == 23.42
+
+
+def test_summary_warns_of_a_throughput_collapse():
+    run = first_size_outlier_run()
+    run.sizes[-1] = size_result(1048576, 400000.0)  # 21 Mbit/s after 2621 Mbit/s at 64K
+    doc = run_json(run)["body"]
+    (collapse,) = doc["analysis"]["collapses"]
+    assert (collapse["first_size"], collapse["last_size"]) == (1048576, 1048576)
+    assert doc["summary"]["throughput_collapses"] == 1
+    assert doc["summary"]["peak_size"] == 65536
+    text = summary_text(run)
+    assert "  warning: throughput collapse at 1048576 B: down to 1/125 of the 2621 Mbit/s " \
+           "reached at 65536 B; latency, peak, saturation, n1/2 and the fits use the sizes " \
+           "outside the collapse" in text
+    assert summary(make_run())["throughput_collapses"] == 0
 
 
 # --- load_json errors ----------------------------------------------------------------------
@@ -140,12 +205,12 @@ def test_result_format_error_is_value_error():
 
 
 def test_load_not_json(tmp_path: Path):
-    _assert_format_error(_write(tmp_path, "this is not json\n"), "not JSON")
+    _assert_format_error(_write(tmp_path, "this is not json\n"), "invalid JSON")
 
 
 def test_load_truncated(tmp_path: Path):
-    text = json.dumps(make_run().to_dict(), indent=1)
-    _assert_format_error(_write(tmp_path, text[: len(text) // 2]), "not JSON")
+    text = json.dumps(run_json(make_run()), indent=1)
+    _assert_format_error(_write(tmp_path, text[: len(text) // 2]), "truncated JSON")
 
 
 def test_load_empty_file(tmp_path: Path):
@@ -163,7 +228,7 @@ def test_load_missing_file(tmp_path: Path):
 
 
 def test_load_directory(tmp_path: Path):
-    _assert_format_error(tmp_path, "cannot read")
+    _assert_format_error(tmp_path, "is a directory")
 
 
 @pytest.mark.parametrize("doc", [
@@ -176,29 +241,42 @@ def test_load_directory(tmp_path: Path):
     {"iperf3": {"start": {}}, "end": {}},
 ])
 def test_load_other_format(tmp_path: Path, doc):
-    _assert_format_error(_write(tmp_path, json.dumps(doc)), "not a beoperf ping-pong result")
+    _assert_format_error(_write(tmp_path, json.dumps(doc)), "not a beoperf document")
 
 
-@pytest.mark.parametrize("version", [0, 2, 99, "1", None])
-def test_load_wrong_schema_version(tmp_path: Path, version):
-    doc = make_run().to_dict()
+def test_load_another_kind(tmp_path: Path):
+    doc = {"format": "beoperf", "kind": "nonsense", "schema_version": 1, "meta": {}, "body": {}}
+    _assert_format_error(_write(tmp_path, json.dumps(doc)), "unknown kind 'nonsense'")
+
+
+@pytest.mark.parametrize("version, why", [(0, "bad schema_version 0"),
+                                          (99, "schema version 99 is newer"),
+                                          ("2", "bad schema_version '2'"),
+                                          (None, "bad schema_version None")])
+def test_load_wrong_schema_version(tmp_path: Path, version, why):
+    doc = run_json(make_run())
     doc["schema_version"] = version
-    err = _assert_format_error(_write(tmp_path, json.dumps(doc)), "schema version")
-    assert repr(version) in str(err)
+    _assert_format_error(_write(tmp_path, json.dumps(doc)), why)
 
 
 def test_load_missing_schema_version(tmp_path: Path):
-    doc = make_run().to_dict()
+    doc = run_json(make_run())
     del doc["schema_version"]
-    _assert_format_error(_write(tmp_path, json.dumps(doc)), "schema version")
+    _assert_format_error(_write(tmp_path, json.dumps(doc)), "bad schema_version")
 
 
-@pytest.mark.parametrize("key", ["parameters", "local", "remote", "meta", "sizes", "status"])
-def test_load_missing_top_level_key(tmp_path: Path, key):
-    doc = make_run().to_dict()
-    del doc[key]
-    err = _assert_format_error(_write(tmp_path, json.dumps(doc)), "malformed")
+@pytest.mark.parametrize("key", ["parameters", "local", "remote", "sizes", "status"])
+def test_load_missing_body_key(tmp_path: Path, key):
+    doc = run_json(make_run())
+    del doc["body"][key]
+    err = _assert_format_error(_write(tmp_path, json.dumps(doc)), "not a valid pingpong")
     assert key in str(err)
+
+
+def test_load_missing_meta(tmp_path: Path):
+    doc = run_json(make_run())
+    del doc["meta"]
+    _assert_format_error(_write(tmp_path, json.dumps(doc)), "'meta' is a required property")
 
 
 @pytest.mark.parametrize("mutate", [
@@ -212,9 +290,9 @@ def test_load_missing_top_level_key(tmp_path: Path, key):
 ], ids=["no-time_us", "no-size", "extra-key", "sizes-ints", "sizes-int", "sizes-null",
         "warnings-null"])
 def test_load_malformed_sizes(tmp_path: Path, mutate):
-    doc = copy.deepcopy(make_run().to_dict())
-    mutate(doc)
-    _assert_format_error(_write(tmp_path, json.dumps(doc)), "malformed")
+    doc = copy.deepcopy(run_json(make_run()))
+    mutate(doc["body"])
+    _assert_format_error(_write(tmp_path, json.dumps(doc)), "not a valid pingpong document")
 
 
 def test_load_deeply_nested_json(tmp_path: Path):
@@ -222,9 +300,9 @@ def test_load_deeply_nested_json(tmp_path: Path):
     _assert_format_error(_write(tmp_path, "[" * 100_000 + "]" * 100_000))
 
 
-def test_from_dict_names_the_source():
+def test_from_json_names_the_source():
     with pytest.raises(ResultFormatError, match="^somewhere: "):
-        RunResult.from_dict({"format": "x"}, "somewhere")
+        from_json({"format": "x"}, "somewhere")
 
 
 # --- NetPIPE np.out ------------------------------------------------------------------------
@@ -292,7 +370,7 @@ def test_netpipe_stream_like_pingpong():
 def test_netpipe_write_read_round_trip(tmp_path: Path):
     run = make_run()
     path = tmp_path / "np.out"
-    write_netpipe(run, path)
+    path.write_text(netpipe(run))
     assert not (tmp_path / "np.out.tmp").exists()
     text = path.read_text()
     assert text.endswith("\n") and text.count("\n") == len(run.sizes)
@@ -348,7 +426,27 @@ def test_read_netpipe_rejects_binary_garbage(tmp_path: Path):
     lambda d: d.update(local=[]),
 ])
 def test_load_wrong_types_is_a_format_error(tmp_path: Path, mutate):
-    doc = make_run().to_dict()
-    mutate(doc)
+    doc = run_json(make_run())
+    mutate(doc["body"])
     path = _write(tmp_path, json.dumps(doc))
-    _assert_format_error(path, "malformed")
+    _assert_format_error(path, "not a valid pingpong document")
+
+
+def test_summary_without_an_analysis_gives_counts_only():
+    """A size without any time statistic makes the analysis fail: the summary keeps the
+    counts and invents no figure, and the printed summary has no latency line."""
+    run = first_size_outlier_run()
+    run.sizes[2].time_us = {}
+    s = summary(run)
+    assert s == {"sizes_measured": 7, "sizes_not_converged": 0, "corrupt_messages": 0}
+    assert "error" in run_json(run)["body"]["analysis"]
+    text = summary_text(run)
+    assert "latency" not in text and text.startswith("beoperf pingpong: 10.0.0.2 port 5202")
+
+
+def test_summary_model_line_without_thresholds_has_no_stray_unit():
+    run = make_run()
+    run.sizes = [size_result(n, 10.0 + n / 1000.0) for n in (1, 2, 4, 8, 1024, 65536)]
+    run.meta.update(peer="beta port 5202", duration_s=1.0)
+    model = next(line for line in summary_text(run).splitlines() if "model" in line)
+    assert model.endswith("protocol thresholds at: none"), model

@@ -199,3 +199,27 @@ def test_relative_ci():
     assert relative_ci(np.arange(1.0, 6.0)) is None  # 5 samples: no interval
     assert relative_ci(np.zeros(10)) is None  # median 0: no relative width
     assert relative_ci(np.arange(1, 101, dtype=np.float64)) == summarize(arr).ci_relative
+
+
+# --- found by mutation testing (docs/TESTING.md) -------------------------------------------
+
+def test_median_ci_honours_its_confidence():
+    arr = np.arange(1, 101, dtype=np.float64)
+    lo, hi = median_ci_ranks(100, 0.5)
+    assert median_ci(arr, 0.5) == (arr[lo], arr[hi]) != median_ci(arr)
+
+
+def test_two_samples_have_a_spread():
+    """The standard deviation of two samples is |a - b| / sqrt(2), not 0."""
+    assert summarize([1.0, 3.0]).stddev == pytest.approx(math.sqrt(2.0))
+
+
+def test_relative_ci_of_medians_below_one():
+    """Seconds, say: a median of 0.5 has a relative width like any other."""
+    arr = np.arange(1, 101, dtype=np.float64) / 100.0
+    assert relative_ci(arr) == pytest.approx((0.61 - 0.40) / 2 / 0.505)
+
+
+def test_summarize_empty_says_why():
+    with pytest.raises(ValueError, match="^no samples to summarize$"):
+        summarize([])

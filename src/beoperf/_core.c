@@ -2,6 +2,12 @@
  * Thin CPython binding over csrc/: buffer pools and the timed loops.
  * Loops run with the GIL released; a signal that interrupts a blocking call
  * briefly takes the GIL back to run Python's handlers (Ctrl-C).
+ *
+ * A Pool exposes its whole allocation through the buffer protocol (read-write,
+ * one dimension of unsigned bytes), so other libraries (numpy, mpi4py, a socket's
+ * send) can read and write the very memory the loops send from and receive into.
+ * Exports are counted: a Pool with a live memoryview cannot be re-initialised,
+ * and a view holds a reference to its Pool, so the memory outlives every view.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -15,6 +21,7 @@ static PyObject *PeerClosedError;
 typedef struct {
     PyObject_HEAD
     beo_pool pool;
+    Py_ssize_t exports; /* buffer views not yet released */
 } PoolObject;
 
 static int Pool_init(PoolObject *self, PyObject *args, PyObject *kwds)
@@ -25,6 +32,10 @@ static int Pool_init(PoolObject *self, PyObject *args, PyObject *kwds)
         return -1;
     if (size < 1 || span < 0) {
         PyErr_SetString(PyExc_ValueError, "pool size must be >= 1 and span >= 0");
+        return -1;
+    }
+    if (self->exports > 0) {
+        PyErr_SetString(PyExc_BufferError, "a Pool with live buffer views cannot be reinitialised");
         return -1;
     }
     if (self->pool.base != NULL) {
@@ -55,6 +66,10 @@ static PyObject *Pool_get(PoolObject *self, void *which)
         return PyLong_FromSize_t(self->pool.size);
     if (strcmp(name, "total") == 0)
         return PyLong_FromSize_t(self->pool.total);
+    if (strcmp(name, "stride") == 0)
+        return PyLong_FromSize_t(self->pool.stride);
+    if (strcmp(name, "exports") == 0)
+        return PyLong_FromSsize_t(self->exports);
     return PyLong_FromSize_t(self->pool.slots);
 }
 
@@ -78,15 +93,64 @@ static PyObject *Pool_message(PoolObject *self, PyObject *arg)
     return PyBytes_FromStringAndSize((const char *)msg, (Py_ssize_t)self->pool.size);
 }
 
+static int Pool_getbuffer(PoolObject *self, Py_buffer *view, int flags)
+{
+    if (self->pool.base == NULL) {
+        view->obj = NULL;
+        PyErr_SetString(PyExc_BufferError, "Pool was not initialised");
+        return -1;
+    }
+    /* the whole allocation; PyBuffer_FillInfo takes a reference to self for the view */
+    if (PyBuffer_FillInfo(view, (PyObject *)self, self->pool.base, (Py_ssize_t)self->pool.total,
+                          0, flags) < 0)
+        return -1;
+    self->exports++;
+    return 0;
+}
+
+static void Pool_releasebuffer(PoolObject *self, Py_buffer *view)
+{
+    (void)view;
+    self->exports--;
+}
+
+static Py_ssize_t Pool_length(PoolObject *self)
+{
+    return (Py_ssize_t)self->pool.total;
+}
+
+static PyBufferProcs Pool_as_buffer = {
+    .bf_getbuffer = (getbufferproc)Pool_getbuffer,
+    .bf_releasebuffer = (releasebufferproc)Pool_releasebuffer,
+};
+
+static PySequenceMethods Pool_as_sequence = {
+    .sq_length = (lenfunc)Pool_length,
+};
+
+static PyObject *Pool_offset(PoolObject *self, PyObject *arg)
+{
+    if (!pool_ready(self))
+        return NULL;
+    unsigned long long index = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyLong_FromSize_t((size_t)(beo_pool_msg(&self->pool, index) - self->pool.base));
+}
+
 static PyGetSetDef Pool_getset[] = {
     {"size", (getter)Pool_get, NULL, "message size in bytes", "size"},
     {"total", (getter)Pool_get, NULL, "bytes allocated", "total"},
     {"slots", (getter)Pool_get, NULL, "distinct message positions", "slots"},
+    {"stride", (getter)Pool_get, NULL, "bytes from one message position to the next", "stride"},
+    {"exports", (getter)Pool_get, NULL, "buffer views not yet released", "exports"},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyMethodDef Pool_methods[] = {
     {"message", (PyCFunction)Pool_message, METH_O, "copy of the message at a pool index"},
+    {"offset", (PyCFunction)Pool_offset, METH_O,
+     "where the message at a pool index starts in the buffer (memoryview(pool))"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -95,12 +159,15 @@ static PyTypeObject PoolType = {
     .tp_name = "beoperf._core.Pool",
     .tp_basicsize = sizeof(PoolObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Page-aligned, pre-faulted message buffers (one, or a span larger than the cache).",
+    .tp_doc = "Page-aligned, pre-faulted message buffers (one, or a span larger than the cache);"
+              " a read-write buffer of len(pool) == pool.total bytes (memoryview(pool)).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Pool_init,
     .tp_dealloc = (destructor)Pool_dealloc,
     .tp_getset = Pool_getset,
     .tp_methods = Pool_methods,
+    .tp_as_buffer = &Pool_as_buffer,
+    .tp_as_sequence = &Pool_as_sequence,
 };
 
 typedef int (*loop_fn)(beo_loop *);
@@ -163,19 +230,23 @@ static PyObject *raise_loop_error(int rc, int err)
 static PyObject *core_run(PyObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"role", "fd", "pool", "reps", "integrity", "seq0",
-                             "timeout_ms", "inject_corrupt", "timed", NULL};
+                             "timeout_ms", "inject_corrupt", "timed", "size", NULL};
     const char *role;
     int fd, integrity = 0, timeout_ms = 30000, timed = 1;
     PoolObject *pool;
     unsigned long long reps, seq0 = 0;
     long long inject = -1;
+    Py_ssize_t size = 0;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "siO!K|$pKiLp", kwlist, &role, &fd, &PoolType,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "siO!K|$pKiLpn", kwlist, &role, &fd, &PoolType,
                                      &pool, &reps, &integrity, &seq0, &timeout_ms, &inject,
-                                     &timed))
+                                     &timed, &size))
         return NULL;
     if (!pool_ready(pool))
         return NULL;
+    if (size < 0 || (size_t)size > pool->pool.size)
+        return PyErr_Format(PyExc_ValueError, "size %zd exceeds the pool's message size %zu",
+                            size, pool->pool.size);
     int times_each = 0;
     loop_fn fn = find_role(role, &times_each);
     if (!fn)
@@ -191,7 +262,7 @@ static PyObject *core_run(PyObject *self, PyObject *args, PyObject *kwds)
     }
     PyThreadState *ts;
     beo_loop lp = {
-        .fd = fd, .pool = &pool->pool, .reps = reps, .seq0 = seq0, .integrity = integrity,
+        .fd = fd, .pool = &pool->pool, .size = (size_t)size, .reps = reps, .seq0 = seq0, .integrity = integrity,
         .timeout_ms = timeout_ms, .inject_corrupt = inject,
         .samples = samples ? (uint64_t *)PyBytes_AS_STRING(samples) : NULL,
         .interrupted = check_signals, .interrupt_ctx = &ts,

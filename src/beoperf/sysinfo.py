@@ -15,13 +15,15 @@ import ipaddress
 import json
 import os
 import platform
-import re
 import shutil
 import socket
 import struct
 import subprocess
+import threading
 import time
 from pathlib import Path
+
+from beoperf import units
 
 __all__ = [
     "clock_facts",
@@ -29,6 +31,7 @@ __all__ = [
     "host_facts",
     "interface_facts",
     "llc_bytes",
+    "resolve_host",
     "route_interface",
     "socket_facts",
 ]
@@ -43,9 +46,8 @@ _IFREQ_SIZE = 40
 _DRVINFO_FMT = "=I32s32s32s32s32s12s5I"
 _DRVINFO_SIZE = struct.calcsize(_DRVINFO_FMT)  # 196 bytes
 
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMG]?)i?B?\s*$", re.IGNORECASE)
-_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 _ROUTE_TIMEOUT_S = 2.0
+RESOLVE_TIMEOUT_S = 5.0
 
 
 # --------------------------------------------------------------------------- helpers
@@ -79,10 +81,10 @@ def _parse_cache_size(text: str | None) -> int | None:
     """Parse a sysfs cache size such as '32K', '32768K' or '1M' into bytes."""
     if text is None:
         return None
-    match = _SIZE_RE.match(text)
-    if match is None:
+    try:
+        return units.parse_size(text)
+    except ValueError:
         return None
-    return int(match.group(1)) * _SIZE_UNITS[match.group(2).upper()]
 
 
 # --------------------------------------------------------------------------- host
@@ -186,12 +188,53 @@ def _route_get_argv(ip: str, addr: str) -> list[str] | None:
     return argv
 
 
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.partition("%")[0])
+    except ValueError:
+        return False
+    return True
+
+
+def resolve_host(host: str, timeout: float = RESOLVE_TIMEOUT_S) -> str:
+    """The address ``host`` names: an IP address as given, a host name through
+    getaddrinfo (the first address it gives, as a TCP client would use), waiting at most
+    ``timeout`` seconds.  ValueError with a one-line reason when it cannot be resolved."""
+    if _is_ip(host):
+        return host
+    if not host or len(host) > 253 or any(c.isspace() or not c.isprintable() for c in host):
+        raise ValueError(f"{host!r} is not a host name or an IP address")
+    result: list = []
+
+    def lookup() -> None:
+        try:
+            result.append(socket.getaddrinfo(host, None, type=socket.SOCK_STREAM))
+        except (OSError, UnicodeError) as exc:
+            result.append(exc)
+
+    worker = threading.Thread(target=lookup, name="resolve", daemon=True)  # never joined
+    worker.start()                                                          # if it hangs
+    worker.join(timeout)
+    if not result:
+        raise ValueError(f"resolving {host!r} took more than {timeout:g} s")
+    if isinstance(result[0], BaseException):
+        reason = getattr(result[0], "strerror", None) or str(result[0])
+        raise ValueError(f"unknown host {host!r} ({reason})")
+    return str(result[0][0][4][0])
+
+
 def route_interface(addr: str) -> dict | None:
-    """Ask the kernel which interface and source address it uses to reach `addr`.
+    """Ask the kernel which interface and source address it uses to reach `addr` (an IP
+    address, or a host name: resolved with :func:`resolve_host`).
 
     Returns {"dev": name, "prefsrc": source address or None}, or None if `ip` (iproute2)
-    is missing, the address is invalid, or the lookup fails.
+    is missing, the address is invalid or unknown, or the lookup fails.
     """
+    if not _is_ip(addr):
+        try:
+            addr = resolve_host(addr)
+        except ValueError:
+            return None
     ip = _find_ip()
     argv = _route_get_argv(ip, addr) if ip else None
     if argv is None:

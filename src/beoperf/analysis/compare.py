@@ -2,22 +2,27 @@
 
 The figures of a row are those of `beoperf.analysis.curve` (latency and its p99,
 peak throughput and where it is reached, saturation point, n1/2, the Hockney
-alpha and 1/beta); the change against the baseline (the first run unless told
-otherwise) is that of the latency and peak figures shown.
+alpha and 1/beta, and the throughput collapses those figures leave out); the
+change against the baseline (the first run unless told otherwise) is that of
+the latency and peak figures shown.
 
 Significance
 ------------
+The verdict speaks about the very figure whose change is shown: it tests the
+observations behind that figure, and its percentage is that change.
+
 Observations: the per-trial medians (`SizeResult.trial_medians_us`). Single
 round trips are not independent (consecutive ones share the machine's state
 for tens of milliseconds), trials are: they are the unit pingpong's confidence
 interval is built on, and the unit here.
 
-- latency: the trial medians (one-way, us) at the smallest message size both
-  runs measured;
-- peak: the trial medians at the baseline's peak size if the run measured that
-  size too, else at each run's own peak size; each turned into throughput
-  (bit/s = k / t, k = the size's median throughput times its median time, so
-  the mode's factor is kept), so that two sizes can be compared.
+- latency: the trial medians (one-way, us) at each run's latency size (the
+  size whose median is the latency figure, `CurveAnalysis.latency_size`; the
+  two runs' sizes may differ, all are at most 16 B);
+- peak: the trial medians at each run's peak size (the size whose throughput
+  is the peak figure), each turned into throughput (bit/s = k / t, k = the
+  size's median throughput times its median time, so the mode's factor is
+  kept), so that two sizes can be compared.
 
 Test: two-sided Mann-Whitney U (Wilcoxon rank-sum), normal approximation
 with tie correction and continuity correction (`mann_whitney_u`). It assumes
@@ -26,8 +31,8 @@ that the observations are independent. With fewer than MIN_TRIALS (6)
 observations on either side the approximation is poor and the verdict is
 "too few trials".
 
-A change is called significant only when p < ALPHA (0.05) AND the medians of
-the two samples differ by more than `min_change` (default 2%, the precision
+A change is called significant only when p < ALPHA (0.05) AND the figures
+shown differ by more than `min_change` (default 2%, the precision
 `beoperf pingpong` aims for by default). The test speaks about the trials of
 these two runs; but on a shared machine a whole run shifts by a percent or two
 against the next (other tenants, frequency scaling, interrupt and scheduler
@@ -38,23 +43,29 @@ effect. A run without trial data (an import from NetPIPE, IMB or OSU, or an
 older result) gets "n/a (source lacks trial data)".
 
 Impact (`render_impact`, the shape of published tuning studies): the mean and
-variance (ddof=1) of the latency observations, and (baseline mean - mean) /
-baseline mean in percent: positive means lower latency.
+variance (ddof=1) of the latency observations above, and (baseline mean -
+mean) / baseline mean in percent: positive means lower latency.
+
+Throughput collapses (`beoperf.analysis.curve.collapses`) are listed per run in
+every format; a run's figures, and so its changes and verdicts, leave them out.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from beoperf.analysis.curve import LATENCY_MAX_SIZE, CurveAnalysis, analyze_run
-from beoperf.results.model import RunResult, SizeResult
+from beoperf.analysis.curve import (
+    Collapse,
+    CurveAnalysis,
+    analyze_run,
+)
+from beoperf.model import comparison
+from beoperf.model.document import Document
+from beoperf.model.pingpong import RunResult, SizeResult
 
 ALPHA = 0.05
 MIN_TRIALS = 6
@@ -64,7 +75,6 @@ SIGNIFICANT = "significant"
 NOT_SIGNIFICANT = "not significant"
 TOO_FEW = "too few trials"
 NO_TRIAL_DATA = "n/a (source lacks trial data)"
-NO_COMMON_SIZE = "n/a (no size in common)"
 
 
 def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
@@ -112,14 +122,14 @@ def _ranks(values: list[float]) -> tuple[list[float], float]:
 class Significance:
     """One comparison of a run with the baseline (latency or peak)."""
 
-    verdict: str  # SIGNIFICANT, NOT_SIGNIFICANT, TOO_FEW, NO_TRIAL_DATA, NO_COMMON_SIZE
+    verdict: str  # SIGNIFICANT, NOT_SIGNIFICANT, TOO_FEW, NO_TRIAL_DATA
     size: int | None = None  # message size of the run's observations (bytes)
     baseline_size: int | None = None
     n: int | None = None  # observations (trials) of the run
     baseline_n: int | None = None
     median: float | None = None  # median observation: us (latency) or bit/s (peak)
     baseline_median: float | None = None
-    change_pct: float | None = None  # of the medians: + = slower (latency), faster (peak)
+    change_pct: float | None = None  # of the figures shown: + = slower (latency), faster (peak)
     u: float | None = None  # Mann-Whitney U of the run's observations
     p: float | None = None
     min_change_pct: float | None = None
@@ -160,10 +170,11 @@ class Row:
     peak_change_pct: float | None  # of peak_bps against the baseline's; + = faster
     latency_test: Significance | None
     peak_test: Significance | None
-    latency_size: int | None  # size of the latency observations (smallest common size)
+    latency_size: int  # the size whose median is latency_us: the latency observations'
     latency_mean_us: float | None  # of the latency observations (or the source's own time)
     latency_variance: float | None  # us^2, ddof=1; None without trial data
     impact_pct: float | None  # (baseline mean - mean) / baseline mean * 100
+    collapses: list[Collapse]  # throughput collapses, left out of every figure above
 
 
 def rows(runs: Sequence[RunResult], baseline_index: int = 0,
@@ -195,54 +206,50 @@ def _analysis(run: RunResult) -> CurveAnalysis:
     return analysis
 
 
-def _figures(label: str, analysis: CurveAnalysis, baseline: bool) -> dict[str, Any]:
+def _figures(label: str, run: RunResult, analysis: CurveAnalysis,
+             baseline: bool) -> dict[str, Any]:
     fit = analysis.hockney
+    mean, variance = _mean_variance(run, _size(run, analysis.latency_size))
     return {"label": label, "baseline": baseline, "latency_us": analysis.latency_us,
             "latency_p99_us": analysis.latency_p99_us, "peak_bps": analysis.peak_bps,
             "peak_size": analysis.peak_size, "saturation_size": analysis.saturation_size,
             "n_half": analysis.n_half, "alpha_us": fit.alpha_us if fit else None,
-            "bandwidth_bps": fit.bandwidth_bps if fit else None}
+            "bandwidth_bps": fit.bandwidth_bps if fit else None,
+            "latency_size": analysis.latency_size, "latency_mean_us": mean,
+            "latency_variance": variance, "collapses": list(analysis.collapses)}
 
 
 def _baseline_row(label: str, run: RunResult, analysis: CurveAnalysis) -> Row:
-    first = run.sizes[0]
-    mean, variance = _mean_variance(run, first)
-    return Row(**_figures(label, analysis, True), latency_change_pct=None, peak_change_pct=None,
-               latency_test=None, peak_test=None, latency_size=first.size,
-               latency_mean_us=mean, latency_variance=variance, impact_pct=None)
+    return Row(**_figures(label, run, analysis, True), latency_change_pct=None,
+               peak_change_pct=None, latency_test=None, peak_test=None, impact_pct=None)
 
 
 def _row(label: str, run: RunResult, analysis: CurveAnalysis, base: RunResult,
          base_analysis: CurveAnalysis, min_change: float) -> Row:
-    pair = _smallest_common(run, base)
-    mean = variance = impact = None
-    if pair is not None:
-        mean, variance = _mean_variance(run, pair[0])
-        base_mean = _mean_variance(base, pair[1])[0]
-        impact = (base_mean - mean) / base_mean * 100.0 if base_mean else None
-    return Row(**_figures(label, analysis, False),
-               latency_change_pct=_change(analysis.latency_us, base_analysis.latency_us),
-               peak_change_pct=_change(analysis.peak_bps, base_analysis.peak_bps),
-               latency_test=_latency_test(run, base, pair, min_change),
-               peak_test=_peak_test(run, analysis, base, base_analysis, min_change),
-               latency_size=pair[0].size if pair else None, latency_mean_us=mean,
-               latency_variance=variance, impact_pct=impact)
+    figures = _figures(label, run, analysis, False)
+    base_mean = _mean_variance(base, _size(base, base_analysis.latency_size))[0]
+    impact = (base_mean - figures["latency_mean_us"]) / base_mean * 100.0 if base_mean else None
+    latency_change = _change(analysis.latency_us, base_analysis.latency_us)
+    peak_change = _change(analysis.peak_bps, base_analysis.peak_bps)
+    latency_test = _test(
+        _trials(run, _size(run, analysis.latency_size)),
+        _trials(base, _size(base, base_analysis.latency_size)),
+        analysis.latency_size, base_analysis.latency_size, latency_change, min_change)
+    peak_test = _test(
+        _throughputs(run, _size(run, analysis.peak_size)),
+        _throughputs(base, _size(base, base_analysis.peak_size)),
+        analysis.peak_size, base_analysis.peak_size, peak_change, min_change)
+    return Row(**figures, latency_change_pct=latency_change, peak_change_pct=peak_change,
+               latency_test=latency_test, peak_test=peak_test, impact_pct=impact)
 
 
 def _change(value: float, reference: float) -> float | None:
     return (value - reference) / reference * 100.0 if reference else None
 
 
-def _size(run: RunResult, size: int) -> SizeResult | None:
-    return next((s for s in run.sizes if s.size == size), None)
-
-
-def _smallest_common(run: RunResult, base: RunResult) -> tuple[SizeResult, SizeResult] | None:
-    common = {s.size for s in run.sizes} & {s.size for s in base.sizes}
-    if not common:
-        return None
-    size = min(common)
-    return _size(run, size), _size(base, size)  # type: ignore[return-value]
+def _size(run: RunResult, size: int) -> SizeResult:
+    """The measured size the analysis named (it is always one of the run's)."""
+    return next(s for s in run.sizes if s.size == size)
 
 
 def _trials(run: RunResult, size: SizeResult) -> list[float] | None:
@@ -260,23 +267,6 @@ def _mean_variance(run: RunResult, size: SizeResult) -> tuple[float, float | Non
     return statistics.fmean(obs), statistics.variance(obs) if len(obs) > 1 else None
 
 
-def _latency_test(run: RunResult, base: RunResult, pair: tuple[SizeResult, SizeResult] | None,
-                  min_change: float) -> Significance:
-    if pair is None:
-        return Significance(NO_COMMON_SIZE)
-    return _test(_trials(run, pair[0]), _trials(base, pair[1]), pair[0].size, pair[1].size,
-                 min_change)
-
-
-def _peak_test(run: RunResult, analysis: CurveAnalysis, base: RunResult,
-               base_analysis: CurveAnalysis, min_change: float) -> Significance:
-    base_size = _size(base, base_analysis.peak_size)
-    size = _size(run, base_analysis.peak_size) or _size(run, analysis.peak_size)
-    assert size is not None and base_size is not None
-    return _test(_throughputs(run, size), _throughputs(base, base_size), size.size,
-                 base_size.size, min_change)
-
-
 def _throughputs(run: RunResult, size: SizeResult) -> list[float] | None:
     """Trial medians as bit/s: k / t with k from the size's own median figures."""
     obs = _trials(run, size)
@@ -287,189 +277,64 @@ def _throughputs(run: RunResult, size: SizeResult) -> list[float] | None:
 
 
 def _test(obs: list[float] | None, base_obs: list[float] | None, size: int, base_size: int,
-          min_change: float) -> Significance:
+          change_pct: float | None, min_change: float) -> Significance:
+    """Mann-Whitney U on the observations behind two figures whose change is change_pct."""
     found = Significance(NO_TRIAL_DATA, size=size, baseline_size=base_size,
-                         min_change_pct=min_change * 100.0)
+                         change_pct=change_pct, min_change_pct=min_change * 100.0)
     if obs is None or base_obs is None:
         return found
     found.n, found.baseline_n = len(obs), len(base_obs)
     found.median, found.baseline_median = statistics.median(obs), statistics.median(base_obs)
-    found.change_pct = _change(found.median, found.baseline_median)
     if min(len(obs), len(base_obs)) < MIN_TRIALS:
         found.verdict = TOO_FEW
         return found
     found.u, found.p = mann_whitney_u(obs, base_obs)
-    big = found.change_pct is not None and abs(found.change_pct) > min_change * 100.0
+    big = change_pct is not None and abs(change_pct) > min_change * 100.0
     found.verdict = SIGNIFICANT if found.p < ALPHA and big else NOT_SIGNIFICANT
     return found
 
 
-# --- rendering -----------------------------------------------------------------------------
+# --- the document --------------------------------------------------------------------------
 
 def describe_test(min_change: float = DEFAULT_MIN_CHANGE) -> dict[str, Any]:
     """The test as data (JSON) and as the one footer line (`statement`)."""
     statement = (
         "Test: two-sided Mann-Whitney U (normal approximation, tie- and continuity-corrected) "
-        "on the per-trial medians (latency: at the smallest size both runs measured; peak: "
-        "as throughput at the baseline's peak size, else at each run's own); significant = "
-        f"p < {ALPHA:g} and the medians differ by more than {min_change * 100:g}%; "
-        f"fewer than {MIN_TRIALS} trials on a side: too few trials.")
+        "on the per-trial medians behind each figure (latency: at each run's latency size; "
+        "peak: as throughput at each run's peak size); significant = "
+        f"p < {ALPHA:g} and the figures differ by more than {min_change * 100:g}% (the "
+        f"change shown); fewer than {MIN_TRIALS} trials on a side: too few trials.")
     return {"name": "Mann-Whitney U, two-sided",
             "approximation": "normal, with tie correction and continuity correction",
             "observations": "per-trial medians of the one-way time (SizeResult.trial_medians_us)",
-            "latency_observations": "trial medians (us) at the smallest size both runs measured",
-            "peak_observations": "trial medians as throughput (bit/s) at the baseline's peak "
-                                 "size if the run has it, else at each run's own peak size",
+            "latency_observations": "trial medians (us) at each run's latency size (the size "
+                                    "whose median is the latency figure)",
+            "peak_observations": "trial medians as throughput (bit/s) at each run's peak size "
+                                 "(the size whose throughput is the peak figure)",
             "alpha": ALPHA, "min_change_pct": min_change * 100.0, "min_trials": MIN_TRIALS,
-            "significant_if": f"p < {ALPHA:g} and |change of the medians| > "
+            "significant_if": f"p < {ALPHA:g} and |change of the figures shown| > "
                               f"{min_change * 100:g}%",
             "statement": statement}
 
 
-def _baseline_label(table: Sequence[Row]) -> str:
-    return next((r.label for r in table if r.baseline), "?")
+def document(table: Sequence[Row], min_change: float = DEFAULT_MIN_CHANGE,
+             meta: dict[str, Any] | None = None) -> Document:
+    """The comparison as a document (kind "comparison"): the rows and the test used."""
+    body = {"baseline": next((r.label for r in table if r.baseline), "?"),
+            "min_change": min_change, "test": describe_test(min_change),
+            "rows": [asdict(r) for r in table]}
+    return Document(comparison.KIND, body, dict(meta or {}))
 
 
-def _notes(table: Sequence[Row], min_change: float) -> list[str]:
-    return [f"Baseline: {_baseline_label(table)}. One-way times; latency = median of the "
-            f"per-size medians over sizes <= {LATENCY_MAX_SIZE} B; Mbit/s = 10^6 bit/s; "
-            "change: latency + = slower, peak + = faster.",
-            describe_test(min_change)["statement"]]
+def rows_of(doc: Document) -> list[Row]:
+    """The typed rows of a comparison document (as `rows` made them)."""
+    def test(d: dict | None) -> Significance | None:
+        return Significance(**d) if d is not None else None
 
-
-COLUMNS = ("run", "latency us", "p99 us", "peak Mbit/s", "peak at B", "saturation B",
-           "n1/2 B", "alpha us", "1/beta Mbit/s", "latency change", "latency verdict",
-           "peak change", "peak verdict")
-NUMERIC = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11}
-
-
-def _fmt(value: float | None, spec: str, scale: float = 1.0) -> str:
-    return "n/a" if value is None else format(value / scale, spec)
-
-
-def _cells(row: Row) -> list[str]:
-    def change(value: float | None) -> str:
-        return "-" if row.baseline else _fmt(value, "+.1f") + ("%" if value is not None else "")
-
-    def verdict(test: Significance | None) -> str:
-        return "baseline" if test is None else test.text()
-
-    return [row.label, _fmt(row.latency_us, ".2f"), _fmt(row.latency_p99_us, ".2f"),
-            _fmt(row.peak_bps, ".1f", 1e6), str(row.peak_size), _fmt(row.saturation_size, ".0f"),
-            _fmt(row.n_half, ".0f"), _fmt(row.alpha_us, ".2f"),
-            _fmt(row.bandwidth_bps, ".1f", 1e6), change(row.latency_change_pct),
-            verdict(row.latency_test), change(row.peak_change_pct), verdict(row.peak_test)]
-
-
-def _aligned(header: Sequence[str], body: list[list[str]], numeric: set[int],
-             gap: str = "  ") -> list[str]:
-    widths = [max(len(r[i]) for r in [list(header), *body]) for i in range(len(header))]
-    lines = []
-    for cells in [list(header), *body]:
-        parts = [c.rjust(w) if i in numeric else c.ljust(w)
-                 for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
-        lines.append(gap.join(parts).rstrip())
-    return lines
-
-
-def render_table(table: Sequence[Row], min_change: float = DEFAULT_MIN_CHANGE) -> str:
-    """Aligned plain text: one line per run, then the notes and the test."""
-    lines = _aligned(COLUMNS, [_cells(r) for r in table], NUMERIC)
-    return "\n".join([*lines, "", *_notes(table, min_change)]) + "\n"
-
-
-def render_markdown(table: Sequence[Row], min_change: float = DEFAULT_MIN_CHANGE) -> str:
-    """A pipe table, then the notes and the test as a paragraph."""
-    def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
-
-    align = ["---:" if i in NUMERIC else "---" for i in range(len(COLUMNS))]
-    out = [line(COLUMNS), line(align), *(line(_cells(r)) for r in table)]
-    return "\n".join([*out, "", *(f"{n}  " for n in _notes(table, min_change))]).rstrip() + "\n"
-
-
-CSV_FIELDS = ("label", "baseline", "latency_us", "latency_p99_us", "peak_Mbit_s", "peak_size_B",
-              "saturation_size_B", "n_half_B", "alpha_us", "inv_beta_Mbit_s",
-              "latency_change_pct", "latency_verdict", "latency_p", "latency_test_size_B",
-              "latency_test_change_pct", "peak_change_pct", "peak_verdict", "peak_p",
-              "peak_test_size_B", "peak_test_change_pct",
-              "latency_mean_us", "latency_variance_us2", "impact_pct")
-
-
-def _num(value: float | None, scale: float = 1.0) -> str:
-    return "" if value is None else format(value / scale, ".10g")
-
-
-def _test_fields(test: Significance | None) -> list[str]:
-    if test is None:
-        return ["baseline", "", "", ""]
-    return [test.verdict, _num(test.p), _num(test.size), _num(test.change_pct)]
-
-
-def _csv_record(r: Row) -> list[str]:
-    return [r.label, "1" if r.baseline else "0", _num(r.latency_us), _num(r.latency_p99_us),
-            _num(r.peak_bps, 1e6), _num(r.peak_size), _num(r.saturation_size), _num(r.n_half),
-            _num(r.alpha_us), _num(r.bandwidth_bps, 1e6), _num(r.latency_change_pct),
-            *_test_fields(r.latency_test), _num(r.peak_change_pct), *_test_fields(r.peak_test),
-            _num(r.latency_mean_us), _num(r.latency_variance), _num(r.impact_pct)]
-
-
-def render_csv(table: Sequence[Row], min_change: float = DEFAULT_MIN_CHANGE) -> str:
-    """Header and one record per run; units in the header names, bare numbers in cells.
-
-    The test is not in the CSV (it would break the table); callers print
-    describe_test(min_change)["statement"] elsewhere (the CLI: on stderr).
-    """
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(CSV_FIELDS)
-    writer.writerows(_csv_record(r) for r in table)
-    return buf.getvalue()
-
-
-def render_json(table: Sequence[Row], min_change: float = DEFAULT_MIN_CHANGE) -> str:
-    """{"format", "baseline", "test": {...}, "rows": [row objects]}; SI units as named."""
-    doc = {"format": "beoperf.compare", "baseline": _baseline_label(table),
-           "test": describe_test(min_change), "rows": [asdict(r) for r in table]}
-    return json.dumps(doc, indent=1, allow_nan=False) + "\n"
-
-
-IMPACT_COLUMNS = ("Configuration", "Latency mean (variance)", "Impact")
-
-
-def impact_lines(entries: Sequence[tuple[str, float | None, float | None, float | None]],
-                 ) -> list[str]:
-    """The tuning studies' table: (label, mean, variance, impact % or None for the
-    baseline) per row, as 'Default 50.03 (4.31) -' ... 'Combined 21.31 (2.09) 57.40%'."""
-    def cells(label: str, mean: float | None, variance: float | None,
-              impact: float | None) -> list[str]:
-        return [label, f"{_fmt(mean, '.2f')} ({_fmt(variance, '.2f')})",
-                "-" if impact is None else f"{impact:.2f}%"]
-
-    return _aligned(IMPACT_COLUMNS, [cells(*e) for e in entries], set(), gap="   ")
-
-
-def _impact_entry(row: Row) -> tuple[str, float | None, float | None, float | None]:
-    impact = None if row.baseline else row.impact_pct
-    return row.label, row.latency_mean_us, row.latency_variance, impact
-
-
-def render_impact(table: Sequence[Row], min_change: float = DEFAULT_MIN_CHANGE) -> str:
-    """The tuning-study shape: label, latency mean (variance), impact in % of the baseline."""
-    lines = impact_lines([_impact_entry(r) for r in table])
-    sizes = sorted({r.latency_size for r in table if r.latency_size is not None})
-    size_text = "/".join(str(s) for s in sizes) or "n/a"
-    note = (f"Latency: mean and variance (ddof=1) of the per-trial medians of the one-way time "
-            f"at {size_text} B (smallest size in common with the baseline), us; impact = "
-            f"(baseline mean - mean) / baseline mean; baseline: {_baseline_label(table)}.")
-    verdicts = "; ".join(f"{r.label}: {r.latency_test.text()}" for r in table
-                         if r.latency_test is not None)
-    notes = [note, f"Latency change: {verdicts}." if verdicts else "",
-             describe_test(min_change)["statement"]]
-    if any(r.latency_mean_us is not None and r.latency_variance is None for r in table):
-        notes.append("Variance n/a: the source lacks trial data; its own time is shown as mean.")
-    return "\n".join([*lines, "", *(n for n in notes if n)]) + "\n"
-
-
-RENDERERS = {"table": render_table, "markdown": render_markdown, "csv": render_csv,
-             "json": render_json, "impact": render_impact}
+    out = []
+    for r in doc.body["rows"]:
+        r = dict(r)
+        r["latency_test"], r["peak_test"] = test(r["latency_test"]), test(r["peak_test"])
+        r["collapses"] = [Collapse(**c) for c in r["collapses"]]
+        out.append(Row(**r))
+    return out

@@ -1,9 +1,30 @@
-"""Reading a sweep: latency, peak, saturation, n1/2 and the Hockney model.
+"""Reading a sweep: latency, peak, saturation, n1/2, the Hockney model, collapses.
 
 Definitions (the README and `beoperf pingpong --help` repeat them):
 
-- latency: the median of the per-size median one-way times over the sizes up
-  to LATENCY_MAX_SIZE bytes (or the smallest size, if none is that small);
+- throughput collapse: a run of consecutive sizes each of whose throughput is
+  below 1/COLLAPSE_FACTOR (1/10) of the best throughput at any smaller size;
+  reported with its first and last size, the number of sizes, and its factor
+  (that best throughput, and where it was reached, over the lowest throughput
+  in the range). Healthy curves stay far from it: protocol switches
+  (eager/rendezvous, MSS/MTU boundaries) cost at most 1.65x in the NetPIPE,
+  IMB and OSU fixtures, and single noisy sizes on a loaded 2-CPU loopback up
+  to 7x; a socket buffer too small for the message stalls on delayed ACKs
+  and costs 1000x and more (16 KiB buffers on loopback: 6.6 us at 48 KiB,
+  then 44-385 ms from 64 KiB). Partial stalls between the two are not
+  flagged (64 KiB buffers on loopback reached 9.7x at 768 KiB once).
+  Every figure below is computed on the healthy sizes only, those in no
+  collapse (a collapse is a stall, not a property of the link's model);
+  the collapsed sizes stay in the result and on the graphs, flagged.
+- latency: the per-size median one-way time of the middle size among the
+  sizes up to LATENCY_MAX_SIZE bytes (or the smallest size, if none is that
+  small), ordered by that median (the lower middle for an even count): the
+  median of the per-size medians, and always one size's own measured median.
+  Its p99 and its 95% confidence interval are that size's (the CI of the
+  median over trial medians, `SizeResult.ci95_halfwidth_us`), so that the
+  figure, its spread and its precision all speak about the same
+  measurement; `latency_size` names it;
+- peak: the highest per-size median throughput, and its size;
 - local slope s(n): d log t / d log n, from a least-squares line through the
   points within one octave of n on either side (SLOPE_HALF_WINDOW_OCTAVES),
   in log-log space;
@@ -32,6 +53,7 @@ from typing import Any
 import numpy as np
 
 LATENCY_MAX_SIZE = 16
+COLLAPSE_FACTOR = 10.0
 SLOPE_HALF_WINDOW_OCTAVES = 1.0
 SATURATED_SLOPE = 0.9
 LATENCY_SLOPE = 0.1
@@ -54,10 +76,36 @@ class Fit:
 
 
 @dataclass
+class Collapse:
+    """Consecutive sizes whose throughput fell below 1/COLLAPSE_FACTOR of the best at a
+    smaller size (see the module docstring); throughputs in bit/s."""
+
+    first_size: int
+    last_size: int
+    points: int  # sizes in the range
+    factor: float  # reference_bps / lowest_bps
+    reference_size: int  # where the best throughput below the range was reached
+    reference_bps: float
+    lowest_size: int
+    lowest_bps: float
+
+    def text(self) -> str:
+        """One line for a warning: where, how many sizes, how deep, against what."""
+        where = (f"at {self.first_size} B" if self.points == 1 else
+                 f"at {self.first_size}..{self.last_size} B ({self.points} sizes)")
+        return (f"throughput collapse {where}: down to 1/{self.factor:.0f} of the "
+                f"{self.reference_bps / 1e6:.0f} Mbit/s reached at {self.reference_size} B")
+
+
+@dataclass
 class CurveAnalysis:
+    """The figures of one sweep; all but `collapses` come from the healthy sizes only."""
+
     latency_us: float
     latency_p99_us: float | None
     latency_method: str
+    latency_size: int  # the size whose median is latency_us
+    latency_ci95_halfwidth_us: float | None  # that size's CI of the median
     peak_bps: float
     peak_size: int
     saturation_size: int | None
@@ -66,22 +114,55 @@ class CurveAnalysis:
     hockney: Fit | None
     pieces: list[Fit] = field(default_factory=list)
     thresholds: list[int] = field(default_factory=list)
-    slopes: list[float] = field(default_factory=list)
+    slopes: list[float | None] = field(default_factory=list)  # per size; None where collapsed
+    collapses: list[Collapse] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def collapse_note(self) -> str | None:
+        """What a reader must know when some sizes were left out (None when none was)."""
+        if not self.collapses:
+            return None
+        return ("latency, peak, saturation, n1/2 and the fits use the sizes outside the "
+                "collapse" + ("s" if len(self.collapses) > 1 else ""))
 
-def latency(sizes: np.ndarray, median_us: np.ndarray,
-            p99_us: list[float | None]) -> tuple[float, float | None, str]:
-    """Median of the per-size medians (and p99s, if known) over the smallest sizes."""
-    small = sizes <= max(LATENCY_MAX_SIZE, int(sizes[0]))
-    count = int(small.sum())
-    method = (f"median of the per-size median one-way times over the {count} size(s) "
-              f"{int(sizes[0])}..{int(sizes[small][-1])} B")
-    p99 = [p99_us[i] for i in np.nonzero(small)[0]]
-    p99_value = None if any(q is None for q in p99) else float(np.median(p99))
-    return float(np.median(median_us[small])), p99_value, method
+
+def collapses(sizes: np.ndarray, bps: np.ndarray,
+              factor: float = COLLAPSE_FACTOR) -> list[Collapse]:
+    """The throughput collapses of a sweep (sizes ascending), in size order."""
+    best_before = np.concatenate([[0.0], np.maximum.accumulate(bps)[:-1]])
+    flagged = bps * factor < best_before
+    found = []
+    i = 0
+    while i < len(sizes):
+        if not flagged[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(sizes) and flagged[j + 1]:
+            j += 1
+        ref = int(np.argmax(bps[:i]))
+        low = i + int(np.argmin(bps[i:j + 1]))
+        found.append(Collapse(first_size=int(sizes[i]), last_size=int(sizes[j]), points=j - i + 1,
+                              factor=float(bps[ref] / bps[low]), reference_size=int(sizes[ref]),
+                              reference_bps=float(bps[ref]), lowest_size=int(sizes[low]),
+                              lowest_bps=float(bps[low])))
+        i = j + 1
+    return found
+
+
+def latency(sizes: np.ndarray, median_us: np.ndarray) -> tuple[int, str]:
+    """Index of the latency size (see the module docstring) and how it was chosen."""
+    small = np.nonzero(sizes <= max(LATENCY_MAX_SIZE, int(sizes[0])))[0]
+    order = small[np.argsort(median_us[small], kind="stable")]
+    pick = int(order[(len(order) - 1) // 2])
+    if len(small) == 1:
+        return pick, f"median one-way time at the smallest size, {int(sizes[pick])} B"
+    middle = "middle" if len(small) % 2 else "lower middle"
+    return pick, (f"median one-way time at {int(sizes[pick])} B, the {middle} of the per-size "
+                  f"medians over the {len(small)} sizes {int(sizes[small[0]])}.."
+                  f"{int(sizes[small[-1]])} B")
 
 
 def local_slopes(sizes: np.ndarray, times: np.ndarray,
@@ -221,16 +302,24 @@ def analyze_run(run: Any) -> CurveAnalysis | None:
 def _analyze_sizes(run: Any) -> CurveAnalysis:
     times = [s.central_time_us() for s in run.sizes]
     p99 = [s.time_us.get("p99") for s in run.sizes]
-    return analyze([s.size for s in run.sizes], times, p99, [s.central_bps() for s in run.sizes])
+    return analyze([s.size for s in run.sizes], times, p99, [s.central_bps() for s in run.sizes],
+                   [s.ci95_halfwidth_us for s in run.sizes])
 
 
 def analyze(sizes: list[int], median_us: list[float], p99_us: list[float | None],
-            bps: list[float]) -> CurveAnalysis:
-    """Everything above for one sweep (sizes ascending)."""
-    n = np.asarray(sizes, dtype=float)
-    t = np.asarray(median_us, dtype=float)
-    lat, lat99, method = latency(n, t, list(p99_us))
-    thr = np.asarray(bps, dtype=float)
+            bps: list[float], ci95_us: list[float | None] | None = None) -> CurveAnalysis:
+    """Everything above for one sweep (sizes ascending); `ci95_us` is each size's CI
+    half-width of the median, when known."""
+    n_all = np.asarray(sizes, dtype=float)
+    thr_all = np.asarray(bps, dtype=float)
+    found = collapses(n_all, thr_all)
+    keep = np.ones(len(n_all), dtype=bool)
+    for c in found:
+        keep &= (n_all < c.first_size) | (n_all > c.last_size)
+    n, t, thr = n_all[keep], np.asarray(median_us, dtype=float)[keep], thr_all[keep]
+    at = np.nonzero(keep)[0]  # healthy index -> index among all sizes
+    lat, method = latency(n, t)
+    p99, ci = p99_us[at[lat]], (ci95_us or [None] * len(n_all))[at[lat]]
     moved = max(1.0, round(float(np.median(thr * t * 1e-6 / (8.0 * n)))))  # 2 for bidir
     slopes = local_slopes(n, t) if len(n) >= 3 else np.zeros(len(n))
     sat, interval = saturation(n, slopes) if len(n) >= 3 else (None, None)
@@ -239,9 +328,14 @@ def analyze(sizes: list[int], median_us: list[float], p99_us: list[float | None]
     breaks = segment(n, t) if segmentable else []
     bounds = [0, *breaks, len(n)]
     pieces = [hockney(n[a:b], t[a:b], moved) for a, b in zip(bounds, bounds[1:], strict=False)]
+    all_slopes: list[float | None] = [None] * len(n_all)
+    for i, slope in zip(at, slopes, strict=True):
+        all_slopes[int(i)] = float(slope)
     return CurveAnalysis(
-        latency_us=lat, latency_p99_us=lat99, latency_method=method,
+        latency_us=float(t[lat]), latency_p99_us=None if p99 is None else float(p99),
+        latency_method=method, latency_size=int(n[lat]),
+        latency_ci95_halfwidth_us=None if ci is None else float(ci),
         peak_bps=float(thr.max()), peak_size=int(n[int(thr.argmax())]),
         saturation_size=sat, saturation_interval=interval, n_half=n_half(n, thr),
         hockney=fit, pieces=pieces if breaks else [], thresholds=[int(n[b]) for b in breaks],
-        slopes=[float(s) for s in slopes])
+        slopes=all_slopes, collapses=found)

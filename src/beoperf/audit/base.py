@@ -9,24 +9,38 @@ A check is one unit with five parts:
   ``beoperf/audit/profiles``; a rule value "@other.key" means "the value of that fact");
 * ``fix(key, rule)`` advises: the command that changes a fact, and how to persist it;
 * ``set_action(key, value)`` / ``read_action(key)`` describe how ``beoperf tune`` applies
-  a value and reads it back, for the keys it can restore exactly (``settable``); applying
-  the previous value is the restore.  Other keys are advice only (``advice_reason``).
+  a value and reads it back, for the keys it can restore exactly; applying the previous
+  value is the restore.  Other keys are advice only (``advice_reason``).
+
+What ``beoperf tune`` may change is an explicit allow-list, never a pattern: a check's
+``VALUES`` maps each key it sets to the values that key may take (:class:`Integers`,
+:class:`Words`).  Rollback files and profiles come from users and colleagues, so every
+key and value they name is checked against it before anything is written as root.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any, ClassVar
 
-STATUSES = ("pass", "warn", "fail", "unknown")
+from beoperf.model.audit import STATUSES, as_text
+
+__all__ = ["STATUSES", "as_text", "Check", "Finding", "Unknown", "Unavailable", "register",
+           "run_audit", "load_profile", "PROFILES"]
+
 PROFILES = ("latency", "throughput", "balanced")
 TOOL_TIMEOUT_S = 5.0
+INT_MAX = 2**31 - 1  # what a sysctl of type int holds
+# an interface name the kernel accepts and no tool mistakes for an option or a path
+IFNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,14}")
 
 
 @dataclass(frozen=True)
@@ -59,6 +73,71 @@ class Unavailable(Exception):
 
 class UnknownInterface(ValueError):
     """The interface asked for does not exist on this node."""
+
+
+def valid_ifname(name: Any) -> bool:
+    """Whether ``name`` is an interface name beoperf passes to ip/ethtool and /sys paths."""
+    return isinstance(name, str) and bool(IFNAME.fullmatch(name)) and name not in (".", "..")
+
+
+# --------------------------------------------------------------------------- values
+
+
+def quoted(text: Any, limit: int = 80) -> str:
+    """A value from a file for an error message: quoted, control characters escaped, cut
+    short (files are hostile: a 1 MiB "value" must not become a 1 MiB message)."""
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[:limit - 4] + "...'"
+
+
+@dataclass(frozen=True)
+class Integers:
+    """``count`` decimal integers from ``low`` to ``high``, blank-separated (a sysctl
+    triple such as tcp_rmem is three)."""
+
+    low: int
+    high: int
+    count: int = 1
+
+    def describe(self) -> str:
+        what = f"from {self.low} to {self.high}"
+        return f"an integer {what}" if self.count == 1 else f"{self.count} integers {what}"
+
+    def check(self, text: str) -> None:
+        """ValueError saying what was expected unless ``text`` is such integers."""
+        shape = rf"\d{{1,19}}(?:[ \t]+\d{{1,19}}){{{self.count - 1}}}"
+        if not (isinstance(text, str) and re.fullmatch(shape, text)
+                and all(self.low <= int(p) <= self.high for p in text.split())):
+            raise ValueError(f"{quoted(text)} is not {self.describe()}")
+
+    def example(self) -> str:
+        return " ".join([str(self.low)] * self.count)
+
+
+@dataclass(frozen=True)
+class Words:
+    """One of a set of words; ``choices`` is the set or a function that reads it (e.g. the
+    kernel's available congestion controls)."""
+
+    choices: tuple[str, ...] | Callable[[], tuple[str, ...]]
+
+    def words(self) -> tuple[str, ...]:
+        return self.choices() if callable(self.choices) else self.choices
+
+    def check(self, text: str) -> None:
+        words = self.words()
+        if not words:
+            raise ValueError(f"{quoted(text)} cannot be checked: the values it may take "
+                             "could not be read")
+        if text not in words:
+            raise ValueError(f"{quoted(text)} is not one of {', '.join(words)}")
+
+    def example(self) -> str:
+        return next(iter(self.words()), "")
+
+
+ValueSpec = Integers | Words
+ON_OFF = Words(("on", "off"))
 
 
 # --------------------------------------------------------------------------- tools
@@ -142,24 +221,6 @@ def rule_met(rule: dict, value: Any) -> bool | None:
 # --------------------------------------------------------------------------- checks
 
 
-def as_text(value: Any) -> str:
-    """A fact or rule value as the text ethtool/sysctl take: bools on/off, lists joined."""
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, list | tuple):
-        return " ".join(as_text(v) for v in value)
-    return str(value)
-
-
-def show_value(value: Any) -> str:
-    """A fact's value for a table: "-" for none, lists space-separated."""
-    if value is None:
-        return "-"
-    if isinstance(value, list):
-        return " ".join(map(str, value))
-    return str(value)
-
-
 def target_of(rule: dict | None) -> str | None:
     """The single value a rule asks for ("set", else the value of eq/le/ge), or None."""
     if not rule or rule.get("note"):
@@ -190,6 +251,8 @@ class Check:
     change a key exactly also implement ``settable``, ``set_action`` and ``read_action``."""
 
     name: ClassVar[str] = "check"
+    KEYS: ClassVar[tuple[str, ...]] = ()  # the keys it reports
+    VALUES: ClassVar[dict[str, ValueSpec]] = {}  # the keys tune may set: the allow-list
     advice_reason: ClassVar[str | None] = None  # why its keys are not changed by tune
     persist_advice: ClassVar[str | None] = None  # how a change is made persistent
     per_interface: ClassVar[bool] = False  # its keys belong to the audited interface
@@ -209,8 +272,9 @@ class Check:
         out = []
         for key, value in facts.items():
             rule = resolve_rule(rules.get(key), facts)
-            if isinstance(rule, Unknown):
-                out.append(Finding(self.name, key, value, "unknown", rule.reason))
+            if isinstance(rule, Unknown):  # a fact not read is no value (None), as in judge_one
+                shown = None if isinstance(value, Unknown) else value
+                out.append(Finding(self.name, key, shown, "unknown", rule.reason))
             else:
                 out.append(self.judge_one(key, value, rule))
         return out
@@ -242,19 +306,40 @@ class Check:
         target = target_of(rule)
         if target is None or not self.settable(key):
             return None, None
-        action = self.set_action(key, target)
+        try:
+            action = self.set_action(key, target)
+        except ValueError:  # a value tune would refuse: no command for it either
+            return None, None
         command = (shlex.join(action["argv"]) if "argv" in action
                    else f"echo {shlex.quote(action['value'])} > {action['write']}")
         return command, self.persist_advice
 
     # ------------------------------------------------------------------ apply, restore
 
+    def owns(self, key: str) -> bool:
+        """Whether this check reports ``key`` (a profile may only have rules for such keys)."""
+        return key in self.KEYS or key in self.VALUES
+
     def settable(self, key: str) -> bool:
-        """Whether ``beoperf tune`` can set ``key`` and restore it exactly."""
-        return False
+        """Whether ``beoperf tune`` can set ``key`` and restore it exactly: the key is in
+        the allow-list, and a per-interface check has a valid interface."""
+        if key not in self.VALUES:
+            return False
+        return valid_ifname(self.interface) if self.per_interface else True
+
+    def check_value(self, key: str, value: str) -> None:
+        """KeyError unless ``key`` is settable; ValueError naming the key and saying what it
+        takes unless ``value`` is one of its values."""
+        if not self.settable(key):
+            raise KeyError(key)
+        try:
+            self.VALUES[key].check(value)
+        except ValueError as exc:
+            raise ValueError(f"{key} = {exc}") from None
 
     def set_action(self, key: str, value: str) -> dict:
-        """How ``value`` is set: {"write": path, "value": v} or {"argv": [...]}."""
+        """How ``value`` is set: {"write": path, "value": v} or {"argv": [...]}; KeyError
+        for a key tune does not set, ValueError for a value it refuses."""
         raise KeyError(key)
 
     def read_action(self, key: str) -> dict:
@@ -310,6 +395,16 @@ def check_named(name: str) -> type[Check]:
         if cls.name == name:
             return cls
     raise KeyError(name)
+
+
+def owner_of(key: str) -> type[Check] | None:
+    """The registered check that reports or sets ``key`` (None: no check does)."""
+    from beoperf.audit import checks  # noqa: F401 - fills REGISTRY
+
+    for cls in REGISTRY:
+        if cls(None).owns(key):
+            return cls
+    return None
 
 
 def _run_check(cls: type[Check], interface: str | None, profile: dict) -> list[Finding]:

@@ -5,30 +5,21 @@ link of rate R with round-trip time RTT the window must reach R x RTT (the
 bandwidth-delay product). Linux counts packet overhead against a socket
 buffer: with the default tcp_adv_win_scale about half of it carries data, so
 the buffer limits should be about twice the BDP.
+
+The RTT is measured by the audit suite (``beoperf.suites.audit``: a short ping-pong of
+``RTT_SIZE`` bytes against the peer's ``beoperf serve``); this module only does the
+arithmetic and reads the current limits.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from beoperf.sweep.probe import measure_size
-
 RTT_SIZE = 64  # bytes: a small message, so the RTT is the path's and not the bandwidth's
 MIN_BUFFER = 64 * 1024
 OVERHEAD_FACTOR = 2  # buffer bytes per byte of window (tcp_adv_win_scale = 1)
-_RATE_UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-
-
-def parse_rate(text: str) -> float:
-    """'10G', '10Gbit', '100M', '1gbps' -> bits/s (SI)."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(?:bit|bps|b/s|b)?(?:/s)?\s*", text,
-                     re.IGNORECASE)
-    if not m or float(m.group(1)) <= 0:
-        raise ValueError(f"not a link speed: {text!r} (e.g. 1G, 10G, 100M; SI bits/s)")
-    return float(m.group(1)) * _RATE_UNITS[m.group(2).lower()]
 
 
 def next_power_of_two(n: float) -> int:
@@ -109,12 +100,6 @@ BUFFER_SYSCTLS = ("net.core.rmem_max", "net.core.wmem_max", "net.ipv4.tcp_rmem",
                   "net.ipv4.tcp_wmem")
 
 
-def measure_rtt_us(host: str, port: int, timeout: float = 10.0) -> tuple[float, int]:
-    """Median round-trip time of small messages against `beoperf serve`, and the count."""
-    s = measure_size(host, port, RTT_SIZE, max_time=1.0, timeout=timeout)
-    return 2.0 * s.time_us["median"], s.samples
-
-
-def buffer_advice(host: str, port: int, rate_bps: float) -> BufferAdvice:
-    rtt_us, samples = measure_rtt_us(host, port)
-    return advise(rate_bps, rtt_us, samples, {k: read_sysctl(k) for k in BUFFER_SYSCTLS})
+def current_limits() -> dict[str, str | None]:
+    """This node's socket-buffer limits (None where one cannot be read)."""
+    return {k: read_sysctl(k) for k in BUFFER_SYSCTLS}

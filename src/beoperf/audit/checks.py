@@ -9,9 +9,14 @@ import re
 from typing import Any, ClassVar
 
 from beoperf.audit.base import (
+    INT_MAX,
+    ON_OFF,
     Check,
+    Integers,
     Unavailable,
     Unknown,
+    ValueSpec,
+    Words,
     as_text,
     read_file,
     register,
@@ -19,7 +24,7 @@ from beoperf.audit.base import (
 )
 
 SYSCTL_CONF = "/etc/sysctl.d/90-beoperf.conf"
-SYSCTL_KEY = re.compile(r"[a-z][a-z0-9_]*(\.[a-z0-9_-]+)+")
+CONGESTION_CONTROLS = "/proc/sys/net/ipv4/tcp_available_congestion_control"
 IFACE_PERSIST = ("a systemd oneshot unit (After=network-online.target) running the command, "
                  "or a NetworkManager dispatcher script in /etc/NetworkManager/dispatcher.d/")
 
@@ -41,14 +46,34 @@ def _no_interface(keys: tuple[str, ...], reason: str) -> dict:
     return {key: Unknown(reason) for key in keys}
 
 
+def available_congestion_controls() -> tuple[str, ...]:
+    """The congestion controls this kernel offers (what tcp_congestion_control takes);
+    none when the list cannot be read (then no value is accepted)."""
+    try:
+        return tuple(read_file(CONGESTION_CONTROLS).split())
+    except Unavailable:
+        return ()
+
+
+SIZE = Integers(0, INT_MAX)  # bytes; the kernel applies its own minimum
+TRIPLE = Integers(1, INT_MAX, 3)  # tcp_rmem/tcp_wmem: min default max
+
+
 @register
 class Sysctls(Check):
     name = "sysctl"
-    KEYS = ("net.core.rmem_default", "net.core.rmem_max", "net.core.wmem_default",
-            "net.core.wmem_max", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
-            "net.ipv4.tcp_low_latency", "net.core.busy_read", "net.core.busy_poll",
-            "net.ipv4.tcp_timestamps", "net.ipv4.tcp_sack", "net.ipv4.tcp_congestion_control",
-            "net.core.netdev_max_backlog")
+    # The allow-list: the only sysctls tune writes, and the values each takes.
+    VALUES: ClassVar[dict[str, ValueSpec]] = {
+        "net.core.rmem_default": SIZE, "net.core.rmem_max": SIZE,
+        "net.core.wmem_default": SIZE, "net.core.wmem_max": SIZE,
+        "net.ipv4.tcp_rmem": TRIPLE, "net.ipv4.tcp_wmem": TRIPLE,
+        "net.ipv4.tcp_low_latency": Integers(0, 1),
+        "net.core.busy_read": Integers(0, INT_MAX), "net.core.busy_poll": Integers(0, INT_MAX),
+        "net.ipv4.tcp_timestamps": Integers(0, 2), "net.ipv4.tcp_sack": Integers(0, 1),
+        "net.ipv4.tcp_congestion_control": Words(available_congestion_controls),
+        "net.core.netdev_max_backlog": Integers(0, INT_MAX),
+    }
+    KEYS = tuple(VALUES)
 
     def collect(self) -> dict:
         facts: dict = {}
@@ -69,16 +94,12 @@ class Sysctls(Check):
         arg = f'{key}="{value}"' if " " in value else f"{key}={value}"
         return f"sysctl -w {arg}", f"{SYSCTL_CONF}: {key} = {value}"
 
-    def settable(self, key: str) -> bool:
-        return bool(SYSCTL_KEY.fullmatch(key))
-
     @staticmethod
     def path(key: str) -> str:
         return "/proc/sys/" + key.replace(".", "/")
 
     def set_action(self, key: str, value: str) -> dict:
-        if not self.settable(key):
-            raise KeyError(key)
+        self.check_value(key, value)
         return {"write": self.path(key), "value": value}
 
     def read_action(self, key: str) -> dict:
@@ -90,6 +111,7 @@ class Sysctls(Check):
 @register
 class Kernel(Check):
     name = "kernel"
+    KEYS = ("kernel.release",)
 
     def collect(self) -> dict:
         return {"kernel.release": platform.release()}
@@ -143,6 +165,8 @@ class Interface(InterfaceCheck):
     name = "interface"
     KEYS = ("interface", "driver", "driver_version", "firmware_version", "bus_info", "mtu",
             "speed_mbps", "duplex", "operstate")
+    # the MTU only: from the IPv4 minimum to 65536, loopback's own default (restorable)
+    VALUES: ClassVar[dict[str, ValueSpec]] = {"mtu": Integers(68, 65536)}
 
     def collect_interface(self, ifname: str) -> dict:
         from beoperf.sysinfo import interface_facts
@@ -159,12 +183,8 @@ class Interface(InterfaceCheck):
             out["firmware_version"] = parsed.get("firmware_version") or out["firmware_version"]
         return out
 
-    def settable(self, key: str) -> bool:  # the MTU only
-        return key == "mtu" and bool(self.interface)
-
     def set_action(self, key: str, value: str) -> dict:
-        if not self.settable(key) or not value.isdigit():
-            raise KeyError(key)
+        self.check_value(key, value)
         return {"argv": ["ip", "link", "set", "dev", str(self.interface), "mtu", value]}
 
     def read_action(self, key: str) -> dict:
@@ -174,28 +194,30 @@ class Interface(InterfaceCheck):
 
 
 class EthtoolSetting(InterfaceCheck):
-    """An interface check whose keys ("prefix.field") ethtool sets (SET) and shows (SHOW)."""
+    """An interface check whose keys ("prefix.field") ethtool sets (SET) and shows (SHOW).
+
+    ARG maps each settable field to ethtool's own keyword for it, and SPEC to its values;
+    VALUES (the allow-list) is built from the two."""
 
     PREFIX: ClassVar[str] = ""
     FIELDS: ClassVar[tuple[str, ...]] = ()  # collected (ARG: the settable ones)
     SET: ClassVar[str] = ""
     SHOW: ClassVar[str] = ""
     ARG: ClassVar[dict[str, str]] = {}  # field -> ethtool's own keyword for it
+    SPEC: ClassVar[dict[str, ValueSpec]] = {}  # field -> its values
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.KEYS = tuple(f"{cls.PREFIX}{f}" for f in cls.FIELDS)
+        cls.VALUES = {f"{cls.PREFIX}{f}": cls.SPEC[f] for f in cls.ARG}
 
     def field(self, key: str) -> str:
-        name = key.removeprefix(self.PREFIX)
-        if not (key.startswith(self.PREFIX) and name in self.ARG and self.interface):
+        if not self.settable(key):
             raise KeyError(key)
-        return name
-
-    def settable(self, key: str) -> bool:
-        try:
-            self.field(key)
-        except KeyError:
-            return False
-        return True
+        return key.removeprefix(self.PREFIX)
 
     def set_action(self, key: str, value: str) -> dict:
+        self.check_value(key, value)
         name = self.field(key)
         return {"argv": ["ethtool", self.SET, str(self.interface), self.ARG[name], value]}
 
@@ -219,13 +241,19 @@ class EthtoolSetting(InterfaceCheck):
                 for f in self.FIELDS}
 
 
+USECS = Integers(0, 1_000_000)  # interrupt moderation: up to a second
+FRAMES = Integers(0, 1_000_000)
+RING = Integers(1, 1 << 20)  # descriptors; hardware rings hold up to tens of thousands
+
+
 @register
 class Coalescing(EthtoolSetting):
     name = "coalesce"
     FIELDS = ("adaptive_rx", "adaptive_tx", "rx_usecs", "rx_frames", "tx_usecs", "tx_frames")
-    KEYS = tuple(f"coalesce.{f}" for f in FIELDS)
     PREFIX, SET, SHOW = "coalesce.", "-C", "-c"
     ARG = {f: f.replace("_", "-") for f in FIELDS}
+    SPEC = {"adaptive_rx": ON_OFF, "adaptive_tx": ON_OFF, "rx_usecs": USECS,
+            "rx_frames": FRAMES, "tx_usecs": USECS, "tx_frames": FRAMES}
 
     def parse(self, output: str) -> dict:
         return _parsers().parse_ethtool_coalesce(output)
@@ -241,9 +269,9 @@ class Rings(EthtoolSetting):
 
     name = "rings"
     FIELDS = ("rx", "tx", "rx_max", "tx_max")
-    KEYS = tuple(f"rings.{f}" for f in FIELDS)
     PREFIX, SET, SHOW = "rings.", "-G", "-g"
     ARG = {"rx": "rx", "tx": "tx"}
+    SPEC = {"rx": RING, "tx": RING}
 
     def parse(self, output: str) -> dict:
         parsed = _parsers().parse_ethtool_rings(output)
@@ -258,11 +286,11 @@ class Offloads(EthtoolSetting):
     FIELDS = ("tcp-segmentation-offload", "generic-segmentation-offload",
               "generic-receive-offload", "large-receive-offload", "rx-checksumming",
               "tx-checksumming")
-    KEYS = tuple(f"offload.{f}" for f in FIELDS)
     PREFIX, SET, SHOW = "offload.", "-K", "-k"
     ARG = {"tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
            "generic-receive-offload": "gro", "large-receive-offload": "lro",
            "rx-checksumming": "rx", "tx-checksumming": "tx"}
+    SPEC = dict.fromkeys(FIELDS, ON_OFF)
 
     def parse(self, output: str) -> dict:
         return {name: state.get("on")
@@ -273,9 +301,9 @@ class Offloads(EthtoolSetting):
 class Pause(EthtoolSetting):
     name = "pause"
     FIELDS = ("autonegotiate", "rx", "tx")
-    KEYS = tuple(f"pause.{f}" for f in FIELDS)
     PREFIX, SET, SHOW = "pause.", "-A", "-a"
     ARG = {"autonegotiate": "autoneg", "rx": "rx", "tx": "tx"}  # ethtool -A's keywords
+    SPEC = dict.fromkeys(FIELDS, ON_OFF)
 
     def parse(self, output: str) -> dict:
         return _parsers().parse_ethtool_pause(output)
@@ -294,6 +322,7 @@ def _process_running(name: str) -> bool:
 @register
 class Irqbalance(Check):
     name = "irqbalance"
+    KEYS = ("irqbalance.active", "irqbalance.enabled")
     advice_reason = ("stopping a service is not restored exactly (its enabled state and the "
                      "IRQ affinities it wrote); do it by hand")
 
@@ -319,6 +348,8 @@ class Irqbalance(Check):
 class Firewall(Check):
     name = "firewall"
     advice_reason = "firewall rules and connection tracking need reviewing by hand"
+    KEYS = ("iptables.rules", "iptables.backend", "nft.rules", "nft.iptables_nft_rules",
+            "conntrack.count")
 
     # the tables iptables-nft (and ip6tables-nft) keep in nftables
     XT_TABLES = {f"{family} {table}" for family in ("ip", "ip6")
@@ -345,6 +376,9 @@ class Firewall(Check):
             return Unknown(str(exc))
         match = re.search(r"\((nf_tables|legacy)\)", text)
         return match.group(1) if match else "legacy"  # before 1.8 there was only legacy
+
+    def owns(self, key: str) -> bool:  # also one key per table and chain
+        return key in self.KEYS or key.startswith(("iptables.", "nft."))
 
     @staticmethod
     def _iptables() -> dict:
@@ -381,6 +415,7 @@ class Firewall(Check):
 @register
 class CpuFreq(Check):
     name = "cpufreq"
+    KEYS = ("cpu.governor",)
     advice_reason = ("the governor is per CPU (possibly mixed) and set through cpupower; not "
                      "restored exactly, do it by hand")
 
@@ -409,6 +444,7 @@ def _read_or_none(path: str) -> str | None:
 @register
 class CStates(Check):
     name = "cstates"
+    KEYS = ("cpu.cstates", "cpu.deep_cstates_enabled")
     advice_reason = "C-states are set through cpupower or the kernel command line; do it by hand"
     SHALLOW = ("POLL", "C1")
 
@@ -433,6 +469,7 @@ class CStates(Check):
 @register
 class Thp(Check):
     name = "thp"
+    KEYS = ("thp.enabled",)
     advice_reason = ("transparent huge pages are best set on the kernel command line; do it "
                      "by hand")
 

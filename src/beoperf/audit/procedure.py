@@ -11,30 +11,36 @@ finally measures all the changes combined.  Here every step can be undone:
    only when the improvement over the current kept state is significant: two-sided
    Mann-Whitney U p < 0.05 on the repeat figures *and* a mean improvement of more
    than 2%; otherwise it is restored (and read back);
-3. the combined final state is measured.
+3. the combined final state is measured, when at least one change was kept; when none
+   was, the final state *is* the default configuration, so the Combined row says so and
+   shows the Default figures instead of a second measurement of the same configuration
+   (whose difference would only be drift and noise).
 
 Any failure halfway restores everything applied, in reverse order.
+
+The measurement itself is the caller's (``beoperf.suites.tune`` measures against the
+peer): here it is any function that returns one repeat's figure, or raises a
+``beoperf.errors`` error (an unreachable or refusing peer) or a TuneError.
 """
 
 from __future__ import annotations
 
-import platform
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
-from beoperf.analysis.compare import impact_lines, mann_whitney_u
+from beoperf import errors
+from beoperf.analysis.compare import mann_whitney_u
 from beoperf.audit import tune
 from beoperf.audit.tune import Change, TuneError
-from beoperf.sweep.probe import measure_size
 
-FORMAT = "beoperf.tune-procedure"
-SCHEMA_VERSION = 1
 SIZE = 16  # bytes: small-message latency
 REPEAT_TIME = 0.3  # seconds one repeat lasts at most
 ALPHA = 0.05
 MIN_IMPROVEMENT = 0.02
 MIN_REPEATS = 4  # with fewer, two-sided p never reaches 0.05 (6 or more recommended)
+NOTHING_KEPT = "no change kept: same as Default"
 
 Measure = Callable[[], float]
 Report = Callable[[str], None]
@@ -43,25 +49,13 @@ Report = Callable[[str], None]
 class ProcedureFailed(TuneError):
     """A step failed; what was applied has been restored (``restore_errors`` if not)."""
 
-    def __init__(self, reason: str, rolled_back: int, restore_errors: list[str]) -> None:
-        self.rolled_back, self.restore_errors = rolled_back, restore_errors
+    def __init__(self, reason: str, rolled_back: int, restore_errors: list[str],
+                 cause: errors.BeoperfError | None = None) -> None:
+        self.rolled_back, self.restore_errors, self.cause = rolled_back, restore_errors, cause
         super().__init__(reason)
 
 
 # --------------------------------------------------------------------------- measuring
-
-
-def measure_once(host: str, port: int, max_time: float = REPEAT_TIME,
-                 timeout: float = 10.0) -> float:
-    """One repeat: the median one-way time (us) of 16-byte ping-pongs, a new connection."""
-    try:
-        return float(measure_size(host, port, SIZE, max_time, timeout).time_us["median"])
-    except ConnectionError as exc:
-        raise TuneError(str(exc)) from None
-
-
-def peer_measure(host: str, port: int, max_time: float = REPEAT_TIME) -> Measure:
-    return lambda: measure_once(host, port, max_time)
 
 
 def repeat(measure: Measure, repeats: int) -> list[float]:
@@ -113,6 +107,7 @@ class Row:
     p: float | None = None
     change_pct: float | None = None  # improvement over the current kept state, in %
     decision: str | None = None
+    same_as: str | None = None  # "Default": this configuration is Default's, not re-measured
 
     def __post_init__(self) -> None:
         self.mean_us = statistics.fmean(self.repeats_us)
@@ -127,10 +122,19 @@ def change_row(change: Change, figures: list[float], decision: Decision) -> Row:
 
 
 def with_impact(rows: list[Row]) -> list[Row]:
+    """Each measured row's impact against Default (none for a row that is Default)."""
     base = rows[0].mean_us
     for row in rows[1:]:
-        row.impact_pct = 100.0 * (base - row.mean_us) / base if base else None
+        if row.same_as is None:
+            row.impact_pct = 100.0 * (base - row.mean_us) / base if base else None
     return rows
+
+
+def unchanged_row(default: Row) -> Row:
+    """The Combined row when no change was kept: the Default configuration, not measured
+    again, with no impact (there is nothing to compare)."""
+    return Row("Combined", list(default.repeats_us), verdict="combined",
+               decision=NOTHING_KEPT, same_as=default.label)
 
 
 @dataclass
@@ -146,14 +150,16 @@ class Outcome:
 # --------------------------------------------------------------------------- the procedure
 
 
-def _undo(applied: list[Change], reason: str) -> ProcedureFailed:
-    errors = tune.restore(reversed(applied))
-    return ProcedureFailed(reason, len(applied), errors)
+def _undo(applied: list[Change], reason: str,
+          cause: errors.BeoperfError | None = None) -> ProcedureFailed:
+    failures = tune.restore(reversed(applied))
+    return ProcedureFailed(reason, len(applied), failures, cause)
 
 
 def _try_one(change: Change, current: list[float], measure: Measure, repeats: int,
              keep_all: bool) -> tuple[Row, bool]:
-    """Apply, measure, decide, and restore when not kept; TuneError on any failure."""
+    """Apply, measure, decide, and restore when not kept; a BeoperfError (TuneError or the
+    measurement's) on any failure."""
     tune.set_checked(change, change.target)
     figures = repeat(measure, repeats)
     decision = decide(figures, current, keep_all)
@@ -163,8 +169,20 @@ def _try_one(change: Change, current: list[float], measure: Measure, repeats: in
 
 
 def baseline(measure: Measure, repeats: int) -> Row:
-    """The Default row; TuneError if the peer cannot be measured (nothing applied yet)."""
+    """The Default row; the measurement's error if the peer cannot be measured (nothing
+    applied yet)."""
     return Row("Default", repeat(measure, repeats))
+
+
+def measure_combined(kept: list[Change], measure: Measure, repeats: int) -> Row:
+    """The Combined row: the kept changes together; ProcedureFailed after restoring."""
+    try:
+        return Row("Combined", repeat(measure, repeats), verdict="combined")
+    except errors.BeoperfError as exc:
+        raise _undo(kept, f"measuring the combined state: {exc}", exc) from None
+    except BaseException:
+        tune.restore(reversed(kept))
+        raise
 
 
 def run_changes(changes: list[Change], default: Row, measure: Measure, repeats: int,
@@ -175,8 +193,8 @@ def run_changes(changes: list[Change], default: Row, measure: Measure, repeats: 
     for change in changes:
         try:
             row, kept = _try_one(change, current, measure, repeats, keep_all)
-        except TuneError as exc:
-            raise _undo([*out.kept, change], f"{change.key}: {exc}") from None
+        except errors.BeoperfError as exc:
+            raise _undo([*out.kept, change], f"{change.key}: {exc}", exc) from None
         except BaseException:  # Ctrl-C or anything unexpected: undo, then let it go on
             tune.restore(reversed([*out.kept, change]))
             raise
@@ -186,40 +204,19 @@ def run_changes(changes: list[Change], default: Row, measure: Measure, repeats: 
             current = row.repeats_us
         if report:
             report(f"{row.label}: {row.mean_us:.2f} us; {row.decision}")
-    try:
-        out.rows.append(Row("Combined", repeat(measure, repeats), verdict="combined"))
-    except TuneError as exc:
-        raise _undo(out.kept, f"measuring the combined state: {exc}") from None
-    except BaseException:
-        tune.restore(reversed(out.kept))
-        raise
+    out.rows.append(measure_combined(out.kept, measure, repeats) if out.kept
+                    else unchanged_row(default))
     with_impact(out.rows)
     return out
 
 
-# --------------------------------------------------------------------------- output
+# --------------------------------------------------------------------------- the document
 
 
-def render(out: Outcome, repeats: int, rollback_file: str | None) -> str:
-    """The tuning-study table (as ``compare --format impact``), the verdicts and the notes."""
-    lines = impact_lines([(r.label, r.mean_us, r.variance_us2, r.impact_pct) for r in out.rows])
-    verdicts = "; ".join(f"{r.label}: {r.decision}" for r in out.rows if r.decision)
-    notes = [
-        f"Latency: mean and variance (ddof=1) of {repeats} repeats, each the median one-way "
-        f"time at {SIZE} B, us; impact = (Default mean - mean) / Default mean.",
-        f"Changes: {verdicts}." if verdicts else "",
-        f"Kept when two-sided Mann-Whitney U p < {ALPHA} on the repeats against the current "
-        f"kept state and the mean is more than {MIN_IMPROVEMENT:.0%} lower.",
-        f"Undo everything with 'beoperf tune --rollback {rollback_file}'."
-        if rollback_file else "",
-    ]
-    return "\n".join([*lines, "", *(n for n in notes if n)]) + "\n"
-
-
-def document(out: Outcome, *, profile: str, interface: str | None, peer: str, port: int,
-             repeats: int, keep_all: bool, rollback_file: str | None) -> dict:
-    return {"format": FORMAT, "schema_version": SCHEMA_VERSION, "host": platform.node(),
-            "profile": profile, "interface": interface, "peer": peer, "port": port,
+def body(out: Outcome, *, profile: str, interface: str | None, peer: str, port: int,
+         repeats: int, keep_all: bool, rollback_file: str | None) -> dict[str, Any]:
+    """The body of the "procedure" document (no rows: nothing was there to change)."""
+    return {"profile": profile, "interface": interface, "peer": peer, "port": port,
             "size": SIZE, "repeats": repeats, "keep_all": keep_all,
             "test": {"name": "Mann-Whitney U, two-sided", "alpha": ALPHA,
                      "min_improvement_pct": 100 * MIN_IMPROVEMENT},

@@ -8,59 +8,57 @@ which of its keys it can set *and restore exactly* (``settable``), how a value i
 (irqbalance, CPU governor, C-states, THP, firewall ...) is "advice only", with the
 check's reason.  Commands are argv lists, never shell strings.
 
-Only one tune runs per network namespace at a time (:class:`TuneLock`).
+Only one tune runs per network namespace at a time (:class:`TuneLock`, in
+``beoperf.audit.lock``).  Rollback files and profiles are input from users: every key
+they name must be in a check's allow-list and every value must be one that key takes
+(``Check.VALUES``), and a rollback file must be private to the user running beoperf;
+otherwise nothing is changed and the error names the bad entry.
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
-import json
 import os
 import platform
-import re
-import shlex
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from beoperf.audit.base import Check, Finding, Unavailable, as_text, check_named, target_of
+from beoperf import errors, safeio
+from beoperf.audit.base import (
+    Check,
+    Finding,
+    Unavailable,
+    as_text,
+    check_named,
+    owner_of,
+    quoted,
+    target_of,
+    valid_ifname,
+)
+from beoperf.audit.lock import LockBusy, TuneLock, netns_id
+from beoperf.model import tune as documents
+from beoperf.model.document import Document, DocumentError, from_json
 
 __all__ = ["Change", "Plan", "Advice", "TuneError", "ApplyFailed", "TuneLock", "LockBusy",
            "as_text", "make_plan", "apply_changes", "restore", "load_rollback",
-           "rollback_document"]
+           "rollback_document", "check_profile", "netns_id"]
 
-ROLLBACK_FORMAT = "beoperf.rollback"
-PLAN_FORMAT = "beoperf.tune-plan"
-SCHEMA_VERSION = 2  # 2: changes name their check (1 had a "kind")
 # the order in which changes are applied: host-wide first, then the interface, MTU last
 ORDER = ("sysctl", "coalesce", "offloads", "pause", "rings", "interface")
-IFNAME = re.compile(r"[A-Za-z0-9_.:@-]{1,15}")
 ADVICE_ORDER = {"sysctl": 0, "interface": 1, "coalesce": 1, "offloads": 1, "pause": 1,
                 "rings": 1, "irqbalance": 2, "cpufreq": 3, "cstates": 3, "thp": 4}
-LOCK_DIRS = ("/run/lock", "/run", tempfile.gettempdir())
+RULE_OPS = ("eq", "in", "ge", "le")
 
 
-class TuneError(Exception):
+class TuneError(errors.Failed):
     """A change could not be made, read back, or restored; the message says which."""
 
-
-class LockBusy(TuneError):
-    """Another tune holds this network namespace's lock (or the lock cannot be taken)."""
+    category = "tune failed"
 
 
 def same(a: str, b: str) -> bool:
     """Equal up to whitespace and case ("4096\\t131072" == "4096 131072")."""
     return a.split() == b.split() or " ".join(a.split()).lower() == " ".join(b.split()).lower()
-
-
-def netns_id() -> int | None:
-    """The inode of this process's network namespace (what tells two namespaces apart)."""
-    try:
-        return os.stat("/proc/self/ns/net").st_ino
-    except OSError:
-        return None
 
 
 # --------------------------------------------------------------------------- changes
@@ -140,11 +138,15 @@ def change_for(finding: Finding, rule: dict | None, interface: str | None) -> Ch
         return "the profile names no single value to set"
     try:
         unit.set_action(finding.key, target)
-    except KeyError:
+    except (KeyError, ValueError):
         return f"{target!r} is not a value beoperf tune can set for {finding.key}"
     current = as_text(finding.value)
     if same(current, target):
         return "already at the target value"
+    try:
+        unit.check_value(finding.key, current)
+    except ValueError as exc:
+        return f"the current value could not be restored exactly ({exc})"
     return Change(finding.key, finding.check, interface if unit.per_interface else None,
                   current, target)
 
@@ -170,11 +172,11 @@ def make_plan(findings: Iterable[Finding], profile: dict, interface: str | None)
     return plan
 
 
-def plan_document(plan: Plan, profile: str, interface: str | None) -> dict:
-    return {"format": PLAN_FORMAT, "schema_version": SCHEMA_VERSION, "host": platform.node(),
-            "profile": profile, "interface": interface,
-            "changes": [c.to_dict() for c in plan.changes],
-            "advice": [a.to_dict() for a in plan.advice]}
+def plan_document(plan: Plan, profile: str, interface: str | None,
+                  meta: dict[str, Any]) -> Document:
+    """The plan as a "tune-plan" document."""
+    return documents.plan(profile, interface, [c.to_dict() for c in plan.changes],
+                          [a.to_dict() for a in plan.advice], meta)
 
 
 # --------------------------------------------------------------------------- set and read
@@ -251,179 +253,170 @@ def apply_changes(changes: list[Change], report: Report = _quiet) -> None:
         report(change, change.target)
 
 
-# --------------------------------------------------------------------------- one at a time
-
-
-class TuneLock:
-    """An exclusive lock per network namespace, held while a tune changes anything.
-
-    A second ``beoperf tune --apply/--rollback/--procedure`` in the same namespace is
-    refused (TuneError naming the holder's PID) instead of interleaving its changes and
-    snapshots with the first one's.  The lock is released when the holder exits, even
-    on kill -9 (flock)."""
-
-    def __init__(self, directory: str | None = None) -> None:
-        self.directory = directory
-        self.fd: int | None = None
-
-    def path(self) -> str:
-        name = f"beoperf-tune.net{netns_id() or 0}.lock"
-        if self.directory:
-            return os.path.join(self.directory, name)
-        for directory in LOCK_DIRS:
-            if os.path.isdir(directory) and os.access(directory, os.W_OK):
-                return os.path.join(directory, name)
-        return os.path.join(tempfile.gettempdir(), name)
-
-    def __enter__(self) -> TuneLock:
-        path = self.path()
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise LockBusy(f"cannot open the lock file {path}: {exc.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
-            os.close(fd)
-            if exc.errno in (errno.EAGAIN, errno.EACCES):
-                raise LockBusy(f"another beoperf tune (pid {holder}) is changing this node "
-                                f"(lock {path}); wait for it to finish") from None
-            raise LockBusy(f"cannot lock {path}: {exc.strerror}") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self.fd = fd
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.fd is not None:
-            os.ftruncate(self.fd, 0)
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
-
-
-# --------------------------------------------------------------------------- persistence
-
-
-def persist_files(changes: Iterable[Change]) -> dict[str, str]:
-    """Files that make ``changes`` survive a reboot: a sysctl.d drop-in for the sysctls and
-    a systemd oneshot unit that re-applies the interface settings once the network is up."""
-    sysctls = [c for c in changes if c.check == "sysctl"]
-    links = [c for c in changes if c.check != "sysctl"]
-    out = {}
-    if sysctls:
-        lines = ["# written by 'beoperf tune --persist'; install in /etc/sysctl.d/"]
-        lines += [f"{c.key} = {c.target}" for c in sysctls]
-        out["90-beoperf.conf"] = "\n".join(lines) + "\n"
-    if links:
-        execs = [f"ExecStart={shlex.join(c.action(c.target)['argv'])}" for c in links]
-        out["beoperf-tune.service"] = "\n".join([
-            "# written by 'beoperf tune --persist'; install in /etc/systemd/system/, then",
-            "# systemctl daemon-reload && systemctl enable beoperf-tune.service",
-            "[Unit]", "Description=beoperf tune: interface settings",
-            "Wants=network-online.target", "After=network-online.target", "",
-            "[Service]", "Type=oneshot", "RemainAfterExit=yes", *execs, "",
-            "[Install]", "WantedBy=multi-user.target", ""])
-    return out
-
-
 # --------------------------------------------------------------------------- rollback files
 
 
 def rollback_document(changes: list[Change], profile: str, interface: str | None,
-                      created: str) -> dict:
-    return {"format": ROLLBACK_FORMAT, "schema_version": SCHEMA_VERSION,
-            "host": platform.node(), "netns": netns_id(), "created": created,
-            "profile": profile, "interface": interface,
-            "changes": [c.snapshot() for c in changes]}
+                      meta: dict[str, Any]) -> Document:
+    """The snapshot of ``changes`` (their previous values) for this host and network
+    namespace, as a "rollback" document."""
+    return documents.rollback(platform.node(), netns_id(), profile, interface,
+                              [c.snapshot() for c in changes], meta)
 
 
-def wrong_place(doc: dict) -> str | None:
-    """Why the rollback file ``doc`` was not written here (another host or network
-    namespace), or None if it was."""
+def wrong_place(body: dict) -> str | None:
+    """Why the rollback document whose body is ``body`` was not written here (another host
+    or network namespace), or None if it was."""
     here = (platform.node(), netns_id())
-    there = (doc.get("host"), doc.get("netns"))
+    there = (body.get("host"), body.get("netns"))
     if there == here:
         return None
-    return (f"it was written on host {there[0]!r} (network namespace {there[1]}), "
+    netns = there[1] if isinstance(there[1], int) else quoted(str(there[1]))
+    return (f"it was written on host {quoted(str(there[0]))} (network namespace {netns}), "
             f"this is {here[0]!r} (network namespace {here[1]})")
 
 
-def write_new_file(path: str, doc: dict) -> None:
-    """Write ``doc`` as JSON to a new file, atomically (complete or absent); never overwrite."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".beoperf-rollback-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.link(tmp, path)  # atomic, and fails if path exists
-    finally:
-        os.unlink(tmp)
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+def write_new_file(path: str, doc: Document) -> None:
+    """Write ``doc`` as JSON to a new file readable by its owner only, atomically (complete
+    or absent), never through a link; FileExistsError if anything is at ``path``."""
+    safeio.write_atomic(path, safeio.dump_json(doc.to_json(), indent=2), overwrite=False,
+                        mode=0o600)
 
 
-def _load_json(path: str) -> dict:
+def _printable(text: str) -> str:
+    """One line with control characters escaped: messages quote what a file holds."""
+    return " ".join("".join(c if c.isprintable() else repr(c)[1:-1] for c in text).split())
+
+
+def read_rollback(path: str) -> Document:
+    """The rollback file (any version: the old "beoperf.rollback" 2 too) as a current
+    document, read bounded and private, its shape checked against the schema but its
+    entries not yet against the allow-list (:func:`rollback_changes`); TuneError naming
+    what is wrong."""
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except OSError as exc:
-        raise TuneError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TuneError(f"{path} is not JSON: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("format") != ROLLBACK_FORMAT:
-        raise TuneError(f"{path} is not a beoperf rollback file (format {ROLLBACK_FORMAT!r})")
-    if doc.get("schema_version") != SCHEMA_VERSION:
-        raise TuneError(f"{path}: unsupported schema_version {doc.get('schema_version')!r} "
-                        f"(this beoperf reads {SCHEMA_VERSION})")
-    if not isinstance(doc.get("changes"), list):
-        raise TuneError(f"{path}: 'changes' is not a list")
+        raw = safeio.load_json(path, safeio.LIMITS["rollback"], "a rollback file",
+                               private=True)
+        doc = from_json(raw, path)
+    except (safeio.FileInputError, DocumentError) as exc:
+        raise TuneError(_printable(str(exc))) from None
+    if doc.kind != documents.ROLLBACK:
+        raise TuneError(f"{path} is not a beoperf rollback file (it is a {doc.kind} "
+                        "document)")
     return doc
 
 
-def _valid(change: Change) -> bool:
-    if change.interface is not None and not IFNAME.fullmatch(str(change.interface)):
-        return False
-    try:
-        unit = change.unit()
-    except KeyError:
-        return False
-    if (change.interface is not None) != unit.per_interface:
-        return False
-    try:
-        return unit.settable(change.key) and bool(unit.set_action(change.key, change.current))
-    except KeyError:
-        return False
+def _entry_unit(key: str, check: str, interface: Any) -> Check:
+    """The check that restores ``key``, with the entry's interface checked; TuneError."""
+    if check not in ORDER:
+        raise TuneError(f"check {quoted(check)} does not set anything (tune sets: "
+                        f"{', '.join(ORDER)})")
+    unit = check_named(check)(interface)
+    shown = quoted(interface)
+    if unit.per_interface:
+        if not valid_ifname(interface):
+            raise TuneError(f"interface {shown} is not an interface name")
+        if not os.path.isdir(f"/sys/class/net/{interface}"):
+            raise TuneError(f"interface {shown} does not exist here")
+    elif interface is not None:
+        raise TuneError(f"{check} settings belong to no interface (got {shown})")
+    if not unit.settable(key):
+        raise TuneError(f"{quoted(key)} is not a setting beoperf tune restores (the {check} "
+                        f"check sets only {', '.join(unit.VALUES)})")
+    return unit
 
 
 def change_from_entry(entry: Any) -> Change:
-    """A rollback file's change entry, checked; TuneError naming what is wrong."""
+    """A rollback file's change entry, every field checked; TuneError saying what is wrong
+    (the caller names the entry)."""
     if not isinstance(entry, dict):
-        raise TuneError(f"change entry {entry!r} is not an object")
+        raise TuneError("not an object")
     values = [entry.get(k) for k in ("key", "check", "previous", "target")]
-    if not all(isinstance(v, str) for v in values) or entry.get("check") not in ORDER:
-        raise TuneError(f"change entry {entry.get('key')!r}: needs key, check, previous, "
-                        "target")
+    if not all(isinstance(v, str) for v in values):
+        raise TuneError("needs key, check, previous and target (strings)")
     key, check, previous, target = values
+    unit = _entry_unit(key, check, entry.get("interface"))
+    try:
+        unit.check_value(key, previous)
+        unit.check_value(key, target)
+    except ValueError as exc:
+        raise TuneError(str(exc)) from None
     change = Change(key, check, entry.get("interface"), previous, target)
-    if not _valid(change):
-        raise TuneError(f"change entry {key!r}: not a setting beoperf tune restores")
     if entry.get("restore") != change.action(previous):
-        raise TuneError(f"change entry {key!r}: 'restore' does not match key and previous")
+        raise TuneError("'restore' does not match key and previous")
     return change
 
 
-def load_rollback(path: str) -> tuple[dict, list[Change]]:
-    """The rollback file and its changes (in the order applied); TuneError if bad."""
-    doc = _load_json(path)
-    try:
-        return doc, [change_from_entry(e) for e in doc["changes"]]
-    except TuneError as exc:
-        raise TuneError(f"{path}: {exc}") from None
+def _entry_name(i: int, entry: Any) -> str:
+    key = entry.get("key") if isinstance(entry, dict) else None
+    return f"change {i + 1}" + (f" ({quoted(key)})" if isinstance(key, str) else "")
+
+
+def load_rollback(path: str) -> tuple[Document, list[Change]]:
+    """The rollback file and its changes (in the order applied); TuneError naming the file
+    and the first bad entry.  Nothing is applied here: the caller restores only a file
+    that passed every check."""
+    doc = read_rollback(path)
+    return doc, rollback_changes(path, doc.body)
+
+
+def rollback_changes(path: str, body: dict) -> list[Change]:
+    """Every entry of a rollback document's body (from ``path``) checked against the
+    allow-list, as changes; TuneError naming the first bad entry."""
+    changes = []
+    for i, entry in enumerate(body["changes"]):
+        try:
+            changes.append(change_from_entry(entry))
+        except TuneError as exc:
+            raise TuneError(f"{path}: {_entry_name(i, entry)}: {exc}") from None
+    return changes
+
+
+# --------------------------------------------------------------------------- profiles
+
+
+def _check_comparison(rule: dict) -> None:
+    """ValueError unless the rule's op and value can be judged (see base.rule_met)."""
+    op, want = rule.get("op", "eq"), rule.get("value")
+    if op not in RULE_OPS:
+        raise ValueError(f"op {quoted(str(op))} is not one of {', '.join(RULE_OPS)}")
+    if op == "in" and not isinstance(want, list):
+        raise ValueError("op 'in' needs a list as value")
+    fact = isinstance(want, str) and want.startswith("@")
+    if op in ("ge", "le") and not fact and (isinstance(want, bool)
+                                            or not isinstance(want, int | float)):
+        raise ValueError(f"op {op!r} needs a number (or '@key') as value")
+    if rule.get("severity", "warn") not in ("warn", "fail"):
+        raise ValueError("severity must be 'warn' or 'fail'")
+
+
+def _check_rule(key: str, rule: Any) -> None:
+    """ValueError saying what is wrong with one profile rule."""
+    if not isinstance(rule, dict):
+        raise ValueError("the rule is not an object")
+    owner = owner_of(key)
+    if owner is None:
+        raise ValueError("no beoperf check reports or sets this key")
+    if rule.get("note"):
+        if rule.get("status", "pass") not in ("pass", "warn", "fail", "unknown"):
+            raise ValueError("status must be pass, warn, fail or unknown")
+    else:
+        _check_comparison(rule)
+        target, spec = target_of(rule), owner.VALUES.get(key)
+        if target is not None and spec is not None:  # a value tune would set: one it takes
+            spec.check(target)
+    if not isinstance(rule.get("reason"), str) or not rule["reason"].strip():
+        raise ValueError("the rule has no 'reason' (say why it matters)")
+
+
+def check_profile(profile: Any, source: str) -> dict:
+    """A profile from a file, checked: an object with an 'expect' object whose every rule
+    is for a key a check owns and, for a key tune sets, names a value that key takes.
+    ValueError naming ``source`` and the bad rule otherwise."""
+    if not isinstance(profile, dict) or not isinstance(profile.get("expect"), dict):
+        raise ValueError(f"{source} has no 'expect' object")
+    for key, rule in profile["expect"].items():
+        try:
+            _check_rule(key, rule)
+        except ValueError as exc:
+            raise ValueError(f"{source}: the rule for {quoted(key)}: {exc}") from None
+    return profile

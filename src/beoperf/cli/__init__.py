@@ -7,33 +7,10 @@ import importlib
 import math
 import sys
 from collections.abc import Sequence
-from enum import IntEnum
 
-from beoperf import __version__
-
-
-class ExitStatus(IntEnum):
-    OK = 0
-    ERROR = 1
-    USAGE = 2
-    CONNECTION = 3  # could not reach the peer, or lost it
-    PEER = 4  # the peer refused (busy, version, limits) or failed
-    INTEGRITY = 5  # messages arrived corrupted
-    INTERRUPTED = 130
-
-
-class CliError(Exception):
-    """An error with its category, exit status and a hint on what to do."""
-
-    def __init__(self, status: ExitStatus, category: str, message: str, hint: str = "") -> None:
-        self.status, self.category, self.hint = status, category, hint
-        super().__init__(message)
-
-
-class UsageError(CliError):
-    def __init__(self, message: str, hint: str = "see 'beoperf COMMAND --help'") -> None:
-        super().__init__(ExitStatus.USAGE, "usage error", message, hint)
-
+from beoperf import __version__, interrupts
+from beoperf.cli import errors
+from beoperf.cli.errors import CliError, ExitStatus, UsageError  # noqa: E402,F401
 
 MAX_SECONDS = 2**31 / 1000.0  # what a millisecond timeout in a C int can hold
 
@@ -75,23 +52,30 @@ def build_parser(only: str | None = None) -> Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; return its exit status. Never raises for bad input."""
-    try:
-        argv = list(sys.argv[1:] if argv is None else argv)
-        args = build_parser(command_of(argv)).parse_args(argv)
-        args.argv = ["beoperf", *argv]
-        if not getattr(args, "command", None):
-            raise UsageError("no command given", "try 'beoperf pingpong' or 'beoperf --help'")
-        return int(args.func(args))
-    except CliError as exc:
-        hint = f"; {exc.hint}" if exc.hint else ""
-        print(f"beoperf: {exc.category}: {exc}{hint}", file=sys.stderr)
-        return int(exc.status)
-    except KeyboardInterrupt:
-        print("beoperf: interrupted", file=sys.stderr)
-        return int(ExitStatus.INTERRUPTED)
-    except SystemExit as exc:  # --help and --version
-        return int(exc.code or 0) if isinstance(exc.code, int) else 0
+    """Run one command; return its exit status. Never raises for bad input.
+
+    SIGTERM and SIGHUP stop a command as Ctrl-C does (beoperf.interrupts); the status is
+    then 128 + the signal's number."""
+    with interrupts.handling():
+        try:
+            return _dispatch(list(sys.argv[1:] if argv is None else argv))
+        except (Exception, KeyboardInterrupt) as exc:  # one table maps them (cli/errors.py)
+            try:
+                status, line = errors.describe(exc)
+            except KeyError:
+                raise exc from None  # not a known failure: a bug, shown as one
+            print(line, file=sys.stderr)
+            return status
+        except SystemExit as exc:  # --help and --version
+            return int(exc.code or 0) if isinstance(exc.code, int) else 0
+
+
+def _dispatch(argv: list[str]) -> int:
+    args = build_parser(command_of(argv)).parse_args(argv)
+    args.argv = ["beoperf", *argv]
+    if not getattr(args, "command", None):
+        raise UsageError("no command given", "try 'beoperf pingpong' or 'beoperf --help'")
+    return int(args.func(args))
 
 
 def run() -> None:

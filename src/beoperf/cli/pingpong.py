@@ -1,31 +1,21 @@
-"""`beoperf pingpong`: a NetPIPE-equivalent sweep over message sizes."""
+"""`beoperf pingpong`: a NetPIPE-equivalent sweep over message sizes (and --sweep)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import os
 import socket
 import sys
-import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from beoperf import __version__, _core, protocol, sysinfo
-from beoperf.analysis.curve import analyze_run
-from beoperf.cli import CliError, ExitStatus, UsageError, check_seconds
-from beoperf.cli.embedded import embedded_server
+from beoperf import errors, interrupts, report, safeio, units
+from beoperf.cli import ExitStatus, UsageError
 from beoperf.cli.progress import Progress
-from beoperf.engines.base import MODES
-from beoperf.engines.tcp import ConnectError, TcpClient
-from beoperf.results.model import RunResult, save_json, summary
-from beoperf.results.netpipe import write_netpipe
-from beoperf.server import pool_bytes
-from beoperf.sweep.driver import IntegrityError, SweepConfig, SweepOutcome, run_sweep
-from beoperf.sweep.schedule import explicit_schedule, netpipe_schedule, parse_size
+from beoperf.model.document import Document
+from beoperf.model.pingpong import RunResult
+from beoperf.suites import pingpong
+from beoperf.suites.pingpong import MODES, Measured
 
 EXAMPLES = """examples:
   beoperf pingpong                          # both ends on loopback (starts its own server)
@@ -47,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "their precision.",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("host", nargs="?", help="peer running 'beoperf serve' (default: own loopback)")
-    p.add_argument("--port", type=int, default=protocol.DEFAULT_PORT)
+    p.add_argument("--port", type=int, default=pingpong.DEFAULT_PORT)
     fam = p.add_mutually_exclusive_group()
     fam.add_argument("-4", dest="family", action="store_const", const=socket.AF_INET,
                      help="IPv4 only")
@@ -75,9 +65,15 @@ def _add_schedule_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sizes", metavar="LIST", help="explicit sizes instead, e.g. 8,1024,64K")
     g.add_argument("--precision", type=float, default=0.02, metavar="FRACTION",
                    help="stop a size once the median's 95%% CI is within this (default 0.02)")
-    g.add_argument("--max-time", type=float, default=2.0, metavar="SECONDS",
-                   help="time cap per size (default %(default)s)")
-    g.add_argument("--trial-time", type=float, default=0.01, metavar="SECONDS",
+    g.add_argument("--time-budget", default=f"{pingpong.DEFAULT_TIME_BUDGET:g}", metavar="TIME",
+                   help="for the whole sweep: after every size's minimum trials, passes over "
+                        "the sizes not yet precise until this is spent, e.g. 60 or 2min "
+                        "(default %(default)s s; 'none': no limit)")
+    g.add_argument("--max-time", type=float, default=None, metavar="SECONDS",
+                   help="time cap per size (default: none, the budget decides)")
+    g.add_argument("--seed", type=int, default=None,
+                   help="seed of the passes' shuffled order (default: drawn; recorded)")
+    g.add_argument("--trial-time", type=float, default=0.002, metavar="SECONDS",
                    help="target duration of one trial (default %(default)s)")
 
 
@@ -97,9 +93,10 @@ def _add_mode_options(p: argparse.ArgumentParser) -> None:
 
 def _sizes(args: argparse.Namespace) -> list[int]:
     try:
-        if args.sizes:
-            return explicit_schedule(args.sizes)
-        return netpipe_schedule(parse_size(args.start), parse_size(args.end), args.perturbation)
+        if args.sizes is not None:  # '' is a mistake, not "the default sweep"
+            return pingpong.explicit_schedule(args.sizes)
+        return pingpong.netpipe_schedule(units.parse_size(args.start),
+                                         units.parse_size(args.end), args.perturbation)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -120,7 +117,7 @@ def _buffer(text: str | None, name: str) -> int | None:
     if text is None:
         return None
     try:
-        value = parse_size(text)
+        value = units.parse_size(text)
     except ValueError as exc:
         raise UsageError(f"{name}: {exc}") from None
     if not 0 < value < 2**31:
@@ -128,203 +125,141 @@ def _buffer(text: str | None, name: str) -> int | None:
     return value
 
 
-def check_args(args: argparse.Namespace) -> tuple[SweepConfig, dict[str, Any]]:
-    """Validate options into the sweep configuration and the session parameters."""
+def _budget(text: str) -> float | None:
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return units.parse_time(text)
+    except ValueError as exc:
+        raise UsageError(f"--time-budget: {exc}") from None
+
+
+def spec_from(args: argparse.Namespace) -> pingpong.Spec:
+    """The options as a sweep spec (the suite checks what a value means)."""
     sizes = _sizes(args)
-    if not 0 < args.precision < 1:
-        raise UsageError("--precision is a fraction between 0 and 1, e.g. 0.02 for 2%")
-    for name in ("max_time", "trial_time", "timeout"):
-        check_seconds(f"--{name.replace('_', '-')}", getattr(args, name))
-    if not 0 <= args.port <= 65535:
-        raise UsageError(f"--port {args.port} is not a TCP port (0-65535)")
-    if args.busy_poll is not None and not 0 <= args.busy_poll <= 1_000_000:
-        raise UsageError("--busy-poll is in microseconds, 0..1000000")
     client_cpu, server_cpu = _cpus(args.cpu)
-    if client_cpu is not None and client_cpu not in os.sched_getaffinity(0):
-        raise UsageError(f"--cpu: CPU {client_cpu} is not available here")
-    cfg = SweepConfig(sizes=sizes, mode=args.mode, precision=args.precision,
-                      trial_time=args.trial_time, max_time=args.max_time, nocache=args.nocache)
-    params = {"mode": args.mode, "max_size": sizes[-1], "integrity": args.integrity,
-              "nocache": args.nocache, "sndbuf": _buffer(args.sndbuf, "--sndbuf"),
-              "rcvbuf": _buffer(args.rcvbuf, "--rcvbuf"), "nodelay": not args.nagle,
-              "busy_poll": args.busy_poll, "client_cpu": client_cpu, "server_cpu": server_cpu,
-              "transport": "tcp", "precision": args.precision, "max_time": args.max_time,
-              "trial_time": args.trial_time,
-              "perturbation": None if args.sizes else args.perturbation,
-              "sizes": len(sizes), "start": sizes[0], "end": sizes[-1]}
-    return cfg, params
+    return pingpong.Spec(
+        sizes=tuple(sizes), host=args.host, port=args.port, family=args.family,
+        mode=args.mode, precision=args.precision, time_budget=_budget(args.time_budget),
+        max_time=args.max_time, seed=args.seed,
+        trial_time=args.trial_time, timeout=args.timeout, integrity=args.integrity,
+        nocache=args.nocache, sndbuf=_buffer(args.sndbuf, "--sndbuf"),
+        rcvbuf=_buffer(args.rcvbuf, "--rcvbuf"), nodelay=not args.nagle,
+        busy_poll=args.busy_poll, client_cpu=client_cpu, server_cpu=server_cpu,
+        perturbation=None if args.sizes is not None else args.perturbation,
+        command_line=tuple(args.argv))
 
 
 def run(args: argparse.Namespace) -> int:
     if args.sweep:
-        from beoperf.cli.configsweep import run_config_sweep
-
         return run_config_sweep(args)
-    cfg, params = check_args(args)
-    with pinned(params["client_cpu"]), peer(args, [params]) as (host, port):
-        return measure(args, cfg, params, host, port)
+    spec = spec_from(args)
+    with contextlib.ExitStack() as hold, _progress(spec, args.json) as progress:
+        measured = pingpong.run(spec, progress.advance, hold)
+        write_outputs(args.output, measured.document, args.json)
+    return finish(measured, quiet_stdout=args.json)
 
 
-@contextlib.contextmanager
-def pinned(cpu: int | None) -> Iterator[None]:
-    """Run this thread on one CPU, then give the old CPU set back."""
-    old = os.sched_getaffinity(0)
-    if cpu is not None:
-        os.sched_setaffinity(0, {cpu})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, old)
+def _progress(spec: pingpong.Spec, quiet: bool) -> Progress:
+    return Progress(len(spec.sizes), spec.precision, enabled=sys.stderr.isatty() and not quiet)
 
 
-@contextlib.contextmanager
-def peer(args: argparse.Namespace, params: list[dict[str, Any]]) -> Iterator[tuple[str, int]]:
-    """(host, port) of the peer: the one given, or an embedded server on loopback
-    allowed the memory these sessions need (a no-cache pool spans the LLC)."""
-    if args.host:
-        yield args.host, args.port
-        return
-    loopback = "::1" if args.family == socket.AF_INET6 else "127.0.0.1"
-    need = max(pool_bytes(p["max_size"], bool(p["nocache"])) for p in params)
-    with embedded_server(loopback, max_memory=max(need, 64 * 1024 * 1024)) as port:
-        yield loopback, port
-
-
-def connect_transport(args: argparse.Namespace, params: dict[str, Any], host: str,
-                      port: int) -> TcpClient:
-    client = TcpClient(host, port, params, family=args.family, timeout=args.timeout)
-    try:
-        client.setup()
-        client.open_data()
-    except ConnectError as exc:
-        client.close(abort=True)
-        raise CliError(ExitStatus.CONNECTION, "connection error", str(exc),
-                       "is 'beoperf serve' running there, and the port open?") from None
-    except (protocol.PeerRefused, protocol.ProtocolError, OSError) as exc:
-        client.close(abort=True)
-        raise peer_error(exc, host) from None
-    return client
-
-
-def peer_error(exc: BaseException, host: str) -> CliError:
-    """Map a failure talking to the peer to a one-line CLI error."""
-    if isinstance(exc, protocol.PeerRefused):
-        return CliError(ExitStatus.PEER, "peer error", f"{host} refused: {exc.reason}")
-    if isinstance(exc, protocol.VersionMismatch):
-        return CliError(ExitStatus.PEER, "peer error", f"{host}: {exc}",
-                        "use the same beoperf version at both ends")
-    if isinstance(exc, protocol.ProtocolError):
-        return CliError(ExitStatus.PEER, "peer error", f"{host} is not a beoperf server: {exc}",
-                        "check --port")
-    if isinstance(exc, IntegrityError):
-        return CliError(ExitStatus.INTEGRITY, "integrity error", str(exc),
-                        "check the NICs, cables and offloads on this path")
-    if isinstance(exc, OSError | protocol.PeerGone):
-        return CliError(ExitStatus.CONNECTION, "connection error", f"lost {host}: {exc}")
-    return CliError(ExitStatus.ERROR, "error", f"the sweep stopped: {type(exc).__name__}: {exc}",
-                    "the sizes measured before it were kept")
-
-
-def measure(args: argparse.Namespace, cfg: SweepConfig, params: dict[str, Any], host: str,
-            port: int) -> int:
-    """One sweep: measure, write the outputs, print the summary; the exit status."""
-    result, outcome = collect(args, cfg, params, host, port)
-    write_outputs(args, result)
-    return finish(result, outcome, host, quiet_stdout=args.json)
-
-
-def collect(args: argparse.Namespace, cfg: SweepConfig, params: dict[str, Any], host: str,
-            port: int) -> tuple[RunResult, SweepOutcome]:
-    """Connect, sweep and build the result document (nothing written yet)."""
-    started_utc, started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.monotonic()
-    client = connect_transport(args, params, host, port)
-    local, remote = client.facts()
-    with Progress(len(cfg.sizes), enabled=sys.stderr.isatty() and not args.json) as progress:
-        outcome = run_sweep(client, cfg, on_size=progress.advance)
-    client.close(abort=outcome.status != "complete")
-    meta = {"beoperf": __version__, "command_line": args.argv, "utc_start": started_utc,
-            "utc_end": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "duration_s": round(time.monotonic() - started, 3), "peer": f"{host} port {port}",
-            "clock": dict(sysinfo.clock_facts(), overhead_ns=_core.clock_overhead_ns(1000))}
-    result = RunResult(parameters=params, local=local, remote=remote, meta=meta,
-                       sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
-                       warnings=warnings_of(client, outcome))
-    return result, outcome
-
-
-def warnings_of(client: TcpClient, outcome: SweepOutcome) -> list[str]:
-    out = list(client.warnings)
-    late = [s.size for s in outcome.sizes if not s.converged]
-    if late:
-        out.append(f"{len(late)} size(s) did not reach the requested precision within the "
-                   f"time cap: {', '.join(map(str, late[:8]))}{' ...' if len(late) > 8 else ''}")
-    return out
-
-
-def write_outputs(args: argparse.Namespace, result: RunResult) -> None:
-    if args.output:
-        prefix = Path(args.output)
+def write_outputs(prefix_text: str | None, doc: Document, to_stdout: bool) -> None:
+    """PREFIX.json and PREFIX.np (and the document on stdout with --json); a result that
+    cannot be written where asked goes to a private directory, and the error says where."""
+    if prefix_text:
+        prefix = Path(prefix_text)
         try:
             prefix.parent.mkdir(parents=True, exist_ok=True)
-            save_json(result, prefix.with_name(prefix.name + ".json"))
-            write_netpipe(result, prefix.with_name(prefix.name + ".np"))
+            doc.save(prefix.with_name(prefix.name + ".json"))
+            safeio.write_atomic(prefix.with_name(prefix.name + ".np"), report.render(doc, "np"))
         except OSError as exc:
-            fallback = Path(tempfile.gettempdir()) / f"beoperf-{os.getpid()}.json"
-            save_json(result, fallback)
-            raise CliError(ExitStatus.ERROR, "output error",
-                           f"cannot write {prefix}.json: {exc.strerror}",
-                           f"the result was saved to {fallback}") from None
-    if args.json:
-        print(json.dumps(result.to_dict(), indent=1))
+            fallback = safeio.private_dir() / f"{prefix.name or 'result'}.json"
+            doc.save(fallback)
+            raise errors.OutputError(f"cannot write {prefix}.json: {exc.strerror}",
+                                     f"the result was saved to {fallback}") from None
+    if to_stdout:
+        print(doc.dumps(), end="")
 
 
-def finish(result: RunResult, outcome: SweepOutcome, host: str, quiet_stdout: bool) -> int:
-    out = sys.stderr if outcome.status != "complete" or quiet_stdout else sys.stdout
-    print_summary(result, out)
-    if outcome.status == "interrupted":
-        return ExitStatus.INTERRUPTED
-    if outcome.error is not None:
-        raise peer_error(outcome.error, host)
+def finish(measured: Measured, quiet_stdout: bool) -> int:
+    """The summary (stdout, or stderr when stdout holds JSON or the run stopped early),
+    then the exit status of how it stopped."""
+    complete = measured.error is None and measured.interrupt is None
+    out = sys.stderr if not complete or quiet_stdout else sys.stdout
+    out.write(report.render(measured.document, "text"))
+    if measured.interrupt is not None:
+        return interrupts.exit_status(measured.interrupt)
+    if measured.error is not None:
+        raise measured.error
     return ExitStatus.OK
 
 
-def print_analysis(result: RunResult, out: Any) -> None:
-    """Saturation, n1/2 and the fitted model (definitions in beoperf.analysis.curve)."""
-    a = analyze_run(result)
-    if a is None or len(result.sizes) < 3:
-        return
-    if a.saturation_size is not None and a.saturation_interval is not None:
-        low, high = a.saturation_interval
-        sat = f"{a.saturation_size} B (interval {low}..{high} B)"
-    else:
-        sat = "not reached within the measured sizes"
-    half = f"{a.n_half:.0f} B" if a.n_half is not None else "-"
-    print(f"  saturation {sat}; n1/2 {half}", file=out)
-    if a.hockney and a.hockney.bandwidth_bps:
-        h = a.hockney
-        breaks = ", ".join(str(b) for b in a.thresholds) or "none"
-        print(f"  model      t = {h.alpha_us:.2f} us + n / {h.bandwidth_bps / 1e6:.1f} Mbit/s "
-              f"(R^2 {h.r2:.3f}); protocol thresholds at: {breaks} B", file=out)
+# --------------------------------------------------------------------------- --sweep
+
+ON_OFF = {"on": True, "off": False, "yes": True, "no": False, "true": True, "false": False}
 
 
-def print_summary(result: RunResult, out: Any) -> None:
-    s = summary(result)
-    mode = result.parameters["mode"]
-    print(f"beoperf pingpong: {result.meta['peer']}, mode {mode}, {s['sizes_measured']} of "
-          f"{result.parameters['sizes']} sizes in {result.meta['duration_s']:.1f} s "
-          f"({result.status})", file=out)
-    if s["sizes_measured"]:
-        first = result.sizes[0]
-        ci = first.ci95_relative
-        ci_text = f", 95% CI +-{ci * 100:.1f}%" if ci is not None else ""
-        p99 = s["latency_p99_us"]
-        p99_text = f", {p99:.2f} us p99" if p99 is not None else ""
-        print(f"  latency    {s['latency_median_us']:.2f} us median{p99_text} (one-way, "
-              f"{first.size} B, {first.samples} samples{ci_text})", file=out)
-        print(f"  throughput {s['peak_throughput_bps'] / 1e6:.2f} Mbit/s peak at "
-              f"{s['peak_size']} B (from the median time)", file=out)
-        print_analysis(result, out)
-    for warning in result.warnings:
-        print(f"  warning: {warning}", file=out)
-    if result.status_reason:
-        print(f"  stopped: {result.status_reason}", file=out)
+def parse_sweep(text: str) -> tuple[str, list[str]]:
+    """'sndbuf=16K,64K' -> ('sndbuf', ['16K', '64K'])."""
+    key, sep, values = text.partition("=")
+    key = key.strip()
+    items = [v.strip() for v in values.split(",") if v.strip()]
+    if not sep or key not in pingpong.SWEEPABLE or not items:
+        raise UsageError(f"--sweep {text!r}: expected KEY=V1,V2,... with KEY one of "
+                         f"{', '.join(pingpong.SWEEPABLE)}")
+    if key == "nocache" and any(v.lower() not in ON_OFF for v in items):
+        raise UsageError(f"--sweep {text!r}: nocache takes on or off")
+    if key == "mode" and any(v not in MODES for v in items):
+        raise UsageError(f"--sweep {text!r}: modes are {', '.join(MODES)}")
+    return key, items
+
+
+def sweep_value(key: str, text: str) -> Any:
+    """One --sweep value, parsed as its own option would be."""
+    if key == "nocache":
+        return ON_OFF[text.lower()]
+    if key in ("sndbuf", "rcvbuf"):
+        return _buffer(text, f"--{key}")
+    return text
+
+
+def run_config_sweep(args: argparse.Namespace) -> int:
+    """One run per configuration, each written as it completes (PREFIX-KEY-VALUE.json/.np);
+    then the table against the first (PREFIX-compare.md) and the graphs (PREFIX-plots/)."""
+    key, texts = parse_sweep(args.sweep)
+    if not args.output:
+        raise UsageError("--sweep writes one result per configuration: give -o PREFIX")
+    values = [sweep_value(key, t) for t in texts]  # every value checked before any run
+    spec = spec_from(args)
+    done: list[RunResult] = []
+    last: Measured | None = None
+    by_value = dict(zip(map(repr, values), texts, strict=True))
+    for value, measured, hold in pingpong.run_configs(spec, key, values):
+        with hold:
+            text = by_value[repr(value)]
+            print(f"== {key}={text}", file=sys.stderr)
+            write_outputs(f"{args.output}-{key}-{text}", measured.document, False)
+        last = measured
+        if measured.error is None and measured.interrupt is None:
+            sys.stdout.write(report.render(measured.document, "text"))
+            done.append(measured.run)
+    if done:  # what completed is compared even when a later configuration failed
+        write_comparison(done, [f"{key}={t}" for t in texts[:len(done)]], Path(args.output))
+    if last is not None and (last.error is not None or last.interrupt is not None):
+        return finish(last, quiet_stdout=True)  # its own exit status: 130, 5, 3, ...
+    return ExitStatus.OK
+
+
+def write_comparison(results: list[RunResult], labels: list[str], prefix: Path) -> None:
+    """The table against the first configuration, and the graphs."""
+    from beoperf.cli.plot import write_figures
+    from beoperf.suites import compare
+
+    doc = compare.document_of(results, labels)
+    table = report.render(doc, "markdown")
+    out = prefix.with_name(prefix.name + "-compare.md")
+    safeio.write_atomic(out, table + "\n")
+    print(table)
+    paths = write_figures(results, labels, prefix.with_name(prefix.name + "-plots"), "png")
+    print(f"wrote {out} and {', '.join(str(p) for p in paths)}")

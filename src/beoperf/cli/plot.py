@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
+from beoperf import safeio
 from beoperf.cli import CliError, ExitStatus
-from beoperf.cli.inputs import check_label_count, labels_for, load_result
+from beoperf.model.pingpong import RunResult
+from beoperf.suites.results import check_label_count, labels_for, load_result
 
 EXAMPLES = """examples:
   beoperf plot runs/n01-n02.json                       # ./throughput.png, signature.png, ...
@@ -16,7 +19,11 @@ EXAMPLES = """examples:
 Writes DIR/throughput, DIR/signature and DIR/saturation (.png or .svg), one
 curve per result: the central one-way time (median; imports: what the source
 has), a band from the minimum to the 90th percentile when the result has them,
-and the saturation point ringed. Throughput is in SI Mbit/s (10^6 bit/s).
+the saturation point marked in the curve's colour (its size in the legend),
+and throughput collapses shaded (sizes whose throughput fell below 1/10 of the
+best at a smaller size). Throughput is SI: Gbit/s (10^9 bit/s) when the
+largest throughput reaches 1000 Mbit/s, else Mbit/s (10^6 bit/s); time ticks
+carry their own unit.
 """
 
 
@@ -38,23 +45,36 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _figures_module():
     try:
-        from beoperf.plots import figures
+        from beoperf.report import plots
     except ModuleNotFoundError as exc:
         if exc.name is None or not exc.name.startswith("matplotlib"):
             raise
         raise CliError(ExitStatus.ERROR, "missing dependency",
                        "beoperf plot needs matplotlib", "pip install 'matplotlib>=3.6'") from None
-    return figures
+    return plots
+
+
+def write_figures(runs: Sequence[RunResult], labels: Sequence[str], outdir: Path,
+                  fmt: str = "png") -> list[Path]:
+    """Write OUTDIR/{throughput,signature,saturation}.FMT (safely); the paths written.
+    OSError (e.g. an unwritable directory) propagates."""
+    files = _figures_module().figure_files(runs, labels, fmt)
+    outdir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, data in files.items():
+        safeio.write_atomic(outdir / name, data)
+        paths.append(outdir / name)
+    return paths
 
 
 def run(args: argparse.Namespace) -> int:
     check_label_count(args.label, args.results)  # before any file is read
-    figures = _figures_module()
+    _figures_module()
     runs = [load_result(path) for path in args.results]
     labels = labels_for(args.label, args.results, runs)
     outdir = Path(args.output)
     try:
-        paths = figures.write_figures(runs, labels, outdir, args.format)
+        paths = write_figures(runs, labels, outdir, args.format)
     except OSError as exc:
         where = exc.filename or outdir
         raise CliError(ExitStatus.ERROR, "output error",

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import TracebackType
-
-from beoperf.results.model import SizeResult
+from typing import Any
 
 
 class Progress:
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total, self.enabled = total, enabled
-        self._bar = None
-        self._task = None
+    """How many sizes are known to the requested precision, pass after pass."""
+
+    def __init__(self, total: int, precision: float, enabled: bool) -> None:
+        self.total, self.precision, self.enabled = total, precision, enabled
+        self._bar: Any = None
+        self._task: Any = None
 
     def __enter__(self) -> Progress:
         if self.enabled:
@@ -21,15 +23,16 @@ class Progress:
             self._bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), transient=True)
             self._bar.__enter__()
-            self._task = self._bar.add_task("sizes", total=self.total)
+            self._task = self._bar.add_task("calibrating", total=self.total)
         return self
 
-    def advance(self, result: SizeResult) -> None:
+    def advance(self, passes: int, points: Sequence[Any]) -> None:
+        """After a pass: its number, and each size's state (``converged``)."""
         if self._bar is not None:
-            mbps = result.throughput_bps["from_median"] / 1e6
-            self._bar.update(self._task, advance=1,
-                             description=f"{result.size:>9} B {result.time_us['median']:9.2f} us "
-                                         f"{mbps:10.2f} Mbit/s")
+            done = sum(1 for p in points if p.converged)
+            self._bar.update(self._task, completed=done,
+                             description=f"pass {passes}: sizes within "
+                                         f"{self.precision * 100:g}%")
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

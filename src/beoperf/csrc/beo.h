@@ -15,7 +15,7 @@ enum beo_err {
     BEO_OK = 0,
     BEO_ESYS = -1,       /* a system call failed; errno_out holds errno */
     BEO_ECLOSED = -2,    /* the peer closed the connection mid-message */
-    BEO_ETIMEOUT = -3,   /* no progress within timeout_ms */
+    BEO_ETIMEOUT = -3,   /* too little progress within timeout_ms */
     BEO_EINTR = -4,      /* the interrupt callback asked to stop */
     BEO_ENOMEM = -5,
 };
@@ -40,10 +40,11 @@ typedef int (*beo_interrupt_fn)(void *ctx);
 typedef struct {
     int fd;
     beo_pool *pool;
+    size_t size;             /* message length, at most pool->size; 0 = pool->size */
     uint64_t reps;
     uint64_t seq0;           /* sequence number of the first message (integrity) */
     int integrity;           /* fill and verify every message */
-    int timeout_ms;          /* per poll() wait; <= 0 means 30 s */
+    int timeout_ms;          /* per wait, and per 64 KiB of progress (loops.c); <= 0: 30 s */
     int64_t inject_corrupt;  /* test hook: corrupt outgoing message with this index, -1 = never */
     uint64_t *samples;       /* out: reps entries (ns), may be NULL for untimed roles */
     uint64_t elapsed_ns;     /* out: whole loop time */

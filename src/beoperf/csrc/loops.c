@@ -15,6 +15,7 @@
 #include <time.h>
 
 #define BEO_DEFAULT_TIMEOUT_MS 30000
+#define BEO_MIN_PROGRESS (64 * 1024) /* bytes a transfer must move per timeout */
 #define BEO_GOLDEN 0x9E3779B97F4A7C15ULL
 
 uint64_t beo_now_ns(void)
@@ -116,14 +117,51 @@ static int failed(beo_loop *lp, int err)
     return BEO_ESYS;
 }
 
-/* Blocking send of len bytes; SO_SNDTIMEO on the socket bounds each wait. */
+/*
+ * The timeout bounds progress, not each system call.  SO_RCVTIMEO/SO_SNDTIMEO (and
+ * poll's timeout) bound one wait: a peer that trickled a byte just before each wait ran
+ * out would hold a loop forever, as it once held the server's control connection.  So a
+ * transfer must move, within every timeout, BEO_MIN_PROGRESS bytes or what it still
+ * lacks: 64 KiB per timeout is 17 kbit/s at the server's default 30 s, 2 Mbit/s at 0.25 s,
+ * far below any network worth measuring.  Messages are bounded as a whole (a small one
+ * must arrive within the timeout), long transfers by their rate.
+ *
+ * The clock is read only when a wait ended with the transfer incomplete (a blocking call
+ * that returned early, a poll wake-up), never on the fast path that the timed loops
+ * measure: a blocking send/recv that returns early does so because its timeout passed
+ * (or a signal came), so one such return opens a window and the next one judges it.
+ */
+typedef struct {
+    uint64_t start; /* when the window opened; 0: none open */
+    size_t base;    /* bytes moved by then */
+} progress_window;
+
+/* After a wait that left the transfer incomplete: BEO_ETIMEOUT if a whole timeout
+ * has passed since the window opened with too little moved, else 0. */
+static int stalled(const beo_loop *lp, progress_window *w, size_t moved, size_t missing)
+{
+    uint64_t now = beo_now_ns();
+    size_t enough = missing < BEO_MIN_PROGRESS ? missing : BEO_MIN_PROGRESS;
+    if (w->start == 0 || moved - w->base >= enough) {
+        w->start = now;
+        w->base = moved;
+        return 0;
+    }
+    /* 7/8: a kernel wait of T may end up to a clock tick short of T */
+    return now - w->start >= (uint64_t)timeout_of(lp) * 875000ULL ? BEO_ETIMEOUT : 0;
+}
+
+/* Blocking send of len bytes; SO_SNDTIMEO bounds each wait, stalled() the progress. */
 static int send_all(beo_loop *lp, const unsigned char *buf, size_t len)
 {
     size_t done = 0;
+    progress_window w = {0, 0};
     while (done < len) {
         ssize_t n = send(lp->fd, buf + done, len - done, MSG_NOSIGNAL);
         if (n > 0) {
             done += (size_t)n;
+            if (done < len && stalled(lp, &w, done, len - done))
+                return BEO_ETIMEOUT;
             continue;
         }
         int rc = failed(lp, errno);
@@ -133,14 +171,18 @@ static int send_all(beo_loop *lp, const unsigned char *buf, size_t len)
     return BEO_OK;
 }
 
-/* Blocking receive of exactly len bytes; SO_RCVTIMEO bounds each wait. */
+/* Blocking receive of exactly len bytes; SO_RCVTIMEO bounds each wait, stalled()
+ * the progress (MSG_WAITALL: a return short of len means the wait ran out). */
 static int recv_all(beo_loop *lp, unsigned char *buf, size_t len)
 {
     size_t done = 0;
+    progress_window w = {0, 0};
     while (done < len) {
         ssize_t n = recv(lp->fd, buf + done, len - done, MSG_WAITALL);
         if (n > 0) {
             done += (size_t)n;
+            if (done < len && stalled(lp, &w, done, len - done))
+                return BEO_ETIMEOUT;
             continue;
         }
         if (n == 0)
@@ -152,10 +194,16 @@ static int recv_all(beo_loop *lp, unsigned char *buf, size_t len)
     return BEO_OK;
 }
 
+/* The length of this loop's messages: the one asked for, else the pool's. */
+static size_t msg_len(const beo_loop *lp)
+{
+    return lp->size && lp->size <= lp->pool->size ? lp->size : lp->pool->size;
+}
+
 static void maybe_corrupt(const beo_loop *lp, unsigned char *buf, uint64_t i)
 {
-    if (lp->inject_corrupt >= 0 && (uint64_t)lp->inject_corrupt == i && lp->pool->size > 0)
-        buf[lp->pool->size / 2] ^= 0x5A;
+    if (lp->inject_corrupt >= 0 && (uint64_t)lp->inject_corrupt == i && msg_len(lp) > 0)
+        buf[msg_len(lp) / 2] ^= 0x5A;
 }
 
 /* One timed step of a loop that times every message: out goes, in arrives. */
@@ -170,7 +218,7 @@ static int send_then_recv(beo_loop *lp, const unsigned char *out, unsigned char 
 /* Fill, time the step, verify: the loop of both the ping-pong client and bidir. */
 static int timed_loop(beo_loop *lp, step_fn step)
 {
-    size_t len = lp->pool->size;
+    size_t len = msg_len(lp);
     uint64_t start = beo_now_ns();
     for (uint64_t i = 0; i < lp->reps; i++) {
         unsigned char *out = beo_pool_msg(lp->pool, 2 * i);
@@ -199,7 +247,7 @@ int beo_pingpong_client(beo_loop *lp)
 
 int beo_pingpong_server(beo_loop *lp)
 {
-    size_t len = lp->pool->size;
+    size_t len = msg_len(lp);
     uint64_t start = beo_now_ns();
     for (uint64_t i = 0; i < lp->reps; i++) {
         unsigned char *buf = beo_pool_msg(lp->pool, i);
@@ -227,9 +275,9 @@ int beo_stream_send(beo_loop *lp)
     for (uint64_t i = 0; i < lp->reps && rc == BEO_OK; i++) {
         unsigned char *out = beo_pool_msg(lp->pool, i);
         if (lp->integrity)
-            beo_fill(out, lp->pool->size, lp->seq0 + i);
+            beo_fill(out, msg_len(lp), lp->seq0 + i);
         maybe_corrupt(lp, out, i);
-        rc = send_all(lp, out, lp->pool->size);
+        rc = send_all(lp, out, msg_len(lp));
     }
     lp->elapsed_ns = interval(start, beo_now_ns());
     return rc;
@@ -242,10 +290,10 @@ int beo_stream_recv(beo_loop *lp)
     uint64_t start = beo_now_ns();
     for (uint64_t i = 0; i < lp->reps && rc == BEO_OK; i++) {
         unsigned char *in = beo_pool_msg(lp->pool, i);
-        rc = recv_all(lp, in, lp->pool->size);
+        rc = recv_all(lp, in, msg_len(lp));
         if (rc == BEO_OK)
             maybe_corrupt(lp, in, i); /* as if damaged on the way in */
-        if (rc == BEO_OK && lp->integrity && !beo_verify(in, lp->pool->size, lp->seq0 + i))
+        if (rc == BEO_OK && lp->integrity && !beo_verify(in, msg_len(lp), lp->seq0 + i))
             lp->corrupt++;
     }
     lp->elapsed_ns = interval(start, beo_now_ns());
@@ -257,7 +305,10 @@ int beo_stream_recv(beo_loop *lp)
 static int exchange(beo_loop *lp, const unsigned char *out, unsigned char *in, size_t len)
 {
     size_t sent = 0, got = 0;
-    while (sent < len || got < len) {
+    progress_window w = {0, 0};
+    for (int first = 1; sent < len || got < len; first = 0) {
+        if (!first && stalled(lp, &w, sent + got, 2 * len - sent - got))
+            return BEO_ETIMEOUT;
         struct pollfd p = {.fd = lp->fd, .events = 0};
         p.events = (short)((sent < len ? POLLOUT : 0) | (got < len ? POLLIN : 0));
         int r = poll(&p, 1, timeout_of(lp));

@@ -1,33 +1,36 @@
-"""The transport interface every engine implements, and their registry.
+"""The transport interface every engine implements.
 
-A transport owns the connection to the peer and runs timed trials; the sweep
-driver decides sizes, repetitions and when a size is measured well enough.
-A new transport (MPI, UDP) is one new module with a registered class.
+A transport owns the connection to the peer and runs timed trials; the sweep driver
+decides sizes, repetitions and when a size is measured well enough; a suite builds a
+transport by name (``beoperf.engines.get``), connects it, hands it to the sweep, and asks
+the transport what a failure means (``failure``).  Everything a suite needs is here, so
+that a new transport (MPI, UDP) is one new module with a registered class.
 """
 
 from __future__ import annotations
 
+import socket
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
+from beoperf import errors
 
-from beoperf import _core
+if TYPE_CHECKING:  # not imported at run time: `beoperf monitor` uses engines without numpy
+    import numpy as np
+
+    from beoperf import _core
 
 MODES = ("pingpong", "stream", "bidir")
 
-TRANSPORTS: dict[str, type[Transport]] = {}
 
+@dataclass(frozen=True)
+class Peer:
+    """Where the other end is (family: socket.AF_INET, AF_INET6 or AF_UNSPEC for either)."""
 
-def register(name: str) -> Callable[[type[Transport]], type[Transport]]:
-    def deco(cls: type[Transport]) -> type[Transport]:
-        cls.name = name
-        TRANSPORTS[name] = cls
-        return cls
-
-    return deco
+    host: str
+    port: int
+    family: int = socket.AF_UNSPEC
 
 
 @dataclass
@@ -39,31 +42,66 @@ class Trial:
     corrupt: int  # messages that failed verification, both ends together
 
 
+class TransportError(Exception):
+    """The peer broke the transport's rules or refused a request (not a lost connection):
+    its text is meant for the user."""
+
+
+class Stopped(errors.Failed):
+    """A measurement stopped for a reason no other class names (exit 1)."""
+
+    category = "error"
+
+
 class Transport(ABC):
-    """setup / open_data / trial / reset / close, as in iperf3's protocol table."""
+    """connect / trial / reset / facts / close, as in iperf3's protocol table.
 
-    name = "abstract"
+    ``params`` are the session parameters (mode, max_size, integrity, nocache, socket
+    options ...), sent to the peer as they are; ``warnings`` collects what either end
+    refused or changed (a socket option the kernel would not set, say).
+    """
+
+    name: ClassVar[str] = "abstract"
+
+    def __init__(self, peer: Peer, params: dict[str, Any], *, timeout: float = 10.0) -> None:
+        self.peer, self.params, self.timeout = peer, params, timeout
+        self.warnings: list[str] = []
 
     @abstractmethod
-    def setup(self) -> dict[str, Any]:
-        """Connect, agree on parameters; return the peer's metadata."""
+    def connect(self) -> dict[str, Any]:
+        """Reach the peer, agree on the parameters, open the data path; the peer's facts.
 
-    @abstractmethod
-    def open_data(self) -> None:
-        """Open (or reopen) the data path with the requested options."""
+        Raises errors.ConnectError (cannot reach it) or errors.PeerError (it refused, is
+        busy, speaks another version, is not a beoperf server); nothing is left open then.
+        """
 
     @abstractmethod
     def trial(self, size: int, reps: int, pool: _core.Pool, seq0: int) -> Trial:
-        """Run one trial of `reps` messages of `size` bytes."""
+        """Run one trial of `reps` messages of `size` bytes (message i has sequence
+        number seq0 + i, for integrity checks).  `pool` is the session's, made for its
+        largest message: send `size` bytes from it (``_core.run(..., size=size)``)."""
 
     @abstractmethod
     def reset(self) -> None:
-        """Tear the data path down and open it again (NetPIPE's -r)."""
+        """Tear the data path down and open it again (NetPIPE's -r; stream mode)."""
+
+    @abstractmethod
+    def facts(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(local, remote) metadata of the current data path."""
 
     @abstractmethod
     def close(self, abort: bool = False) -> None:
         """End the session; with abort, drop connections without a goodbye."""
 
-    @abstractmethod
-    def facts(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(local, remote) metadata of the current data path."""
+    @classmethod
+    def failure(cls, exc: BaseException, host: str) -> errors.BeoperfError:
+        """What a failure of trial() or reset() in the middle of a sweep means to a user:
+        errors.ConnectError when `host` was lost, errors.IntegrityError (as raised) for
+        corruption, errors.PeerError when it refused, else errors.Failed.  A transport
+        with errors of its own overrides this and calls it for the rest."""
+        if isinstance(exc, errors.BeoperfError) and not isinstance(exc, OSError):
+            return exc  # already says what it means (IntegrityError, PeerError ...)
+        if isinstance(exc, OSError):  # reset, timed out, or cannot reconnect the data path
+            return errors.ConnectError(f"lost {host}: {exc}")
+        return Stopped(f"the sweep stopped: {type(exc).__name__}: {exc}",
+                       "the sizes measured before it were kept")

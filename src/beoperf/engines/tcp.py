@@ -1,82 +1,27 @@
-"""TCP transport: a control connection for the protocol, a data connection for timing."""
+"""TCP transport, client end: a control connection for the protocol (``protocol.py``),
+a data connection for timing (``tcp_data.py``); the server end is ``tcp_server.py``."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import socket
-import struct
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from beoperf import __version__, _core, protocol, sysinfo
-from beoperf.engines.base import Transport, Trial, register
+from beoperf import __version__, _core, errors, pools, sysinfo
+from beoperf.engines import protocol, register
+from beoperf.engines.base import Peer, Transport, TransportError, Trial
+from beoperf.engines.tcp_data import (
+    CLIENT_ROLE,
+    DataOptions,
+    apply_options,
+    data_socket_facts,
+    set_io_timeout,
+)
 
-SO_BUSY_POLL = getattr(socket, "SO_BUSY_POLL", 46)
-
-CLIENT_ROLE = {"pingpong": "pingpong-client", "stream": "stream-send", "bidir": "bidir"}
-SERVER_ROLE = {"pingpong": "pingpong-server", "stream": "stream-recv", "bidir": "bidir"}
-
-
-class ConnectError(ConnectionError):
-    """Could not reach the peer (unknown host, refused, unreachable, timed out)."""
-
-
-@dataclass
-class DataOptions:
-    """Socket options of the data connection, applied identically at both ends."""
-
-    sndbuf: int | None = None
-    rcvbuf: int | None = None
-    nodelay: bool = True
-    busy_poll: int | None = None  # microseconds
-
-    @classmethod
-    def from_params(cls, params: dict[str, Any]) -> DataOptions:
-        return cls(params.get("sndbuf"), params.get("rcvbuf"), bool(params.get("nodelay", True)),
-                   params.get("busy_poll"))
-
-
-def apply_options(sock: socket.socket, opts: DataOptions) -> list[str]:
-    """Set the options; return warnings for those the kernel refused."""
-    warnings = []
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, int(opts.nodelay))
-    for level, value in ((socket.SO_SNDBUF, opts.sndbuf), (socket.SO_RCVBUF, opts.rcvbuf)):
-        if value:
-            sock.setsockopt(socket.SOL_SOCKET, level, value)
-    if opts.busy_poll:
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, SO_BUSY_POLL, opts.busy_poll)
-        except OSError as exc:
-            warnings.append(f"SO_BUSY_POLL={opts.busy_poll} refused: {exc.strerror}")
-    return warnings
-
-
-def busy_poll_granted(sock: socket.socket) -> int | None:
-    try:
-        return sock.getsockopt(socket.SOL_SOCKET, SO_BUSY_POLL)
-    except OSError:
-        return None
-
-
-def set_io_timeout(sock: socket.socket, seconds: float) -> None:
-    """Blocking socket whose every send/recv gives up after `seconds` without progress.
-
-    The C loops rely on this (SO_RCVTIMEO/SO_SNDTIMEO) rather than poll() so
-    that a message costs exactly one send and one recv system call.
-    """
-    sock.setblocking(True)
-    tv = struct.pack("ll", int(seconds), int((seconds % 1) * 1e6))
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
-
-
-def data_socket_facts(sock: socket.socket) -> dict[str, Any]:
-    facts = sysinfo.endpoint_facts(sock)
-    facts["socket"]["busy_poll_us"] = busy_poll_granted(sock)
-    return facts
+CONNECT_HINT = "is 'beoperf serve' running there, and the port open?"
 
 
 def resolve(host: str, port: int, family: int) -> tuple[int, tuple[Any, ...]]:
@@ -84,7 +29,7 @@ def resolve(host: str, port: int, family: int) -> tuple[int, tuple[Any, ...]]:
     try:
         infos = socket.getaddrinfo(host, port, family, socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        raise ConnectError(f"cannot resolve host {host!r}: {exc.strerror}") from None
+        raise errors.ConnectError(f"cannot resolve host {host!r}: {exc.strerror}") from None
     return infos[0][0], infos[0][4]
 
 
@@ -101,7 +46,7 @@ def connect(host: str, port: int, family: int, timeout: float,
     except OSError as exc:
         sock.close()
         reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
-        raise ConnectError(f"cannot connect to {host} port {port}: {reason}") from None
+        raise errors.ConnectError(f"cannot connect to {host} port {port}: {reason}") from None
     return sock
 
 
@@ -123,17 +68,40 @@ def count_corrupt(mode: str, here: int, there: int) -> int:
 class TcpClient(Transport):
     """The client end: drives the session, runs its half of each trial in C."""
 
-    def __init__(self, host: str, port: int, params: dict[str, Any], *,
-                 family: int = socket.AF_UNSPEC, timeout: float = 10.0) -> None:
-        self.host, self.port, self.family, self.timeout = host, port, family, timeout
-        self.params = params
+    def __init__(self, peer: Peer, params: dict[str, Any], *, timeout: float = 10.0) -> None:
+        super().__init__(peer, params, timeout=timeout)
         self.opts = DataOptions.from_params(params)
         self.ctrl: socket.socket | None = None
         self.data: socket.socket | None = None
         self.token = ""
         self.remote: dict[str, Any] = {}
         self.remote_socket: dict[str, Any] = {}
-        self.warnings: list[str] = []
+
+    def connect(self) -> dict[str, Any]:
+        """setup() then open_data(); a failure closes what was opened and says what it
+        means (the original exception is its __cause__)."""
+        try:
+            self.setup()
+            self.open_data()
+        except errors.ConnectError as exc:
+            self.close(abort=True)
+            raise errors.ConnectError(str(exc), CONNECT_HINT) from exc
+        except (TransportError, OSError) as exc:
+            self.close(abort=True)
+            raise self.failure(exc, self.peer.host) from exc
+        return self.remote
+
+    @classmethod
+    def failure(cls, exc: BaseException, host: str) -> errors.BeoperfError:
+        """The protocol's own failures (a refusal, another version, not beoperf at all);
+        the rest as every transport says them (Transport.failure)."""
+        if isinstance(exc, protocol.PeerRefused):
+            return errors.PeerError(f"{host} refused: {exc.reason}")
+        if isinstance(exc, protocol.VersionMismatch):
+            return errors.PeerError(f"{host}: {exc}", "use the same beoperf version at both ends")
+        if isinstance(exc, protocol.ProtocolError):
+            return errors.PeerError(f"{host} is not a beoperf server: {exc}", "check --port")
+        return super().failure(exc, host)
 
     def _request(self, message: dict[str, Any], op: str, timeout: float | None = None):
         assert self.ctrl is not None
@@ -142,18 +110,25 @@ class TcpClient(Transport):
         return protocol.expect(protocol.recv_message(self.ctrl), op)
 
     def setup(self) -> dict[str, Any]:
-        self.ctrl = connect(self.host, self.port, self.family, self.timeout)
+        """Open the control connection and agree on the session; the server's facts."""
+        self.ctrl = connect(self.peer.host, self.peer.port, self.peer.family, self.timeout)
         self.ctrl.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         hello = {"op": "hello", "role": "control", "beoperf": __version__,
                  "params": self.params}
-        welcome = self._request(hello, "welcome")
+        try:
+            welcome = self._request(hello, "welcome")
+        except TimeoutError:  # it took the connection: something listens there, not beoperf
+            raise protocol.ProtocolError(
+                f"it accepted the connection but did not answer the handshake within "
+                f"{self.timeout:g} s") from None
         self.token = str(welcome.get("token", ""))
         self.remote = welcome.get("server", {})
         return self.remote
 
     def open_data(self) -> None:
-        fam = self.ctrl.family if self.ctrl else self.family
-        self.data = connect(self.host, self.port, fam, self.timeout, self.opts)
+        """Open (or reopen) the data connection with the requested options."""
+        fam = self.ctrl.family if self.ctrl else self.peer.family
+        self.data = connect(self.peer.host, self.peer.port, fam, self.timeout, self.opts)
         self.warnings += [w for w in apply_options(self.data, self.opts) if w not in self.warnings]
         self.data.settimeout(self.timeout)
         protocol.send_message(self.data, {"op": "hello", "role": "data", "token": self.token})
@@ -162,7 +137,7 @@ class TcpClient(Transport):
         reply = protocol.expect(protocol.recv_message(self.ctrl), "data")
         self.remote_socket = {"socket": reply.get("socket", {}).get("socket"),
                               "interface": reply.get("socket", {}).get("interface"),
-                              "cpus": reply.get("cpus")}
+                              "cpus": reply.get("cpus"), "pool": reply.get("pool")}
         for warning in reply.get("warnings", []):
             if f"server: {warning}" not in self.warnings:
                 self.warnings.append(f"server: {warning}")
@@ -176,7 +151,7 @@ class TcpClient(Transport):
             samples, elapsed, corrupt = _core.run(
                 CLIENT_ROLE[mode], self.data.fileno(), pool, reps,
                 integrity=bool(self.params.get("integrity")), seq0=seq0,
-                timeout_ms=int(self.timeout * 1000), timed=mode != "stream")
+                timeout_ms=int(self.timeout * 1000), timed=mode != "stream", size=size)
         except (ConnectionError, TimeoutError):
             self._raise_peer_reason()
             raise
@@ -209,10 +184,11 @@ class TcpClient(Transport):
     def facts(self) -> tuple[dict[str, Any], dict[str, Any]]:
         local = data_socket_facts(self.data) if self.data else {}
         local["cpus"] = sorted(os.sched_getaffinity(0))  # where this end's loop may run
+        local["pool"] = pools.pool_facts(self.params["max_size"], bool(self.params.get("nocache")),
+                                         sysinfo.llc_bytes())  # as the sweep's make_pool
         remote = dict(self.remote)
-        remote["socket"] = self.remote_socket.get("socket")
-        remote["interface"] = self.remote_socket.get("interface")
-        remote["cpus"] = self.remote_socket.get("cpus")
+        for key in ("socket", "interface", "cpus", "pool"):
+            remote[key] = self.remote_socket.get(key)
         return local, remote
 
     def close(self, abort: bool = False) -> None:

@@ -26,9 +26,9 @@ import struct
 import time
 from dataclasses import dataclass, replace
 
-from beoperf import __version__, protocol
+from beoperf import errors
+from beoperf.engines import echo, protocol
 from beoperf.monitor import schedule
-from beoperf.protocol import ECHO_LEN, ECHO_MAGIC, ECHO_REPLY
 
 IP_RECVERR, IPV6_RECVERR = 11, 25  # linux/in.h, linux/in6.h (not in Python's socket)
 UNREACHABLE = {errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN, errno.ENETDOWN,
@@ -37,8 +37,10 @@ TCP_INFO_LEN = 232
 SEGS_OUT, BYTES_SENT = struct.Struct("I"), struct.Struct("Q")  # offsets 136 and 200
 
 
-class ProbeSetupError(Exception):
+class ProbeSetupError(errors.BeoperfError):
     """The prober cannot be created at all (e.g. ICMP without permission)."""
+
+    category = "monitor"
 
 
 @dataclass(frozen=True)
@@ -97,11 +99,12 @@ class Target:
 
 
 def resolve(host: str, family: int = 0) -> Target:
-    """``host`` resolved, with the path MTU; ProbeSetupError if it does not resolve."""
+    """``host`` resolved, with the path MTU; errors.ConnectError if it does not resolve
+    (as for every command that reaches a peer), ProbeSetupError if it cannot be probed."""
     try:
         info = socket.getaddrinfo(host, None, family, socket.SOCK_DGRAM)
     except socket.gaierror as exc:
-        raise ProbeSetupError(f"cannot resolve host {host!r}: {exc.strerror}") from None
+        raise errors.ConnectError(f"cannot resolve host {host!r}: {exc.strerror}") from None
     fam, addr = info[0][0], info[0][4]
     target = Target(fam, str(addr[0]), addr[3] if fam == socket.AF_INET6 else 0)
     if target.ipv6 and ipaddress.ip_address(target.address).is_link_local \
@@ -283,7 +286,7 @@ class IcmpProber(Prober):
 
 
 class UdpProber(Prober):
-    """UDP echo against `beoperf serve` (datagrams start with ECHO_MAGIC + sequence)."""
+    """UDP echo against `beoperf serve` (engines/echo.py: the server's own format)."""
 
     transport = "udp"
 
@@ -294,11 +297,9 @@ class UdpProber(Prober):
         self.connected = False
 
     def probe(self, size: int, timeout: float) -> Result:
-        seq = secrets.randbits(32)
-        payload = ECHO_MAGIC + struct.pack("!I", seq) + secrets.token_bytes(
-            min(8, size - 8)) + bytes(max(0, size - 16))
+        payload = echo.udp_probe(secrets.randbits(32), size)
         wire = self.estimate(size)
-        reply = ECHO_REPLY + payload[len(ECHO_MAGIC):]
+        reply = echo.udp_answer(payload)  # what the server answers to it, and nothing else
         t_utc, start = time.time(), time.monotonic()
         try:
             self._send(payload)
@@ -356,11 +357,9 @@ class TcpProber(Prober):
         _until(sock, deadline)
         sock.connect(self.target.sockaddr(self.port))
         _until(sock, deadline)
-        sock.sendall(protocol.encode({"op": "hello", "role": "echo", "beoperf": __version__}))
+        sock.sendall(echo.tcp_hello())
         _, length = protocol.decode_header(self._recv_exact(protocol.HEADER.size, deadline))
-        reply = protocol.decode_payload(self._recv_exact(length, deadline))
-        if reply.get("op") != "echo":
-            raise OSError(errno.EPROTO, f"server refused the echo: {reply.get('reason', reply)}")
+        echo.tcp_accepted(protocol.decode_payload(self._recv_exact(length, deadline)))
         return sock
 
     def _reusable(self) -> socket.socket | None:
@@ -400,11 +399,12 @@ class TcpProber(Prober):
             sock = sock or self._open(deadline)
             payload = secrets.token_bytes(min(16, size)) + bytes(max(0, size - 16))
             t_utc, start = time.time(), time.monotonic()
+            message = echo.tcp_message(payload)
             _until(sock, deadline)
-            sock.sendall(ECHO_LEN.pack(size) + payload)
-            got = self._recv_exact(ECHO_LEN.size + size, deadline)
+            sock.sendall(message)
+            got = self._recv_exact(len(message), deadline)
             rtt = (time.monotonic() - start) * 1e6
-            if got[ECHO_LEN.size:] != payload:
+            if got != message:
                 raise OSError(errno.EPROTO, "echo came back different")
             return Result(t_utc, "ok", rtt, None, stale + self._sent())
         except (OSError, protocol.ProtocolError) as exc:

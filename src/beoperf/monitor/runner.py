@@ -43,14 +43,19 @@ MARGIN = 0.02  # seconds (at most a tenth of the window) kept free before the ne
 
 class StopFlag:
     """Like threading.Event for one thread and its signal handlers: ``set`` only sets a
-    flag and writes to a pipe, so it is safe in a handler; ``wait`` selects on the pipe."""
+    flag (and the first reason given) and writes to a pipe, so it is safe in a handler;
+    ``wait`` selects on the pipe.  ``armed`` is True once a monitor loop watches it: a
+    signal handler sets the flag from then on (before, the loop would never see it)."""
 
     def __init__(self) -> None:
         self.flag = False
+        self.armed = False
+        self.reason: str | None = None
         self.r, self.w = os.pipe()
         os.set_blocking(self.w, False)
 
-    def set(self) -> None:
+    def set(self, reason: str | None = None) -> None:
+        self.reason = self.reason or reason
         self.flag = True
         try:
             os.write(self.w, b"x")
@@ -69,6 +74,12 @@ class StopFlag:
         os.close(self.r)
         os.close(self.w)
 
+    def __enter__(self) -> StopFlag:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
 
 @dataclass
 class Totals:
@@ -85,14 +96,14 @@ class Monitor:
                  run_id: int, *, timeout: float, budget: Budget | None = None,
                  metrics: Metrics | None = None, log: Log | None = None,
                  start_offset: float | None = None, max_cycles: int | None = None,
-                 prior: tuple[int, float] = (0, 0.0)) -> None:
+                 prior: tuple[int, float] = (0, 0.0), stop: StopFlag | None = None) -> None:
         self.prober, self.schedule, self.db, self.run_id = prober, schedule, db, run_id
         self.timeout, self.budget, self.metrics, self.log = timeout, budget, metrics, log
         self.slots = schedule.slots()
         self.start_offset = (random.uniform(0, schedule.period_s) if start_offset is None
                              else start_offset)
         self.max_cycles = max_cycles
-        self.stop = StopFlag()
+        self.stop = StopFlag() if stop is None else stop
         self.totals = Totals()
         self.started = 0.0
         self.prior_bytes, self.prior_s = prior  # earlier runs: bytes sent, over seconds
@@ -100,7 +111,9 @@ class Monitor:
     # ------------------------------------------------------------------ the loop
 
     def run(self) -> str:
-        """Probe until stopped; the reason it stopped."""
+        """Probe until stopped; the reason it stopped ("stopped by signal": the stop
+        flag was set, whose own reason, if it was given one, says more)."""
+        self.stop.armed = True
         self.started = time.monotonic()
         t0 = self.started + self.start_offset
         period = self.schedule.period_s

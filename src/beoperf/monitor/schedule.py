@@ -15,7 +15,6 @@ return direction, which has its own capacity on a full-duplex link.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict, dataclass
 
 IPV4_HEADER, IPV6_HEADER, FRAG_HEADER6 = 20, 40, 8
@@ -25,7 +24,9 @@ TCP_PREFIX = 4  # length prefix of a TCP echo message
 MIN_SIZE = {"icmp": 8, "udp": UDP_PREFIX, "tcp": 1}
 MAX_SIZE = {"icmp": 65507, "udp": 65507, "tcp": 1 << 20}
 DEFAULT_STEPS = ("8:3:1", "20000:1:6")  # probes at 0, 1, 2 and 3 s; next cycle at 9 s
-RATE_UNITS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+MAX_PROBES = 10_000  # probes in one cycle (each one is a row of the cycle's transaction)
+MIN_SPACING_S = 0.001  # the loop's shortest timeout
+MAX_PERIOD_S = 2**31 / 1000.0  # about 24.8 days, as every duration option of beoperf
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,11 @@ def parse_step(text: str) -> Step:
     except ValueError:
         raise ValueError(f"step {text!r}: SIZE and COUNT are integers, SPACING seconds") \
             from None
-    if count < 1 or not (math.isfinite(spacing) and spacing > 0):
-        raise ValueError(f"step {text!r}: COUNT >= 1 and SPACING > 0 seconds")
+    if not 1 <= count <= MAX_PROBES:
+        raise ValueError(f"step {text!r}: COUNT from 1 to {MAX_PROBES:,}")
+    if not MIN_SPACING_S <= spacing <= MAX_PERIOD_S:  # also refuses NaN
+        raise ValueError(f"step {text!r}: SPACING from {MIN_SPACING_S:g} to "
+                         f"{MAX_PERIOD_S:.0f} seconds")
     return Step(size, count, spacing)
 
 
@@ -76,10 +80,17 @@ class Schedule:
             if not lo <= step.size <= hi:
                 raise ValueError(f"probe size {step.size}: {transport} probes carry "
                                  f"{lo}..{hi} bytes")
+        if sum(s.count for s in steps) > MAX_PROBES:
+            raise ValueError(f"{sum(s.count for s in steps):,} probes per cycle: at most "
+                             f"{MAX_PROBES:,}")
         busy = sum(s.count * s.spacing_s for s in steps)
         period = busy if period_s is None else period_s
-        if not (math.isfinite(period) and period > 0):
-            raise ValueError(f"--period {period_s}: give seconds > 0")
+        if period_s is not None and not 0 < period_s <= MAX_PERIOD_S:  # also refuses NaN
+            raise ValueError(f"--period {period_s}: give seconds > 0, at most "
+                             f"{MAX_PERIOD_S:.0f}")
+        if busy > MAX_PERIOD_S * (1 + 1e-9):
+            raise ValueError(f"the probes take {busy:g} s (count x spacing): a cycle lasts "
+                             f"at most {MAX_PERIOD_S:.0f} s")
         if busy > period * (1 + 1e-9):
             raise ValueError(f"the probes take {busy:g} s (count x spacing), longer than the "
                              f"--period of {period:g} s")
@@ -129,74 +140,14 @@ def cycle_bytes(schedule: Schedule, transport: str, ipv6: bool = False,
 
 @dataclass(frozen=True)
 class Budget:
-    """A byte rate the probes must stay under (bytes per second)."""
+    """A byte rate the probes must stay under (bytes per second).  Options are parsed
+    with beoperf.units (a rate, or a share of the link speed) by the command line."""
 
     bytes_per_s: float
-    text: str  # as given, e.g. "0.2% of 10 Mbit/s" or "2000 B/s"
+    text: str  # as given, e.g. "0.2% of 10 Mbit/s" or "2kB/s"
     link_bits_per_s: float | None = None
 
 
-def parse_rate(text: str) -> float:
-    """"10M", "10Mbit/s", "1G" -> bits per second (SI); ValueError if not a rate."""
-    match = re.fullmatch(r"\s*([0-9.]+(?:[eE][0-9]+)?)\s*([kKmMgGtT]?)(?:bit/s|bps|b/s|bit)?\s*",
-                         text)
-    if not match:
-        raise ValueError(f"--link-speed {text!r}: give bits per second, e.g. 10M or 1G")
-    value = float(match.group(1)) * RATE_UNITS[match.group(2).lower()]
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"--link-speed {text!r}: must be > 0")
-    return value
-
-
-def parse_budget(text: str, link_speed: str | None) -> Budget:
-    """"0.2%" (with --link-speed) or "2kB/s", "500B/s", "16kbit/s"; ValueError if bad."""
-    text = text.strip()
-    if text.endswith("%"):
-        if link_speed is None:
-            raise ValueError(f"--budget {text}: a share of the link needs --link-speed")
-        try:
-            share = float(text[:-1]) / 100
-        except ValueError:
-            raise ValueError(f"--budget {text!r}: give a percentage like 0.2%") from None
-        if not 0 < share <= 1:
-            raise ValueError(f"--budget {text}: give more than 0% and at most 100%")
-        link = parse_rate(link_speed)
-        return Budget(link * share / 8, f"{text} of {fmt_bits(link)}", link)
-    match = re.fullmatch(r"([0-9.]+(?:[eE][0-9]+)?)\s*([kKmMgG]?)(B|bit)/s", text)
-    if not match:
-        raise ValueError(f"--budget {text!r}: give a share (0.2%, with --link-speed) or a "
-                         "rate such as 2kB/s or 16kbit/s")
-    value = float(match.group(1)) * RATE_UNITS[match.group(2).lower()]
-    per_s = value if match.group(3) == "B" else value / 8
-    if not (math.isfinite(per_s) and per_s > 0):
-        raise ValueError(f"--budget {text}: must be > 0")
-    link = parse_rate(link_speed) if link_speed else None
-    return Budget(per_s, text, link)
-
-
-def fmt_bits(bits_per_s: float) -> str:
-    for unit, scale in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
-        if bits_per_s >= scale:
-            return f"{bits_per_s / scale:.4g} {unit}"
-    return f"{bits_per_s:g} bit/s"
-
-
-def budget_lines(schedule: Schedule, transport: str, per_cycle: int,
-                 budget: Budget | None, link_bits_per_s: float | None,
-                 mtu: str = "path MTU 1500") -> list[str]:
-    """What the schedule costs, as printed before starting (and in a refusal)."""
-    rate = per_cycle / schedule.period_s
-    lines = [f"probes: {per_cycle:,} bytes per cycle of {schedule.period_s:g} s with "
-             f"{transport} and IP headers ({mtu}) = {rate:,.1f} B/s "
-             f"({fmt_bits(rate * 8)}) each way"]
-    if link_bits_per_s:
-        lines.append(f"share of the {fmt_bits(link_bits_per_s)} link: "
-                     f"{100 * rate * 8 / link_bits_per_s:.3f}%")
-    if budget is not None:
-        lines.append(f"budget: {budget.text} = {budget.bytes_per_s:,.1f} B/s "
-                     f"({budget.bytes_per_s * schedule.period_s:,.0f} bytes per cycle)")
-    return lines
-
-
 def over_budget(schedule: Schedule, per_cycle: int, budget: Budget | None) -> bool:
+    """True when the schedule's bytes per second exceed the budget."""
     return budget is not None and per_cycle / schedule.period_s > budget.bytes_per_s

@@ -6,27 +6,37 @@ advice, and each repeat of the tuning procedure.
 
 from __future__ import annotations
 
-import socket
-
-from beoperf import protocol
-from beoperf.engines.tcp import TcpClient
-from beoperf.results.model import SizeResult
-from beoperf.sweep.driver import SweepConfig, run_sweep
+from beoperf import errors
+from beoperf.engines import Peer
+from beoperf.model.pingpong import SizeResult
+from beoperf.sweep.driver import SweepConfig, open_transport, run_sweep
 
 
 def measure_size(host: str, port: int, size: int, max_time: float,
                  timeout: float = 10.0) -> SizeResult:
-    """A fresh connection, one size measured; ConnectionError says why it could not be."""
+    """A fresh connection, one size measured.  When it cannot be, an errors.BeoperfError
+    says why: ConnectError (cannot reach the peer, or lost it; a ConnectionError, as
+    before), PeerError (it refused), IntegrityError; its text starts "measuring against
+    HOST port PORT: ".  An interruption (Ctrl-C, SIGTERM) is raised again, not turned
+    into an error."""
     params = {"mode": "pingpong", "max_size": size, "transport": "tcp"}
-    client = TcpClient(host, port, params, family=socket.AF_UNSPEC, timeout=timeout)
     try:
-        client.setup()
-        client.open_data()
+        client = open_transport(Peer(host, port), params, timeout=timeout)
+    except errors.BeoperfError as exc:  # what connect() says, with the cause's own words
+        raise _failed(exc, exc.__cause__ or exc, host, port) from None
+    try:
         out = run_sweep(client, SweepConfig(sizes=[size], max_time=max_time))
-    except (OSError, protocol.ProtocolError, protocol.PeerRefused) as exc:
-        raise ConnectionError(f"measuring against {host} port {port}: {exc}") from None
     finally:
         client.close()
+    if out.status == "interrupted" and isinstance(out.error, KeyboardInterrupt):
+        raise out.error  # Ctrl-C or SIGTERM: the caller undoes what it changed, then stops
     if out.status != "complete" or not out.sizes:
-        raise ConnectionError(f"measuring against {host} port {port}: {out.reason}")
+        assert out.error is not None
+        raise _failed(type(client).failure(out.error, host), out.reason, host, port)
     return out.sizes[0]
+
+
+def _failed(meaning: errors.BeoperfError, detail: object, host: str,
+            port: int) -> errors.BeoperfError:
+    """`meaning`'s class and hint, with the text measure_size has always given."""
+    return type(meaning)(f"measuring against {host} port {port}: {detail}", meaning.hint)

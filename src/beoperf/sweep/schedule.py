@@ -2,18 +2,7 @@
 
 from __future__ import annotations
 
-import re
-
-_UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024**2, "MB": 1024**2,
-          "MIB": 1024**2, "G": 1024**3, "GB": 1024**3, "GIB": 1024**3}
-
-
-def parse_size(text: str) -> int:
-    """'64K' -> 65536; binary multiples, as socket buffer and message sizes are quoted."""
-    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
-    if not m or m.group(2).upper() not in _UNITS:
-        raise ValueError(f"not a size: {text!r} (use bytes or K/M/G, e.g. 65536 or 64K)")
-    return int(m.group(1)) * _UNITS[m.group(2).upper()]
+from beoperf import units
 
 
 def nominal_sizes(start: int, end: int) -> list[int]:
@@ -46,7 +35,8 @@ def netpipe_schedule(start: int = 1, end: int = 8 * 1024**2, perturbation: int =
 
 def explicit_schedule(text: str) -> list[int]:
     """'8,1024,64K' -> [8, 1024, 65536], sorted, duplicates removed."""
-    sizes = sorted({parse_size(part) for part in text.split(",") if part.strip()})
+    sizes = sorted({units.parse_size(part, allow_zero=True) for part in text.split(",")
+                    if part.strip()})
     if not sizes or sizes[0] < 1:
         raise ValueError(f"no usable sizes in {text!r} (sizes must be >= 1 byte)")
     return sizes

@@ -1,0 +1,151 @@
+"""The control protocol of the TCP transport (`beoperf pingpong` and `beoperf serve`).
+
+Every control message is one frame: a fixed 10-byte header, frozen for all
+versions so that peers of different versions can always tell each other so,
+
+    magic  b"BEOP"   4 bytes
+    version          2 bytes, big endian (PROTOCOL_VERSION)
+    length           4 bytes, big endian, <= MAX_PAYLOAD
+
+followed by `length` bytes of UTF-8 JSON: an object with an "op" string.
+Timed data never travels on the control connection; it has its own socket.  The
+monitor's echo service shares the frames and the port (``engines/echo.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import time
+from typing import Any
+
+from beoperf.engines.base import TransportError
+
+MAGIC = b"BEOP"
+PROTOCOL_VERSION = 1
+HEADER = struct.Struct(">4sHI")
+MAX_PAYLOAD = 64 * 1024
+DEFAULT_PORT = 5202
+
+
+class ProtocolError(TransportError):
+    """The peer sent something that is not a valid frame."""
+
+
+class VersionMismatch(ProtocolError):
+    """The peer speaks another protocol version."""
+
+    def __init__(self, version: int, message: dict[str, Any] | None = None) -> None:
+        self.version = version
+        self.message = message or {}
+        super().__init__(f"peer speaks protocol version {version}, this beoperf speaks "
+                         f"{PROTOCOL_VERSION}")
+
+
+class PeerGone(ConnectionError):
+    """The peer closed the control connection."""
+
+
+def encode(message: dict[str, Any], version: int = PROTOCOL_VERSION) -> bytes:
+    payload = json.dumps(message, separators=(",", ":")).encode()
+    if len(payload) > MAX_PAYLOAD:
+        raise ValueError(f"control message of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
+    return HEADER.pack(MAGIC, version, len(payload)) + payload
+
+
+def decode_header(header: bytes) -> tuple[int, int]:
+    """(version, payload length) of a frame header, or ProtocolError."""
+    if len(header) != HEADER.size:
+        raise ProtocolError(f"truncated header ({len(header)} of {HEADER.size} bytes)")
+    magic, version, length = HEADER.unpack(header)
+    if magic != MAGIC:
+        raise ProtocolError(f"bad magic {magic!r}: not a beoperf peer")
+    if length > MAX_PAYLOAD:
+        raise ProtocolError(f"frame of {length} bytes exceeds the {MAX_PAYLOAD}-byte limit")
+    return version, length
+
+
+def decode_payload(payload: bytes) -> dict[str, Any]:
+    """The JSON object of a frame, or ProtocolError."""
+    try:
+        message = json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ProtocolError(f"payload is not JSON: {exc}") from None
+    if not isinstance(message, dict) or not isinstance(message.get("op"), str):
+        raise ProtocolError("payload is not an object with an 'op' string")
+    return message
+
+
+def decode(frame: bytes) -> dict[str, Any]:
+    """Parse one whole frame (header and payload) held in memory."""
+    version, length = decode_header(frame[: HEADER.size])
+    payload = frame[HEADER.size :]
+    if len(payload) != length:
+        raise ProtocolError(f"payload is {len(payload)} bytes, header says {length}")
+    message = decode_payload(payload)
+    if version != PROTOCOL_VERSION:
+        raise VersionMismatch(version, message)
+    return message
+
+
+def recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
+    """Exactly n bytes; PeerGone on close.
+
+    Without a deadline the socket's timeout applies to every read, so a peer that
+    trickles a byte now and then is never timed out; with one (a time.monotonic()
+    value) the whole read must be done by then, else TimeoutError.
+    """
+    chunks = []
+    while n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the whole message did not arrive in time")
+            sock.settimeout(left)
+        chunk = sock.recv(n)
+        if not chunk:
+            raise PeerGone("peer closed the control connection")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def recv_message(sock: socket.socket, deadline: float | None = None) -> dict[str, Any]:
+    """Read one frame from a socket: all of it by `deadline` (time.monotonic()) if
+    given, else with the socket's timeout applying to every read."""
+    header = recv_exact(sock, HEADER.size, deadline)
+    _, length = decode_header(header)
+    return decode(header + recv_exact(sock, length, deadline))
+
+
+def send_message(sock: socket.socket, message: dict[str, Any]) -> None:
+    sock.sendall(encode(message))
+
+
+def expect(message: dict[str, Any], op: str) -> dict[str, Any]:
+    """The message if its op is `op`; a refusal or error becomes PeerRefused."""
+    if message["op"] == op:
+        return message
+    if message["op"] in ("refuse", "error"):
+        raise PeerRefused(str(message.get("reason", "no reason given")),
+                          str(message.get("code", message["op"])))
+    raise ProtocolError(f"expected {op!r} from the peer, got {message['op']!r}")
+
+
+class PeerRefused(TransportError):
+    """The peer answered with a refusal or an error."""
+
+    def __init__(self, reason: str, code: str = "refuse") -> None:
+        self.reason = reason
+        self.code = code
+        super().__init__(reason)
+
+
+class Refusal(Exception):
+    """A request this end declines, sent to the peer as a "refuse" (or "error") message;
+    code is machine-readable (bad-request, limit, busy, version, protocol)."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        self.code = code
+        super().__init__(reason)

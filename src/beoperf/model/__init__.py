@@ -1,0 +1,24 @@
+"""Pure data: the document envelope and one module per kind (see document.py).
+
+Importing the package registers every kind, so :func:`load` reads any of them.
+"""
+
+from beoperf.model import (  # noqa: F401  (register their kinds)
+    audit,
+    comparison,
+    fleet,
+    monitor,
+    pingpong,
+    tune,
+)
+from beoperf.model.document import (
+    FORMAT,
+    KINDS,
+    Document,
+    DocumentError,
+    from_json,
+    load,
+    make_meta,
+)
+
+__all__ = ["FORMAT", "KINDS", "Document", "DocumentError", "from_json", "load", "make_meta"]

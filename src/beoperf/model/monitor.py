@@ -1,0 +1,88 @@
+"""The monitor's documents: a link report (kind "monitor-report") and a monitor session
+(kind "monitor-session").
+
+A *monitor report* is about one probed host over one transport, over a time range of a
+monitor database: availability, one-way latency and bandwidth by day and ISO week,
+outages, stretches not monitored, congestion and level shifts, the binned series the
+plots are drawn from, and the method (the rules in words, with this report's
+parameters).  Units in its body: times are UTC seconds since the epoch (``*_utc``),
+durations seconds (``*_s``), latencies milliseconds of one-way time (``*_ms``: half the
+RTT of the small probes), bandwidth bit/s (``*_bps``), fractions in percent (``*_pct``);
+missing values are null.  Version 1 files (``"format": "beoperf.monitor-report"``,
+before the envelope) are read through :func:`_report_from_legacy_v1`.
+
+A *monitor session* is what one ``beoperf monitor HOST`` did: the target, the schedule
+and what it costs on the link, the budget, and (once it stopped) why it stopped and
+what it sent.  The probes themselves are rows of the SQLite store, not of the document.
+
+The vocabulary both share (probe outcomes, the report's default parameters, the names
+of the report's figures) is here, so that every layer above reads it from one place.
+"""
+
+from __future__ import annotations
+
+import time
+
+from beoperf.model import document
+from beoperf.model.document import DocumentError
+
+REPORT_KIND = "monitor-report"
+REPORT_VERSION = 3  # 1: "format": "beoperf.monitor-report", no envelope; 2: the envelope;
+# 3: the bandwidth's status (figure, lower bound, above the link) and the link speed
+LEGACY_REPORT_FORMAT = "beoperf.monitor-report"
+SESSION_KIND = "monitor-session"
+SESSION_VERSION = 1
+
+# What became of a probe (the store's outcome column); 0 is the one success.
+OUTCOMES = ("ok", "timeout", "unreachable", "refused", "error")
+TRANSPORTS = ("icmp", "udp", "tcp")
+
+# The report's default parameters (each recorded in its method.parameters).
+OUTAGE_CYCLES = 2  # an outage is this many cycles or more with no answer
+PERSIST_WINDOWS = 36  # a stable state lasting this many windows is a baseline
+# The probing host's own noise (µs of RTT): RTT changes and IQRs within it are not events
+# (analysis/monitor_events.py says why 100).
+NOISE_FLOOR_US = 100.0
+
+# The figures a report may list in "plots" (drawn by report/monitor_plots.py).
+PLOTS = ("latency.png", "bandwidth.png", "hour_of_day.png", "latency_cdf.png")
+
+REPORT_BODY_KEYS = ("source", "range", "method", "summary", "best_day", "worst_day", "days",
+                    "weeks", "outages", "not_monitored", "congestion", "level_shifts",
+                    "series", "plots", "warnings")
+
+
+LAST_UTC = 253402300799.0  # 9999-12-31T23:59:59Z, the last second a date can show
+
+
+def iso_z(t_utc: float) -> str:
+    """'2026-11-02T20:00:00Z' for epoch seconds (the envelope's meta times)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_utc))
+
+
+def _report_from_legacy_v1(doc: dict) -> dict:
+    """A version 1 report ("format": "beoperf.monitor-report", everything at the top) as
+    an envelope of version 2: generated_utc and beoperf_version go to the meta."""
+    if doc.get("schema_version") != 1:
+        raise DocumentError(f"{LEGACY_REPORT_FORMAT} schema version "
+                            f"{doc.get('schema_version')!r} is not one this beoperf reads")
+    generated = doc["generated_utc"]
+    if not isinstance(generated, int | float) or isinstance(generated, bool) \
+            or not 0 <= generated <= LAST_UTC:
+        raise ValueError("'generated_utc' is not a time from 1970 to 9999")
+    when = iso_z(float(generated))
+    meta = {"beoperf": doc["beoperf_version"], "command_line": [], "utc_start": when,
+            "utc_end": when}
+    return {"format": document.FORMAT, "kind": REPORT_KIND, "schema_version": 2,
+            "meta": meta, "body": {k: doc[k] for k in REPORT_BODY_KEYS}}
+
+
+def _report_v2_to_v3(doc: dict) -> dict:
+    """Version 3 only adds optional fields (a bandwidth's status, the link speed): a
+    version 2 report is a valid version 3 one."""
+    return doc
+
+
+document.register(REPORT_KIND, REPORT_VERSION, upgrades={2: _report_v2_to_v3},
+                  legacy={LEGACY_REPORT_FORMAT: _report_from_legacy_v1})
+document.register(SESSION_KIND, SESSION_VERSION)

@@ -1,0 +1,60 @@
+"""Renderers: a document in, text out, one module per document kind.
+
+``@renderer(kind, fmt)`` registers a function ``(document, **options) -> str`` for a
+format ("text", "markdown", "csv", "json"); :func:`render` finds it.  Renderers read only
+documents (``beoperf.model``) and the analysis layer: they never measure, never touch the
+system and never write files (the CLI writes what they return, through ``safeio``).
+Plots live beside them (``report/plots.py``, ``report/monitor_plots.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from beoperf.model.document import Document
+
+Renderer = Callable[..., str]
+RENDERERS: dict[tuple[str, str], Renderer] = {}
+
+
+def renderer(kind: str, fmt: str) -> Callable[[Renderer], Renderer]:
+    """Register ``fn`` as the ``fmt`` renderer of documents of ``kind``."""
+
+    def deco(fn: Renderer) -> Renderer:
+        RENDERERS[(kind, fmt)] = fn
+        return fn
+
+    return deco
+
+
+def json_text(doc: Document, **_options: Any) -> str:
+    """The document itself, as stored (every kind has this one)."""
+    return doc.dumps()
+
+
+# the module of each kind's renderers (only that one is imported to render a document:
+# a running monitor need not load numpy to print its session)
+MODULES = {"pingpong": "pingpong", "comparison": "compare", "audit": "audit",
+           "fleet-audit": "fleet", "tune-plan": "tune", "rollback": "tune", "procedure": "tune",
+           "monitor-report": "monitor", "monitor-session": "monitor_session"}
+
+
+def render(doc: Document, fmt: str = "text", **options: Any) -> str:
+    """The document in ``fmt``; KeyError if that kind has no such renderer."""
+    if fmt == "json":
+        return json_text(doc)
+    _load(doc.kind)
+    return RENDERERS[(doc.kind, fmt)](doc, **options)
+
+
+def formats(kind: str) -> list[str]:
+    """The formats a kind can be rendered in."""
+    _load(kind)
+    return sorted({"json", *(fmt for k, fmt in RENDERERS if k == kind)})
+
+
+def _load(kind: str) -> None:
+    import importlib
+
+    importlib.import_module(f"beoperf.report.{MODULES[kind]}")

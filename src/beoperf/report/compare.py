@@ -1,0 +1,215 @@
+"""Renderers of a comparison: the aligned table, Markdown, CSV and the tuning studies'
+impact table (see beoperf.analysis.compare for what is compared and tested)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from typing import Any
+
+from beoperf.analysis.compare import (
+    DEFAULT_MIN_CHANGE,
+    Row,
+    Significance,
+    describe_test,
+    rows_of,
+)
+from beoperf.analysis.curve import COLLAPSE_FACTOR, LATENCY_MAX_SIZE, Collapse
+from beoperf.model.document import Document
+from beoperf.report import renderer
+
+
+def _baseline_label(table: Sequence[Row]) -> str:
+    return next((r.label for r in table if r.baseline), "?")
+
+
+def collapse_notes(table: Sequence[Row]) -> list[str]:
+    """One warning line per throughput collapse of any run (none when there is none)."""
+    return [f"Warning: {r.label}: {c.text()}; its figures leave those sizes out "
+            f"(collapse: throughput below 1/{COLLAPSE_FACTOR:g} of the best at a smaller "
+            "size)." for r in table for c in r.collapses]
+
+
+def _notes(table: Sequence[Row], min_change: float) -> list[str]:
+    return [*collapse_notes(table),
+            f"Baseline: {_baseline_label(table)}. One-way times; latency = the median time of "
+            f"the middle size (by median) among sizes <= {LATENCY_MAX_SIZE} B; Mbit/s = 10^6 "
+            "bit/s; change: of the figures shown, latency + = slower, peak + = faster.",
+            describe_test(min_change)["statement"]]
+
+
+COLUMNS = ("run", "latency us", "p99 us", "peak Mbit/s", "peak at B", "saturation B",
+           "n1/2 B", "alpha us", "1/beta Mbit/s", "latency change", "latency verdict",
+           "peak change", "peak verdict", "throughput collapse")
+NUMERIC = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11}
+
+
+def _fmt(value: float | None, spec: str, scale: float = 1.0) -> str:
+    return "n/a" if value is None else format(value / scale, spec)
+
+
+def collapse_cell(collapses: Sequence[Collapse]) -> str:
+    """'65533..1048579 B (1/3171)' per collapse, '; '-separated; 'none' without any."""
+    return "; ".join(f"{c.first_size}..{c.last_size} B (1/{c.factor:.0f})"
+                     for c in collapses) or "none"
+
+
+def _cells(row: Row) -> list[str]:
+    def change(value: float | None) -> str:
+        return "-" if row.baseline else _fmt(value, "+.1f") + ("%" if value is not None else "")
+
+    def verdict(test: Significance | None) -> str:
+        return "baseline" if test is None else test.text()
+
+    return [row.label, _fmt(row.latency_us, ".2f"), _fmt(row.latency_p99_us, ".2f"),
+            _fmt(row.peak_bps, ".1f", 1e6), str(row.peak_size), _fmt(row.saturation_size, ".0f"),
+            _fmt(row.n_half, ".0f"), _fmt(row.alpha_us, ".2f"),
+            _fmt(row.bandwidth_bps, ".1f", 1e6), change(row.latency_change_pct),
+            verdict(row.latency_test), change(row.peak_change_pct), verdict(row.peak_test),
+            collapse_cell(row.collapses)]
+
+
+def _aligned(header: Sequence[str], body: list[list[str]], numeric: set[int],
+             gap: str = "  ") -> list[str]:
+    widths = [max(len(r[i]) for r in [list(header), *body]) for i in range(len(header))]
+    lines = []
+    for cells in [list(header), *body]:
+        parts = [c.rjust(w) if i in numeric else c.ljust(w)
+                 for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
+        lines.append(gap.join(parts).rstrip())
+    return lines
+
+
+def render_table(table: Sequence[Row], min_change: float = DEFAULT_MIN_CHANGE) -> str:
+    """Aligned plain text: one line per run, then the notes and the test."""
+    lines = _aligned(COLUMNS, [_cells(r) for r in table], NUMERIC)
+    return "\n".join([*lines, "", *_notes(table, min_change)]) + "\n"
+
+
+def render_markdown(table: Sequence[Row], min_change: float = DEFAULT_MIN_CHANGE) -> str:
+    """A pipe table, then the notes and the test as a paragraph."""
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    align = ["---:" if i in NUMERIC else "---" for i in range(len(COLUMNS))]
+    out = [line(COLUMNS), line(align), *(line(_cells(r)) for r in table)]
+    return "\n".join([*out, "", *(f"{n}  " for n in _notes(table, min_change))]).rstrip() + "\n"
+
+
+CSV_FIELDS = ("label", "baseline", "latency_us", "latency_p99_us", "peak_Mbit_s", "peak_size_B",
+              "saturation_size_B", "n_half_B", "alpha_us", "inv_beta_Mbit_s",
+              "latency_change_pct", "latency_verdict", "latency_p", "latency_test_size_B",
+              "latency_test_change_pct", "peak_change_pct", "peak_verdict", "peak_p",
+              "peak_test_size_B", "peak_test_change_pct",
+              "latency_mean_us", "latency_variance_us2", "impact_pct", "throughput_collapses")
+
+
+def _num(value: float | None, scale: float = 1.0) -> str:
+    return "" if value is None else format(value / scale, ".10g")
+
+
+def _test_fields(test: Significance | None) -> list[str]:
+    if test is None:
+        return ["baseline", "", "", ""]
+    return [test.verdict, _num(test.p), _num(test.size), _num(test.change_pct)]
+
+
+def _csv_record(r: Row) -> list[str]:
+    return [r.label, "1" if r.baseline else "0", _num(r.latency_us), _num(r.latency_p99_us),
+            _num(r.peak_bps, 1e6), _num(r.peak_size), _num(r.saturation_size), _num(r.n_half),
+            _num(r.alpha_us), _num(r.bandwidth_bps, 1e6), _num(r.latency_change_pct),
+            *_test_fields(r.latency_test), _num(r.peak_change_pct), *_test_fields(r.peak_test),
+            _num(r.latency_mean_us), _num(r.latency_variance), _num(r.impact_pct),
+            _collapse_field(r.collapses)]
+
+
+def _collapse_field(collapses: Sequence[Collapse]) -> str:
+    """'first-last:factor' per collapse, ';'-separated, bare numbers; empty without any."""
+    return ";".join(f"{c.first_size}-{c.last_size}:{c.factor:.6g}" for c in collapses)
+
+
+def render_csv(table: Sequence[Row], min_change: float = DEFAULT_MIN_CHANGE) -> str:
+    """Header and one record per run; units in the header names, bare numbers in cells.
+
+    The test is not in the CSV (it would break the table); callers print
+    describe_test(min_change)["statement"] elsewhere (the CLI: on stderr).
+    """
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_FIELDS)
+    writer.writerows(_csv_record(r) for r in table)
+    return buf.getvalue()
+
+
+IMPACT_COLUMNS = ("Configuration", "Latency mean (variance)", "Impact")
+
+
+def impact_lines(entries: Sequence[tuple[str, float | None, float | None, float | None]],
+                 ) -> list[str]:
+    """The tuning studies' table: (label, mean, variance, impact % or None for the
+    baseline) per row, as 'Default 50.03 (4.31) -' ... 'Combined 21.31 (2.09) 57.40%'."""
+    def cells(label: str, mean: float | None, variance: float | None,
+              impact: float | None) -> list[str]:
+        return [label, f"{_fmt(mean, '.2f')} ({_fmt(variance, '.2f')})",
+                "-" if impact is None else f"{impact:.2f}%"]
+
+    return _aligned(IMPACT_COLUMNS, [cells(*e) for e in entries], set(), gap="   ")
+
+
+def _impact_entry(row: Row) -> tuple[str, float | None, float | None, float | None]:
+    impact = None if row.baseline else row.impact_pct
+    return row.label, row.latency_mean_us, row.latency_variance, impact
+
+
+def render_impact(table: Sequence[Row], min_change: float = DEFAULT_MIN_CHANGE) -> str:
+    """The tuning-study shape: label, latency mean (variance), impact in % of the baseline.
+
+    The mean and variance are of the same observations the latency verdict tests
+    (the trial medians at each run's latency size); the verdict's percentage is the
+    change of the latency figure (a median), as in the other formats."""
+    lines = impact_lines([_impact_entry(r) for r in table])
+    sizes = sorted({r.latency_size for r in table})
+    size_text = ", ".join(str(s) for s in sizes)
+    note = (f"Latency: mean and variance (ddof=1) of the per-trial medians of the one-way time "
+            f"at each run's latency size ({size_text} B: the middle size by median among "
+            f"sizes <= {LATENCY_MAX_SIZE} B), us; impact = (baseline mean - mean) / baseline "
+            f"mean; baseline: {_baseline_label(table)}.")
+    verdicts = "; ".join(f"{r.label}: {r.latency_test.text()}" for r in table
+                         if r.latency_test is not None)
+    notes = [note, f"Change of the median latency and its verdict: {verdicts}." if verdicts
+             else "", describe_test(min_change)["statement"], *collapse_notes(table)]
+    if any(r.latency_mean_us is not None and r.latency_variance is None for r in table):
+        notes.append("Variance n/a: the source lacks trial data; its own time is shown as mean.")
+    return "\n".join([*lines, "", *(n for n in notes if n)]) + "\n"
+
+
+
+
+def _min_change(doc: Document) -> float:
+    return float(doc.body.get("min_change", DEFAULT_MIN_CHANGE))
+
+
+@renderer("comparison", "text")
+def text(doc: Document, **_options: Any) -> str:
+    return render_table(rows_of(doc), _min_change(doc))
+
+
+@renderer("comparison", "table")
+def table(doc: Document, **_options: Any) -> str:
+    return render_table(rows_of(doc), _min_change(doc))
+
+
+@renderer("comparison", "markdown")
+def markdown(doc: Document, **_options: Any) -> str:
+    return render_markdown(rows_of(doc), _min_change(doc))
+
+
+@renderer("comparison", "csv")
+def csv_text(doc: Document, **_options: Any) -> str:
+    return render_csv(rows_of(doc), _min_change(doc))
+
+
+@renderer("comparison", "impact")
+def impact(doc: Document, **_options: Any) -> str:
+    return render_impact(rows_of(doc), _min_change(doc))

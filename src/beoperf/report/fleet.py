@@ -1,0 +1,60 @@
+"""The fleet audit document as text: who did not answer or runs another beoperf, the
+inconsistencies (each key's groups of nodes, odd ones out first), then what is the same
+everywhere, each with its verdict::
+
+    interface.driver_version: 5.7.6 [ok] on node[03,07]; 6.0.54 [ok] on node[01-02,04-32]
+
+Everything a node sent is shown with control characters escaped: nodes may send
+terminal escapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from beoperf.model.document import Document
+from beoperf.model.fleet import answer_counts
+from beoperf.report import renderer
+from beoperf.report.audit import mark, show_value
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def shown(value: Any) -> str:
+    return printable(show_value(value))
+
+
+def inconsistent_line(key: Mapping[str, Any]) -> str:
+    parts = "; ".join(f"{shown(g['value'])} [{mark(g['status'])}] on {g['nodes']}"
+                      for g in key["groups"])
+    return f"{printable(key['label'])}: {parts}"
+
+
+def consistent_line(key: Mapping[str, Any]) -> str:
+    return f"{mark(key['status']):<4}  {printable(key['label'])} = {shown(key['value'])}"
+
+
+def report_lines(body: Mapping[str, Any], version: str) -> list[str]:
+    """The report of a fleet audit made by beoperf ``version``."""
+    answered, asked = answer_counts(body)
+    lines = [f"did not answer: {ns} ({printable(reason)})"
+             for reason, ns in body["no_answer"].items()]
+    lines += [f"another beoperf version, not used: {ns} (beoperf {printable(other)}; this "
+              f"is {version})" for other, ns in body["other_version"].items()]
+    lines.append(f"{answered} of {asked} nodes answered: {body['answered'] or '-'}")
+    if body["inconsistent"]:
+        lines += ["", f"inconsistent ({len(body['inconsistent'])}):"]
+        lines += [f"  {inconsistent_line(k)}" for k in body["inconsistent"]]
+    if body["consistent"]:
+        lines += ["", f"same on {body['answered']}:"]
+        lines += [f"  {consistent_line(k)}" for k in body["consistent"]]
+    return lines
+
+
+@renderer("fleet-audit", "text")
+def text(doc: Document, **_options: Any) -> str:
+    return "\n".join(report_lines(doc.body, str(doc.meta.get("beoperf", "?"))))

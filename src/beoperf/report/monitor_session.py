@@ -1,0 +1,65 @@
+"""Text of a monitor session (kind "monitor-session"): what the schedule costs before it
+starts, the line a running monitor prints, and the line it ends with.
+
+A planned session (``--dry-run``) renders as its cost:
+
+    probes: 20,396 bytes per cycle of 9 s with icmp and IP headers (path MTU 1500) = 2,266.2 B/s (18.13 kbit/s) each way
+    share of the 10 Mbit/s link: 0.181%
+    budget: 0.2% of 10 Mbit/s = 2,500.0 B/s (22,500 bytes per cycle)
+
+a finished one as why it stopped and what it sent.  This module imports nothing heavy:
+a running monitor uses it, and stays small.
+"""  # noqa: E501 - the example lines are as printed
+
+from __future__ import annotations
+
+from typing import Any
+
+from beoperf.model.document import Document
+from beoperf.model.monitor import SESSION_KIND
+from beoperf.report import renderer
+from beoperf.units import format_rate
+
+
+def cost_lines(body: dict[str, Any]) -> list[str]:
+    """What the schedule costs on the link, with headers, and the budget it must fit."""
+    period, per_cycle = body["period_s"], body["bytes_per_cycle"]
+    rate = per_cycle / period
+    mtu = f"path MTU {body['path_mtu']}" + (f" assumed: {body['path_mtu_unknown']}"
+                                             if body["path_mtu_unknown"] else "")
+    lines = [f"probes: {per_cycle:,} bytes per cycle of {period:g} s with "
+             f"{body['transport']} and IP headers ({mtu}) = {rate:,.1f} B/s "
+             f"({format_rate(rate * 8)}) each way"]
+    link = body["link_bps"]
+    if link:
+        lines.append(f"share of the {format_rate(link)} link: {100 * rate * 8 / link:.3f}%")
+    budget = body["budget"]
+    if budget is not None:
+        per_s = budget["bytes_per_s"]
+        lines.append(f"budget: {budget['text']} = {per_s:,.1f} B/s "
+                     f"({per_s * period:,.0f} bytes per cycle)")
+    return lines
+
+
+def started_line(body: dict[str, Any], pid: int) -> str:
+    """What a monitor prints once its run is in the database and probing begins."""
+    return (f"monitoring {body['host']} ({body['address']}) over {body['transport']}, run "
+            f"{body['run_id']} in {body['db']}; pid {pid}")
+
+
+def stopped_line(body: dict[str, Any]) -> str:
+    """Why a monitor stopped and what it did."""
+    t = body["totals"] or {}
+    skipped = (f", skipped (late) {t['skipped_cycles']} cycle(s) and {t['skipped_probes']} "
+               "probe(s)") if t.get("skipped_cycles") or t.get("skipped_probes") else ""
+    return (f"stopped ({body['stop_reason']}): {t.get('cycles', 0)} cycle(s), "
+            f"{t.get('probes', 0)} probe(s), {t.get('answered', 0)} answered, "
+            f"{t.get('bytes', 0):,} bytes sent{skipped}")
+
+
+@renderer(SESSION_KIND, "text")
+def text(doc: Document, **_options: Any) -> str:
+    """A planned session: its cost; a finished one: how it ended."""
+    if doc.body["status"] == "planned":
+        return "\n".join(cost_lines(doc.body)) + "\n"
+    return stopped_line(doc.body) + "\n"

@@ -1,0 +1,124 @@
+"""The documents of `beoperf tune` as text: the plan, what an apply saved or a rollback
+restored, the measured procedure's table, and the files that make a plan persistent."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from beoperf.model.audit import as_text
+from beoperf.model.document import Document
+from beoperf.report import renderer
+from beoperf.report.compare import impact_lines
+
+NOTHING_TO_CHANGE = "nothing to change (no rollback file written)"
+PERSIST_INSTALL = ("review them, then install: 90-beoperf.conf in /etc/sysctl.d/, "
+                   "beoperf-tune.service in /etc/systemd/system/ (systemctl enable beoperf-tune)")
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def action_text(action: Mapping[str, Any]) -> str:
+    if "argv" in action:
+        return " ".join(action["argv"])
+    return f"write {action['value']!r} to {action['write']}"
+
+
+def plan_lines(body: Mapping[str, Any]) -> list[str]:
+    changes, advice = body["changes"], body["advice"]
+    lines = [f"tune plan: profile {body['profile']}, interface {body['interface'] or '(none)'}"
+             f": {len(changes)} change(s), {len(advice)} advice only"]
+    for i, c in enumerate(changes, 1):
+        lines.append(f"  {i}. {c['key']}: {c['current']!r} -> {c['target']!r}")
+        lines.append(f"       apply:   {action_text(c['apply'])}")
+        lines.append(f"       restore: {action_text(c['restore'])}")
+    if advice:
+        lines += ["", "Advice only (not changed by beoperf tune):"]
+        lines += [f"  {a['key']} = {as_text(a['value'])}: {a['reason']}"
+                  + (f" [{a['command']}]" if a.get("command") else "") for a in advice]
+    return lines
+
+
+@renderer("tune-plan", "text")
+def plan_text(doc: Document, **_options: Any) -> str:
+    return "\n".join(plan_lines(doc.body)) + \
+        "\n\nNothing was changed; apply with 'beoperf tune --apply' (as root)."
+
+
+def persist_files(doc: Document) -> dict[str, str]:
+    """Files that make a plan's changes survive a reboot: a sysctl.d drop-in for the
+    sysctls and a systemd oneshot unit that re-applies the interface settings once the
+    network is up (name -> content; none for a plan without changes)."""
+    sysctls = [c for c in doc.body["changes"] if c["check"] == "sysctl"]
+    links = [c for c in doc.body["changes"] if c["check"] != "sysctl"]
+    out = {}
+    if sysctls:
+        lines = ["# written by 'beoperf tune --persist'; install in /etc/sysctl.d/"]
+        lines += [f"{c['key']} = {c['target']}" for c in sysctls]
+        out["90-beoperf.conf"] = "\n".join(lines) + "\n"
+    if links:
+        execs = [f"ExecStart={shlex.join(c['apply']['argv'])}" for c in links]
+        out["beoperf-tune.service"] = "\n".join([
+            "# written by 'beoperf tune --persist'; install in /etc/systemd/system/, then",
+            "# systemctl daemon-reload && systemctl enable beoperf-tune.service",
+            "[Unit]", "Description=beoperf tune: interface settings",
+            "Wants=network-online.target", "After=network-online.target", "",
+            "[Service]", "Type=oneshot", "RemainAfterExit=yes", *execs, "",
+            "[Install]", "WantedBy=multi-user.target", ""])
+    return out
+
+
+# --------------------------------------------------------------------------- rollback
+
+
+@renderer("rollback", "text")
+def rollback_text(doc: Document, *, saved_to: str | None = None,
+                  restored_from: str | None = None, **_options: Any) -> str:
+    """After --apply (``saved_to``: where the snapshot went) or --rollback
+    (``restored_from``); else what the snapshot holds."""
+    changes = doc.body["changes"]
+    if restored_from is not None:
+        return (f"restored {len(changes)} value(s) from {restored_from} "
+                f"(host {doc.body['host']})")
+    if saved_to is not None:
+        if not changes:
+            return NOTHING_TO_CHANGE
+        return (f"applied {len(changes)} change(s); undo with "
+                f"'beoperf tune --rollback {saved_to}'")
+    lines = [f"rollback of {len(changes)} change(s) for host {doc.body['host']}, network "
+             f"namespace {doc.body['netns']}, interface {doc.body['interface'] or '(none)'}"]
+    return "\n".join(lines + [f"  {c['key']}: restore {c['previous']!r} "
+                              f"({action_text(c['restore'])})" for c in changes])
+
+
+# --------------------------------------------------------------------------- procedure
+
+
+def _shown_label(row: Mapping[str, Any]) -> str:
+    return f"{row['label']} (= {row['same_as']})" if row.get("same_as") else row["label"]
+
+
+@renderer("procedure", "text")
+def procedure_text(doc: Document, **_options: Any) -> str:
+    """The tuning-study table (as ``compare --format impact``), the verdicts and notes."""
+    body = doc.body
+    rows = body["rows"]
+    if not rows:
+        return NOTHING_TO_CHANGE
+    lines = impact_lines([(_shown_label(r), r["mean_us"], r["variance_us2"], r["impact_pct"])
+                          for r in rows])
+    verdicts = "; ".join(f"{r['label']}: {r['decision']}" for r in rows if r.get("decision"))
+    test, path = body["test"], body["rollback_file"]
+    notes = [
+        f"Latency: mean and variance (ddof=1) of {body['repeats']} repeats, each the median "
+        f"one-way time at {body['size']} B, us; impact = (Default mean - mean) / Default "
+        "mean.",
+        f"Changes: {verdicts}." if verdicts else "",
+        f"Kept when two-sided Mann-Whitney U p < {test['alpha']} on the repeats against the "
+        f"current kept state and the mean is more than "
+        f"{test['min_improvement_pct'] / 100:.0%} lower.",
+        f"Undo everything with 'beoperf tune --rollback {path}'." if path else "",
+    ]
+    return "\n".join([*lines, "", *(n for n in notes if n)])

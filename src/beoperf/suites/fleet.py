@@ -1,0 +1,175 @@
+"""The fleet audit: `beoperf audit --json` on many nodes at once, the answers grouped.
+
+``run(Spec(...))`` runs the audit on every node through the ClusterShell launcher
+(``beoperf.launch.clush``: ssh, or a local command per node with an exec template; at most
+``limit`` bytes read from each node), parses each distinct answer once (bounded JSON, no
+NaN, no deep nesting; the audit document's schema), sets apart nodes that run another
+beoperf version, and returns the "fleet-audit" document.  Whether every node answered is
+in the document (:func:`beoperf.model.fleet.answer_counts`): the caller decides what a
+partial answer means (the CLI exits 6, or 7 when no node answered).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+
+from beoperf import __version__, errors, safeio
+from beoperf.launch import clush
+from beoperf.launch.base import LaunchSpec
+from beoperf.model import audit as audit_doc
+from beoperf.model import fleet as fleet_doc
+from beoperf.model.document import Document, DocumentError, from_json, make_meta, utc_now
+from beoperf.model.fleet import answer_counts
+from beoperf.suites.audit import check_profile_name
+
+__all__ = ["Spec", "run", "parse_answer", "OtherVersion", "answer_counts", "DEFAULT_FANOUT",
+           "DEFAULT_TIMEOUT_S", "DEFAULT_REMOTE", "ANSWER_LIMIT"]
+
+DEFAULT_FANOUT = clush.DEFAULT_FANOUT
+DEFAULT_TIMEOUT_S = clush.DEFAULT_TIMEOUT_S
+DEFAULT_REMOTE = "python3 -m beoperf"
+ANSWER_LIMIT = safeio.LIMITS["answer"]
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """The nodes (a ClusterShell node set), the audit each runs (profile, interface,
+    peer), and how: ``exec_template`` (a local command per node with %h, e.g.
+    ``ip netns exec %h``; None: ssh), at most ``fanout`` nodes at a time, ``timeout``
+    seconds per node, ``remote_command`` to start beoperf on a node, ``limit`` bytes of
+    output read per node."""
+
+    nodes: str
+    profile: str = "latency"
+    interface: str | None = None
+    peer: str | None = None
+    exec_template: str | None = None
+    fanout: int = DEFAULT_FANOUT
+    timeout: float = DEFAULT_TIMEOUT_S
+    remote_command: str = DEFAULT_REMOTE
+    limit: int = ANSWER_LIMIT
+    command_line: tuple[str, ...] = field(default=())
+
+
+class OtherVersion(ValueError):
+    """A node answered with an audit document of another beoperf version."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        super().__init__(f"beoperf {version} (this is {__version__})")
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def audit_args(profile: str, interface: str | None = None,
+               peer: str | None = None) -> list[str]:
+    """``audit --json --profile P [--interface IF] [--peer HOST]``."""
+    argv = ["audit", "--json", "--profile", profile]
+    argv += ["--interface", interface] if interface else []
+    return argv + (["--peer", peer] if peer else [])
+
+
+def node_argv(remote: str, args: list[str]) -> tuple[str, ...]:
+    """The words each node runs: ``remote`` (how to start beoperf there) then ``args``.
+    Plain words (``python3 -m beoperf``) are kept as words; anything a shell must read
+    (``cd /opt && ...``, ``$VAR``) runs as ``sh -c`` so that it means what it says."""
+    try:
+        words = shlex.split(remote)
+    except ValueError:
+        words = []
+    if words and shlex.join(words) == " ".join(remote.split()):
+        return (*words, *args)
+    return ("sh", "-c", f"{remote} {shlex.join(args)}")
+
+
+def launch_spec(spec: Spec, nodes: NodeSet) -> LaunchSpec:
+    """The fan-out to run; BadSpec for values it cannot take."""
+    if spec.fanout < 1:
+        raise errors.BadSpec(f"--fanout {spec.fanout}: give at least 1")
+    problem = None if spec.exec_template is None else \
+        clush.template_problem(spec.exec_template)
+    if problem:
+        raise errors.BadSpec(f"--exec-template {spec.exec_template!r} {problem}",
+                             "e.g. --exec-template 'ip netns exec %h'")
+    argv = node_argv(spec.remote_command, audit_args(spec.profile, spec.interface, spec.peer))
+    return LaunchSpec(argv, hosts=tuple(nodes), agent=spec.exec_template)
+
+
+# --------------------------------------------------------------------------- the answers
+
+
+def parse_answer(text: str | bytes, limit: int = ANSWER_LIMIT) -> Document:
+    """One node's audit document (current, schema-valid); ValueError saying why not
+    (OtherVersion for a document of another beoperf version, which is not read further)."""
+    if len(text) > limit:
+        raise ValueError(f"output over {limit:,} bytes")
+    try:
+        raw = safeio.parse_json(text, "output")
+    except safeio.FileInputError as exc:
+        raise ValueError(f"unparsable {exc}") from None
+    if not audit_doc.is_audit(raw):
+        raise ValueError("output is not a beoperf audit document")
+    version = audit_doc.writer_version(raw)
+    if version != __version__:
+        raise OtherVersion(version if version is not None else "of unknown version")
+    try:
+        return from_json(raw, "output")
+    except DocumentError as exc:
+        raise ValueError(str(exc)) from None
+
+
+@dataclass
+class Sorted:
+    """node -> findings of its answer; reason -> nodes without one; version -> nodes of
+    another beoperf version."""
+
+    answers: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    no_answer: dict[str, NodeSet] = field(default_factory=dict)
+    other_version: dict[str, NodeSet] = field(default_factory=dict)
+
+
+def sort_outcome(outcome: clush.Outcome, limit: int) -> Sorted:
+    """Each distinct output parsed once; its nodes as answers or with their reason."""
+    out = Sorted(no_answer=dict(outcome.failed))
+    for message, nodes in outcome.outputs.items():
+        try:
+            if not message:
+                raise ValueError("no output")
+            doc = parse_answer(message, limit)
+        except OtherVersion as exc:
+            out.other_version.setdefault(exc.version, NodeSet()).update(nodes)
+        except ValueError as exc:
+            out.no_answer.setdefault(str(exc), NodeSet()).update(nodes)
+        else:
+            out.answers.update(dict.fromkeys(nodes, doc.body["findings"]))
+    return out
+
+
+# --------------------------------------------------------------------------- the suite
+
+
+def run(spec: Spec, progress: Progress | None = None) -> Document:
+    """The fleet-audit document of ``spec.nodes`` (nodes that did not answer included)."""
+    started = utc_now()
+    check_profile_name(spec.profile)
+    try:
+        nodes = NodeSet(spec.nodes)
+    except NodeSetParseError as exc:
+        raise errors.BadSpec(f"-w/--nodes {spec.nodes!r}: {exc}") from None
+    outcome = clush.run(launch_spec(spec, nodes), timeout=spec.timeout, fanout=spec.fanout,
+                        limit=spec.limit)
+    got = sort_outcome(outcome, spec.limit)
+    groups = fleet_doc.group_findings(got.answers)
+    body = fleet_doc.body(nodes, groups, clush.group_reasons(got.no_answer),
+                          clush.group_reasons(got.other_version),
+                          answered=NodeSet.fromlist(list(got.answers)))
+    meta = make_meta(list(spec.command_line), utc_start=started, utc_end=utc_now())
+    return fleet_doc.make(body, meta)

@@ -1,0 +1,293 @@
+"""The ping-pong sweep (`beoperf pingpong`) and its configuration sweep (`--sweep`).
+
+:func:`run` measures one sweep against a peer (or an embedded server on loopback) and
+returns a :class:`Measured`: the document (whatever stopped the sweep, it holds every size
+measured before) and, when the sweep did not complete, the error or interruption the
+caller must report after saving it.  :func:`run_configs` does one sweep per value of one
+setting and yields each as it completes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import ipaddress
+import os
+import random
+import socket
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from beoperf import _core, engines, errors, interrupts, pools, sysinfo, units
+from beoperf.analysis.pingpong import document
+from beoperf.engines import protocol
+from beoperf.engines.base import MODES, Peer
+from beoperf.model.document import Document, make_meta, utc_now
+from beoperf.model.pingpong import RunResult
+from beoperf.suites import serve
+from beoperf.sweep.driver import (
+    DEFAULT_TIME_BUDGET,
+    SweepConfig,
+    SweepOutcome,
+    open_transport,
+    run_sweep,
+    shaper_probe,
+)
+from beoperf.sweep.precision import Point
+from beoperf.sweep.schedule import explicit_schedule, netpipe_schedule
+
+__all__ = ["MODES", "DEFAULT_PORT", "DEFAULT_TIME_BUDGET", "SWEEPABLE", "Spec", "Measured",
+           "run", "run_configs", "explicit_schedule", "netpipe_schedule"]
+
+DEFAULT_PORT = protocol.DEFAULT_PORT
+SWEEPABLE = ("sndbuf", "rcvbuf", "mode", "nocache")
+HINT = "see 'beoperf COMMAND --help'"
+Progress = Callable[[int, list[Point]], None]  # after each pass: its number, the sizes
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One sweep, every value parsed (bytes, seconds)."""
+
+    sizes: tuple[int, ...]
+    host: str | None = None  # None: an embedded server on loopback
+    port: int = DEFAULT_PORT
+    family: int = socket.AF_UNSPEC
+    transport: str = "tcp"
+    mode: str = "pingpong"
+    precision: float = 0.02
+    time_budget: float | None = DEFAULT_TIME_BUDGET  # the whole sweep (None: no limit)
+    max_time: float | None = None  # per size (None: no cap)
+    trial_time: float = 0.002
+    seed: int | None = None  # of the passes' shuffled order (None: drawn, then recorded)
+    timeout: float = 10.0
+    integrity: bool = False
+    nocache: bool = False
+    sndbuf: int | None = None
+    rcvbuf: int | None = None
+    nodelay: bool = True
+    busy_poll: int | None = None
+    client_cpu: int | None = None
+    server_cpu: int | None = None
+    perturbation: int | None = None  # recorded: how the sizes were made
+    command_line: tuple[str, ...] = ()
+
+    def params(self) -> dict[str, Any]:
+        """The session parameters both ends agree on (and the result records)."""
+        return {"mode": self.mode, "max_size": self.sizes[-1], "integrity": self.integrity,
+                "nocache": self.nocache, "sndbuf": self.sndbuf, "rcvbuf": self.rcvbuf,
+                "nodelay": self.nodelay, "busy_poll": self.busy_poll,
+                "client_cpu": self.client_cpu, "server_cpu": self.server_cpu,
+                "transport": self.transport, "precision": self.precision,
+                "time_budget": self.time_budget, "max_time": self.max_time,
+                "trial_time": self.trial_time,
+                "perturbation": self.perturbation, "sizes": len(self.sizes),
+                "start": self.sizes[0], "end": self.sizes[-1]}
+
+    def sweep(self) -> SweepConfig:
+        return SweepConfig(sizes=list(self.sizes), mode=self.mode, precision=self.precision,
+                           trial_time=self.trial_time, max_time=self.max_time,
+                           nocache=self.nocache, time_budget=self.time_budget,
+                           seed=self.seed if self.seed is not None
+                           else random.randrange(2**32))
+
+
+class Measured(NamedTuple):
+    """A sweep's document, and why it stopped early (None when it completed)."""
+
+    document: Document
+    run: RunResult
+    error: errors.BeoperfError | None = None
+    interrupt: KeyboardInterrupt | None = None
+
+
+def validate(spec: Spec) -> None:
+    """BadSpec for a value no sweep can use."""
+    if not spec.sizes or spec.sizes[0] < 1:
+        raise errors.BadSpec("no usable sizes", HINT)
+    if spec.mode not in MODES:
+        raise errors.BadSpec(f"--mode {spec.mode!r}: choose {', '.join(MODES)}", HINT)
+    if not 0 < spec.precision < 1:
+        raise errors.BadSpec("--precision is a fraction between 0 and 1, e.g. 0.02 for 2%",
+                             HINT)
+    for name in ("time_budget", "max_time", "trial_time", "timeout"):
+        if getattr(spec, name) is not None:
+            serve.check_seconds(f"--{name.replace('_', '-')}", getattr(spec, name))
+    if not 0 <= spec.port <= 65535:
+        raise errors.BadSpec(f"--port {spec.port} is not a TCP port (0-65535)", HINT)
+    _validate_socket(spec)
+
+
+def _validate_socket(spec: Spec) -> None:
+    if spec.busy_poll is not None and not 0 <= spec.busy_poll <= 1_000_000:
+        raise errors.BadSpec("--busy-poll is in microseconds, 0..1000000", HINT)
+    for name in ("sndbuf", "rcvbuf"):
+        value = getattr(spec, name)
+        if value is not None and not 0 < value < 2**31:
+            raise errors.BadSpec(f"--{name} must be between 1 byte and 2G", HINT)
+    if spec.client_cpu is not None and spec.client_cpu not in os.sched_getaffinity(0):
+        raise errors.BadSpec(f"--cpu: CPU {spec.client_cpu} is not available here", HINT)
+
+
+@contextlib.contextmanager
+def pinned(cpu: int | None) -> Iterator[None]:
+    """Run this thread on one CPU, then give the old CPU set back."""
+    old = os.sched_getaffinity(0)
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, old)
+
+
+@contextlib.contextmanager
+def peer(specs: Sequence[Spec]) -> Iterator[tuple[str, int]]:
+    """(host, port) of the peer: the one given, or an embedded server on loopback allowed
+    the memory these sessions need (a no-cache pool spans the LLC)."""
+    first = specs[0]
+    if first.host:
+        yield first.host, first.port
+        return
+    loopback = "::1" if first.family == socket.AF_INET6 else "127.0.0.1"
+    llc = sysinfo.llc_bytes()
+    need = max(pools.ideal_span(s.sizes[-1], llc) if s.nocache else pools.two_buffers(s.sizes[-1])
+               for s in specs)
+    with serve.embedded(loopback, max_memory=max(need, 64 * 1024 * 1024)) as port:
+        yield loopback, port
+
+
+def run(spec: Spec, progress: Progress | None = None,
+        hold: contextlib.ExitStack | None = None) -> Measured:
+    """One sweep (see the module docstring); the embedded server, if any, is started
+    before this end is pinned to its CPU, so that it does not inherit the pinning."""
+    validate(spec)
+    with peer([spec]) as (host, port), pinned(spec.client_cpu):
+        return measure(spec, host, port, progress, hold)
+
+
+def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
+            hold: contextlib.ExitStack | None = None) -> Measured:
+    """Connect, sweep and build the document.  From the end of the sweep on, a stop
+    signal is held in ``hold`` (the caller's), so that what was measured can be saved
+    before the signal takes effect."""
+    started_utc, started = utc_now(), time.monotonic()
+    params = spec.params()
+    client = open_transport(Peer(host, port, spec.family), params, timeout=spec.timeout)
+    local, remote = client.facts()
+    outcome = run_sweep(client, spec.sweep(), on_pass=progress)
+    if hold is not None:
+        hold.enter_context(interrupts.deferred())
+    client.close(abort=outcome.status != "complete")
+    if outcome.status == "complete" and spec.mode != "stream" and not _loopback(host):
+        outcome.facts.update(shaper_check(spec, params, host, port))
+    meta = make_meta(list(spec.command_line), utc_start=started_utc,
+                     duration_s=round(time.monotonic() - started, 3),
+                     peer=f"{host} port {port}",
+                     clock=dict(sysinfo.clock_facts(), overhead_ns=_core.clock_overhead_ns(1000)))
+    result = RunResult(parameters=params, local=local, remote=remote, meta=meta,
+                       sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
+                       warnings=warnings_of(client.warnings, outcome), sweep=outcome.facts)
+    result.warnings += shaper_notes(result, local)
+    return Measured(document(result), result, *_stopped(outcome, spec.transport, host))
+
+
+def _loopback(host: str) -> bool:
+    """A loopback path has no shaper to look for."""
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def shaper_check(spec: Spec, params: dict[str, Any], host: str, port: int) -> dict[str, Any]:
+    """After a ping-pong or bidir sweep: does a shaper's burst hold every message of it?
+    (Then each direction's bucket refills while the other talks, and the ping-pong
+    throughput can be twice the link's rate.)  A failure here costs only this check."""
+    try:
+        return shaper_probe(Peer(host, port, spec.family), params, list(spec.sizes),
+                            timeout=spec.timeout, trial_time=spec.trial_time)
+    except (errors.BeoperfError, OSError) as exc:
+        return {"shaper": None, "shaper_check": f"not done: {exc}"}
+
+
+def shaper_notes(result: RunResult, local: dict[str, Any]) -> list[str]:
+    """What a shaper on the path means for these figures, with the wire rate beside the
+    payload rate (a full segment carries MSS payload bytes in an MTU + 14 byte frame)."""
+    shaper = (result.sweep or {}).get("shaper")
+    if not shaper:
+        return []
+    rate = shaper["sustained_bps"]
+    sock, iface = local.get("socket") or {}, local.get("interface") or {}
+    mss, mtu = sock.get("mss"), iface.get("mtu")
+    full = bool(mss and mtu and mtu - 80 <= mss < mtu)  # full segments fill an MTU frame
+    wire = (f" ({units.format_rate(rate * (mtu + 14) / mss)} on the wire: {mtu + 14}-byte "
+            f"frames carrying {mss} bytes)" if full else "")
+    notes = [f"the stream rate falls as trials get longer, as behind a shaper: about "
+             f"{units.format_size(shaper['burst_bytes'])} pass at line rate "
+             f"({units.format_rate(shaper['short_trial_bps'])} in a "
+             f"{shaper['short_trial_s'] * 1000:.0f} ms trial), then "
+             f"{units.format_rate(rate)} of payload{wire}, sustained in trials of "
+             f"{shaper['trial_s']:.2g} s"]
+    peak = max((s.central_bps() for s in result.sizes), default=0.0)
+    if result.parameters.get("mode") != "stream" and peak > 1.3 * rate:
+        notes.append(f"the ping-pong peak ({units.format_rate(peak)}) exceeds that sustained "
+                     "rate: each direction's token bucket refills while the other direction "
+                     "sends, so a message passes at up to twice the link's rate; "
+                     "--mode stream measures the sustained rate")
+    return notes
+
+
+def _stopped(outcome: SweepOutcome, transport: str,
+             host: str) -> tuple[errors.BeoperfError | None, KeyboardInterrupt | None]:
+    if outcome.status == "interrupted" and isinstance(outcome.error, KeyboardInterrupt):
+        return None, outcome.error
+    if outcome.error is not None:
+        return engines.get(transport).failure(outcome.error, host), None
+    return None, None
+
+
+def warnings_of(transport_warnings: list[str], outcome: SweepOutcome) -> list[str]:
+    out = list(transport_warnings)
+    late = [s for s in outcome.sizes if not s.converged]
+    if late:
+        worst = max(late, key=lambda s: s.ci95_relative or 0.0)
+        reached = (f"; the widest interval reached is +-{worst.ci95_relative * 100:.1f}% at "
+                   f"{worst.size} B" if worst.ci95_relative is not None else "")
+        out.append(f"{len(late)} size(s) did not reach the requested precision within the "
+                   f"time budget: {', '.join(str(s.size) for s in late[:8])}"
+                   f"{' ...' if len(late) > 8 else ''}{reached} (each size's interval is in "
+                   "the result)")
+    if outcome.facts.get("over_budget"):
+        out.append(f"the minimum {outcome.facts.get('min_trials')} trials of every size took "
+                   f"{outcome.facts.get('elapsed_s')} s, longer than the time budget of "
+                   f"{outcome.facts.get('time_budget_s')} s")
+    return out
+
+
+def configure(spec: Spec, key: str, value: Any) -> Spec:
+    """The spec with one sweepable setting changed."""
+    if key not in SWEEPABLE:
+        raise errors.BadSpec(f"--sweep {key}: choose {', '.join(SWEEPABLE)}", HINT)
+    return dataclasses.replace(spec, **{key: value})
+
+
+def run_configs(spec: Spec, key: str, values: Sequence[Any],
+                progress: Progress | None = None,
+                hold: Callable[[], contextlib.ExitStack] = contextlib.ExitStack,
+                ) -> Iterator[tuple[Any, Measured, contextlib.ExitStack]]:
+    """One sweep per value, against the same peer; yields (value, measured, its hold) as
+    each completes (the caller saves it, then closes the hold), and stops after the first
+    that did not complete.  Every value is validated before the first sweep."""
+    specs = [configure(spec, key, v) for v in values]
+    for one in specs:
+        validate(one)
+    with peer(specs) as (host, port), pinned(specs[0].client_cpu):
+        for value, one in zip(values, specs, strict=True):
+            stack = hold()
+            measured = measure(one, host, port, progress, stack)
+            yield value, measured, stack
+            if measured.error is not None or measured.interrupt is not None:
+                return

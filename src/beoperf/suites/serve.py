@@ -1,0 +1,123 @@
+"""The peer of every network test (`beoperf serve`), and the embedded one on loopback.
+
+:func:`start` builds a listening server from a spec and returns it; the caller decides how
+it is stopped (signals, a pipe) and runs it.  :func:`embedded` starts `beoperf serve` on
+loopback in a child process for `beoperf pingpong` without a host: a separate process, not
+a thread, so that both ends are scheduled as they would be on two hosts (and as NetPIPE and
+sockperf run on one).  The child watches a pipe from this process and stops when it closes,
+so it never outlives its parent, not even one killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import selectors
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO
+
+from beoperf import errors
+from beoperf.engines import protocol
+from beoperf.engines.tcp_server import MiB, Server, ServerConfig
+
+DEFAULT_PORT = protocol.DEFAULT_PORT
+MAX_MEMORY = 64 * 1024 * MiB
+MAX_SECONDS = 2**31 / 1000.0  # what a millisecond timeout in a C int can hold
+
+
+@dataclass(frozen=True)
+class Spec:
+    bind: str = "::"
+    port: int = DEFAULT_PORT
+    max_memory: int = 64 * MiB
+    idle_timeout: float = 30.0
+    handshake_timeout: float = 5.0
+    inject_corrupt: int = -1  # test hook
+
+
+def check_seconds(name: str, value: float) -> None:
+    """A duration: finite, from 1 ms to about 24 days (BadSpec otherwise)."""
+    if not (math.isfinite(value) and 0.001 <= value <= MAX_SECONDS):
+        raise errors.BadSpec(f"{name} {value}: give seconds between 0.001 and "
+                             f"{MAX_SECONDS:.0f}", "see 'beoperf COMMAND --help'")
+
+
+def validate(spec: Spec) -> None:
+    if not 1 <= spec.max_memory <= MAX_MEMORY:
+        raise errors.BadSpec("--max-memory must be between 1 byte and 64G",
+                             "see 'beoperf COMMAND --help'")
+    if not 0 <= spec.port <= 65535:
+        raise errors.BadSpec(f"--port {spec.port} is not a TCP port (0-65535)",
+                             "see 'beoperf COMMAND --help'")
+    check_seconds("--idle-timeout", spec.idle_timeout)
+    check_seconds("--handshake-timeout", spec.handshake_timeout)
+
+
+def start(spec: Spec) -> Server:
+    """A server listening as the spec says (call serve_forever(), stop with shutdown())."""
+    validate(spec)
+    cfg = ServerConfig(bind=spec.bind, port=spec.port, max_memory=spec.max_memory,
+                       idle_timeout=spec.idle_timeout, handshake_timeout=spec.handshake_timeout,
+                       inject_corrupt=spec.inject_corrupt)
+    try:
+        return Server(cfg)
+    except OSError as exc:
+        raise errors.Failed(f"cannot listen on {cfg.bind} port {cfg.port}: {exc.strerror}",
+                            "is another server running there? try --port or --bind",
+                            category="server error") from None
+
+
+def stop_at_eof(server: Server, stream: IO[bytes]) -> threading.Thread:
+    """Stop ``server`` once ``stream`` ends (its parent closed the pipe, or died)."""
+
+    def watch() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while stream.read1(4096):  # type: ignore[attr-defined]
+                pass
+        server.shutdown()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+@contextlib.contextmanager
+def embedded(bind: str, max_memory: int, timeout: float = 15.0) -> Iterator[int]:
+    """Start `beoperf serve` on a free loopback port; yield the port; stop it by its PID."""
+    with tempfile.TemporaryFile(mode="w+") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "beoperf", "serve", "--bind", bind, "--port", "0",
+             "--max-memory", str(max_memory), "--exit-with-stdin"],
+            stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.PIPE, text=True,
+            start_new_session=True)  # Ctrl-C reaches the client only; it stops the server
+        try:
+            yield _read_port(proc, stderr, timeout)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(3)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            for pipe in (proc.stdin, proc.stdout):
+                if pipe:
+                    pipe.close()
+
+
+def _read_port(proc: subprocess.Popen, stderr: IO[str], timeout: float) -> int:
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        line = proc.stdout.readline() if sel.select(timeout) else ""
+    if " port " not in line:
+        proc.wait(1) if proc.poll() is None else None
+        stderr.seek(0)
+        detail = stderr.read().strip().splitlines()
+        raise errors.Failed("the loopback server did not start: "
+                            f"{detail[-1] if detail else line!r}", category="embedded server error")
+    return int(line.rsplit(" port ", 1)[1].split()[0])

@@ -1,0 +1,340 @@
+"""The precision loop: measure points of an axis until each is known well enough, within a
+time budget for the whole run.  Generic over what is swept: message sizes today, loop
+lengths, thread or process counts tomorrow.
+
+How it runs (each step is what makes the numbers hold on a noisy, shared machine):
+
+1. **Calibration**, in axis order: a warm-up and a first estimate of the cost of one
+   repetition of each point, so that one trial of it lasts about ``trial_time``.
+2. **Passes**, each over the points still needing trials, in a shuffled order: one trial of
+   each point per pass.  A slow machine state lasting seconds (another tenant, frequency
+   scaling, an interrupt storm) then hits every point alike and shows up in each point's
+   spread, instead of biasing whichever points it happened to fall on.  Trials are the
+   independent unit: the interval of a point's median is taken over its trial medians,
+   which, spread over the whole run, sample the machine's states as a repeat run would.
+3. **Stopping**: after ``min_trials`` passes, a point whose 95% interval is within
+   ``precision`` of its median is done; the others get further passes while the budget
+   lasts, the most uncertain first when not all fit.  A point that ends unconverged keeps
+   the interval it reached and is flagged.
+4. **Drift**: a reference point (the first of the axis) is measured in every pass; its
+   per-pass medians, in time order, say how much the machine itself moved during the run
+   (reported as the relative range and as the slope of a line through them).
+
+The budget is a soft limit: every point gets ``min_trials`` trials even if that takes longer
+(reported as ``over_budget``).  ``max_time`` optionally caps the time spent on one point.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from beoperf.analysis.stats import MIN_CI_SAMPLES, median_ci
+
+MAX_REPS = 1 << 24
+MAX_INFLATION = 3.0
+MIN_AUTOCORRELATION_PASSES = 8
+
+
+class Measurer(Protocol):
+    """What the loop needs of a measurement: a cost estimate and a timed trial."""
+
+    def calibrate(self, key: Hashable,
+                  estimate_ns: float | None) -> float | tuple[float, np.ndarray]:
+        """Warm up ``key``; return the time of one repetition (ns), and optionally the
+        samples of a full trial made while calibrating (then it counts as the first)."""
+
+    def trial(self, key: Hashable, reps: int) -> np.ndarray:
+        """One trial of ``reps`` repetitions: its samples (ns; the trial's median is the
+        observation)."""
+
+
+@dataclass
+class LoopConfig:
+    precision: float = 0.02  # target 95% interval half-width of the median, relative
+    trial_time: float = 0.01  # seconds one trial should last
+    min_trials: int = MIN_CI_SAMPLES  # the interval needs at least 6 trials
+    time_budget: float | None = None  # seconds for the whole loop; None: no limit
+    max_time: float | None = None  # seconds per point at most; None: no cap
+    min_reps: int = 1  # repetitions of one trial at least
+    seed: int | None = None  # of the shuffles (None: different every run)
+    order: str = "axis"  # "axis": every pass in axis order; "shuffled": a new order each pass
+
+
+@dataclass
+class Point:
+    """One point of the axis: its trials and where it stands."""
+
+    key: Hashable
+    unit_ns: float = 0.0  # cost of one repetition, from calibration and trials
+    pass_of: list[int] = field(default_factory=list)  # the pass of each trial (0: calibration)
+    chunks: list[np.ndarray] = field(default_factory=list)
+    trial_medians: list[float] = field(default_factory=list)
+    reps: int = 0  # every timed repetition
+    spent: float = 0.0  # seconds of trials
+    converged: bool = False
+    capped: bool = False  # stopped by max_time
+
+    @property
+    def trials(self) -> int:
+        return len(self.trial_medians)
+
+    def median_ci(self) -> tuple[float, float, float] | None:
+        """(median, low, high): the median of the trial medians and its 95% interval
+        (distribution-free, from order statistics); None with too few trials."""
+        if self.trials < MIN_CI_SAMPLES:
+            return None
+        ordered = np.sort(np.asarray(self.trial_medians))
+        ci = median_ci(ordered)
+        return (float(np.median(ordered)), ci[0], ci[1]) if ci is not None else None
+
+    def repeat_interval(self, inflation: float = 1.0) -> tuple[float, float] | None:
+        """Where a repeat run's median is expected (95%): the median's interval, each side
+        widened by sqrt(2) (the repeat has the same error as this run) and by
+        ``inflation`` (the machine's state carried from pass to pass)."""
+        got = self.median_ci()
+        if got is None:
+            return None
+        med, lo, hi = got
+        k = math.sqrt(2.0) * inflation
+        return med - k * (med - lo), med + k * (hi - med)
+
+    def relative_ci(self, inflation: float = 1.0) -> float | None:
+        """Half-width of the repeat interval, relative to the median."""
+        got, interval = self.median_ci(), self.repeat_interval(inflation)
+        if got is None or interval is None or got[0] <= 0:
+            return None
+        return (interval[1] - interval[0]) / 2.0 / got[0]
+
+
+@dataclass
+class LoopOutcome:
+    points: list[Point]
+    passes: int = 0
+    elapsed_s: float = 0.0
+    over_budget: bool = False  # the minimum trials alone took longer than the budget
+    drift: dict[str, float | int | None] = field(default_factory=dict)
+    inflation: float = 1.0  # of the intervals, for the state carried between passes
+    pass_autocorrelation: float | None = None
+    stopped: BaseException | None = None  # what ended it early (interrupt, failure)
+
+
+def reps_for(unit_ns: float, target_s: float, minimum: int = 1) -> int:
+    """Repetitions so that one trial lasts about ``target_s``."""
+    return max(minimum, min(MAX_REPS, int(target_s * 1e9 / max(unit_ns, 1.0))))
+
+
+class PrecisionLoop:
+    """Runs a :class:`Measurer` over ``keys`` (see the module docstring)."""
+
+    def __init__(self, keys: Sequence[Hashable], measurer: Measurer, cfg: LoopConfig,
+                 on_pass: Callable[[int, list[Point]], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.points = [Point(k) for k in keys]
+        self.measurer, self.cfg, self.on_pass, self.clock = measurer, cfg, on_pass, clock
+        self.rng = random.Random(cfg.seed)
+        self.started = 0.0
+        self.passes = 0  # passes completed (trials during calibration belong to pass 0)
+        self.reference: list[tuple[float, float]] = []  # (time, median) of point 0 per pass
+
+    # ------------------------------------------------------------------ steps
+
+    def calibrate(self) -> None:
+        estimate: float | None = None
+        previous: Hashable | None = None
+        for point in self.points:
+            if estimate is not None and _scalable(previous, point.key):
+                estimate *= max(1.0, float(point.key) / float(previous))  # type: ignore[arg-type]
+            got = self.measurer.calibrate(point.key, estimate)
+            if isinstance(got, tuple):
+                point.unit_ns = got[0]
+                self._record(point, got[1], 0)
+            else:
+                point.unit_ns = got
+            estimate, previous = point.unit_ns, point.key
+
+    def trial_seconds(self, point: Point) -> float:
+        """How long one trial of this point should last (the measurer may ask for more,
+        e.g. to outlast a shaper's burst)."""
+        own = getattr(self.measurer, "trial_seconds", None)
+        return max(self.cfg.trial_time, own(point.key)) if own else self.cfg.trial_time
+
+    def trial(self, point: Point) -> None:
+        reps = reps_for(point.unit_ns, self.trial_seconds(point), self.cfg.min_reps)
+        began = self.clock()
+        values = self.measurer.trial(point.key, reps)
+        point.spent += self.clock() - began
+        self._record(point, values, reps)
+
+    def _record(self, point: Point, values: np.ndarray, reps: int) -> None:
+        """Keep one trial's samples; then let the measurer stop the loop if that trial
+        went wrong (``measurer.check``: e.g. corrupted messages), the trial kept."""
+        point.chunks.append(values)
+        point.trial_medians.append(float(np.median(values)))
+        point.pass_of.append(self.passes)
+        point.reps += reps or len(values)
+        cost = getattr(self.measurer, "cost", None)  # a repetition's wall time, if not the median
+        point.unit_ns = max(1.0, cost(values) if cost else float(np.median(values)))
+        check = getattr(self.measurer, "check", None)
+        if check is not None:
+            check(point.key)
+
+    def walk(self, order: list[Point]) -> None:
+        """One pass: a trial of each chosen point.  In axis order, the points between two
+        chosen ones are warmed up on the way (``measurer.warm``, if it has one), so that
+        every trial follows its neighbour as in a plain ascending sweep: a transport
+        carries state from one size to the next (TCP's congestion window shrinks while
+        small messages do not use it), and a NetPIPE-equivalent figure needs the state a
+        NetPIPE sweep gives."""
+        warm = getattr(self.measurer, "warm", None)
+        start = getattr(self.measurer, "start_pass", None)
+        if start is not None and order:
+            start()
+        if self.cfg.order == "shuffled" or warm is None or not order:
+            for point in order:
+                self.trial(point)
+            return
+        chosen = {id(p) for p in order}
+        last = max(self.points.index(p) for p in order)
+        for point in self.points[:last + 1]:
+            if id(point) in chosen:
+                self.trial(point)
+            else:
+                warm(point.key)
+
+    def pending(self) -> list[Point]:
+        """Points that want another trial: too few, or not precise yet (and not capped)."""
+        out = []
+        for p in self.points:
+            if p.trials < self.cfg.min_trials:
+                out.append(p)
+                continue
+            if p.converged or p.capped:
+                continue
+            rel = p.relative_ci(self.inflation())
+            p.converged = rel is not None and rel <= self.cfg.precision
+            if not p.converged and self.cfg.max_time is not None and p.spent >= self.cfg.max_time:
+                p.capped = True
+            if not (p.converged or p.capped):
+                out.append(p)
+        return out
+
+    def choose(self, pending: list[Point]) -> list[Point]:
+        """This pass's points, shuffled: all that need their minimum trials; of the rest,
+        the most uncertain that fit in the budget left (at least one while any is left)."""
+        must = [p for p in pending if p.trials < self.cfg.min_trials]
+        extra = [p for p in pending if p.trials >= self.cfg.min_trials]
+        budget = self.cfg.time_budget
+        if budget is not None and extra:
+            left = budget - (self.clock() - self.started)
+            k = self.inflation()
+            extra.sort(key=lambda p: -(p.relative_ci(k) or math.inf) / self.cfg.precision)
+            chosen, cost = [], sum(self._cost(p) for p in must)
+            for p in extra:
+                if cost + self._cost(p) > left:
+                    continue
+                chosen.append(p)
+                cost += self._cost(p)
+            extra = chosen
+        order = must + extra
+        if self.cfg.order == "shuffled":
+            self.rng.shuffle(order)
+        else:
+            rank = {id(p): i for i, p in enumerate(self.points)}
+            order.sort(key=lambda p: rank[id(p)])
+        return order
+
+    def _cost(self, point: Point) -> float:
+        return max(self.trial_seconds(point), point.unit_ns * 1e-9 * self.cfg.min_reps)
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> LoopOutcome:
+        out = LoopOutcome(self.points)
+        self.started = self.clock()
+        try:
+            self.calibrate()
+            while True:
+                order = self.choose(self.pending())
+                if not order:
+                    break
+                self.passes += 1
+                self.walk(order)
+                self._note_reference()
+                out.passes += 1
+                self.pending()  # convergence flags as of this pass
+                if self.on_pass:
+                    self.on_pass(out.passes, self.points)
+        except BaseException as exc:  # noqa: BLE001 - the caller decides; trials are kept
+            out.stopped = exc
+        out.elapsed_s = self.clock() - self.started
+        minimum_met = all(p.trials >= self.cfg.min_trials for p in self.points)
+        out.over_budget = (self.cfg.time_budget is not None and minimum_met
+                           and out.elapsed_s > self.cfg.time_budget
+                           and not any(p.trials > self.cfg.min_trials for p in self.points))
+        self.pending()  # final convergence flags
+        out.drift = drift(self.reference)
+        out.inflation = self.inflation()
+        out.pass_autocorrelation = pass_autocorrelation(self.points)
+        return out
+
+    def inflation(self) -> float:
+        """How much wider a median's interval must be because the machine's state lasts
+        from one pass into the next: sqrt((1 + r) / (1 - r)) for the lag-1
+        autocorrelation r of the passes' common factor (1 until enough passes)."""
+        r = pass_autocorrelation(self.points)
+        if r is None or r <= 0:
+            return 1.0
+        return min(MAX_INFLATION, math.sqrt((1 + r) / (1 - min(r, 0.9))))
+
+    def _note_reference(self) -> None:
+        ref = self.points[0]
+        if ref.trial_medians:
+            self.reference.append((self.clock() - self.started, ref.trial_medians[-1]))
+
+
+def pass_autocorrelation(points: Sequence[Point]) -> float | None:
+    """Lag-1 autocorrelation of the passes' common factor: per pass, the median over the
+    points measured in it of (that trial's median / the point's median).  A machine whose
+    slow and fast states last longer than a pass makes consecutive factors alike (r > 0),
+    so that fewer passes are independent than there are passes."""
+    by_pass: dict[int, list[float]] = {}
+    for p in points:
+        if not p.trial_medians:
+            continue
+        med = float(np.median(p.trial_medians))
+        if med <= 0:
+            continue
+        for k, value in zip(p.pass_of, p.trial_medians, strict=True):
+            by_pass.setdefault(k, []).append(value / med)
+    factors = np.array([float(np.median(v)) for k, v in sorted(by_pass.items())
+                        if len(v) >= min(3, len(points))])
+    if len(factors) < MIN_AUTOCORRELATION_PASSES:
+        return None
+    centred = factors - factors.mean()
+    denom = float(centred @ centred)
+    return float(centred[:-1] @ centred[1:] / denom) if denom > 0 else 0.0
+
+
+def _scalable(previous: Hashable | None, key: Hashable) -> bool:
+    return isinstance(previous, int | float) and isinstance(key, int | float) and previous > 0
+
+
+def drift(series: Sequence[tuple[float, float]]) -> dict[str, float | int | None]:
+    """How the reference point moved over the run: its per-pass medians' relative range
+    ((max - min) / median) and the slope of a least-squares line through them, in
+    fraction of the median per minute."""
+    if len(series) < 2:
+        return {"passes": len(series), "relative_range": None, "slope_per_min": None}
+    t = np.array([s[0] for s in series])
+    y = np.array([s[1] for s in series])
+    med = float(np.median(y))
+    slope = float(np.polyfit(t, y, 1)[0]) if np.ptp(t) > 0 else 0.0
+    return {"passes": len(series), "relative_range": float(np.ptp(y) / med) if med else None,
+            "slope_per_min": slope * 60.0 / med if med else None}

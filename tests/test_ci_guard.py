@@ -1,0 +1,57 @@
+"""The CI guard: under CI no test may be skipped and no namespace test deselected."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+PROBE = "BEOPERF_CI_GUARD_PROBE"
+
+
+def test_probe():
+    """Passes normally; skips only when the guard test below asks it to."""
+    if os.environ.get(PROBE):
+        pytest.skip("asked to skip by the CI guard test")
+
+
+def pytest_run(*args: str, ci: str | None, probe: bool = False) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", PROBE)}
+    if ci is not None:
+        env["CI"] = ci
+    if probe:
+        env[PROBE] = "1"
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           *args], cwd=HERE.parent, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("ci", ["true", "1", "yes", "True", "YES"])
+def test_a_skip_fails_under_ci(ci):
+    res = pytest_run(f"{HERE / 'test_ci_guard.py'}::test_probe", ci=ci, probe=True)
+    assert res.returncode == 1, res.stdout
+    assert "skipped under CI: asked to skip" in res.stdout
+
+
+def test_a_skip_is_a_skip_outside_ci():
+    res = pytest_run(f"{HERE / 'test_ci_guard.py'}::test_probe", ci=None, probe=True)
+    assert res.returncode == 0 and "1 skipped" in res.stdout, res.stdout
+
+
+@pytest.mark.parametrize("ci, status", [("yes", 1), (None, 5)])
+def test_deselecting_namespace_tests_fails_under_ci(ci, status):
+    res = pytest_run(str(HERE / "test_netns.py"), "-m", "not netns", ci=ci)
+    assert res.returncode == status, res.stdout
+    assert ("namespace test(s) deselected" in res.stdout) == (ci is not None)
+
+
+def test_a_missing_tool_is_a_skip_naming_the_package():
+    from conftest import require_tools
+
+    with pytest.raises(pytest.skip.Exception, match="needs no-such-tool-here .*apt-get install"):
+        require_tools("sh", "no-such-tool-here")
+    require_tools("sh")  # present: no skip

@@ -1,0 +1,132 @@
+"""The precision loop with a scripted measurer and a scripted clock: what gets trials,
+in what order, and when it stops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from beoperf.sweep.precision import LoopConfig, PrecisionLoop, drift
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Scripted:
+    """Each key's trial medians come from a list (cycled); every trial costs 10 ms of the
+    scripted clock; the order of calls is kept."""
+
+    def __init__(self, clock: Clock, medians: dict[int, list[float]]) -> None:
+        self.clock, self.medians = clock, medians
+        self.calls: list[tuple[str, int]] = []
+        self.count: dict[int, int] = {}
+
+    def calibrate(self, key, estimate):
+        self.calls.append(("calibrate", key))
+        return 1000.0
+
+    def trial(self, key, reps):
+        self.calls.append(("trial", key))
+        i = self.count.get(key, 0)
+        self.count[key] = i + 1
+        self.clock.now += 0.01
+        values = self.medians[key]
+        return np.full(5, values[i % len(values)])
+
+    def warm(self, key):
+        self.calls.append(("warm", key))
+
+    def start_pass(self):
+        self.calls.append(("pass", 0))
+
+
+def run(medians, **cfg):
+    clock = Clock()
+    m = Scripted(clock, medians)
+    out = PrecisionLoop(list(medians), m, LoopConfig(**cfg), clock=clock).run()
+    return out, m
+
+
+def test_a_steady_point_stops_at_the_minimum_and_an_unsteady_one_uses_the_budget():
+    out, m = run({1: [100.0], 2: [100.0, 150.0]}, precision=0.02, time_budget=0.5)
+    steady, unsteady = out.points
+    assert steady.trials == 6 and steady.converged
+    assert unsteady.trials > 6 and not unsteady.converged
+    assert out.elapsed_s <= 0.5 + 0.02  # at most the pass under way when it ran out
+
+
+def test_passes_go_in_axis_order_and_warm_the_points_on_the_way():
+    """A pass that measures only the last point walks the first ones as warm-ups, on a
+    fresh start (start_pass), so every trial follows its neighbour."""
+    out, m = run({1: [100.0], 2: [100.0], 3: [100.0, 200.0]}, precision=0.02,
+                 time_budget=0.2)
+    passes, current = [], []
+    for call in m.calls:
+        if call == ("pass", 0):
+            passes.append(current := [])
+        else:
+            current.append(call)
+    assert passes[0] == [("trial", 1), ("trial", 2), ("trial", 3)]
+    late = [p for p in passes if ("trial", 1) not in p]
+    assert late and all(p == [("warm", 1), ("warm", 2), ("trial", 3)] for p in late)
+
+
+def test_no_budget_means_until_precise_and_max_time_caps_a_point():
+    out, _ = run({1: [100.0, 101.0]}, precision=0.05, time_budget=None)
+    assert out.points[0].converged and out.points[0].trials == 6
+    out, _ = run({1: [100.0, 300.0]}, precision=0.05, time_budget=None, max_time=0.095)
+    point = out.points[0]
+    assert point.capped and not point.converged and point.trials == 10
+
+
+def test_the_interval_is_over_trial_medians_not_samples():
+    """Six trials whose medians differ widely: the interval is wide even though each trial
+    holds thousands of identical samples."""
+    out, _ = run({1: [100.0, 140.0, 100.0, 140.0, 100.0, 140.0]}, precision=0.02,
+                 time_budget=0.06)
+    point = out.points[0]
+    assert point.median_ci() == (120.0, 100.0, 140.0)
+    # a repeat run's median: sqrt(2) wider, as the repeat has this run's error too
+    assert point.relative_ci() == pytest.approx(2**0.5 * 20 / 120)
+    assert point.repeat_interval(1.5) == pytest.approx((120 - 1.5 * 2**0.5 * 20,
+                                                        120 + 1.5 * 2**0.5 * 20))
+
+
+def test_state_lasting_across_passes_widens_the_intervals():
+    """A machine slow for several passes in a row (factors alike from pass to pass) makes
+    fewer passes independent: the interval is inflated; alternating states are not."""
+    slow_spells = [100.0] * 5 + [130.0] * 5 + [100.0] * 5 + [130.0] * 5
+    out, _ = run({1: slow_spells, 2: slow_spells}, precision=0.001, time_budget=0.39)
+    assert out.pass_autocorrelation > 0.5 and out.inflation > 1.5
+    out, _ = run({1: [100.0, 130.0], 2: [100.0, 130.0]}, precision=0.001, time_budget=0.39)
+    assert out.pass_autocorrelation < 0 and out.inflation == 1.0
+
+
+def test_over_budget_when_the_minimum_trials_take_longer():
+    out, _ = run({k: [100.0] for k in range(10)}, precision=0.5, time_budget=0.1)
+    assert out.over_budget and all(p.trials == 6 for p in out.points)
+
+
+def test_drift_is_relative_range_and_slope():
+    d = drift([(0.0, 100.0), (30.0, 110.0), (60.0, 120.0)])
+    assert d["relative_range"] == pytest.approx(0.2 / 1.1)
+    assert d["slope_per_min"] == pytest.approx(20.0 / 110.0)
+
+
+def test_an_exception_keeps_the_trials_made():
+    clock = Clock()
+
+    class Failing(Scripted):
+        def trial(self, key, reps):
+            if self.count.get(key, 0) == 3:
+                raise ConnectionResetError("gone")
+            return super().trial(key, reps)
+
+    m = Failing(clock, {1: [100.0, 200.0]})
+    out = PrecisionLoop([1], m, LoopConfig(precision=0.01), clock=clock).run()
+    assert isinstance(out.stopped, ConnectionResetError) and out.points[0].trials == 3
