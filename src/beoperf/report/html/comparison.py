@@ -70,9 +70,9 @@ def impact(rows: list[Row]) -> Markup:
     out = []
     for i, r in enumerate(rows):
         mean = num(r.latency_mean_us, f"{r.latency_mean_us:.2f}" if r.latency_mean_us
-                   is not None else "n/a", _k(i, "latency_mean_us"))
+                   is not None else "n/a", _k(i, "latency_mean_us"), unit="µs")
         var = num(r.latency_variance, f"{r.latency_variance:.2f}" if r.latency_variance
-                  is not None else "n/a", _k(i, "latency_variance"))
+                  is not None else "n/a", _k(i, "latency_variance"), unit="µs²")
         imp = "-" if r.baseline or r.impact_pct is None else num(
             r.impact_pct, f"{r.impact_pct:.2f}%", _k(i, "impact_pct"))
         out.append([r.label, mean, var, imp])

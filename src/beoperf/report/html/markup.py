@@ -76,12 +76,14 @@ def text_of(value: Any) -> str:
 
 
 def num(value: float | int | None, shown: str, key: str | None = None,
-        title: str | None = None) -> Markup:
+        title: str | None = None, unit: str | None = None) -> Markup:
     """A figure: ``shown`` to the reader, the number in data-value, and data-key when it is
-    a value stored in the document at that path (a test compares the two)."""
+    a value stored in the document at that path (a test compares the two); ``unit`` names
+    the unit of ``shown`` when the text leaves it to the column's header."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return tag("span", shown or "n/a", class_="n na", title=title)
-    return tag("span", shown, class_="n", data_value=repr(value), data_key=key, title=title)
+    return tag("span", shown, class_="n", data_value=repr(value), data_key=key,
+               data_unit=unit, title=title)
 
 
 def table(head: Sequence[str], rows: Iterable[Sequence[Any]], *, numeric: Iterable[int] = (),

@@ -75,10 +75,11 @@ PERIOD_HEAD = ["period", "monitored", "answered %", "uptime %", "one-way median 
 def _period_row(d: dict, key: str) -> list[Any]:
     lat = d["one_way_ms"]
     return [d["period"], f"{words_s(d['monitored_s'])} ({_ms(d['coverage_pct'], 1)} %)",
-            num(d["answered_pct"], _ms(d["answered_pct"]), f"{key}.answered_pct"),
-            num(d["uptime_pct"], _ms(d["uptime_pct"]), f"{key}.uptime_pct"),
-            num(lat["median"], _ms(lat["median"]), f"{key}.one_way_ms.median"),
-            _ms(lat["mean"]), num(lat["p95"], _ms(lat["p95"]), f"{key}.one_way_ms.p95"),
+            num(d["answered_pct"], _ms(d["answered_pct"]), f"{key}.answered_pct", unit="%"),
+            num(d["uptime_pct"], _ms(d["uptime_pct"]), f"{key}.uptime_pct", unit="%"),
+            num(lat["median"], _ms(lat["median"]), f"{key}.one_way_ms.median", unit="ms"),
+            _ms(lat["mean"]),
+            num(lat["p95"], _ms(lat["p95"]), f"{key}.one_way_ms.p95", unit="ms"),
             _bandwidth(d["bandwidth_bps"]),
             words_s(d["outage_s"]) if d["outage_s"] else "–"]
 

@@ -211,13 +211,11 @@ def generic_body(entry: Entry, why: str | None) -> Markup:
     if summary is not None:
         flat(summary, "summary", rows)
     else:
-        flat({k: v for k, v in body.items() if not isinstance(v, dict | list)
-              or (isinstance(v, list) and all(not isinstance(x, dict | list) for x in v))},
-             "", rows)
+        flat(body, "", rows)
     meta_rows: list[tuple[str, Any]] = []
     flat({k: v for k, v in doc.meta.items() if k != "command_line"}, "", meta_rows)
     note = why or (f"beoperf has no HTML view of {doc.kind} documents yet: their "
-                   f"{'summary figures' if summary is not None else 'top-level fields'} and "
+                   f"{'summary figures' if summary is not None else 'fields'} and "
                    f"metadata are listed; the whole document is {entry.source}.")
     return join([para(note, "generic"),
                  table(["figure", "value"], [(k, _generic_value(k, v)) for k, v in rows],
@@ -277,7 +275,7 @@ def page(entries: Sequence[Entry], notes: Sequence[str] = (), *, paths: Sequence
         contents.append((anchor, f"{number}. {stitle}", entry.document.kind, len(warnings)))
         warns.append((anchor, f"{number}. {stitle}", warnings))
     counts = Counter(e.document.kind for e in entries)
-    summary = ", ".join(f"{n} {KIND_NAMES.get(k, k).lower()}" for k, n in
+    summary = "; ".join(f"{KIND_NAMES.get(k, k).lower()}: {n}" for k, n in
                         sorted(counts.items(), key=lambda kv: kind_rank(kv[0])))
     head = join([
         tag("h1", title),

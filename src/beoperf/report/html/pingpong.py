@@ -379,12 +379,13 @@ def size_table(run: RunResult) -> Markup:
         t = s.time_us
         ci = s.ci95_us
         rows.append([num(s.size, str(s.size), _key(i, "size")), s.samples, s.trials,
-                     num(t.get("median"), _us(t.get("median")), _key(i, "time_us.median")),
+                     num(t.get("median"), _us(t.get("median")), _key(i, "time_us.median"),
+                         unit="µs"),
                      f"{_us(ci[0])}..{_us(ci[1])}" if ci else "-",
                      _us(t.get("min")), _us(t.get("p90")), _us(t.get("p99")),
                      num(s.throughput_bps.get("from_median"),
                          _mbps(s.throughput_bps.get("from_median")),
-                         _key(i, "throughput_bps.from_median")),
+                         _key(i, "throughput_bps.from_median"), unit="Mbit/s"),
                      "yes" if s.converged else "no", s.corrupt])
         classes.append(None if s.converged and not s.corrupt else "warn")
     return details(f"Every size ({len(rows)}): times in µs, throughput in Mbit/s",
@@ -393,12 +394,19 @@ def size_table(run: RunResult) -> Markup:
                          numeric=range(0, 9), row_classes=classes, cls="sizes"))
 
 
+def _g4(v: float | None) -> str:
+    """Four significant digits, never in exponent form (12,590 rather than 1.259e+04)."""
+    if v is None or not math.isfinite(v):
+        return "-"
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+
+
 def _us(v: float | None) -> str:
-    return "-" if v is None or not math.isfinite(v) else f"{v:.4g}"
+    return _g4(v)
 
 
 def _mbps(v: float | None) -> str:
-    return "-" if v is None else f"{v / 1e6:.4g}"
+    return "-" if v is None else _g4(v / 1e6)
 
 
 @renderer("pingpong", "html")

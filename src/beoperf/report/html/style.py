@@ -78,7 +78,8 @@ body{max-width:none;padding:0;font-size:11pt}
 a{color:var(--fg)}nav a::after{content:""}
 h2{break-after:avoid}section.study{break-before:auto}
 table,figure,.warnbox,dl{break-inside:avoid}
-details>summary{display:none}details{display:block}
+details>summary{list-style:none;color:var(--fg);font-weight:600}details{display:block}
+details::details-content{content-visibility:visible;display:block}
 th{background:none}tr.bad td,tr.warn td{background:none}
 .warnbox{background:none}
 svg .pt:hover{r:3}

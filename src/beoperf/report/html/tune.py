@@ -92,9 +92,10 @@ def procedure_html(doc: Document, **_options: Any) -> str:
     for i, r in enumerate(b["rows"]):
         label = f"{r['label']} (= {r['same_as']})" if r.get("same_as") else r["label"]
         rows.append([label,
-                     num(r["mean_us"], f"{r['mean_us']:.2f}", _k(i, "mean_us")),
+                     num(r["mean_us"], f"{r['mean_us']:.2f}", _k(i, "mean_us"), unit="µs"),
                      num(r["variance_us2"], f"{r['variance_us2']:.2f}"
-                         if r["variance_us2"] is not None else "n/a", _k(i, "variance_us2")),
+                         if r["variance_us2"] is not None else "n/a", _k(i, "variance_us2"),
+                         unit="µs²"),
                      "-" if r["impact_pct"] is None else
                      num(r["impact_pct"], f"{r['impact_pct']:.2f}%", _k(i, "impact_pct")),
                      r.get("verdict") or "-", r.get("decision") or "-"])
