@@ -39,7 +39,8 @@ def json_text(doc: Document, **_options: Any) -> str:
 # a running monitor need not load numpy to print its session)
 MODULES = {"pingpong": "pingpong", "comparison": "compare", "audit": "audit",
            "fleet-audit": "fleet", "tune-plan": "tune", "rollback": "tune", "procedure": "tune",
-           "monitor-report": "monitor", "monitor-session": "monitor_session"}
+           "monitor-report": "monitor", "monitor-session": "monitor_session",
+           "prediction": "prediction", "replay": "prediction"}
 
 
 HTML_FORMATS = ("html", "title", "warnings")  # a kind's section of the HTML report

@@ -27,15 +27,17 @@ class Markup(str):
     """A string of HTML built by this package (safe to insert as it is)."""
 
 
-def esc(value: Any, limit: int = MAX_TEXT) -> str:
-    """Text (any value, as str) escaped for element content and quoted attributes;
-    control characters become U+FFFD; beyond ``limit`` characters it is cut and the
-    rest counted."""
+def esc(value: Any, limit: int = MAX_TEXT) -> Markup:
+    """Text (any value, as str) escaped for element content and quoted attributes, as
+    Markup; control characters become U+FFFD; beyond ``limit`` characters it is cut and
+    the rest counted.  Markup (already safe) is returned as it is."""
+    if isinstance(value, Markup):
+        return value
     text = value if isinstance(value, str) else str(value)
     if len(text) > limit:
         text = f"{text[:limit]}… ({len(text) - limit:,} more characters)"
     text = "".join(c if c.isprintable() or c in "\n\t" else "\ufffd" for c in text)
-    return html.escape(text, quote=True)
+    return Markup(html.escape(text, quote=True))
 
 
 def join(parts: Iterable[str]) -> Markup:

@@ -315,7 +315,7 @@ def bars(title: str, labels: Sequence[str], values: Sequence[float], unit_label:
         parts.append(f'<text class="tick" x="{left - 6}" y="{y0 + row_h / 2:.1f}" '
                      f'text-anchor="end" dominant-baseline="middle">{esc(label)}</text>')
         parts.append(f'<rect class="bar c{i % COLORS}" x="{left}" y="{y0 + 3}" width="{w:.1f}" '
-                     f'height="{row_h - 6}" data-y="{value!r}"{key_attr}>'
+                     f'height="{row_h - 6}" data-value="{value!r}"{key_attr}>'
                      f"<title>{esc(tips[i])}</title></rect>")
         parts.append(f'<text class="tick" x="{left + w + 4:.1f}" y="{y0 + row_h / 2:.1f}" '
                      f'dominant-baseline="middle">{esc(value_text(value))}</text>')
