@@ -114,6 +114,13 @@ def folder(tmp_path_factory) -> Path:
             str(results / "audits" / "pingpong-v1-after-issue9.json")]
     assert cli("compare", *runs, "--format", "json").status == 0
     (results / "compare.json").write_text(cli("compare", *runs, "--format", "json").stdout)
+    profile = root / "app.csv"
+    profile.write_text("size,count,pattern\n16,500,pingpong\n16K,40,pingpong\n256K,4,stream\n")
+    assert cli("predict", "--profile", str(profile), "--network", runs[0], "--model",
+               "alpha=50us,bw=1Gbit/s", "--compute", "1", "-o",
+               str(results / "prediction.json")).status == 0
+    assert cli("replay", str(profile), "--repeats", "1", "-o",
+               str(results / "replay.json")).status == 0
     (results / "crafted").mkdir()
     for name, doc in (("ping", crafted_pingpong()), ("fleet", crafted_fleet()),
                       ("session", crafted_session())):
@@ -163,8 +170,7 @@ def test_collect_reads_documents_and_notes_the_rest(folder):
     assert "not JSON (.np: 1, .txt: 1)" in notes
     assert "1 hidden entry" in notes
     kinds = {f.document.kind for f in found.documents}
-    assert kinds >= {"pingpong", "comparison", "audit", "fleet-audit", "tune-plan", "rollback",
-                     "procedure", "monitor-report", "monitor-session"}
+    assert kinds == set(model.KINDS)  # every kind on main, each read
 
 
 def test_a_link_swapped_in_after_listing_is_not_followed(tmp_path):
@@ -396,7 +402,8 @@ def test_chromium_plots_carry_hover_values(loaded):
                             "[f.dataset.plot, f.querySelector('svg').getBoundingClientRect()"
                             ".width, f.querySelector('figcaption').innerText.length])")
     kinds = {k for k, _, _ in plots}
-    assert {"throughput", "signature", "saturation", "latency", "bandwidth", "cdf"} <= kinds
+    assert {"throughput", "signature", "saturation", "latency", "bandwidth", "cdf",
+            "prediction", "replay"} <= kinds
     assert all(width > 300 and caption > 40 for _, width, caption in plots)
 
 

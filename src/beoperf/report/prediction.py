@@ -128,7 +128,7 @@ def replay_text(doc: Document, **_options: Any) -> str:
              f"  to {b['peer']} over {b['transport']}, {b['repeats']} repeat(s) ({b['status']})",
              "", *_aligned(REPLAY_HEAD, replay_rows(b), {0, 1, 3, 5}), "",
              f"total {secs(t['median'])} (each class's median over the repeats, summed); "
-             f"{len(t['per_repeat'])} complete repeats took {secs(t['min'])}.."
+             f"{len(t['per_repeat'])} complete repeat(s) took {secs(t['min'])}.."
              f"{secs(t['max'])}"]
     lines += [f"warning: {w}" for w in b["warnings"]]
     if b.get("status_reason"):

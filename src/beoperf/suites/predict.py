@@ -34,9 +34,9 @@ METHOD = {
     "claims": "A class is claimed when its size is within the measured sizes, outside any "
               "throughput collapse, at concurrency 1, pingpong or bidir (stream: from the "
               "saturation point on); for a scaled network its piece must be rate-bound (wire "
-              "fraction >= 0.9) or host-bound (<= 0.1, with its wire time at the new rate "
-              "at most 10% of its time). A network is claimed "
-              "when claimed classes carry 90% of its predicted time.",
+              "fraction >= 0.9, and then to at most twice its measured rate) or host-bound "
+              "(<= 0.1, with its wire time at the new rate at most 10% of its time). A "
+              "network is claimed when claimed classes carry 90% of its predicted time.",
     "scaling": "--scale RESULT FROM TO: the same path, hosts and MTU with the "
                "bottleneck's rate changed from FROM to TO: only the serialization of the "
                "wire bytes ((MTU + 14) / MSS per payload byte) changes, by 8 x (1/TO - "

@@ -76,8 +76,8 @@ def totals_chart(b: dict) -> Markup:
     tips = [f"{n['name']}: {secs(n['total_s'])} (interval {secs(n['interval_s'][0])}.."
             f"{secs(n['interval_s'][1])}); ratio {n['ratio']:.3f}" if n["ratio"] is not None
             else n["name"] for n in nets]
-    return svg.bars("Predicted communication time", [n["name"][:24] for n in nets],
-                    [n["total_s"] for n in nets], "seconds", tips, secs,
+    return svg.bars("Predicted communication time", [n["name"] for n in nets],
+                    [n["total_s"] for n in nets], "communication time (bars from 0)", tips, secs,
                     keys=[_k(i, "total_s") for i in range(len(nets))])
 
 
@@ -180,12 +180,13 @@ def replay_html(doc: Document, *, anchor: str = "replay", **_options: Any) -> st
                ("peer", f"{b['peer']} over {b['transport']}"),
                ("total", join([num(t["median"], secs(t["median"]), "body.total_s.median"),
                                esc(f" (each class's median over the repeats, summed; "
-                                   f"{len(t['per_repeat'])} complete repeats took "
+                                   f"{len(t['per_repeat'])} complete repeat(s) took "
                                    f"{secs(t['min'])}..{secs(t['max'])})")]))]),
         table(["size B", "count", "pattern", "median", "min..max", "messages timed"], rows,
               numeric=[0, 1, 3, 5], caption="Measured time per message class"),
-        figure(svg.bars("Replayed time per message class", labels, values, "seconds", tips,
-                        secs, keys=[f"body.classes.{j}.median_s"
-                                    for j in range(len(values))]),
-               esc(f"Median over the repeats; {b['method']}"), f"{anchor}-classes", "replay"),
+        figure(svg.bars("Replayed time per message class", labels, values,
+                        "time of the class's messages (bars from 0)", tips, secs,
+                        keys=[f"body.classes.{j}.median_s" for j in range(len(values))]),
+               esc(f"Each class's median over {b['repeats']} repeat(s), to {b['peer']} over "
+                   f"{b['transport']}."), f"{anchor}-classes", "replay"),
         para(b["method"], "none")])

@@ -299,7 +299,7 @@ def bars(title: str, labels: Sequence[str], values: Sequence[float], unit_label:
          tips: Sequence[str], value_text: Callable[[float], str],
          keys: Sequence[str | None] | None = None, width: int = WIDTH) -> Markup:
     """A horizontal bar chart (one bar per label), values from 0; each bar has its title."""
-    row_h, left = 22, 150
+    row_h, left = 22, 230
     height = MARGIN["top"] + row_h * len(labels) + 40
     top = max(values, default=0.0) or 1.0
     span = width - left - 90
@@ -312,8 +312,9 @@ def bars(title: str, labels: Sequence[str], values: Sequence[float], unit_label:
         w = max(value / top * span, 1.0)
         key = keys[i] if keys is not None else None
         key_attr = f' data-key="{esc(key)}"' if key else ""
+        short = label if len(label) <= 36 else label[:35] + "…"
         parts.append(f'<text class="tick" x="{left - 6}" y="{y0 + row_h / 2:.1f}" '
-                     f'text-anchor="end" dominant-baseline="middle">{esc(label)}</text>')
+                     f'text-anchor="end" dominant-baseline="middle">{esc(short)}</text>')
         parts.append(f'<rect class="bar c{i % COLORS}" x="{left}" y="{y0 + 3}" width="{w:.1f}" '
                      f'height="{row_h - 6}" data-value="{value!r}"{key_attr}>'
                      f"<title>{esc(tips[i])}</title></rect>")
