@@ -55,10 +55,11 @@ def render(doc: Document, fmt: str = "text", **options: Any) -> str:
 
 
 def formats(kind: str) -> list[str]:
-    """The formats a kind can be rendered in."""
+    """The formats a kind can be rendered in on its own (the HTML report's pieces, a
+    section, its title and warnings, are not documents of their own)."""
     _load(kind)
-    _load(kind, "html")
-    return sorted({"json", *(fmt for k, fmt in RENDERERS if k == kind)})
+    return sorted({"json", *(fmt for k, fmt in RENDERERS
+                             if k == kind and fmt not in HTML_FORMATS)})
 
 
 def _load(kind: str, fmt: str = "text") -> None:

@@ -33,7 +33,7 @@ from beoperf.report.html.markup import (
     para,
     table,
 )
-from beoperf.report.monitor import _bandwidth
+from beoperf.report.monitor import bandwidth_cell
 from beoperf.units import format_rate
 
 TIME_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
@@ -80,7 +80,7 @@ def _period_row(d: dict, key: str) -> list[Any]:
             num(lat["median"], _ms(lat["median"]), f"{key}.one_way_ms.median", unit="ms"),
             _ms(lat["mean"]),
             num(lat["p95"], _ms(lat["p95"]), f"{key}.one_way_ms.p95", unit="ms"),
-            _bandwidth(d["bandwidth_bps"]),
+            bandwidth_cell(d["bandwidth_bps"]),
             words_s(d["outage_s"]) if d["outage_s"] else "–"]
 
 

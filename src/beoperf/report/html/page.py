@@ -37,6 +37,7 @@ from beoperf.report.html.markup import (
     details,
     esc,
     join,
+    num,
     pairs,
     para,
     table,
@@ -225,8 +226,6 @@ def generic_body(entry: Entry, why: str | None) -> Markup:
 
 
 def _generic_value(key: str, value: Any) -> Markup | str:
-    from beoperf.report.html.markup import num
-
     if isinstance(value, int | float) and not isinstance(value, bool):
         return num(value, text_of(value), key=f"body.{key}")
     return text_of(value)

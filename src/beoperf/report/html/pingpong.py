@@ -373,9 +373,12 @@ def graphs(run: RunResult, a: CurveAnalysis | None, anchor: str) -> Markup:
                         "saturation")])
 
 
+MAX_SIZE_ROWS = 1000  # a crafted run of 10^5 sizes must not make a 100 MB page
+
+
 def size_table(run: RunResult) -> Markup:
     rows, classes = [], []
-    for i, s in enumerate(run.sizes):
+    for i, s in enumerate(run.sizes[:MAX_SIZE_ROWS]):
         t = s.time_us
         ci = s.ci95_us
         rows.append([num(s.size, str(s.size), _key(i, "size")), s.samples, s.trials,
@@ -388,7 +391,11 @@ def size_table(run: RunResult) -> Markup:
                          _key(i, "throughput_bps.from_median"), unit="Mbit/s"),
                      "yes" if s.converged else "no", s.corrupt])
         classes.append(None if s.converged and not s.corrupt else "warn")
-    return details(f"Every size ({len(rows)}): times in µs, throughput in Mbit/s",
+    more = len(run.sizes) - len(rows)
+    title = (f"Every size ({len(rows)}): times in µs, throughput in Mbit/s" if not more else
+             f"The first {len(rows)} of {len(run.sizes)} sizes (the document has them all): "
+             "times in µs, throughput in Mbit/s")
+    return details(title,
                    table(["size B", "samples", "trials", "median", "95% CI (repeat)", "min",
                           "p90", "p99", "Mbit/s", "converged", "corrupt"], rows,
                          numeric=range(0, 9), row_classes=classes, cls="sizes"))

@@ -76,7 +76,8 @@ class Line:
 
 @dataclass
 class Span:
-    """A shaded range of x (or the whole height when y0/y1 are None), with a label."""
+    """A shaded range of x over the whole height, with a label (its class: span, gap,
+    event)."""
 
     x0: float
     x1: float
