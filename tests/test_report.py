@@ -411,7 +411,8 @@ def test_chromium_screenshots_kept(loaded, built, capsys):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     first = loaded.screenshot()
     plot = loaded.screenshot(loaded.element_clip("figure[data-plot=throughput]"))
-    monitor = loaded.screenshot(loaded.element_clip("figure[data-plot=latency]"))
+    monitor = loaded.screenshot(loaded.element_clip(
+        'section[data-source$="monitor.json"] figure[data-plot=latency]'))
     for name, png in (("first-screen.png", first), ("throughput-plot.png", plot),
                       ("monitor-latency-plot.png", monitor)):
         assert png.startswith(b"\x89PNG") and len(png) > 5000

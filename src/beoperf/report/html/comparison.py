@@ -11,7 +11,7 @@ from beoperf.analysis.compare import DEFAULT_MIN_CHANGE, Row, Significance, rows
 from beoperf.model.document import Document
 from beoperf.report import renderer
 from beoperf.report.compare import collapse_cell
-from beoperf.report.html.markup import Markup, heading, join, num, para, table, tag
+from beoperf.report.html.markup import Markup, esc, heading, join, num, para, table, tag
 from beoperf.report.html.pingpong import time_text
 from beoperf.units import format_rate, format_size
 
@@ -32,19 +32,15 @@ def warnings(doc: Document, **_options: Any) -> str:
                      for r in rows_of(doc) for c in r.collapses)
 
 
-def _verdict(test: Significance | None) -> Markup:
-    if test is None:
+def _change(i: int, row: Row, field: str, test: Significance | None) -> Markup | str:
+    """The change of a figure and its verdict (the test's whole statement on hover)."""
+    value = getattr(row, field)
+    if row.baseline or test is None:
         return tag("span", "baseline", class_="mark unk")
     cls = {"significant": "warn"}.get(test.verdict, "unk")
-    text = test.text()
-    return tag("span", text, class_=f"mark {cls}")
-
-
-def _change(i: int, row: Row, field: str) -> Markup | str:
-    value = getattr(row, field)
-    if row.baseline or value is None:
-        return "-"
-    return num(value, f"{value:+.1f}%", _k(i, field))
+    shown = num(value, f"{value:+.1f}%", _k(i, field)) if value is not None else esc("-")
+    return join([shown, esc(" "), tag("span", test.verdict, class_=f"mark {cls}",
+                                      title=test.text())])
 
 
 def _cells(i: int, r: Row) -> list[Any]:
@@ -60,8 +56,8 @@ def _cells(i: int, r: Row) -> list[Any]:
                 _k(i, "alpha_us")),
             num(r.bandwidth_bps, format_rate(r.bandwidth_bps) if r.bandwidth_bps else "n/a",
                 _k(i, "bandwidth_bps")),
-            _change(i, r, "latency_change_pct"), _verdict(r.latency_test),
-            _change(i, r, "peak_change_pct"), _verdict(r.peak_test),
+            _change(i, r, "latency_change_pct", r.latency_test),
+            _change(i, r, "peak_change_pct", r.peak_test),
             collapse_cell(r.collapses)]
 
 
@@ -86,7 +82,7 @@ def html(doc: Document, **_options: Any) -> str:
     min_change = float(doc.body.get("min_change", DEFAULT_MIN_CHANGE))
     statement = (doc.body.get("test") or {}).get("statement", "")
     head = ["run", "latency", "p99", "peak", "peak at", "saturation", "n1/2", "alpha",
-            "1/beta", "latency change", "verdict", "peak change", "verdict", "collapses"]
+            "1/beta", "latency change", "peak change", "collapses"]
     classes = ["base" if r.baseline else None for r in rows]
     return join([
         table(head, [_cells(i, r) for i, r in enumerate(rows)], numeric=range(1, 10),

@@ -105,8 +105,9 @@ def table(head: Sequence[str], rows: Iterable[Sequence[Any]], *, numeric: Iterab
     if not body:
         return tag("p", "(none)", class_="none")
     cap = tag("caption", caption) if caption else Markup("")
-    return tag("table", join([cap, tag("thead", tag("tr", head_cells)),
-                              tag("tbody", join(body))]), class_=cls)
+    return tag("div", tag("table", join([cap, tag("thead", tag("tr", head_cells)),
+                                         tag("tbody", join(body))]), class_=cls),
+               class_="tablewrap")
 
 
 def pairs(items: Iterable[tuple[str, Any]], cls: str = "facts") -> Markup:

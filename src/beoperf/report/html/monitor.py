@@ -181,17 +181,34 @@ def _spread_chart(b: dict, stats: dict, scale: float, unit: str, title: str,
     med, lo, p95, top = (_floats(stats[k], scale) for k in ("median", "min", "p95", "max"))
     if not any(v is not None for v in med):
         return svg.empty(title, "no answered probes in this range")
-    band = [(x, y) for x, y in zip(t, lo, strict=True) if y is not None] + \
-        [(x, y) for x, y in zip(t, p95, strict=True) if y is not None][::-1]
+    gap = 1.5 * tl["bin_s"]  # bins missing from the series: no line across them
+    bands = _bands(t, lo, p95, gap)
     tips = [f"{iso(x - tl['bin_s'] / 2)} + {words_s(tl['bin_s'])}: median "
             f"{_num(m)} {unit}, min..p95 {_num(a)}..{_num(c)}, max {_num(d)}"
             for x, m, a, c, d in zip(t, med, lo, p95, top, strict=True)]
-    lines = [svg.Line(f"median {what}", t, med, tips, bands=[band]),
+    lines = [svg.Line(f"median {what}", t, med, tips, bands=bands, max_gap=gap),
              svg.Line("maximum", t, top, [], color=3, dots_only=True, hover=False)]
     lo_y, hi_y = _range([*lo, *top])
     axis = svg.Axis(f"{what} ({unit})", 0.0, hi_y, tick_text=lambda v: f"{v:g}")
     return svg.chart(title, _timeline_axis(tl), axis, lines,
                      _spans(b))
+
+
+def _bands(t: Sequence[float], lo: Sequence[float | None], hi: Sequence[float | None],
+           gap: float) -> list[list[tuple[float, float]]]:
+    """The lo..hi band as one polygon per stretch of bins with data (none across a gap)."""
+    out: list[list[tuple[float, float]]] = []
+    run: list[int] = []
+    for i, x in enumerate(t):
+        if lo[i] is None or hi[i] is None or (run and x - t[run[-1]] > gap):
+            if run:
+                out.append([(t[k], lo[k]) for k in run] + [(t[k], hi[k]) for k in run][::-1])
+            run = [] if lo[i] is None or hi[i] is None else [i]
+            continue
+        run.append(i)
+    if run:
+        out.append([(t[k], lo[k]) for k in run] + [(t[k], hi[k]) for k in run][::-1])
+    return out
 
 
 def _num(v: float | None) -> str:
@@ -206,7 +223,8 @@ def _loss_chart(b: dict, key: str, title: str) -> Markup:
     axis = svg.Axis("probes lost (%)", 0.0, max(max((v or 0.0) for v in loss) * 1.1, 1.0),
                     tick_text=lambda v: f"{v:g}")
     return svg.chart(title, _timeline_axis(tl), axis,
-                     [svg.Line("loss", t, loss, tips, color=3)], _spans(b), height=200)
+                     [svg.Line("loss", t, loss, tips, color=3, max_gap=1.5 * tl["bin_s"])],
+                     _spans(b), height=200)
 
 
 def hour_chart(b: dict) -> Markup:

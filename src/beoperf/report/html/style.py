@@ -20,7 +20,7 @@ CSS = """
 --warnbg:#fff8c5;--bad:#cf222e;--ok:#1a7f37;--link:#0550ae}
 *{box-sizing:border-box}
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;
-color:var(--fg);margin:0 auto;max-width:1100px;padding:1.2em 1.6em 3em}
+color:var(--fg);margin:0 auto;max-width:1280px;padding:1.2em 1.6em 3em}
 h1{font-size:1.8em;margin:.2em 0 .4em}
 h2{font-size:1.35em;margin:1.6em 0 .5em;border-bottom:1px solid var(--line);padding-bottom:.2em}
 h3{font-size:1.08em;margin:1.2em 0 .4em}
@@ -32,6 +32,7 @@ dl.facts dt{color:var(--muted)}dl.facts dd{margin:0}
 dl.prov{font-size:.9em}
 p.cmd{font-size:.9em;margin:.3em 0 .8em}p.cmd .lbl{color:var(--muted)}
 p.none,p.generic{color:var(--muted)}
+.tablewrap{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:.9em;
 font-variant-numeric:tabular-nums}
 caption{text-align:left;font-weight:600;padding:.2em 0}
@@ -64,6 +65,7 @@ svg .span rect{fill:#d62728;fill-opacity:.10}svg .span text{fill:#a40e26;font-si
 svg .gap rect{fill:#8c959f;fill-opacity:.18}svg .gap text{fill:var(--muted);font-size:10px}
 svg .event rect{fill:#ff7f0e;fill-opacity:.16}svg .event text{fill:#bc4c00;font-size:10px}
 svg .bar{stroke:none}
+
 ul.legend{list-style:none;padding:0;margin:.2em 0;display:flex;flex-wrap:wrap;gap:.2em 1.2em}
 .sw{display:inline-block;width:14px;height:10px;margin-right:.4em;border-radius:2px;
 vertical-align:baseline}
@@ -81,6 +83,7 @@ table,figure,.warnbox,dl{break-inside:avoid}
 details>summary{list-style:none;color:var(--fg);font-weight:600}details{display:block}
 details::details-content{content-visibility:visible;display:block}
 th{background:none}tr.bad td,tr.warn td{background:none}
+.tablewrap{overflow:visible}table{font-size:8.5pt}
 .warnbox{background:none}
 svg .pt:hover{r:3}
 @page{margin:1.5cm}}

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from beoperf.report.html.markup import Markup, esc, join, tag
 
 WIDTH, HEIGHT = 760, 340
-MARGIN = {"left": 74, "right": 18, "top": 34, "bottom": 50}
+MARGIN = {"left": 74, "right": 18, "top": 40, "bottom": 50}
 MAX_TIPS = 400
 COLORS = 10  # CSS classes c0..c9
 MAX_TICKS = 10
@@ -72,6 +72,7 @@ class Line:
     dots_only: bool = False  # no line between points (e.g. maxima)
     steps: bool = False  # draw as steps (a CDF)
     hover: bool = True  # False: points drawn as one path, without titles (smaller)
+    max_gap: float | None = None  # a step in x larger than this breaks the line (no data)
 
 
 @dataclass
@@ -190,15 +191,30 @@ def _axes(fr: _Frame, width: int, height: int) -> list[str]:
 
 
 def _spans(fr: _Frame, spans: Sequence[Span]) -> list[str]:
+    """The shaded ranges (drawn under the data)."""
     out = []
-    for k, s in enumerate(spans):
+    for s in spans:
         x0 = max(fr.left, fr.px(s.x0))
-        x1 = min(fr.left + fr.w, fr.px(s.x1))
-        width = max(x1 - x0, 2.0)
-        label_y = fr.top + 12 + 13 * (k % 4)
+        width = max(min(fr.left + fr.w, fr.px(s.x1)) - x0, 2.0)
         out.append(f'<g class="{esc(s.cls)}"><rect x="{_f(x0)}" y="{fr.top}" '
                    f'width="{_f(width)}" height="{fr.h}"><title>{esc(s.label)}</title></rect>'
-                   f'<text x="{_f(x0 + 3)}" y="{label_y}">{esc(s.label)}</text></g>')
+                   "</g>")
+    return out
+
+
+def _span_labels(fr: _Frame, spans: Sequence[Span]) -> list[str]:
+    """Their labels, in the strip above the plot area (never over the data); a label
+    that would overlap the one before is left out (its range keeps its hover title)."""
+    out, taken = [], -1.0
+    for s in sorted(spans, key=lambda s: s.x0):
+        x0 = max(fr.left, fr.px(s.x0))
+        width = 5.6 * len(s.label)  # about, at 10 px
+        x = min(x0, fr.left + fr.w - width)
+        if x < taken + 6:
+            continue
+        out.append(f'<g class="{esc(s.cls)}"><text class="spanlabel" x="{_f(x)}" '
+                   f'y="{fr.top - 4}">{esc(s.label)}</text></g>')
+        taken = x + width
     return out
 
 
@@ -222,6 +238,8 @@ def _runs(line: Line) -> list[list[tuple[float, float]]]:
             if runs[-1]:
                 runs.append([])
             continue
+        if runs[-1] and line.max_gap is not None and x - runs[-1][-1][0] > line.max_gap:
+            runs.append([])
         runs[-1].append((x, y))
     return [r for r in runs if r]
 
@@ -279,6 +297,7 @@ def chart(title: str, x: Axis, y: Axis, lines: Sequence[Line], spans: Sequence[S
     parts += _spans(fr, spans)
     for line in lines:
         parts += _line(fr, line)
+    parts += _span_labels(fr, spans)
     if note:
         parts.append(f'<text class="note" x="{fr.left + fr.w / 2:.0f}" '
                      f'y="{fr.top + fr.h / 2:.0f}" text-anchor="middle">{esc(note)}</text>')
