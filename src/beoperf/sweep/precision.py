@@ -15,7 +15,9 @@ How it runs (each step is what makes the numbers hold on a noisy, shared machine
 3. **Stopping**: after ``min_trials`` passes, a point whose 95% interval is within
    ``precision`` of its median is done; the others get further passes while the budget
    lasts, the most uncertain first when not all fit.  A point that ends unconverged keeps
-   the interval it reached and is flagged.
+   the interval it reached and is flagged.  Points are judged again after every pass, as
+   the inflation of the intervals (the machine's state lasting from pass to pass,
+   ``PrecisionLoop.inflation``) may have grown: a flag agrees with the final interval.
 4. **Drift**: a reference point (the first of the axis) is measured in every pass; its
    per-pass medians, in time order, say how much the machine itself moved during the run
    (reported as the relative range and as the slope of a line through them).
@@ -209,15 +211,19 @@ class PrecisionLoop:
                 warm(point.key)
 
     def pending(self) -> list[Point]:
-        """Points that want another trial: too few, or not precise yet (and not capped)."""
+        """Points that want another trial: too few, or not precise yet (and not capped).
+
+        Every point is judged afresh, with the inflation as of now: one found precise in
+        the first passes, before they showed the machine's state lasting from pass to
+        pass, may not be once they do; its reported interval uses the final inflation,
+        and its flag must agree with that interval."""
         out = []
+        inflation = self.inflation()
         for p in self.points:
             if p.trials < self.cfg.min_trials:
                 out.append(p)
                 continue
-            if p.converged or p.capped:
-                continue
-            rel = p.relative_ci(self.inflation())
+            rel = p.relative_ci(inflation)
             p.converged = rel is not None and rel <= self.cfg.precision
             if not p.converged and self.cfg.max_time is not None and p.spent >= self.cfg.max_time:
                 p.capped = True
