@@ -47,10 +47,12 @@ MIN_AUTOCORRELATION_PASSES = 8
 class Measurer(Protocol):
     """What the loop needs of a measurement: a cost estimate and a timed trial."""
 
-    def calibrate(self, key: Hashable,
-                  estimate_ns: float | None) -> float | tuple[float, np.ndarray]:
+    def calibrate(self, key: Hashable, estimate_ns: float | None
+                  ) -> float | tuple[float, np.ndarray] | tuple[float, np.ndarray, int]:
         """Warm up ``key``; return the time of one repetition (ns), and optionally the
-        samples of a full trial made while calibrating (then it counts as the first)."""
+        samples of a full trial made while calibrating (then it counts as the first) and
+        the repetitions that trial timed (if not one per sample: a stream trial times
+        many messages as one sample)."""
 
     def trial(self, key: Hashable, reps: int) -> np.ndarray:
         """One trial of ``reps`` repetitions: its samples (ns; the trial's median is the
@@ -156,7 +158,7 @@ class PrecisionLoop:
             got = self.measurer.calibrate(point.key, estimate)
             if isinstance(got, tuple):
                 point.unit_ns = got[0]
-                self._record(point, got[1], 0)
+                self._record(point, got[1], got[2] if len(got) > 2 else 0)
             else:
                 point.unit_ns = got
             estimate, previous = point.unit_ns, point.key
