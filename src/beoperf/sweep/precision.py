@@ -242,7 +242,7 @@ class PrecisionLoop:
         if budget is not None and extra:
             left = budget - (self.clock() - self.started)
             k = self.inflation()
-            extra.sort(key=lambda p: -(p.relative_ci(k) or math.inf) / self.cfg.precision)
+            extra.sort(key=lambda p: -(p.relative_ci(k) or math.inf))
             chosen, cost = [], sum(self._cost(p) for p in must)
             for p in extra:
                 if cost + self._cost(p) > left:
