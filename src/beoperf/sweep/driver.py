@@ -106,19 +106,21 @@ class PingPongMeasurer:
         """Wall time of one repetition, from one-way samples."""
         return float(np.median(values)) * (2.0 if self.cfg.mode == "pingpong" else 1.0)
 
-    def calibrate(self, size: int, estimate_ns: float | None) -> tuple[float, np.ndarray]:
+    def calibrate(self, size: int,
+                  estimate_ns: float | None) -> tuple[float, np.ndarray, int]:
         """The first trial of a size, which also measures the cost of one repetition (a
         1-repetition estimate first, if the previous size gave none); in stream mode
-        first the trial length a shaper's burst cannot fill (see settle_stream)."""
+        first the trial length a shaper's burst cannot fill (see settle_stream).  With
+        the trial's repetitions: a stream trial's one sample stands for all of them."""
         if estimate_ns is None:
             estimate_ns = self.cost(self.trial(size, 1))
         if self.cfg.mode == "stream" and self.stream is None:
             probe = settle_size(self.cfg.sizes)
             self.stream = settle_stream(self, probe, estimate_ns * probe / size,
                                         self.cfg.trial_time)
-        first = self.trial(size, reps_for(estimate_ns, self.trial_seconds(size),
-                                          self.cfg.min_reps))
-        return self.cost(first), first
+        reps = reps_for(estimate_ns, self.trial_seconds(size), self.cfg.min_reps)
+        first = self.trial(size, reps)
+        return self.cost(first), first, reps
 
     def trial_seconds(self, size: int) -> float:
         """A trial's length: the configured one, or in stream mode the settled one."""
