@@ -11,10 +11,11 @@ from typing import Any
 
 from beoperf import errors, interrupts, report, safeio, units
 from beoperf.cli import ExitStatus, UsageError
+from beoperf.cli import mpi_options
 from beoperf.cli.progress import Progress
 from beoperf.model.document import Document
 from beoperf.model.pingpong import RunResult
-from beoperf.suites import pingpong
+from beoperf.suites import mpi_pingpong, pingpong
 from beoperf.suites.pingpong import MODES, Measured
 
 EXAMPLES = """examples:
@@ -35,7 +36,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Bounce messages between two ends over a sweep of sizes "
                                    "(NetPIPE's method) and report latency, throughput and "
                                    "their precision.",
-                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=EXAMPLES + "\n" + mpi_options.EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("host", nargs="?", help="peer running 'beoperf serve' (default: own loopback)")
     p.add_argument("--port", type=int, default=pingpong.DEFAULT_PORT)
     fam = p.add_mutually_exclusive_group()
@@ -43,14 +45,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="IPv4 only")
     fam.add_argument("-6", dest="family", action="store_const", const=socket.AF_INET6,
                      help="IPv6 only")
+    p.add_argument("--transport", choices=("tcp", "mpi"), default="tcp",
+                   help="tcp (against 'beoperf serve') or mpi (two MPI ranks; see below)")
     _add_schedule_options(p)
     _add_mode_options(p)
+    mpi_options.add_mpi_options(p)
     out = p.add_argument_group("output")
     out.add_argument("-o", "--output", metavar="PREFIX", help="write PREFIX.json and PREFIX.np")
     out.add_argument("--json", action="store_true", help="print the result document to stdout")
     out.add_argument("--sweep", metavar="KEY=V1,V2,...",
-                     help="one run per value of sndbuf, rcvbuf, mode or nocache (on/off), "
-                          "then a comparison table and the graphs; needs -o PREFIX")
+                     help="one run per value of sndbuf, rcvbuf, mode, nocache (on/off), "
+                          "transport (tcp,mpi) or mpi-env:VARIABLE, then a comparison table "
+                          "and the graphs; needs -o PREFIX")
     out.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                      help="give up on a silent peer after this long (default %(default)s)")
     p.set_defaults(func=run, family=socket.AF_UNSPEC)
@@ -147,7 +153,9 @@ def spec_from(args: argparse.Namespace) -> pingpong.Spec:
         rcvbuf=_buffer(args.rcvbuf, "--rcvbuf"), nodelay=not args.nagle,
         busy_poll=args.busy_poll, client_cpu=client_cpu, server_cpu=server_cpu,
         perturbation=None if args.sizes is not None else args.perturbation,
-        command_line=tuple(args.argv))
+        command_line=tuple(args.argv), transport=args.transport,
+        mpi=mpi_options.mpi_options_from(args, mpi_pingpong.hosts_from(args.hosts,
+                                                                        args.hostfile)))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -155,7 +163,13 @@ def run(args: argparse.Namespace) -> int:
         return run_config_sweep(args)
     spec = spec_from(args)
     with contextlib.ExitStack() as hold, _progress(spec, args.json) as progress:
-        measured = pingpong.run(spec, progress.advance, hold)
+        if spec.transport == "mpi":
+            measured = mpi_pingpong.run(spec, progress.advance, hold)
+            if measured is None:  # a rank other than 0: rank 0 reports
+                return ExitStatus.OK
+            mpi_options.print_notes(measured.document)
+        else:
+            measured = pingpong.run(spec, progress.advance, hold)
         write_outputs(args.output, measured.document, args.json)
     return finish(measured, quiet_stdout=args.json)
 

@@ -32,6 +32,7 @@ class SweepConfig:
     nocache: bool = False
     time_budget: float | None = DEFAULT_TIME_BUDGET  # the whole sweep; None: no limit
     seed: int | None = None  # of the shuffled order of the passes
+    settle: bool = True  # stream mode: settle the trial length against a shaper first
 
 
 @dataclass
@@ -112,7 +113,7 @@ class PingPongMeasurer:
         first the trial length a shaper's burst cannot fill (see settle_stream)."""
         if estimate_ns is None:
             estimate_ns = self.cost(self.trial(size, 1))
-        if self.cfg.mode == "stream" and self.stream is None:
+        if self.cfg.mode == "stream" and self.stream is None and self.cfg.settle:
             probe = settle_size(self.cfg.sizes)
             self.stream = settle_stream(self, probe, estimate_ns * probe / size,
                                         self.cfg.trial_time)
