@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from beoperf import errors, interrupts, report, safeio, units
-from beoperf.cli import ExitStatus, UsageError
-from beoperf.cli import mpi_options
+from beoperf.cli import ExitStatus, UsageError, mpi_options
 from beoperf.cli.progress import Progress
 from beoperf.model.document import Document
 from beoperf.model.pingpong import RunResult

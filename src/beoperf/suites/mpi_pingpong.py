@@ -27,6 +27,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -45,7 +46,9 @@ from beoperf.sweep.driver import SweepOutcome, run_sweep
 MARKER = "BEOPERF-MPI-RESULT "  # rank 0's line with the document
 ERROR_MARKER = "BEOPERF-MPI-ERROR "  # rank 0's line with why it stopped
 START_MARGIN_S = 120.0  # the deadline beyond the time budget: start-up, analysis, finalize
-FINALIZE_S = 30.0  # a rank still in MPI_Finalize after this is ended (faulthandler)
+FINALIZE_S = 20.0  # a rank still in MPI_Finalize after this is ended (faulthandler)
+FINALIZE_GRACE_S = 8.0  # the launching process ends a job this long after the result
+OUTPUT_LINES = 10000  # lines of the job's output kept (each stream)
 STOP_GRACE_S = 15.0  # after Ctrl-C: how long rank 0 has to send what it measured
 ROOT_NOTE = ("Open MPI refuses to run as root unless told: beoperf passed "
              "--allow-run-as-root to mpirun because it runs as root")
@@ -303,14 +306,34 @@ def run_launched(spec: Spec, hold: contextlib.ExitStack | None = None) -> Measur
 
 
 class Job:
-    """The launcher's process (and its process group), run with a deadline."""
+    """The launcher's process (and its process group), run with a deadline; its output
+    read as it comes, so that once rank 0 has sent its result a job that does not end
+    (a rank hung in MPI_Finalize) is ended after FINALIZE_GRACE_S instead of at the
+    deadline."""
 
     def __init__(self, argv: list[str], env: dict[str, str], deadline: float | None) -> None:
         self.argv, self.env, self.deadline = argv, env, deadline
-        self.out = self.err = ""
+        self.lines: list[str] = []
+        self.errors: list[str] = []
+        self.result_at: float | None = None  # when rank 0's result arrived
         self.returncode: int | None = None
-        self.timed_out = False
+        self.timed_out = self.hung_after_result = False
         self.interrupt: KeyboardInterrupt | None = None
+
+    @property
+    def out(self) -> str:
+        return "\n".join(self.lines)
+
+    @property
+    def err(self) -> str:
+        return "\n".join(self.errors)
+
+    def _read(self, stream: Any, into: list[str], watch: bool) -> None:
+        for line in stream:
+            if len(into) < OUTPUT_LINES:
+                into.append(line.rstrip("\n"))
+            if watch and line.startswith(MARKER):
+                self.result_at = time.monotonic()
 
     def run(self) -> None:
         try:
@@ -319,37 +342,52 @@ class Job:
                                     errors="replace", start_new_session=True)
         except OSError as exc:
             raise errors.Failed(f"cannot start {self.argv[0]}: {exc.strerror}") from None
+        readers = [threading.Thread(target=self._read, args=(proc.stdout, self.lines, True),
+                                    daemon=True),
+                   threading.Thread(target=self._read, args=(proc.stderr, self.errors, False),
+                                    daemon=True)]
+        for reader in readers:
+            reader.start()
         try:
-            self.out, self.err = proc.communicate(timeout=self.deadline)
-        except subprocess.TimeoutExpired:
-            self.timed_out = True
-            self._end(proc, signal.SIGTERM)
+            self._watch(proc)
         except KeyboardInterrupt as exc:  # rank 0 stops after its trial and reports
             self.interrupt = exc
             with contextlib.suppress(OSError):
                 proc.send_signal(signal.SIGUSR1)
-            self._wait(proc, STOP_GRACE_S)
+            self._watch(proc, time.monotonic() + STOP_GRACE_S)
+        for reader in readers:
+            reader.join(5)
         self.returncode = proc.returncode
 
-    def _wait(self, proc: subprocess.Popen, seconds: float) -> None:
-        try:
-            out, err = proc.communicate(timeout=seconds)
-            self.out, self.err = self.out + out, self.err + err
-        except subprocess.TimeoutExpired:
-            self._end(proc, signal.SIGTERM)
+    def _watch(self, proc: subprocess.Popen, until: float | None = None) -> None:
+        """Wait for the job; end it at the deadline (or ``until``), or FINALIZE_GRACE_S
+        after rank 0's result."""
+        started = time.monotonic()
+        limit = until if until is not None else (
+            started + self.deadline if self.deadline is not None else None)
+        while proc.poll() is None:
+            now = time.monotonic()
+            if self.result_at is not None and now - self.result_at > FINALIZE_GRACE_S:
+                self.hung_after_result = True
+                self._end(proc)
+            elif limit is not None and now > limit:
+                self.timed_out = until is None
+                self._end(proc)
+            else:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(0.1)
 
-    def _end(self, proc: subprocess.Popen, sig: int) -> None:
+    def _end(self, proc: subprocess.Popen) -> None:
         """End the launcher and every process of its group (the ranks it started here):
         the group is the one start_new_session made for it."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            out, err = proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-        self.out, self.err = self.out + (out or ""), self.err + (err or "")
+                os.killpg(proc.pid, sig)
+            try:
+                proc.wait(5)
+                return
+            except subprocess.TimeoutExpired:
+                continue
 
     def last_error(self) -> str:
         lines = [ln.strip() for ln in self.err.splitlines() if ln.strip()
@@ -362,9 +400,9 @@ class Job:
         if doc is None:
             raise self._no_result(name)
         run = RunResult.from_document(doc)
-        if self.timed_out:
-            run.warnings.append(f"the MPI job outlived its deadline of {self.deadline:g} s "
-                                "after rank 0 sent its result (a rank hung, e.g. in "
+        if self.hung_after_result or self.timed_out:
+            run.warnings.append(f"the MPI job did not end within {FINALIZE_GRACE_S:g} s of "
+                                "rank 0 sending its result (a rank hung, e.g. in "
                                 "MPI_Finalize): it was ended")
         elif self.returncode not in (0, None) and self.interrupt is None:
             run.warnings.append(f"{name} exited with status {self.returncode} after rank 0 "
