@@ -156,10 +156,15 @@ def chosen_transport(facts: dict[str, Any]) -> dict[str, Any]:
 
 
 def rank_facts(session: Session) -> dict[str, Any]:
-    """This rank: host, CPUs it may run on, process and MPI processor name."""
+    """This rank: host, CPUs it may run on, process and MPI processor name, and its
+    network namespace (containers or namespaces of one machine share a host name)."""
+    try:
+        netns = os.readlink("/proc/self/ns/net")
+    except OSError:
+        netns = None
     return {"rank": session.rank, "host": platform.node(), "fqdn": socket.getfqdn(),
             "processor_name": session.MPI.Get_processor_name(), "pid": os.getpid(),
-            "cpus": sorted(os.sched_getaffinity(0))}
+            "cpus": sorted(os.sched_getaffinity(0)), "net_namespace": netns}
 
 
 def make_pool(max_size: int, nocache: bool) -> _core.Pool:

@@ -193,7 +193,7 @@ def measure(spec: Spec, opts: MpiOptions, session: Any, info: ranks.RankInfo,
 
 def placement(local: dict[str, Any], remote: dict[str, Any]) -> list[dict[str, Any]]:
     """Each rank's host and the CPUs it may run on (its binding)."""
-    return [{k: end.get(k) for k in ("rank", "host", "processor_name", "cpus")}
+    return [{k: end.get(k) for k in ("rank", "host", "processor_name", "cpus", "net_namespace")}
             for end in (local, remote)]
 
 

@@ -1,0 +1,116 @@
+"""MPI between two network-namespace hosts joined by a veth pair, as a cluster of two.
+
+Open MPI: mpirun runs inside the first host's namespace and reaches the second through an
+rsh agent that runs ``ip netns exec HOST ...``, with ``--mca btl tcp,self`` and its TCP
+traffic (btl and oob) on the test interface, ``--bind-to none`` (the "hosts" share the
+machine's CPUs).  MPICH: hydra with ``-launcher ssh -launcher-exec AGENT -iface eth0`` and
+UCX held to TCP on that interface.  With the link shaped by ``tc tbf rate 100mbit``,
+the MPI stream rate is iperf3's on the same link within 5%, and the bytes are seen to
+cross the veth (its counters).  Every job is bounded and leaves nothing behind
+(mpi_helpers.run_bounded)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mpi_helpers import beoperf, require_mpi, run_bounded, write_agent
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import netns  # noqa: E402
+
+pytestmark = pytest.mark.netns
+
+MPI_ENV = {"openmpi": ("--mpi-env", "OMPI_MCA_btl=tcp,self"),
+           "mpich": ("--mpi-env", "UCX_TLS=tcp,self", "--mpi-env", "UCX_NET_DEVICES=eth0")}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """Two namespace hosts and the agent that reaches them (for the whole module)."""
+    ok, reason = netns.can_use_netns()
+    if not ok:
+        pytest.skip(f"needs network namespaces: {reason}")
+    with netns.VethPair(2) as topo:
+        agent = write_agent(tmp_path_factory.mktemp("agent") / "agent", topo.hosts)
+        yield topo.hosts, agent
+
+
+def mpi_run(cluster, impl: str, *args: str, timeout: float = 120) -> dict:
+    """`beoperf pingpong --transport mpi` from the first host, ranks on both."""
+    require_mpi(impl)
+    (a, b), agent = cluster
+    argv = beoperf("pingpong", "--transport", "mpi", "--mpi", impl,
+                   "--hosts", f"{a.addr4},{b.addr4}", "--bind-to", "none",
+                   "--mpi-agent", agent, "--mpi-interface", a.ifname, *MPI_ENV[impl],
+                   "--json", *args)
+    return run_bounded(a.argv(argv), timeout).document()["body"]
+
+
+def tx_bytes(host) -> int:
+    out = subprocess.run(["ip", "-n", host.name, "-j", "-s", "link", "show", host.ifname],
+                         capture_output=True, text=True, check=True, timeout=30).stdout
+    return int(json.loads(out)[0]["stats64"]["tx"]["bytes"])
+
+
+@pytest.mark.parametrize("impl", ["openmpi", "mpich"])
+def test_two_hosts_over_the_veth(cluster, impl):
+    (a, b), _agent = cluster
+    before = tx_bytes(a)
+    body = mpi_run(cluster, impl, "--sizes", "16,64K", "--time-budget", "2")
+    assert body["status"] == "complete"
+    placement = body["local"]["placement"]
+    assert placement[0]["net_namespace"] != placement[1]["net_namespace"], placement
+    # bind none: each rank may run on every CPU
+    assert len(placement[0]["cpus"]) == len(placement[1]["cpus"]) > 1 or \
+        len(placement[0]["cpus"]) == 1 == len(__import__("os").sched_getaffinity(0))
+    chosen = body["local"]["transport"]
+    if impl == "openmpi":
+        assert "tcp" in chosen["btl"] and "vader" not in chosen["btl"], chosen
+    else:
+        assert body["local"]["environment"]["UCX_TLS"] == "tcp,self"
+    sent = sum(s["reps"] * s["size"] for s in body["sizes"])
+    assert tx_bytes(a) - before >= sent  # the messages crossed the veth
+    # across a veth, 16 B takes the TCP stack both ways: microseconds, not shared memory's
+    assert body["summary"]["latency_median_us"] > 2
+
+
+def iperf3_bps(cluster) -> float:
+    (a, b), _agent = cluster
+    server = b.popen(["iperf3", "-s", "-1", "-p", "5299"], stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        out = a.run(["iperf3", "-c", b.addr4, "-p", "5299", "-t", "4", "-J"], timeout=60)
+        return float(json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"])
+    finally:
+        server.wait(10)
+
+
+@pytest.mark.tools("iperf3", "tc")
+def test_shaped_link_mpi_stream_matches_iperf3(cluster):
+    """100 Mbit/s tbf at both ends: iperf3 gets about 96 Mbit/s of payload (1,448 bytes
+    in each 1,514-byte frame); each MPI's stream of 1 MiB messages gets the same within
+    5%, and at least its payload crossed the veth."""
+    (a, b), _agent = cluster
+    for host in (a, b):
+        host.set_rate("100mbit")
+    try:
+        reference = iperf3_bps(cluster)
+        assert 85e6 < reference < 101e6, reference
+        for impl in ("openmpi", "mpich"):
+            before = tx_bytes(a)
+            body = mpi_run(cluster, impl, "--mode", "stream", "--sizes", "1M", "--window", "16",
+                           "--trial-time", "0.25", "--time-budget", "6", timeout=180)
+            peak = body["summary"]["peak_throughput_bps"]
+            assert abs(peak / reference - 1) <= 0.05, (impl, peak, reference, body["sweep"])
+            moved = sum(s["reps"] * s["size"] for s in body["sizes"])
+            assert tx_bytes(a) - before >= moved
+    finally:
+        for host in (a, b):
+            host.clear_rate()
