@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+from beoperf import safeio
 from beoperf.cli.errors import UsageError
 from beoperf.model.document import Document
+from beoperf.model.pingpong import RunResult
 from beoperf.suites.mpi_spec import (
     BINDINGS,
     DEFAULT_WINDOW,
@@ -87,3 +90,23 @@ def print_notes(doc: Document) -> None:
     """What beoperf did on the user's behalf to launch the job (running Open MPI as root)."""
     for note in (doc.meta.get("launch") or {}).get("notes", []):
         print(f"note: {note}", file=sys.stderr)
+
+
+def file_part(key: str, text: str) -> str:
+    """KEY-VALUE for a --sweep run's file name: 'mpi-env:UCX_TLS' and 'tcp,self' become
+    'mpi-env-UCX_TLS-tcp_self' (nothing that is not a letter, digit, '.', '_' or '-')."""
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in
+                   f"{key.replace(':', '-')}-{text}")
+
+
+def write_overhead(results: list[RunResult], labels: list[str], prefix: Path) -> None:
+    """PREFIX-overhead.md and PREFIX-plots/overhead.png: per size, what each run adds to
+    the first (the MPI overhead over TCP in a transport sweep)."""
+    from beoperf.report.mpi import overhead_markdown, overhead_png
+
+    table = prefix.with_name(prefix.name + "-overhead.md")
+    safeio.write_atomic(table, overhead_markdown(results[0], results[1:], labels))
+    plots = prefix.with_name(prefix.name + "-plots")
+    plots.mkdir(parents=True, exist_ok=True)
+    safeio.write_atomic(plots / "overhead.png", overhead_png(results[0], results[1:], labels))
+    print(f"wrote {table} and {plots / 'overhead.png'}")

@@ -218,9 +218,13 @@ def parse_sweep(text: str) -> tuple[str, list[str]]:
     key, sep, values = text.partition("=")
     key = key.strip()
     items = [v.strip() for v in values.split(",") if v.strip()]
-    if not sep or key not in pingpong.SWEEPABLE or not items:
+    known = key in pingpong.SWEEPABLE or key == "transport" or (
+        key.startswith(mpi_pingpong.ENV_KEY) and key[len(mpi_pingpong.ENV_KEY):].isidentifier())
+    if not sep or not known or not items:
         raise UsageError(f"--sweep {text!r}: expected KEY=V1,V2,... with KEY one of "
-                         f"{', '.join(pingpong.SWEEPABLE)}")
+                         f"{', '.join(pingpong.SWEEPABLE)}, transport or mpi-env:VARIABLE")
+    if key == "transport" and any(v not in ("tcp", "mpi") for v in items):
+        raise UsageError(f"--sweep {text!r}: transports are tcp and mpi")
     if key == "nocache" and any(v.lower() not in ON_OFF for v in items):
         raise UsageError(f"--sweep {text!r}: nocache takes on or off")
     if key == "mode" and any(v not in MODES for v in items):
@@ -248,17 +252,23 @@ def run_config_sweep(args: argparse.Namespace) -> int:
     done: list[RunResult] = []
     last: Measured | None = None
     by_value = dict(zip(map(repr, values), texts, strict=True))
-    for value, measured, hold in pingpong.run_configs(spec, key, values):
+    mpi = mpi_pingpong.is_mpi_sweep(spec, key)
+    configs = (mpi_pingpong.run_configs if mpi else pingpong.run_configs)(spec, key, values)
+    for value, measured, hold in configs:
         with hold:
             text = by_value[repr(value)]
             print(f"== {key}={text}", file=sys.stderr)
-            write_outputs(f"{args.output}-{key}-{text}", measured.document, False)
+            write_outputs(f"{args.output}-{mpi_options.file_part(key, text)}",
+                          measured.document, False)
         last = measured
         if measured.error is None and measured.interrupt is None:
             sys.stdout.write(report.render(measured.document, "text"))
             done.append(measured.run)
     if done:  # what completed is compared even when a later configuration failed
-        write_comparison(done, [f"{key}={t}" for t in texts[:len(done)]], Path(args.output))
+        labels = [f"{key}={t}" for t in texts[:len(done)]]
+        write_comparison(done, labels, Path(args.output))
+        if mpi and len(done) > 1:
+            mpi_options.write_overhead(done, labels, Path(args.output))
     if last is not None and (last.error is not None or last.interrupt is not None):
         return finish(last, quiet_stdout=True)  # its own exit status: 130, 5, 3, ...
     return ExitStatus.OK

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from beoperf import errors, interrupts, launch, safeio
@@ -466,3 +466,60 @@ def run(spec: Spec, progress: Progress | None = None,
 def on_stop_signal(handler: Callable[[int, Any], None]) -> None:
     """Rank 0 stops its sweep on SIGUSR1 (what the launching process sends on Ctrl-C)."""
     signal.signal(signal.SIGUSR1, handler)
+
+
+# --------------------------------------------------------------------------- --sweep
+
+ENV_KEY = "mpi-env:"
+
+
+def is_mpi_sweep(spec: Spec, key: str) -> bool:
+    """Whether a --sweep needs this module: TCP against MPI, an MPI variable, or any
+    setting of an MPI sweep."""
+    return key == "transport" or key.startswith(ENV_KEY) or spec.transport == "mpi"
+
+
+def configure(spec: Spec, key: str, value: Any) -> Spec:
+    """The spec with one swept setting changed: the transport (the TCP run goes to the
+    second MPI host's `beoperf serve` unless a host is given: both on the same pair of
+    hosts), an MPI variable, or any setting a TCP sweep takes."""
+    from beoperf.suites import pingpong
+
+    opts = spec.mpi or MpiOptions()
+    if key == "transport":
+        if value not in ("tcp", "mpi"):
+            raise errors.BadSpec(f"--sweep transport={value}: choose tcp or mpi", HINT)
+        host = spec.host or (opts.hosts[-1] if value == "tcp" and len(opts.hosts) == 2
+                             else None)
+        return dataclasses.replace(spec, transport=value, host=host)
+    if key.startswith(ENV_KEY):
+        name = key[len(ENV_KEY):]
+        if not name.isidentifier():
+            raise errors.BadSpec(f"--sweep {key}: not a variable name", HINT)
+        env = tuple((k, v) for k, v in opts.env if k != name) + ((name, str(value)),)
+        return dataclasses.replace(spec, transport="mpi", mpi=dataclasses.replace(opts, env=env))
+    return pingpong.configure(spec, key, value)
+
+
+def run_configs(spec: Spec, key: str, values: list[Any], progress: Progress | None = None,
+                hold: Callable[[], contextlib.ExitStack] = contextlib.ExitStack,
+                ) -> Iterator[tuple[Any, Measured, contextlib.ExitStack]]:
+    """One sweep per value, as suites.pingpong.run_configs does (every value checked
+    first; stops after the first that did not complete), launching each MPI run."""
+    from beoperf.suites import pingpong
+
+    if ranks.rank_of() is not None:
+        raise errors.BadSpec("--sweep launches its own MPI jobs: run it outside mpirun/srun",
+                             HINT)
+    specs = [configure(spec, key, v) for v in values]
+    for one in specs:
+        validate_mpi(one) if one.transport == "mpi" else validate(one)
+    for value, one in zip(values, specs, strict=True):
+        stack = hold()
+        if one.transport == "mpi":
+            measured = run_launched(one, stack)
+        else:
+            measured = pingpong.run(one, progress, stack)
+        yield value, measured, stack
+        if measured.error is not None or measured.interrupt is not None:
+            return
