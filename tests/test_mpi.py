@@ -183,3 +183,25 @@ def test_bad_mpi_options_are_one_line_errors():
     assert res.status == 2 and "expected KEY=VALUE" in res.stderr
     res = cli("pingpong", "--transport", "mpi", "--mode", "stream", "--integrity", "--window", "8")
     assert res.status == 2 and "own buffer" in res.stderr
+
+
+def test_sweep_of_an_mpi_variable_moves_the_switch(tmp_path):
+    """`--sweep mpi-env:OMPI_MCA_btl_vader_eager_limit=4096,32768`: one run each, the
+    comparison and the per-size overhead written, and each run's eager/rendezvous switch
+    found at its own limit."""
+    require_mpi("openmpi")
+    prefix = tmp_path / "eager"
+    got = run_bounded(beoperf("pingpong", "--transport", "mpi", "--start", "1K", "--end", "128K",
+                              "--perturbation", "0", "--time-budget", "3",
+                              "--sweep", "mpi-env:OMPI_MCA_btl_vader_eager_limit=4096,32768",
+                              "-o", str(prefix)), 120)
+    assert got.returncode == 0, got.stderr
+    for limit in (4096, 32768):
+        doc = json.loads((tmp_path / f"eager-mpi-env-OMPI_MCA_btl_vader_eager_limit-{limit}"
+                          ".json").read_text())
+        switch = doc["body"]["summary"]["protocol_switch"]
+        assert switch["value_bytes"] == limit and switch["threshold"] == limit, switch
+    assert "eager/rendezvous switch at 4096 B" in got.stdout
+    overhead = (tmp_path / "eager-overhead.md").read_text()
+    assert "| 8192 |" in overhead
+    assert (tmp_path / "eager-plots" / "overhead.png").stat().st_size > 10000
