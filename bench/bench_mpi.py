@@ -232,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(markdown(json.loads(Path(args.report).read_text())))
         return 0
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    raw = Path(args.out) / f"mpi-raw-{stamp}"
+    raw = Path(args.out).resolve() / f"mpi-raw-{stamp}"
     raw.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"utc_start": stamp, "runs": {}, "argv": sys.argv}
     with LoadSampler() as load:
