@@ -43,13 +43,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
+from bench_pingpong import parse_netpipe  # noqa: E402
+
 import netns  # noqa: E402
 from beoperf.launch.base import LaunchSpec  # noqa: E402
 from beoperf.launch.mpirun import Mpich, OpenMpi  # noqa: E402
 from mpi_helpers import write_agent  # noqa: E402
 
 NETPIPE = {"openmpi": "NPopenmpi", "mpich": "NPmpich2"}
-NETPIPE_MBPS = 2**20
 LAT_SIZE = 16
 ENV = {"openmpi": {"OMPI_MCA_btl": "tcp,self"},
        "mpich": {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "eth0"}}
@@ -108,20 +109,10 @@ def run(argv: list[str], timeout: float, cwd: Path) -> tuple[int, float]:
     return proc.returncode, time.monotonic() - started
 
 
-def netpipe_rows(path: Path) -> list[tuple[int, float, float]]:
-    """np.out: (bytes, bit/s, one-way seconds of the fastest trial)."""
-    rows = []
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if len(parts) >= 3:
-            rows.append((int(parts[0]), float(parts[1]) * NETPIPE_MBPS, float(parts[2])))
-    return rows
-
-
 def netpipe(place: Place, impl: str, opts: Sequence[str], out: Path) -> dict:
     argv = place.mpirun(impl, [f"/usr/bin/{NETPIPE[impl]}", *opts, "-o", str(out)])
     _rc, wall = run(argv, 60 if opts else 600, out.parent)
-    return {"rows": netpipe_rows(out), "cmd": argv, "wall_s": wall}
+    return {"rows": parse_netpipe(out), "cmd": argv, "wall_s": wall}
 
 
 def beoperf(place: Place, impl: str, args: Sequence[str], prefix: Path) -> dict:

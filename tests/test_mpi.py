@@ -205,3 +205,42 @@ def test_sweep_of_an_mpi_variable_moves_the_switch(tmp_path):
     overhead = (tmp_path / "eager-overhead.md").read_text()
     assert "| 8192 |" in overhead
     assert (tmp_path / "eager-plots" / "overhead.png").stat().st_size > 10000
+
+
+def test_the_exchange_loop_is_a_ring_step_between_any_ranks():
+    """The C exchange serves more than bidir (issue 14's rings): three ranks, each sending
+    to its right neighbour and receiving from its left, both directions at once, with
+    every message verified; and a ping-pong between ranks 0 and 2 while rank 1 waits."""
+    require_mpi("openmpi")
+    script = r"""
+import json
+from beoperf.launch import ranks
+ranks.prepare("openmpi")
+from beoperf import _core
+from beoperf.engines import mpi
+s = mpi.Session.open()
+n, r = s.size, s.rank
+left, right = (r - 1) % n, (r + 1) % n
+pool = _core.Pool(4096, 4 * 4096)  # a send slot and two receive slots at least
+lib, comm = s.lib, s.handle()
+one = lib.run("exchange", comm, s.byte, pool, 50, size=4096, integrity=True, to=(right,),
+              from_=(left,))
+both = lib.run("exchange", comm, s.byte, pool, 50, size=4096, integrity=True,
+               to=(left, right), from_=(left, right))
+pp = None
+if r in (0, 2):
+    pp = lib.run("pingpong-initiator" if r == 0 else "pingpong-responder", comm, s.byte,
+                 pool, 100, peer=2 - r, size=8, integrity=True)
+lib.run("barrier", comm, s.byte, pool, 1)
+print(json.dumps({"rank": r, "corrupt": [one[2], both[2], pp[2] if pp else 0],
+                  "samples": [len(one[0]) // 8, len(both[0]) // 8]}))
+s.finalize()
+"""
+    got = run_bounded(["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "-np", "3",
+                       "--bind-to", "none", PYTHON, "-c", script], 60)
+    assert got.returncode == 0, got.stderr
+    lines = sorted((json.loads(line) for line in got.stdout.splitlines() if line.startswith("{")),
+                   key=lambda x: x["rank"])
+    assert [x["rank"] for x in lines] == [0, 1, 2]
+    for x in lines:
+        assert x["corrupt"] == [0, 0, 0] and x["samples"] == [50, 50]

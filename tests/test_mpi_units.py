@@ -101,6 +101,11 @@ def test_sweep_configurations():
     tcp = mpi_pingpong.configure(base, "transport", "tcp")
     assert tcp.transport == "tcp" and tcp.host == "b"  # the second MPI host's server
     assert mpi_pingpong.configure(base, "transport", "mpi").host is None
+    given = Spec(sizes=(16,), host="c", mpi=MpiOptions(hosts=("a", "b")))
+    assert mpi_pingpong.configure(given, "transport", "tcp").host == "c"
+    assert mpi_pingpong.configure(given, "transport", "mpi").host is None
+    with pytest.raises(errors.BadSpec, match="give --hosts c"):
+        mpi_pingpong.validate_mpi(Spec(sizes=(16,), host="c", transport="mpi"))
     env = mpi_pingpong.configure(base, "mpi-env:UCX_TLS", "shm,self")
     assert env.transport == "mpi" and env.mpi.env == (("UCX_TLS", "shm,self"),)
     with pytest.raises(errors.BadSpec):

@@ -105,6 +105,9 @@ def validate_mpi(spec: Spec) -> MpiOptions:
         raise errors.BadSpec(f"--recv {opts.recv!r}: choose {', '.join(RECV_MODES)}", HINT)
     if not 1 <= opts.window <= 4096:
         raise errors.BadSpec(f"--window {opts.window}: give 1 to 4096 messages", HINT)
+    if spec.host:
+        raise errors.BadSpec(f"--transport mpi runs between MPI ranks: give --hosts "
+                             f"{spec.host},... instead of the peer {spec.host}", HINT)
     if len(opts.hosts) > 2:
         raise errors.BadSpec(f"{len(opts.hosts)} hosts: a ping-pong runs between two ranks "
                              "on one or two hosts", HINT)
@@ -489,8 +492,8 @@ def configure(spec: Spec, key: str, value: Any) -> Spec:
     if key == "transport":
         if value not in ("tcp", "mpi"):
             raise errors.BadSpec(f"--sweep transport={value}: choose tcp or mpi", HINT)
-        host = spec.host or (opts.hosts[-1] if value == "tcp" and len(opts.hosts) == 2
-                             else None)
+        host = (spec.host or (opts.hosts[-1] if len(opts.hosts) == 2 else None)) \
+            if value == "tcp" else None
         return dataclasses.replace(spec, transport=value, host=host)
     if key.startswith(ENV_KEY):
         name = key[len(ENV_KEY):]
