@@ -16,6 +16,9 @@ import pytest
 from mpi_helpers import PYTHON, beoperf, kill_group, require_mpi, run_bounded
 
 SIZES = "16,4K,256K"
+# sizes that keep a sweep going for its whole budget at --precision 0.0001: a small size's
+# trial medians can all be equal (the clock's steps), the large ones' never are
+LONG = "16,1K,1M,4M"
 
 
 def sweep(impl: str, *extra: str, timeout: float = 90) -> dict:
@@ -144,7 +147,7 @@ def test_a_job_past_its_deadline_is_ended_with_a_clear_error():
     """A job that cannot finish in time (a sweep longer than --deadline) is ended, ranks
     and all, and the error says so; nothing is left running."""
     require_mpi("openmpi")
-    got = run_bounded(beoperf("pingpong", "--transport", "mpi", "--sizes", "16",
+    got = run_bounded(beoperf("pingpong", "--transport", "mpi", "--sizes", LONG,
                               "--time-budget", "60", "--precision", "0.0001", "--deadline", "4"),
                       60)
     assert got.returncode == 1, got.stderr
@@ -156,7 +159,7 @@ def test_ctrl_c_keeps_what_rank_0_measured(tmp_path):
     """SIGINT to beoperf: rank 0 is asked (SIGUSR1 through mpirun) to stop after its trial
     and send what it has; the result is written and the status is 130."""
     require_mpi("openmpi")
-    proc = subprocess.Popen(beoperf("pingpong", "--transport", "mpi", "--sizes", "16,1K",
+    proc = subprocess.Popen(beoperf("pingpong", "--transport", "mpi", "--sizes", LONG,
                                     "--time-budget", "60", "--precision", "0.0001",
                                     "-o", str(tmp_path / "cut")),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -171,7 +174,7 @@ def test_ctrl_c_keeps_what_rank_0_measured(tmp_path):
     assert proc.returncode == 130, err
     doc = json.loads((tmp_path / "cut.json").read_text())
     assert doc["body"]["status"] == "interrupted"
-    assert len(doc["body"]["sizes"]) == 2 and doc["body"]["sizes"][0]["trials"] >= 1
+    assert len(doc["body"]["sizes"]) == 4 and doc["body"]["sizes"][0]["trials"] >= 1
 
 
 def test_bad_mpi_options_are_one_line_errors():
