@@ -143,6 +143,15 @@ def test_shaped_link_mpi_stream_matches_iperf3(cluster):
             assert abs(peak / reference - 1) <= 0.05, (impl, peak, reference, body["sweep"])
             moved = sum(s["reps"] * s["size"] for s in body["sizes"])
             assert tx_bytes(a) - before >= moved
+        # a ping-pong sweep between hosts checks for a shaper afterwards, as TCP's does: a
+        # stream on the same ranks whose trials grow until the rate settles at the link's
+        # (MPI's rate rises with the trial's length, each trial paying its start, so this
+        # shaper's 64 KiB burst does not show as a fall: no shaper is claimed)
+        body = mpi_run(cluster, "mpich", "--sizes", "64K,256K", "--time-budget", "3",
+                       timeout=180)
+        rates = [r for _t, r in body["sweep"]["stream_rates"]]
+        assert 0.8 * reference <= rates[-1] <= 1.05 * reference, (rates, reference)
+        assert body["sweep"]["shaper"] is None
     finally:
         for host in (a, b):
             host.clear_rate()

@@ -40,8 +40,16 @@ from beoperf.launch.base import LaunchSpec
 from beoperf.model.document import Document, from_json, make_meta, utc_now
 from beoperf.model.pingpong import RunResult
 from beoperf.suites.mpi_spec import IMPLEMENTATIONS, LAUNCHERS, RECV_MODES, MpiOptions
-from beoperf.suites.pingpong import HINT, Measured, Progress, Spec, validate, warnings_of
-from beoperf.sweep.driver import SweepOutcome, run_sweep
+from beoperf.suites.pingpong import (
+    HINT,
+    Measured,
+    Progress,
+    Spec,
+    shaper_notes,
+    validate,
+    warnings_of,
+)
+from beoperf.sweep.driver import SweepOutcome, run_sweep, shaper_probe
 
 MARKER = "BEOPERF-MPI-RESULT "  # rank 0's line with the document
 ERROR_MARKER = "BEOPERF-MPI-ERROR "  # rank 0's line with why it stopped
@@ -172,10 +180,12 @@ def measure(spec: Spec, opts: MpiOptions, session: Any, info: ranks.RankInfo,
     params = parameters(spec, opts, impl)
     transport = MpiTransport(Peer("rank 1", 1), params, timeout=spec.timeout, session=session)
     transport.connect()
+    remote_hosts = bool(set(opts.hosts) - {"localhost"})  # else no shaper can be in the way
     try:
-        # no shaper between two ranks of one host: no stream trial length to settle
-        cfg = dataclasses.replace(spec.sweep(), settle=bool(set(opts.hosts) - {"localhost"}))
+        cfg = dataclasses.replace(spec.sweep(), settle=remote_hosts)
         outcome = run_sweep(transport, cfg, on_pass=progress)
+        if outcome.status == "complete" and spec.mode != "stream" and remote_hosts:
+            outcome.facts.update(shaper_check(spec, params, session))
         if hold is not None:
             hold.enter_context(interrupts.deferred())
         local, remote = transport.facts()
@@ -191,7 +201,28 @@ def measure(spec: Spec, opts: MpiOptions, session: Any, info: ranks.RankInfo,
     result = RunResult(parameters=params, local=local, remote=remote, meta=meta,
                        sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
                        warnings=warnings_of(transport.warnings, outcome), sweep=outcome.facts)
+    result.warnings += shaper_notes(result, local)
     return Measured(document(result), result, *stopped(outcome))
+
+
+def shaper_check(spec: Spec, params: dict[str, Any], session: Any) -> dict[str, Any]:
+    """After a ping-pong or bidir sweep between hosts, as for TCP (suites.pingpong): does
+    a shaper's burst hold every message?  A stream session on the same two ranks settles
+    its trial length; a failure costs only this check."""
+    from beoperf.engines.mpi import MpiTransport
+
+    class Borrowed(MpiTransport):
+        def close(self, abort: bool = False) -> None:
+            """The sweep's transport ends the responder's session, not this one."""
+
+    def open_stream(stream_params: dict[str, Any]) -> MpiTransport:
+        return Borrowed(Peer("rank 1", 1), stream_params, timeout=spec.timeout, session=session)
+
+    try:
+        return shaper_probe(Peer("rank 1", 1), params, list(spec.sizes), timeout=spec.timeout,
+                            trial_time=spec.trial_time, open_stream=open_stream)
+    except (errors.BeoperfError, OSError) as exc:
+        return {"shaper": None, "shaper_check": f"not done: {exc}"}
 
 
 def placement(local: dict[str, Any], remote: dict[str, Any]) -> list[dict[str, Any]]:
