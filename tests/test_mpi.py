@@ -109,7 +109,8 @@ def test_started_by_the_users_mpirun_runs_as_ranks(impl, tmp_path):
 
 def test_the_c_loops_time_each_message_within_the_trial():
     """The samples of a trial are disjoint pieces of it: they add up to at most the
-    trial's elapsed time, and a ping-pong sample is at least a stream message's time."""
+    trial's elapsed time (a loop that timed each sample from the trial's start would
+    exceed it); the stream loop times the whole trial only."""
     require_mpi("openmpi")
     script = r"""
 import json, sys
@@ -139,8 +140,7 @@ s.finalize()
         total, elapsed, median, count = out[mode]
         assert count == 200 and 0 < total <= elapsed, out
         assert median > 0
-    stream_per_message = out["stream"][1] / 200
-    assert out["pingpong"][2] >= 0.5 * stream_per_message  # a round trip >= a one-way send
+    assert out["stream"][0] == 0 and out["stream"][1] > 0  # no samples, an elapsed time
 
 
 def test_a_job_past_its_deadline_is_ended_with_a_clear_error():
