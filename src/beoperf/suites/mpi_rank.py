@@ -15,14 +15,8 @@ import sys
 
 from beoperf import errors, interrupts, safeio
 from beoperf.launch import ranks
-from beoperf.suites.mpi_pingpong import (
-    ERROR_MARKER,
-    MARKER,
-    error_text,
-    on_stop_signal,
-    run_as_rank,
-    spec_from_text,
-)
+from beoperf.suites.mpi_job import ERROR_MARKER, MARKER, error_text
+from beoperf.suites.mpi_pingpong import on_stop_signal, run_as_rank, spec_from_text
 
 
 def _stop(_signum: int, _frame: object) -> None:
