@@ -34,7 +34,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -43,7 +42,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from bench_pingpong import parse_netpipe  # noqa: E402
+from bench_pingpong import LoadSampler, parse_netpipe  # noqa: E402
 
 import netns  # noqa: E402
 from beoperf.launch.base import LaunchSpec  # noqa: E402
@@ -158,26 +157,6 @@ def bench(place: Place, impl: str, rounds: int, raw: Path) -> dict:
            "beoperf_best_trial_us": statistics.median(r["beoperf_best_trial_us"] for r in lat)}
     out.update(peaks(place, impl, raw))
     return out
-
-
-class LoadSampler:
-    def __init__(self) -> None:
-        self.samples: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.samples.append(os.getloadavg()[0])
-            self._stop.wait(5)
-
-    def __enter__(self) -> LoadSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 @contextlib.contextmanager
