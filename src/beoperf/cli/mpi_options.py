@@ -25,7 +25,7 @@ EXAMPLES = """MPI (--transport mpi):
   beoperf pingpong --transport mpi --mode stream --window 64 --hosts 'node[01-02]'
   mpirun -np 2 beoperf pingpong --transport mpi -o runs/x   # started as ranks
   beoperf pingpong --transport mpi --sweep transport=tcp,mpi --hosts a,b -o runs/tcp-mpi
-  beoperf pingpong --transport mpi --sweep mpi-env:OMPI_MCA_btl_tcp_eager_limit=4K,64K -o e
+  beoperf pingpong --transport mpi --sweep mpi-env:OMPI_MCA_btl_tcp_eager_limit=4096,65536 -o e
 """
 
 
