@@ -9,6 +9,12 @@ Transport interface as TCP, so the same precision loop and statistics), and befo
 trial tells the responder (1) what to run; the responder runs :func:`serve` until told
 to stop.  Other ranks of a larger job wait (:func:`idle`).
 
+The C entry points (``Library.run`` roles) take any ranks of any communicator, so that
+the cluster tests can use them as they are: ``pingpong-initiator``/``-responder`` between
+ranks a and b while the others wait (all-pairs), ``exchange`` with ``to``/``from_`` ranks
+(a ring step, one direction or both, HPCC's ring latency and bandwidth), ``stream-send``/
+``-recv`` for N pairs at once after a ``barrier`` (osu_mbw_mr).
+
 What the library chose to carry the messages (Open MPI's PML and BTL components, MPICH's
 device and the UCX transports it loaded) is learnt from the library's version text and
 the shared objects it mapped after the first exchange (:func:`chosen_transport`).
@@ -28,6 +34,7 @@ import numpy as np
 from beoperf import _core, errors, pools, sysinfo
 from beoperf.engines import register
 from beoperf.engines.base import Peer, Transport, Trial
+from beoperf.engines.tcp import count_corrupt  # the same rule: who verifies what
 
 CONTROL_TAG = 31000  # control messages; the loops use tags below it
 DATA_TAG = 7
@@ -195,16 +202,6 @@ def run_loop(session: Session, pool: _core.Pool, order: dict[str, Any], initiato
         common.update(to=(peer,), from_=(peer,))
     return session.lib.run(role, session.handle(), session.byte, pool, int(order["reps"]),
                            **common)
-
-
-def count_corrupt(mode: str, here: int, there: int) -> int:
-    """As for TCP: the initiator's count in ping-pong (the responder echoes what it got),
-    the receiver's in stream mode, both in bidir."""
-    if mode == "pingpong":
-        return here
-    if mode == "stream":
-        return there
-    return here + there
 
 
 def serve(session: Session, initiator: int = 0) -> None:
