@@ -29,7 +29,8 @@ class Parser(argparse.ArgumentParser):
 
 
 # a module each in beoperf.cli
-COMMANDS = ("serve", "pingpong", "plot", "compare", "audit", "tune", "monitor")
+COMMANDS = ("serve", "pingpong", "plot", "compare", "audit", "tune", "monitor", "report",
+            "predict", "replay")
 
 
 def command_of(argv: Sequence[str]) -> str | None:
