@@ -32,6 +32,7 @@ class SweepConfig:
     nocache: bool = False
     time_budget: float | None = DEFAULT_TIME_BUDGET  # the whole sweep; None: no limit
     seed: int | None = None  # of the shuffled order of the passes
+    settle: bool = True  # stream mode: settle the trial length against a shaper first
 
 
 @dataclass
@@ -114,7 +115,7 @@ class PingPongMeasurer:
         the trial's repetitions: a stream trial's one sample stands for all of them."""
         if estimate_ns is None:
             estimate_ns = self.cost(self.trial(size, 1))
-        if self.cfg.mode == "stream" and self.stream is None:
+        if self.cfg.mode == "stream" and self.stream is None and self.cfg.settle:
             probe = settle_size(self.cfg.sizes)
             self.stream = settle_stream(self, probe, estimate_ns * probe / size,
                                         self.cfg.trial_time)
@@ -198,14 +199,17 @@ def settle_stream(m: PingPongMeasurer, size: int, unit_ns: float, start_s: float
 
 
 def shaper_probe(peer: Peer, params: dict[str, Any], sizes: list[int], *,
-                 timeout: float, trial_time: float) -> dict[str, Any]:
+                 timeout: float, trial_time: float,
+                 open_stream: Callable[[dict[str, Any]], Transport] | None = None,
+                 ) -> dict[str, Any]:
     """A stream session of its own that only settles the trial length (settle_stream):
     for a ping-pong or bidir sweep, whether the path has a shaper whose burst its
     messages fit in.  {"shaper": ... or None, "stream_rates": [...]}."""
     size = settle_size(sizes)
     stream_params = {**params, "mode": "stream", "max_size": size, "integrity": False}
     cfg = SweepConfig(sizes=[size], mode="stream", trial_time=trial_time)
-    transport = open_transport(peer, stream_params, timeout=timeout)
+    transport = open_stream(stream_params) if open_stream else \
+        open_transport(peer, stream_params, timeout=timeout)
     try:
         m = PingPongMeasurer(transport, cfg)
         unit = m.cost(m.trial(size, 1))
