@@ -158,7 +158,8 @@ def test_stream_through_a_shaper_measures_its_rate_not_its_burst(netns_pair, rat
     limit = goodput_limit_mbps(rate_mbit, mss, mtu)
     assert size["throughput_bps"]["from_median"] / 1e6 == pytest.approx(limit, rel=0.03)
     shaper = doc["sweep"]["shaper"]
-    assert shaper and 64 * 1024 <= shaper["burst_bytes"] <= 512 * 1024, shaper
+    assert shaper and 64 * 1024 <= shaper["burst_bytes"] <= 512 * 1024, \
+        (shaper, doc["sweep"]["stream_rates"], doc["sweep"]["stream_rates_repeat"])
     note = next(w for w in doc["warnings"] if "pass at line rate" in w)
     assert f"{mtu + 14}-byte frames carrying {mss} bytes" in note
 
@@ -172,7 +173,9 @@ def test_ping_pong_through_a_shaper_explains_its_doubled_figure(netns_pair):
     peak = doc["summary"]["peak_throughput_bps"] / 1e6
     assert peak > 1.3 * goodput_limit_mbps(100, doc["local"]["socket"]["mss"],
                                            doc["local"]["interface"]["mtu"])
-    assert any("token bucket refills while the other direction" in w for w in doc["warnings"])
+    assert any("token bucket refills while the other direction" in w for w in doc["warnings"]), \
+        (doc["sweep"].get("stream_rates"), doc["sweep"].get("stream_rates_repeat"),
+         doc["sweep"].get("shaper_check"), doc["warnings"])
 
 
 def test_no_shaper_is_reported_on_a_plain_link(netns_pair):

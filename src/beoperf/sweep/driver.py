@@ -5,6 +5,8 @@ size is known to the requested precision or the time budget is spent).
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,8 +119,8 @@ class PingPongMeasurer:
             estimate_ns = self.cost(self.trial(size, 1))
         if self.cfg.mode == "stream" and self.stream is None and self.cfg.settle:
             probe = settle_size(self.cfg.sizes)
-            self.stream = settle_stream(self, probe, estimate_ns * probe / size,
-                                        self.cfg.trial_time)
+            self.stream = settle_confirmed(self, probe, estimate_ns * probe / size,
+                                           self.cfg.trial_time)
         reps = reps_for(estimate_ns, self.trial_seconds(size), self.cfg.min_reps)
         first = self.trial(size, reps)
         return self.cost(first), first, reps
@@ -131,7 +133,11 @@ class PingPongMeasurer:
 SETTLE = 0.01  # a stream has settled when doubling its trial costs under 1% of its rate
 RISE = 0.05  # ... and does not gain more than 5% either (slow start, noise)
 MAX_STREAM_TRIAL = 4.0  # seconds: the longest trial settle_stream tries
-SHAPER_DROP = 0.2  # a fall of more than 20% from the fastest trial: a burst, then a rate
+SHAPER_DROP = 0.5  # a fall to under half the fastest trial's rate: a burst, then a rate
+CONFIRM = 0.1  # a second settling must find the same sustained rate, within 10%
+BURST_RATE = 1.5  # trials this much faster than the sustained rate carried burst bytes
+WANDER = 0.15  # a bucket's fall may wobble up this much between trials (a busy machine)
+MAX_REFILL = 2.0  # seconds at most to wait for a bucket to refill before the second
 FIRST_MESSAGES = 2  # settle_stream's first trial: so few messages that a burst holds them
 
 
@@ -143,21 +149,50 @@ class Settled:
     unit_ns: float  # time per message at that length
     rates_bps: list[tuple[float, float]]  # (trial seconds, payload bit/s) as tried
     settled: bool  # False: still falling at MAX_STREAM_TRIAL
+    confirmed: bool | None = None  # a second settling found the same (None: not tried)
+    repeat_bps: list[tuple[float, float]] | None = None  # that second settling's rates
 
     def shaper(self, size: int) -> dict[str, Any] | None:
         """A token bucket's signature, if the rate fell as trials got longer: the burst
         that passed at line rate (bytes moved by the shortest trial beyond what the
-        sustained rate explains) and the sustained rate."""
-        (t0, r0), (_t1, r1) = max(self.rates_bps, key=lambda tr: tr[1]), self.rates_bps[-1]
-        if r1 >= r0 * (1 - SHAPER_DROP):
+        sustained rate explains) and the sustained rate.  None unless the rate fell to
+        under half the fastest trial's and kept falling from there (a rise of more than
+        WANDER between longer trials is a busy machine's wander, not a bucket), or when a
+        second settling did not find it again (``confirmed`` False)."""
+        if self.confirmed is False or not self.falls():
             return None
+        (t0, r0), (_t1, r1) = max(self.rates_bps, key=lambda tr: tr[1]), self.rates_bps[-1]
         # bytes a trial moved beyond what the sustained rate explains: the burst, seen
         # whole by the longest trial that still carried all of it (a shorter trial that
         # fit in the burst shows only its own size)
-        burst = max(max(0.0, (r - r1) * t / 8) for t, r in self.rates_bps[:-1])
+        burst = self.burst_bytes()
         return {"sustained_bps": r1, "short_trial_bps": r0, "short_trial_s": t0,
                 "burst_bytes": round(burst), "trial_s": self.trial_s,
-                "settled": self.settled, "message_size": size}
+                "settled": self.settled, "message_size": size,
+                "confirmed": self.confirmed}
+
+    def falls(self) -> bool:
+        """The rate fell to under (1 - SHAPER_DROP) of the fastest trial's and never rose
+        by more than WANDER on the way."""
+        rates = [r for _t, r in self.rates_bps]
+        top = rates.index(max(rates))
+        after = rates[top:]
+        return (len(after) > 1 and after[-1] < after[0] * (1 - SHAPER_DROP)
+                and all(b <= a * (1 + WANDER) for a, b in zip(after, after[1:], strict=False)))
+
+    def refill_s(self) -> float:
+        """How long a bucket of the burst seen takes to refill at the sustained rate
+        (with room), at most MAX_REFILL."""
+        (_t, r1), burst = self.rates_bps[-1], self.burst_bytes()
+        return min(MAX_REFILL, 1.5 * burst * 8 / r1 + 0.01) if r1 > 0 else MAX_REFILL
+
+    def burst_bytes(self) -> float:
+        """Bytes a trial moved beyond what the sustained rate explains, largest over the
+        trials at least BURST_RATE times the sustained rate (a long trial a few % above
+        it on a busy machine would otherwise count its noise times its length)."""
+        r1 = self.rates_bps[-1][1]
+        return max((max(0.0, (r - r1) * t / 8) for t, r in self.rates_bps[:-1]
+                    if r >= BURST_RATE * r1), default=0.0)
 
 
 SETTLE_SIZE = 64 * 1024
@@ -177,7 +212,8 @@ def settle_stream(m: PingPongMeasurer, size: int, unit_ns: float, start_s: float
     and then holds the stream to its rate; a trial that fits in the burst measures the
     line, not the link.  The rate of a trial of length L is about R + B/L (B the burst,
     R the rate): it falls as L grows and settles within 1% once L > 50 B/R (a rate that
-    still rises by more than 5%, slow start or noise, is not settled either).  Every
+    still rises by more than 5%, slow start or noise, is not settled either); settled
+    means two doublings in a row inside that band (see steady).  Every
     stream trial opens a fresh connection (the bucket refills in between), so each
     length is measured as a trial is.  The first trial is FIRST_MESSAGES messages, so
     that a burst holds it on any machine (a first trial of ``start_s`` overflows a
@@ -190,12 +226,52 @@ def settle_stream(m: PingPongMeasurer, size: int, unit_ns: float, start_s: float
         unit_ns = m.cost(m.trial(size, reps))
         took = reps * unit_ns * 1e-9  # what the trial really lasted
         rates.append((took, size * 8e9 / unit_ns))
-        if len(rates) > 1 and took >= start_s and (rates[-2][1] * (1 - SETTLE) <= rates[-1][1]
-                                                   <= rates[-2][1] * (1 + RISE)):
+        if took >= start_s and steady(rates):
             return Settled(took, unit_ns, rates, True)
         if took * 2 > MAX_STREAM_TRIAL:
             return Settled(took, unit_ns, rates, False)
         length = 2 * took
+
+
+def steady(rates: list[tuple[float, float]]) -> bool:
+    """The last two doublings each changed the rate by less than SETTLE down or RISE up:
+    one step inside the band can be a busy machine's chance (a stream through a
+    100 Mbit/s bucket once settled 3% above its rate on one step)."""
+    if len(rates) < 3:
+        return False
+    (_, a), (_, b), (_, c) = rates[-3:]
+    return a * (1 - SETTLE) <= b <= a * (1 + RISE) and b * (1 - SETTLE) <= c <= b * (1 + RISE)
+
+
+def replay_stream(m: PingPongMeasurer, size: int,
+                  rates: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The trials of a settling again, with the same message counts (a bucket gives the
+    same rates for the same bytes)."""
+    out = []
+    for took, rate in rates:
+        reps = max(1, round(took * rate / (8.0 * size)))
+        unit_ns = m.cost(m.trial(size, reps))
+        out.append((reps * unit_ns * 1e-9, size * 8e9 / unit_ns))
+    return out
+
+
+def settle_confirmed(m: PingPongMeasurer, size: int, unit_ns: float, start_s: float,
+                     sleep: Callable[[float], None] = time.sleep) -> Settled:
+    """settle_stream, and when it shows a shaper, its trials once more (the same message
+    counts) after the bucket has had time to refill: a token bucket is deterministic and
+    shows the same fall to the same rate again (within CONFIRM), while a busy machine
+    that happened to slow down during the longer trials does not, as a rule.  The second
+    series' rates are kept."""
+    first = settle_stream(m, size, unit_ns, start_s)
+    seen = first.shaper(size)
+    if seen is None:
+        return first
+    sleep(first.refill_s())
+    again = dataclasses.replace(first, rates_bps=replay_stream(m, size, first.rates_bps))
+    other = again.shaper(size)
+    same = other is not None and abs(other["sustained_bps"] / seen["sustained_bps"] - 1) \
+        <= CONFIRM
+    return dataclasses.replace(first, confirmed=same, repeat_bps=again.rates_bps)
 
 
 def shaper_probe(peer: Peer, params: dict[str, Any], sizes: list[int], *,
@@ -213,11 +289,16 @@ def shaper_probe(peer: Peer, params: dict[str, Any], sizes: list[int], *,
     try:
         m = PingPongMeasurer(transport, cfg)
         unit = m.cost(m.trial(size, 1))
-        settled = settle_stream(m, size, unit, trial_time)
+        settled = settle_confirmed(m, size, unit, trial_time)
     finally:
         transport.close()
     return {"shaper": settled.shaper(size),
-            "stream_rates": [[t, r] for t, r in settled.rates_bps]}
+            "stream_rates": [[t, r] for t, r in settled.rates_bps],
+            "stream_rates_repeat": _pairs(settled.repeat_bps)}
+
+
+def _pairs(rates: list[tuple[float, float]] | None) -> list[list[float]] | None:
+    return [[t, r] for t, r in rates] if rates is not None else None
 
 
 def size_result(point: Point, mode: str, corrupt: int = 0,
@@ -303,6 +384,7 @@ def sweep_facts(cfg: SweepConfig, result: LoopOutcome,
     shaper = stream.shaper(settle_size(cfg.sizes)) if stream is not None else None
     return {"stream_trial_s": stream.trial_s if stream else None, "shaper": shaper,
             "stream_rates": [[t, r] for t, r in stream.rates_bps] if stream else None,
+            "stream_rates_repeat": _pairs(stream.repeat_bps) if stream else None,
             "passes": result.passes, "elapsed_s": round(result.elapsed_s, 3),
             "time_budget_s": cfg.time_budget, "over_budget": result.over_budget,
             "max_time_s": cfg.max_time, "trial_time_s": cfg.trial_time,
