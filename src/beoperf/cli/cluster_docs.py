@@ -53,6 +53,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", metavar="SCALING", help="a scaling document (scaling.json)")
     p.add_argument("-o", "--output", metavar="DIR", required=True,
                    help="directory for the PNG files")
+    p.add_argument("--metrics", metavar="LIST",
+                   help="only these (HPCC keys or short names: HPL,PTRANS,MPIFFT); default: "
+                        "every performance metric the study has")
     add_reference_options(p)
     p.set_defaults(func=run_plot)
 
@@ -94,8 +97,24 @@ def print_doc(doc: Document, fmt: str, all_keys: bool) -> None:
     sys.stdout.write(report.render(doc, fmt, all_keys=all_keys))
 
 
-def write_plots(doc: Document, directory: Path) -> list[Path]:
-    """One PNG per metric, written through safeio."""
+def metrics_of(text: str | None) -> list[str] | None:
+    """--metrics 'HPL,MPIFFT' as performance keys (None: all)."""
+    if text is None:
+        return None
+    from beoperf.model import hpcc
+
+    keys = []
+    for name in (n.strip() for n in text.split(",") if n.strip()):
+        key = hpcc.key_of(name)
+        if key is None or hpcc.info(key).role not in hpcc.PERFORMANCE:
+            raise UsageError(f"--metrics: {name!r} is not a performance metric of HPCC",
+                             "e.g. HPL,PTRANS,MPIFFT,StarSTREAM_Triad")
+        keys.append(key)
+    return keys
+
+
+def write_plots(doc: Document, directory: Path, only: list[str] | None = None) -> list[Path]:
+    """One PNG per metric (``only`` these, when given), written through safeio."""
     from beoperf.report import scaling_plots  # matplotlib only when plots are drawn
 
     try:
@@ -104,6 +123,8 @@ def write_plots(doc: Document, directory: Path) -> list[Path]:
         raise errors.OutputError(f"{directory}: {exc.strerror or exc}") from None
     written = []
     for key in scaling_plots.keys(doc):
+        if only is not None and key not in only:
+            continue
         fig = scaling_plots.figure(doc, key)
         path = directory / scaling_plots.file_name(key)
         safeio.write_via(path, lambda stream, f=fig: f.savefig(stream, format="png"))
@@ -136,8 +157,9 @@ def run_plot(args: argparse.Namespace) -> int:
     if doc.kind != "scaling":
         raise errors.InputError(f"{args.file}: a cluster document; plot a scaling document "
                                 "(scaling.json)")
+    only = metrics_of(args.metrics)
     doc = with_references(doc, args.reference, args.reference_file)
-    written = write_plots(doc, Path(args.output))
+    written = write_plots(doc, Path(args.output), only)
     print(f"{len(written)} figures in {args.output}", file=sys.stderr)
     return ExitStatus.OK
 

@@ -50,7 +50,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     add_reference_options(p)
     add_output_options(p, FORMATS)
     p.add_argument("--plots", action="store_true", help="also draw DIR/plots/KEY.png")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress lines or notes on stderr (errors still)")
     p.set_defaults(func=run)
 
 
@@ -184,7 +185,8 @@ def run(args: argparse.Namespace) -> int:
     if args.plots:
         write_plots(doc, Path(spec.output) / "plots")
     print_doc(doc, args.format, args.all_keys)
-    for note in doc.meta.get("notes", []):
-        print(f"note: {note}", file=sys.stderr)
+    if not args.quiet:
+        for note in doc.meta.get("notes", []):
+            print(f"note: {note}", file=sys.stderr)
     _notes(doc)
     return ExitStatus.OK

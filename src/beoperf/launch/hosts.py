@@ -23,6 +23,7 @@ from beoperf.launch.srun import allocation
 MAX_HOSTS = 65536
 MAX_HOSTFILE_BYTES = 4 * 1024 * 1024
 _HOST = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:-]{0,252}")
+_NODESET = re.compile(r"[A-Za-z0-9._:\[\],-]+")  # what a node set may hold
 _SLOTS = re.compile(r"(?:slots|max_slots|max-slots)=(\d{1,6})")
 
 
@@ -68,6 +69,8 @@ def expand(text: str, source: str = "--hosts") -> list[str]:
     'node[01-03],login' -> node01, node02, node03, login."""
     names: list[str] = []
     for piece in _pieces(text):
+        if not _NODESET.fullmatch(piece):
+            check(piece, source)  # says which name is not one
         try:
             nodes = list(NodeSet(piece)) if "[" in piece else [piece]
         except NodeSetParseError as exc:
