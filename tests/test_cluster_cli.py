@@ -49,7 +49,7 @@ def test_a_study_on_this_host(tmp_path):
                                                          "np2-r2"]
     assert [(p["np"], p["runs"]) for p in scaling.body["points"]] == [(1, 2), (2, 2)]
     lines = result.stderr.splitlines()
-    assert lines[0] == "run 1/4: 1 processes, repeat 1 (estimating the time left after " \
+    assert lines[0] == "run 1/4: 1 process, repeat 1 (estimating the time left after " \
                        "the first run)"
     assert any(line.startswith("run 4/4: 2 processes, repeat 2 (about ") for line in lines)
     if os.geteuid() == 0:

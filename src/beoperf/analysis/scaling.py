@@ -151,6 +151,11 @@ def _relative(points: list[dict[str, Any]]) -> None:
                 point["efficiency"][key] = efficiency
 
 
+def processes(n: int) -> str:
+    """'1 process', '12 processes'."""
+    return f"{n} process" + ("es" if n != 1 else "")
+
+
 def _stopped_in(chain: list[dict[str, Any]], key: str, role: str) -> dict[str, Any] | None:
     for before, point in zip(chain, chain[1:], strict=False):
         m, m_before = (point["metrics"].get(key), before["metrics"].get(key))
@@ -171,8 +176,8 @@ def _stopped_in(chain: list[dict[str, Any]], key: str, role: str) -> dict[str, A
             kept = "kept" if role != "latency" else "kept (latency: inverse)"
             return {"metric": key, "series": point["series"], "np": point["np"],
                     "from_np": base["np"], "efficiency": efficiency, "gain": None,
-                    "why": f"{kept} {efficiency:.0%} of its figure at {base['np']} "
-                           "processes"}
+                    "why": f"{kept} {efficiency:.0%} of its figure at "
+                           f"{processes(base['np'])}"}
     return None
 
 

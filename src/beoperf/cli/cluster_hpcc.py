@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from beoperf import errors, units
+from beoperf.analysis.scaling import processes
 from beoperf.cli import ExitStatus, UsageError, check_seconds
 from beoperf.cli.cluster import add_output_options, add_reference_options
 from beoperf.cli.cluster_docs import FORMATS, print_doc, write_plots
@@ -163,7 +164,7 @@ def show_progress(event: Event) -> None:
     if event.what == "start":
         left = "estimating the time left after the first run" if event.eta_s is None else \
             f"about {units.format_time(round(event.eta_s))} left"
-        print(f"run {event.index}/{event.total}: {event.np} processes, repeat {event.repeat} "
+        print(f"run {event.index}/{event.total}: {processes(event.np)}, repeat {event.repeat} "
               f"({left})", file=sys.stderr, flush=True)
     else:
         took = units.format_time(event.elapsed_s) if event.elapsed_s else "?"

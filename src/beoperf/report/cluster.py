@@ -204,7 +204,7 @@ def scaling_csv(doc: Document, **_options: Any) -> str:
 def run_lines(doc: Document, all_keys: bool) -> list[str]:
     b = doc.body
     verdict = "passed" if b["status"] == "ok" else "FAILED: " + "; ".join(b["failures"])
-    lines = [f"HPC Challenge run {b['label']}: {b['np']} processes, {verdict}"]
+    lines = [f"HPC Challenge run {b['label']}: {scaling.processes(b['np'])}, {verdict}"]
     if b["nodes"]:
         lines.append(f"nodes: {', '.join(b['nodes'])} ({b['ranks_per_node']} per node)")
     if b["input"]:

@@ -391,7 +391,7 @@ def node_memory(study: Study) -> int:
     if isinstance(launcher, Srun):
         launcher = Srun("none", launcher.environ)
     launched = launcher.command(_launch_spec(study.spec, argv, probe, 1))
-    done = execute(launched.argv, dict(launched.env), str(study.root), PROBE_TIMEOUT_S)
+    done = execute(launched.argv, dict(launched.env), os.getcwd(), PROBE_TIMEOUT_S)
     values = [int(v) * 1024 for v in plan._MEMTOTAL.findall(done.stdout)]
     if done.status != 0 or len(values) != len(widest.nodes):
         last = (done.stderr.strip().splitlines() or [""])[-1][:200]
@@ -432,13 +432,13 @@ def prepare(spec: Spec) -> Study:
     chosen = plan.choose(spec.launcher, linked, spec.srun_mpi)
     configs = _configs(spec, names)
     systems = systems_for(spec.references, spec.reference_files)
-    root = _output_dir(spec.output)
-    study = Study(spec, root, chosen, linked, configs,
+    study = Study(spec, Path(spec.output), chosen, linked, configs,
                   found.source if found else "this host", systems)
     memory = None if spec.n is not None else node_memory(study)
     study.configs = [plan.problem(c, n=spec.n, nb=spec.nb, grid=spec.grid,
                                   fraction=spec.memory_fraction, node_memory=memory)
                      for c in configs]
+    study.root = _output_dir(spec.output)  # only once everything is known to work
     return study
 
 
