@@ -89,7 +89,9 @@ def with_references(doc: Document, names: list[str], files: list[str]) -> Docume
         body = scaling_body([RunRef(doc.body)], doc.body["label"], systems)
         return Document("scaling", body, doc.meta)
     body = dict(doc.body)
-    body["references"] = [*body["references"], *reference_rows(systems)]
+    names = {s.name for s in systems}  # a system named again replaces what was stored
+    body["references"] = [*(r for r in body["references"] if r["name"] not in names),
+                          *reference_rows(systems)]
     return Document(doc.kind, body, doc.meta)
 
 

@@ -62,27 +62,51 @@ def _ideal(points: list[dict[str, Any]], key: str) -> tuple[list[int], list[floa
     return xs, [m0 for _ in xs]
 
 
+def _runs_text(points: list[dict[str, Any]]) -> str:
+    """'5 runs per count' ('runs per count vary' when they do)."""
+    counts = {p["runs"] for p in points}
+    if len(counts) != 1:
+        return "runs per count vary"
+    n = counts.pop()
+    return f"{n} run{'s' if n != 1 else ''} per count"
+
+
 def _draw_series(ax: Axes, name: str, points: list[dict[str, Any]], key: str,
-                 color: str) -> list[float]:
+                 color: str, log: bool) -> bool:
+    """The series' means, spread and ideal; whether a lower error bar was clipped (on a
+    log axis mean - stdev <= 0 cannot be drawn: the bar stops at the smallest run)."""
     xs = [p["np"] for p in points]
     stats = [p["metrics"][key] for p in points]
     means = [s["mean"] for s in stats]
     ax.vlines(xs, [s["min"] for s in stats], [s["max"] for s in stats], color=color,
               alpha=0.25, linewidth=7, zorder=1)
-    errors = [s["stdev"] or 0.0 for s in stats]
-    runs = sum(p["runs"] for p in points)
-    ax.errorbar(xs, means, yerr=errors, color=color, marker="o", capsize=4, zorder=3,
-                label=f"{name} (mean \u00b1 stdev, {runs} runs; bar: min..max)")
+    upper = [s["stdev"] or 0.0 for s in stats]
+    lower = [min(u, s["mean"] - s["min"]) if log and s["mean"] - u <= 0 else u
+             for u, s in zip(upper, stats, strict=True)]
+    ax.errorbar(xs, means, yerr=[lower, upper], color=color, marker="o", capsize=4,
+                zorder=3, label=f"{name} (mean \u00b1 stdev, {_runs_text(points)}; "
+                                "bar: min..max)")
     if len(points) > 1:
         ix, iy = _ideal(points, key)
         ax.plot(ix, iy, linestyle="--", color=color, alpha=0.8, zorder=2,
                 label=f"{name}: ideal scaling")
-    return [*means, *(s["min"] for s in stats), *(s["max"] for s in stats),
-            *_ideal(points, key)[1]]
+    return lower != upper
 
 
-def _draw_references(ax: Axes, body: dict[str, Any], key: str) -> list[float]:
+def _values(body: dict[str, Any], key: str) -> list[float]:
+    """Every value a figure draws (to choose its scale before drawing)."""
     values: list[float] = []
+    for points in _series(body, key).values():
+        for p in points:
+            st = p["metrics"][key]
+            values += [st["mean"], st["min"], st["max"]]
+        if len(points) > 1:
+            values += _ideal(points, key)[1]
+    values += [r["metrics"][key] for r in body["references"] if key in r["metrics"]]
+    return values
+
+
+def _draw_references(ax: Axes, body: dict[str, Any], key: str) -> None:
     names: list[str] = []
     for ref in body["references"]:
         if ref["name"] not in names:
@@ -96,11 +120,15 @@ def _draw_references(ax: Axes, body: dict[str, Any], key: str) -> list[float]:
         counts = ", ".join(str(x) for x in xs)
         ax.scatter(xs, ys, marker=REF_MARKERS[i % len(REF_MARKERS)], color=REF_COLOR,
                    edgecolor="black", s=55, zorder=4, label=f"{name} ({counts} procs)")
-        values += ys
-    return values
 
 
-def _axes(ax: Axes, counts: list[int], values: list[float], unit: str) -> None:
+def is_log(values: list[float]) -> bool:
+    """Whether the value axis is logarithmic: the values span more than LOG_FROM."""
+    positive = [v for v in values if v > 0]
+    return bool(positive) and max(positive) / min(positive) > LOG_FROM
+
+
+def _axes(ax: Axes, counts: list[int], values: list[float], unit: str, log: bool) -> None:
     ax.set_xscale("log", base=2)
     lo, hi = min(counts), max(counts)
     ax.set_xlim(lo / 1.4, hi * 1.4)
@@ -109,8 +137,7 @@ def _axes(ax: Axes, counts: list[int], values: list[float], unit: str) -> None:
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("processes")
     ax.set_ylabel(unit or "value")
-    positive = [v for v in values if v > 0]
-    if positive and max(positive) / min(positive) > LOG_FROM:
+    if log:
         ax.set_yscale("log")
     else:
         ax.set_ylim(bottom=0, top=max(values) * 1.15 if values and max(values) > 0 else 1)
@@ -124,19 +151,24 @@ def figure(doc: Document, key: str) -> Figure:
     ax = fig.add_subplot()
     info = hpcc.info(key)
     ax.set_title(f"{key}\n{info.description}", fontsize=10)
-    values: list[float] = []
+    values = _values(body, key)
+    log = is_log(values)
     counts: list[int] = []
+    clipped = False
     for i, (name, points) in enumerate(_series(body, key).items()):
-        values += _draw_series(ax, name, points, key, COLORS[i % len(COLORS)])
+        clipped |= _draw_series(ax, name, points, key, COLORS[i % len(COLORS)], log)
         counts += [p["np"] for p in points]
-    refs = _draw_references(ax, body, key)
-    values += refs
+    _draw_references(ax, body, key)
     counts += [r["np"] for r in body["references"] if key in r["metrics"] and r["np"]]
     if not counts:
         ax.text(0.5, 0.5, "no run measured this metric", ha="center", va="center",
                 transform=ax.transAxes)
         return fig
-    _axes(ax, counts, values, body["units"].get(key, info.unit))
+    _axes(ax, counts, values, body["units"].get(key, info.unit), log)
+    if clipped:
+        ax.text(0.99, 0.01, "log axis: a bar whose mean - stdev is below 0 stops at the "
+                "smallest run", transform=ax.transAxes, ha="right", va="bottom",
+                fontsize=7, color="0.4")
     if info.role == "latency":
         ax.text(0.01, 0.99, "lower is better", transform=ax.transAxes, va="top",
                 fontsize=8, color="0.4")
