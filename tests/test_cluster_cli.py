@@ -285,3 +285,30 @@ def test_documents_are_valid_json_with_their_schema(tmp_path):
     doc = json.loads(result.stdout)
     checked(doc)
     assert doc["kind"] == "scaling" and doc["body"]["units"]["HPL_Tflops"] == "TFLOP/s"
+
+
+def test_an_hpcc_of_another_mpi_than_the_launchers_is_caught(tmp_path):
+    """Debian's hpcc is Open MPI's: MPICH's mpirun starts it as separate one-process jobs
+    (each appending a run with CommWorldProcs=1 to hpccoutf.txt; seen here, 18 s for
+    N=240, too slow to run in the suite), which the run's document must catch."""
+    from beoperf.launch import binary
+    from beoperf.suites import cluster as suite
+    from beoperf.suites import cluster_plan as plan
+
+    rundir = tmp_path / "runs" / "np2-r1"
+    rundir.mkdir(parents=True)
+    one = (FIXTURES / "hpcc-1.5.0-np1.txt").read_text()
+    (rundir / "hpccoutf.txt").write_text(one + one)
+    study = suite.Study(suite.Spec(output=str(tmp_path), np=(2,)), tmp_path, None,
+                        binary.Linked("/usr/bin/hpcc", "openmpi", None, None), [], "this host")
+    config = plan.Config(2, "this host", 2, (), hpcc.Input(N, 80, 1, 2))
+    record = {"launcher": "mpich", "argv": ["mpirun.mpich"], "env": {}, "environment": {},
+              "notes": []}
+    body = suite._body(study, config, 1, "np2-r1", record,
+                       suite.Finished(0, 18.0, "", ""), rundir)
+    checked(model.Document("cluster", body).to_json())
+    assert body["np"] == 2 and body["status"] == "failed"
+    assert body["output"]["runs_in_file"] == 2
+    assert body["failures"] == [
+        "hpcc reports 1 process (CommWorldProcs), not 2: is hpcc built for the MPI of "
+        "mpich? (a program of another MPI starts as separate single processes)"]

@@ -334,9 +334,13 @@ def _body(study: Study, config: plan.Config, repeat: int, label: str, launch: di
         return cluster.failed_body(np_=config.np, reasons=[*around, problem],
                                    output=None, **common)
     body = cluster.cluster_body(run, output=output or {}, extra_failures=around, **common)
-    if body["np"] != config.np:
+    if body["np"] != config.np:  # counted where it was meant to be, and failed
         body["status"] = "failed"
-        body["failures"].append(f"hpcc ran {body['np']} processes, not {config.np}")
+        body["failures"].append(
+            f"hpcc reports {scaling.processes(body['np'])} (CommWorldProcs), not "
+            f"{config.np}: is hpcc built for the MPI of {launch['launcher']}? (a program "
+            "of another MPI starts as separate single processes)")
+        body["np"] = config.np
     return body
 
 
