@@ -312,3 +312,26 @@ def test_an_hpcc_of_another_mpi_than_the_launchers_is_caught(tmp_path):
     assert body["failures"] == [
         "hpcc reports 1 process (CommWorldProcs), not 2: is hpcc built for the MPI of "
         "mpich? (a program of another MPI starts as separate single processes)"]
+
+
+def test_what_the_launcher_cannot_express_fails_before_anything_runs(tmp_path):
+    """srun has no agent: refused while planning, no directory made."""
+    env_free = {"SLURM_JOB_ID": "", "SLURM_JOB_NODELIST": ""}
+    old = {k: os.environ.pop(k) for k in env_free if k in os.environ}
+    try:
+        result = cli("cluster", "hpcc", "--np", "2", "--n", "240", "--launcher", "srun",
+                     "--hosts", "a,b", "--mpi-agent", "ssh", "-o", str(tmp_path / "x"),
+                     *(["--hpcc", "/bin/true"] if shutil.which("hpcc") is None else []))
+    finally:
+        os.environ.update(old)
+    assert result.status == 2 and "srun: the srun launcher cannot honour agent" in result.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_compact_json_documents_are_recognised(tmp_path):
+    cli("cluster", "import", str(FIXTURES / "hpcc-1.5.0-np2.txt"), "-o", str(tmp_path / "a"))
+    compact = tmp_path / "compact.json"
+    compact.write_text(json.dumps(json.loads((tmp_path / "a" / "scaling.json").read_text()),
+                                  separators=(",", ":")))
+    result = cli("compare", str(compact), "--format", "csv")
+    assert result.status == 0 and result.stdout.startswith("metric,unit,column")

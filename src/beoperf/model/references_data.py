@@ -213,7 +213,7 @@ def from_document(kind: str, body: dict, source: str) -> System:
     if kind == "cluster":
         figures = {k: float(e["value"]) for k, e in body["metrics"].items()
                    if isinstance(e.get("value"), int | float) and k in hpcc.KEYS
-                   and not isinstance(e.get("value"), bool)}
+                   and not isinstance(e.get("value"), bool) and e["value"] > 0}
         return System(name, f"beoperf run {body.get('label', '')}".strip(), source,
                       [Point(body.get("np") or None, figures)])
     if kind == "scaling":

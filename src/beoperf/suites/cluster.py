@@ -358,7 +358,7 @@ def run_one(study: Study, config: plan.Config, repeat: int) -> scaling.RunRef:
         raise errors.BadSpec(str(exc)) from None
     record = _launch_record(study, launched.argv, dict(launched.env), rundir)
     study.notes = [n for n in dict.fromkeys([*study.notes, *record["notes"]])]
-    meta = make_meta(list(study.spec.command_line), kind_of_run="hpcc")
+    meta = make_meta(list(study.spec.command_line))
     try:
         finished = execute(launched.argv, dict(launched.env), str(rundir), study.spec.timeout)
     except KeyboardInterrupt as exc:
@@ -435,6 +435,11 @@ def prepare(spec: Spec) -> Study:
     names = found.names if found else ()
     chosen = plan.choose(spec.launcher, linked, spec.srun_mpi)
     configs = _configs(spec, names)
+    for config in configs:  # what the launcher cannot express fails before anything runs
+        try:
+            chosen.launcher.command(_launch_spec(spec, (linked.path,), config))
+        except ValueError as exc:
+            raise errors.BadSpec(f"{chosen.name}: {exc}") from None
     systems = systems_for(spec.references, spec.reference_files)
     study = Study(spec, Path(spec.output), chosen, linked, configs,
                   found.source if found else "this host", systems)
