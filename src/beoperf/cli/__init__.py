@@ -29,7 +29,8 @@ class Parser(argparse.ArgumentParser):
 
 
 # a module each in beoperf.cli
-COMMANDS = ("serve", "pingpong", "plot", "compare", "audit", "tune", "monitor", "cluster")
+COMMANDS = ("serve", "pingpong", "plot", "compare", "audit", "tune", "monitor", "report",
+            "predict", "replay", "cluster")
 
 
 def command_of(argv: Sequence[str]) -> str | None:
