@@ -109,6 +109,9 @@ def folder(tmp_path_factory) -> Path:
     assert status == 0
     for f in FIXTURES.glob("*after-issue9.json"):
         shutil.copy(f, results / "audits" / f.name)
+    (results / "cluster").mkdir()
+    for f in FIXTURES.glob("*-issue14.json"):  # an HPCC run, a scaling study, a comparison
+        shutil.copy(f, results / "cluster" / f.name)
     monitor_report(results / "monitor.json")
     runs = [str(results / "runs" / "loopback.json"),
             str(results / "audits" / "pingpong-v1-after-issue9.json")]

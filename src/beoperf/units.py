@@ -152,3 +152,56 @@ def format_flops(flops: float, digits: int = 4) -> str:
     """3.2e9 -> '3.2 GFLOP/s'."""
     return _scaled(flops, (("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6),
                            ("kFLOP/s", 1e3), ("FLOP/s", 1.0)), digits)
+
+
+# --------------------------------------------------------------------------- named units
+
+# The units benchmark tables print (HPCC's summary, published tables), each as a multiple
+# of its base unit: FLOP/s, B/s (SI bytes: HPCC's GB/s is 10^9 bytes/s), UP/s (table
+# updates per second: RandomAccess's GUP/s is 10^9 of them), s, B.  Spellings other
+# tools use are read as the canonical name (ALIASES).
+NAMED_UNITS: dict[str, tuple[str, float]] = {
+    "TFLOP/s": ("FLOP/s", 1e12), "GFLOP/s": ("FLOP/s", 1e9), "MFLOP/s": ("FLOP/s", 1e6),
+    "FLOP/s": ("FLOP/s", 1.0),
+    "TB/s": ("B/s", 1e12), "GB/s": ("B/s", 1e9), "MB/s": ("B/s", 1e6), "kB/s": ("B/s", 1e3),
+    "B/s": ("B/s", 1.0),
+    "GUP/s": ("UP/s", 1e9), "MUP/s": ("UP/s", 1e6), "UP/s": ("UP/s", 1.0),
+    "s": ("s", 1.0), "ms": ("s", 1e-3), "us": ("s", 1e-6), "ns": ("s", 1e-9),
+    "B": ("B", 1.0),
+}
+UNIT_ALIASES = {
+    "tflops": "TFLOP/s", "gflops": "GFLOP/s", "mflops": "MFLOP/s", "flops": "FLOP/s",
+    "tflop/s": "TFLOP/s", "gflop/s": "GFLOP/s", "mflop/s": "MFLOP/s", "flop/s": "FLOP/s",
+    "gups": "GUP/s", "gup/s": "GUP/s", "mups": "MUP/s", "mup/s": "MUP/s",
+    "gb/s": "GB/s", "gbytes/s": "GB/s", "gbytes": "GB/s", "gbs": "GB/s", "mb/s": "MB/s",
+    "mbytes/s": "MB/s", "tb/s": "TB/s", "kb/s": "kB/s", "b/s": "B/s",
+    "usec": "us", "µs": "us", "microseconds": "us", "msec": "ms", "sec": "s",
+    "seconds": "s", "nsec": "ns", "bytes": "B",
+}
+
+
+def canonical_unit(text: str) -> str:
+    """'TFLOPS' -> 'TFLOP/s', 'usec' -> 'us'; ValueError for a unit not in NAMED_UNITS."""
+    name = str(text).strip()
+    if name in NAMED_UNITS:
+        return name
+    found = UNIT_ALIASES.get(name.lower())
+    if found is None:
+        raise ValueError(f"unknown unit {text!r} (known: {', '.join(NAMED_UNITS)})")
+    return found
+
+
+def convert(value: float, from_unit: str, to_unit: str) -> float:
+    """``value`` in ``from_unit`` expressed in ``to_unit`` (both named units or aliases);
+    ValueError if they measure different things (GB/s and GFLOP/s)."""
+    base_from, scale_from = NAMED_UNITS[canonical_unit(from_unit)]
+    base_to, scale_to = NAMED_UNITS[canonical_unit(to_unit)]
+    if base_from != base_to:
+        raise ValueError(f"cannot convert {from_unit} to {to_unit}")
+    return value * scale_from / scale_to
+
+
+def format_in(value: float, unit: str, digits: int = 4) -> str:
+    """A figure in a unit chosen by the caller, as tables print them: '0.01839 TFLOP/s'."""
+    text = f"{value:.{digits}g}"
+    return f"{text} {unit}" if unit else text

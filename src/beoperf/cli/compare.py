@@ -7,6 +7,8 @@ import sys
 
 from beoperf import report, units
 from beoperf.cli import ExitStatus, UsageError
+from beoperf.cli.cluster import add_reference_options
+from beoperf.cli.cluster_docs import any_hpcc, run_hpcc_compare
 from beoperf.suites import compare
 
 FORMATS = ("csv", "impact", "json", "markdown", "table")
@@ -16,6 +18,9 @@ EXAMPLES = """examples:
   beoperf compare a.json b.json --baseline b.json --format markdown
   beoperf compare default.json tuned.json --label Default --label Tuned --format impact
   beoperf compare runs/*.json --format csv > runs.csv
+  beoperf compare runs/medusa/scaling.json --reference XC4000 --reference P575
+      # HPC Challenge results (cluster/scaling documents, hpccoutf.txt): per metric
+      # beside other runs and reference systems, with the ratio
 
 Figures: latency (median, p99; one-way, us: the median time of the middle
 size among sizes <= 16 B), peak Mbit/s (SI, 10^6 bit/s) and the size it is
@@ -55,6 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-change", default="0.02", metavar="FRACTION",
                    help="smallest change of the medians called significant, a fraction or "
                         "a percentage (default 0.02 = 2%%)")
+    add_reference_options(p)
     p.set_defaults(func=run)
 
 
@@ -70,6 +76,8 @@ def parse_min_change(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.reference or args.reference_file or any_hpcc(args.files):
+        return run_hpcc_compare(args)
     spec = compare.Spec(files=tuple(args.files),
                         labels=tuple(args.label) if args.label is not None else None,
                         baseline=args.baseline, min_change=parse_min_change(args.min_change),

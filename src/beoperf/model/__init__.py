@@ -5,6 +5,7 @@ Importing the package registers every kind, so :func:`load` reads any of them.
 
 from beoperf.model import (  # noqa: F401  (register their kinds)
     audit,
+    cluster,
     comparison,
     fleet,
     monitor,

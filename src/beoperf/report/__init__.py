@@ -40,7 +40,8 @@ def json_text(doc: Document, **_options: Any) -> str:
 MODULES = {"pingpong": "pingpong", "comparison": "compare", "audit": "audit",
            "fleet-audit": "fleet", "tune-plan": "tune", "rollback": "tune", "procedure": "tune",
            "monitor-report": "monitor", "monitor-session": "monitor_session",
-           "prediction": "prediction", "replay": "prediction"}
+           "prediction": "prediction", "replay": "prediction",
+           "cluster": "cluster", "scaling": "cluster", "hpcc-comparison": "cluster"}
 
 
 HTML_FORMATS = ("html", "title", "warnings")  # a kind's section of the HTML report

@@ -18,6 +18,7 @@ from beoperf.analysis.compare import (
 from beoperf.analysis.curve import COLLAPSE_FACTOR, LATENCY_MAX_SIZE, Collapse
 from beoperf.model.document import Document
 from beoperf.report import renderer
+from beoperf.report.tables import aligned as _aligned
 
 
 def _baseline_label(table: Sequence[Row]) -> str:
@@ -68,17 +69,6 @@ def _cells(row: Row) -> list[str]:
             _fmt(row.bandwidth_bps, ".1f", 1e6), change(row.latency_change_pct),
             verdict(row.latency_test), change(row.peak_change_pct), verdict(row.peak_test),
             collapse_cell(row.collapses)]
-
-
-def _aligned(header: Sequence[str], body: list[list[str]], numeric: set[int],
-             gap: str = "  ") -> list[str]:
-    widths = [max(len(r[i]) for r in [list(header), *body]) for i in range(len(header))]
-    lines = []
-    for cells in [list(header), *body]:
-        parts = [c.rjust(w) if i in numeric else c.ljust(w)
-                 for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
-        lines.append(gap.join(parts).rstrip())
-    return lines
 
 
 def render_table(table: Sequence[Row], min_change: float = DEFAULT_MIN_CHANGE) -> str:

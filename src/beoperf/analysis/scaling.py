@@ -1,0 +1,263 @@
+"""A scaling study from HPCC runs: statistics per process count, speedup, parallel
+efficiency, the metrics that stopped scaling, and reference systems beside it.
+
+Runs are grouped by *series* (one ranks-per-node setting: "1 per node", "2 per node",
+"spread" ...) and process count.  Only runs that passed (Success=1, HPL's residual
+check) count; the others are listed with their reasons and left out.  Per point, every
+numeric summary key gets the mean, the sample standard deviation (n - 1; null for one
+run), minimum and maximum.
+
+Against the series' smallest process count p0 (figure m0), at p processes (figure m),
+for the performance keys (their role: beoperf.model.hpcc):
+
+==============  ====================  ========================  =========================
+role            ideal                 speedup                   parallel efficiency
+==============  ====================  ========================  =========================
+aggregate       m = m0 p / p0         m / m0                    (m / m0) / (p / p0)
+per-process     m = m0                (m p) / (m0 p0)           m / m0
+single          m = m0                (not defined)             m / m0
+latency         m = m0                (not defined)             m0 / m
+==============  ====================  ========================  =========================
+
+A metric *stopped scaling* at p (from the count q before it in its series) when
+
+- aggregate: the step from q to p gained less than STEP_GAIN (half) of the ideal gain:
+  (m_p / m_q - 1) / (p / q - 1) < STEP_GAIN;
+- per-process, single, latency: its efficiency against p0 fell below EFFICIENCY (three
+  quarters: a quarter of the per-process figure lost).
+
+Only the first count where that happens is named, per metric and series.  The rules
+read the means; the spread is in the table beside them.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from beoperf.model import cluster, hpcc
+from beoperf.model.references_data import System
+
+SENTINEL_ROLES = (*hpcc.PERFORMANCE, "time")  # where HPCC's -1 means "not measured"
+STEP_GAIN = 0.5
+EFFICIENCY = 0.75
+RULES_STATEMENT = (
+    f"aggregate metrics (HPL, PTRANS, MPI FFT, MPI RandomAccess) stopped scaling where a "
+    f"step to more processes gained less than {STEP_GAIN:g} of the ideal (linear) gain; "
+    f"per-process, single-process and latency metrics where they kept less than "
+    f"{EFFICIENCY:g} of their figure at the smallest count (latency: the inverse)")
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """A run's document and the file it was written to (None: not written)."""
+
+    body: dict[str, Any]
+    document: str | None = None
+
+
+def stat(values: Sequence[float]) -> dict[str, Any]:
+    """Mean, sample standard deviation (None below 2 values), min, max, n."""
+    return {"mean": statistics.fmean(values),
+            "stdev": statistics.stdev(values) if len(values) > 1 else None,
+            "min": min(values), "max": max(values), "n": len(values)}
+
+
+def _point_stats(bodies: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Statistics of every numeric key but the build's (sizeof, machine constants: the
+    same in every run of one binary, and near the limits of a double).  A negative
+    performance figure or time is HPCC's "not measured" (-1: no pairs for ping-pong at
+    one process, a test that did not run) and is left out."""
+    keys: list[str] = []
+    for body in bodies:
+        keys.extend(k for k in body["metrics"] if k not in keys)
+    out = {}
+    for key in keys:
+        role = hpcc.info(key).role
+        values = [v for v in (cluster.number(b, key) for b in bodies)
+                  if v is not None and not (v < 0 and role in SENTINEL_ROLES)]
+        if not values or role == "build":
+            continue
+        try:
+            found = stat(values)
+        except OverflowError:
+            continue
+        if all(math.isfinite(v) for v in (found["mean"], found["stdev"] or 0.0)):
+            out[key] = found
+    return out
+
+
+def ratios(role: str, m: float, m0: float, p: int, p0: int) -> tuple[float | None, float | None]:
+    """(speedup, efficiency) of figure m at p processes against m0 at p0 (table above)."""
+    if not (m0 > 0 and m > 0):
+        return None, None
+    if role == "aggregate":
+        return m / m0, (m / m0) / (p / p0)
+    if role == "per-process":
+        return (m * p) / (m0 * p0), m / m0
+    if role == "single":
+        return None, m / m0
+    if role == "latency":
+        return None, m0 / m
+    return None, None
+
+
+def _single_value(values: Iterable[Any]) -> Any:
+    found = {v for v in values}
+    return found.pop() if len(found) == 1 else None
+
+
+def _points(runs: list[RunRef]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for run in runs:
+        groups.setdefault((run.body["series"], run.body["np"]), []).append(run.body)
+    points = []
+    for (series, np_), bodies in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        ok = [b for b in bodies if b["status"] == "ok"]
+        nodes = _single_value(len(b["nodes"]) if b["nodes"] else None for b in bodies)
+        points.append({"series": series, "np": np_,
+                       "ranks_per_node": _single_value(b["ranks_per_node"] for b in bodies),
+                       "nodes": nodes, "runs": len(ok), "failed": len(bodies) - len(ok),
+                       "metrics": _point_stats(ok), "speedup": {}, "efficiency": {}})
+    return points
+
+
+def base_point(chain: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
+    """The smallest count of a series that measured ``key`` (ping-pong and ring figures
+    need two processes: a study from one process compares them from two)."""
+    return next((p for p in chain if key in p["metrics"]), None)
+
+
+def _relative(points: list[dict[str, Any]]) -> None:
+    """Speedup and efficiency of each point against its series' smallest count that
+    measured the metric."""
+    for series in {p["series"] for p in points}:
+        chain = [p for p in points if p["series"] == series and p["runs"] > 0]
+        for key in hpcc.performance_keys():
+            base = base_point(chain, key)
+            if base is None:
+                continue
+            role = hpcc.info(key).role
+            for point in chain[chain.index(base):]:
+                st = point["metrics"].get(key)
+                if st is None:
+                    continue
+                speedup, efficiency = ratios(role, st["mean"], base["metrics"][key]["mean"],
+                                             point["np"], base["np"])
+                point["speedup"][key] = speedup
+                point["efficiency"][key] = efficiency
+
+
+def processes(n: int) -> str:
+    """'1 process', '12 processes'."""
+    return f"{n} process" + ("es" if n != 1 else "")
+
+
+def _stopped_in(chain: list[dict[str, Any]], key: str, role: str) -> dict[str, Any] | None:
+    for before, point in zip(chain, chain[1:], strict=False):
+        m, m_before = (point["metrics"].get(key), before["metrics"].get(key))
+        if m is None or m_before is None or not m_before["mean"] > 0:
+            continue
+        efficiency = point["efficiency"].get(key)
+        if role == "aggregate":
+            gain = (m["mean"] / m_before["mean"] - 1) / (point["np"] / before["np"] - 1)
+            if gain < STEP_GAIN:
+                return {"metric": key, "series": point["series"], "np": point["np"],
+                        "from_np": before["np"], "efficiency": efficiency, "gain": gain,
+                        "why": f"{before['np']} -> {point['np']} processes: "
+                               f"x{m['mean'] / m_before['mean']:.3g} (ideal "
+                               f"x{point['np'] / before['np']:.3g})"}
+        elif efficiency is not None and efficiency < EFFICIENCY:
+            base = base_point(chain, key)
+            assert base is not None
+            kept = "kept" if role != "latency" else "kept (latency: inverse)"
+            return {"metric": key, "series": point["series"], "np": point["np"],
+                    "from_np": base["np"], "efficiency": efficiency, "gain": None,
+                    "why": f"{kept} {efficiency:.0%} of its figure at "
+                           f"{processes(base['np'])}"}
+    return None
+
+
+def stopped_scaling(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first count at which each performance metric stopped scaling, per series."""
+    found = []
+    for series in sorted({p["series"] for p in points}):
+        chain = [p for p in points if p["series"] == series and p["runs"] > 0]
+        for key in hpcc.performance_keys():
+            hit = _stopped_in(chain, key, hpcc.info(key).role)
+            if hit:
+                found.append(hit)
+    return found
+
+
+def _run_row(run: RunRef) -> dict[str, Any]:
+    b = run.body
+    return {"document": run.document, "label": b["label"], "series": b["series"],
+            "np": b["np"], "ranks_per_node": b["ranks_per_node"], "repeat": b["repeat"],
+            "status": b["status"], "failures": b["failures"], "elapsed_s": b["elapsed_s"]}
+
+
+def reference_rows(systems: Sequence[System]) -> list[dict[str, Any]]:
+    """Every point of each reference system, as a scaling document stores them (tables
+    use the one nearest the run's count, plots all of them)."""
+    out = []
+    for system in systems:
+        for point in system.points:
+            out.append({"name": system.name, "description": system.description,
+                        "np": point.np, "source": system.source,
+                        "metrics": dict(point.metrics)})
+    return out
+
+
+def scaling_body(runs: list[RunRef], label: str,
+                 systems: Sequence[System] = ()) -> dict[str, Any]:
+    """The scaling document's body from run documents (any order)."""
+    points = _points(runs)
+    _relative(points)
+    keys = {k for r in runs for k in r.body["metrics"]}
+    return {"label": label, "runs": [_run_row(r) for r in runs], "points": points,
+            "units": {k: hpcc.info(k).unit for k in sorted(keys)},
+            "roles": {k: hpcc.info(k).role for k in sorted(keys)},
+            "stopped_scaling": stopped_scaling(points),
+            "rules": {"step_gain": STEP_GAIN, "efficiency": EFFICIENCY,
+                      "statement": RULES_STATEMENT},
+            "references": reference_rows(systems)}
+
+
+# --------------------------------------------------------------------------- references
+
+
+def ratio(ours: float | None, theirs: float | None) -> float | None:
+    """ours / theirs (None when either is missing or not positive)."""
+    if ours is None or theirs is None or not (ours > 0 and theirs > 0):
+        return None
+    value = ours / theirs
+    return value if math.isfinite(value) else None
+
+
+def nearest_reference(references: list[dict[str, Any]], name: str,
+                      np_: int | None) -> dict[str, Any] | None:
+    """A stored reference system's point at ``np_`` processes, else its largest count."""
+    mine = [r for r in references if r["name"] == name]
+    if not mine:
+        return None
+    same = [r for r in mine if np_ is not None and r["np"] == np_]
+    return same[0] if same else max(mine, key=lambda r: r["np"] or 0)
+
+
+def reference_names(references: list[dict[str, Any]]) -> list[str]:
+    names: list[str] = []
+    for r in references:
+        if r["name"] not in names:
+            names.append(r["name"])
+    return names
+
+
+def largest_point(body: dict[str, Any], series: str | None = None) -> dict[str, Any] | None:
+    """The point with the most processes (of ``series``, else of any) that has runs."""
+    points = [p for p in body["points"] if p["runs"] > 0
+              and (series is None or p["series"] == series)]
+    return max(points, key=lambda p: p["np"]) if points else None

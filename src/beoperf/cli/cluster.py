@@ -1,0 +1,60 @@
+"""`beoperf cluster`: tests of the whole cluster, one subcommand each.
+
+``hpcc`` runs HPC Challenge over process counts (cli/cluster_hpcc.py); ``import``, ``show``,
+``plot`` and ``references`` read what it and HPCC wrote (cli/cluster_docs.py).  A new
+subcommand (``ring``, ``pairs``, ``mbw``: MPI tests of beoperf's own) is one module
+``beoperf.cli.cluster_<name>`` with an ``add_parser(sub)`` and its name in SUBCOMMANDS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+# subcommand -> the module that adds its parser
+SUBCOMMANDS = {"hpcc": "cluster_hpcc", "import": "cluster_docs", "show": "cluster_docs",
+               "plot": "cluster_docs", "references": "cluster_docs"}
+
+DESCRIPTION = """Cluster-wide tests. 'hpcc' runs HPC Challenge at several process counts,
+several times each, through mpirun (Open MPI, MPICH) or srun, and writes one document per
+run and a scaling document (mean and spread per metric and count, speedup, parallel
+efficiency, the metrics that stopped scaling). 'import' reads existing hpccoutf.txt files
+into the same documents; 'show' and 'plot' render them; 'references' lists the published
+systems --reference puts beside a run."""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cluster", help="HPC Challenge over process counts, with statistics",
+                       description=DESCRIPTION)
+    inner = p.add_subparsers(dest="cluster_command", metavar="SUBCOMMAND",
+                             parser_class=type(p))
+    for module in dict.fromkeys(SUBCOMMANDS.values()):
+        importlib.import_module(f"beoperf.cli.{module}").add_parsers(inner)
+    p.set_defaults(func=_no_subcommand)
+
+
+def _no_subcommand(_args: argparse.Namespace) -> int:
+    from beoperf.cli import UsageError
+
+    raise UsageError("beoperf cluster: no subcommand given",
+                     f"one of {', '.join(SUBCOMMANDS)}; see 'beoperf cluster --help'")
+
+
+def add_reference_options(p: argparse.ArgumentParser) -> None:
+    """--reference NAME and --reference-file FILE (repeatable)."""
+    g = p.add_argument_group("reference systems")
+    g.add_argument("--reference", action="append", default=[], metavar="NAME",
+                   help="a published system to put beside the results, per metric with the "
+                        "ratio (XC4000, 'Altix 3700', P575, Medusa; see 'beoperf cluster "
+                        "references'); repeatable")
+    g.add_argument("--reference-file", action="append", default=[], metavar="FILE",
+                   help="your own reference systems: a CSV in the layout of the built-in "
+                        "ones, or a beoperf cluster or scaling document; repeatable")
+
+
+def add_output_options(p: argparse.ArgumentParser, formats: tuple[str, ...]) -> None:
+    g = p.add_argument_group("output")
+    g.add_argument("--format", choices=formats, default="text",
+                   help="what is printed (default: text)")
+    g.add_argument("--all", action="store_true", dest="all_keys",
+                   help="every summary key, not only the performance figures")

@@ -1,0 +1,115 @@
+"""The cluster suite's documents: one HPCC run (kind "cluster") and a scaling study over
+process counts (kind "scaling").
+
+A *cluster* document is one run of HPC Challenge, measured by ``beoperf cluster hpcc``
+or imported from an ``hpccoutf.txt``: every key of its summary section with its unit
+(``metrics``: HPCC's own units, see :mod:`beoperf.model.hpcc`), whether it counts
+(``status`` "ok", or "failed" with the reasons), the checks behind that verdict, how it
+was run (process count, ranks per node, nodes, the input file's N, NB, P x Q, the
+launcher's argv and environment, the hpcc binary with its MPI and BLAS), and where its
+raw output is kept (with the file's SHA-256).
+
+A *scaling* document gathers runs: per series (one ranks-per-node setting) and process
+count, each metric's mean, sample standard deviation, minimum and maximum over the runs
+that passed, the speedup and parallel efficiency against the series' smallest count,
+the metrics that stopped scaling, the runs left out and why, and the reference systems
+put beside it (``references``).  ``beoperf.analysis.scaling`` computes it.
+
+An *hpcc-comparison* document (``beoperf compare`` of HPCC results, or with
+``--reference``) puts runs and reference systems side by side, per metric, with the ratio
+of the first column (the baseline) to each of the others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from beoperf.model import document, hpcc
+
+CLUSTER_KIND = "cluster"
+CLUSTER_VERSION = 1
+SCALING_KIND = "scaling"
+SCALING_VERSION = 1
+COMPARISON_KIND = "hpcc-comparison"
+COMPARISON_VERSION = 1
+STATUSES = ("ok", "failed")
+
+
+def metrics_of(run: hpcc.HpccRun) -> dict[str, dict[str, Any]]:
+    """Every summary key: its value and unit; a non-finite number is null, with the text
+    HPCC printed in ``raw``."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in run.summary.items():
+        entry: dict[str, Any] = {"value": value, "unit": hpcc.info(key).unit}
+        if value is None:
+            entry["raw"] = run.raw[key]
+        out[key] = entry
+    return out
+
+
+def checks_of(run: hpcc.HpccRun) -> dict[str, Any]:
+    """The figures the verdict rests on."""
+    success = run.summary.get("Success")
+    return {"success": success if isinstance(success, int) else None,
+            "hpl_residual": hpcc.hpl_residual(run), "hpl_threshold": run.threshold,
+            "hpl_verdicts": [passed for _, passed in run.hpl_checks]}
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def cluster_body(run: hpcc.HpccRun, *, label: str, output: dict[str, Any],
+                 source: str = "beoperf", ranks_per_node: int | None = None,
+                 nodes: list[str] | None = None, repeat: int | None = None,
+                 series: str | None = None, input_: dict[str, int] | None = None,
+                 launch: dict[str, Any] | None = None, binary: dict[str, Any] | None = None,
+                 elapsed_s: float | None = None, exit_status: int | None = None,
+                 extra_failures: list[str] | None = None) -> dict[str, Any]:
+    """The body of one run's document (``extra_failures``: what went wrong around HPCC,
+    such as a launcher that exited with an error)."""
+    reasons = [*(extra_failures or []), *hpcc.failures(run)]
+    np_ = run.summary.get("CommWorldProcs")
+    return {
+        "label": label, "source": source, "np": np_ if isinstance(np_, int) else 0,
+        "ranks_per_node": ranks_per_node, "nodes": nodes, "repeat": repeat,
+        "series": series or "", "status": "failed" if reasons else "ok", "failures": reasons,
+        "checks": checks_of(run),
+        "hpcc": {"version": run.version, "hostname": run.hostname, **(binary or {})},
+        "input": input_, "launch": launch, "elapsed_s": elapsed_s, "exit_status": exit_status,
+        "output": output, "metrics": metrics_of(run),
+    }
+
+
+def failed_body(*, label: str, np_: int, reasons: list[str], output: dict[str, Any] | None,
+                ranks_per_node: int | None = None, nodes: list[str] | None = None,
+                repeat: int | None = None, series: str | None = None,
+                input_: dict[str, int] | None = None, launch: dict[str, Any] | None = None,
+                binary: dict[str, Any] | None = None, elapsed_s: float | None = None,
+                exit_status: int | None = None) -> dict[str, Any]:
+    """The body of a run that left no summary to read (it never started, died, timed out)."""
+    return {
+        "label": label, "source": "beoperf", "np": np_, "ranks_per_node": ranks_per_node,
+        "nodes": nodes, "repeat": repeat, "series": series or "", "status": "failed",
+        "failures": reasons,
+        "checks": {"success": None, "hpl_residual": None, "hpl_threshold": None,
+                   "hpl_verdicts": []},
+        "hpcc": {"version": None, "hostname": None, **(binary or {})}, "input": input_,
+        "launch": launch, "elapsed_s": elapsed_s, "exit_status": exit_status,
+        "output": output, "metrics": {},
+    }
+
+
+def number(body: dict[str, Any], key: str) -> float | None:
+    """A metric of a cluster body as a number (None: absent, text or not finite)."""
+    entry = body.get("metrics", {}).get(key)
+    value = entry.get("value") if isinstance(entry, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+document.register(CLUSTER_KIND, CLUSTER_VERSION)
+document.register(SCALING_KIND, SCALING_VERSION)
+document.register(COMPARISON_KIND, COMPARISON_VERSION)

@@ -1,0 +1,320 @@
+"""Renderers of the cluster suite's documents: one HPCC run (kind "cluster") and a scaling
+study (kind "scaling"), as text, Markdown and CSV.
+
+A scaling study reads as the published tables do: one row per metric (its short name,
+HPL for HPL_Tflops), one column per process count, each cell the mean and, in
+parentheses, the sample standard deviation over the runs that passed, in HPCC's units;
+then the parallel efficiency (and speedup where it is defined) against the smallest
+count, the metrics that stopped scaling, the runs left out and why, and the reference
+systems beside the largest count with the ratio this run / reference.  ``all_keys``
+shows every key with statistics, not only the performance figures.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from typing import Any
+
+from beoperf import units
+from beoperf.analysis import scaling
+from beoperf.model import hpcc
+from beoperf.model.document import Document
+from beoperf.report import renderer
+from beoperf.report.tables import aligned, markdown
+
+Table = tuple[list[str], list[list[str]], set[int]]
+
+
+def num(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else units.format_in(value, "", digits)
+
+
+def cell(stat: dict[str, Any] | None) -> str:
+    """'0.01839 (0.00021)': mean (sample standard deviation); '-' when not measured."""
+    if stat is None:
+        return "-"
+    spread = f" ({num(stat['stdev'], 2)})" if stat["stdev"] is not None else ""
+    return num(stat["mean"]) + spread
+
+
+def _series(body: dict[str, Any]) -> list[str]:
+    names: list[str] = []
+    for point in body["points"]:
+        if point["series"] not in names:
+            names.append(point["series"])
+    return names
+
+
+def _keys(body: dict[str, Any], all_keys: bool) -> list[str]:
+    present = {k for p in body["points"] for k in p["metrics"]}
+    if all_keys:
+        ordered = [k for k in hpcc.KEYS if k in present]
+        return ordered + sorted(present - set(ordered))
+    return [k for k in hpcc.performance_keys() if k in present]
+
+
+def _heading(point: dict[str, Any]) -> str:
+    where = f", {point['nodes']} node{'s' if point['nodes'] != 1 else ''}" \
+        if point["nodes"] else ""
+    return f"np {point['np']}{where}"
+
+
+def means_table(body: dict[str, Any], series: str, all_keys: bool) -> Table:
+    points = [p for p in body["points"] if p["series"] == series]
+    header = ["metric", "unit", *(_heading(p) for p in points)]
+    rows = [["runs passed", "", *(f"{p['runs']} of {p['runs'] + p['failed']}"
+                                  for p in points)]]
+    for key in _keys(body, all_keys):
+        rows.append([hpcc.short_name(key), body["units"].get(key, ""),
+                     *(cell(p["metrics"].get(key)) for p in points)])
+    return header, rows, set(range(2, len(header)))
+
+
+def _efficiency_cell(point: dict[str, Any], key: str) -> str:
+    eff = point["efficiency"].get(key)
+    if eff is None:
+        return "-"
+    speedup = point["speedup"].get(key)
+    return num(eff, 3) + (f" (x{num(speedup, 3)})" if speedup is not None else "")
+
+
+def efficiency_table(body: dict[str, Any], series: str) -> Table | None:
+    points = [p for p in body["points"] if p["series"] == series and p["runs"] > 0]
+    if len(points) < 2:
+        return None
+    header = ["metric", "role", "against", *(f"np {p['np']}" for p in points[1:])]
+    rows = []
+    for key in _keys(body, False):
+        base = scaling.base_point(points, key)
+        if base is None or base is points[-1]:
+            continue
+        rows.append([hpcc.short_name(key), hpcc.info(key).role, f"np {base['np']}",
+                     *(_efficiency_cell(p, key) if p["np"] > base["np"] else ""
+                       for p in points[1:])])
+    return header, rows, set(range(3, len(header)))
+
+
+def stopped_lines(body: dict[str, Any]) -> list[str]:
+    hits = body["stopped_scaling"]
+    if not hits:
+        return ["Stopped scaling: none of the metrics (" + body["rules"]["statement"] + ")."]
+    lines = ["Stopped scaling (" + body["rules"]["statement"] + "):"]
+    for hit in hits:
+        lines.append(f"  {hit['series']}: {hpcc.short_name(hit['metric'])} at np {hit['np']}"
+                     f": {hit['why']}")
+    return lines
+
+
+def failed_lines(body: dict[str, Any]) -> list[str]:
+    failed = [r for r in body["runs"] if r["status"] != "ok"]
+    if not failed:
+        return []
+    lines = [f"Left out of the statistics ({len(failed)} run"
+             f"{'s' if len(failed) != 1 else ''}):"]
+    lines += [f"  {r['label']}: {'; '.join(r['failures'])}" for r in failed]
+    return lines
+
+
+def reference_table(body: dict[str, Any], all_keys: bool = False) -> Table | None:
+    """This study's largest count beside each reference system (its point at the same
+    count if it has one, else its largest), with the ratio this / reference."""
+    ours = scaling.largest_point(body)
+    names = scaling.reference_names(body["references"])
+    if ours is None or not names:
+        return None
+    refs = [scaling.nearest_reference(body["references"], n, ours["np"]) for n in names]
+    header = ["metric", "unit", f"this run (np {ours['np']})"]
+    for ref in refs:
+        assert ref is not None
+        header += [f"{ref['name']} (np {ref['np']})" if ref["np"] else ref["name"], "ratio"]
+    rows = []
+    for key in _keys(body, all_keys):
+        if not any(key in r["metrics"] for r in refs if r):
+            continue
+        mine = ours["metrics"].get(key)
+        row = [hpcc.short_name(key), body["units"].get(key, ""), cell(mine)]
+        for ref in refs:
+            theirs = ref["metrics"].get(key) if ref else None
+            value = scaling.ratio(mine["mean"] if mine else None, theirs)
+            row += [num(theirs), num(value, 3)]
+        rows.append(row)
+    return header, rows, set(range(2, len(header)))
+
+
+def _sections(doc: Document, all_keys: bool, draw: Callable[[Table], list[str]],
+              title: Callable[[str], str]) -> list[str]:
+    b = doc.body
+    passed = sum(1 for r in b["runs"] if r["status"] == "ok")
+    out = [title(f"HPC Challenge scaling study: {b['label']}"), "",
+           f"{len(b['runs'])} runs: {passed} passed, {len(b['runs']) - passed} failed "
+           "(a failed run is left out of the statistics). Cells: mean (sample standard "
+           "deviation) over the runs that passed, in HPCC's units (GB/s = 10^9 B/s, "
+           "GUP/s = 10^9 updates/s).", ""]
+    for series in _series(b):
+        out += [title(f"Series: {series}"), "", *draw(means_table(b, series, all_keys)), ""]
+        eff = efficiency_table(b, series)
+        if eff is not None:
+            out += ["Parallel efficiency (speedup) against the smallest count that "
+                    "measured the metric:", "", *draw(eff), ""]
+    out += [*stopped_lines(b), ""]
+    refs = reference_table(b, all_keys)
+    if refs is not None:
+        out += [title("Reference systems"), "", "ratio = this run / the reference.", "",
+                *draw(refs), ""]
+    failed = failed_lines(b)
+    return out + ([*failed, ""] if failed else [])
+
+
+@renderer("scaling", "text")
+def scaling_text(doc: Document, all_keys: bool = False, **_options: Any) -> str:
+    lines = _sections(doc, all_keys, lambda t: aligned(*t), lambda s: s)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+@renderer("scaling", "markdown")
+def scaling_markdown(doc: Document, all_keys: bool = False, **_options: Any) -> str:
+    lines = _sections(doc, all_keys, lambda t: markdown(*t), lambda s: f"## {s}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+CSV_FIELDS = ("series", "np", "ranks_per_node", "nodes", "metric", "unit", "role", "mean",
+              "stdev", "min", "max", "n", "speedup", "efficiency")
+
+
+@renderer("scaling", "csv")
+def scaling_csv(doc: Document, **_options: Any) -> str:
+    """One row per series, count and key (every key with statistics)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_FIELDS)
+    for p in doc.body["points"]:
+        for key, st in p["metrics"].items():
+            writer.writerow([p["series"], p["np"], p["ranks_per_node"], p["nodes"], key,
+                             doc.body["units"].get(key, ""), hpcc.info(key).role,
+                             st["mean"], st["stdev"], st["min"], st["max"], st["n"],
+                             p["speedup"].get(key), p["efficiency"].get(key)])
+    return out.getvalue()
+
+
+# --------------------------------------------------------------------------- one run
+
+
+def run_lines(doc: Document, all_keys: bool) -> list[str]:
+    b = doc.body
+    verdict = "passed" if b["status"] == "ok" else "FAILED: " + "; ".join(b["failures"])
+    lines = [f"HPC Challenge run {b['label']}: {scaling.processes(b['np'])}, {verdict}"]
+    if b["nodes"]:
+        lines.append(f"nodes: {', '.join(b['nodes'])} ({b['ranks_per_node']} per node)")
+    if b["input"]:
+        i = b["input"]
+        lines.append(f"HPL: N={i['n']} NB={i['nb']} grid {i['p']} x {i['q']}")
+    residual = b["checks"]["hpl_residual"]
+    if residual is not None:
+        lines.append(f"HPL scaled residual {residual:.4g} (must be below "
+                     f"{b['checks']['hpl_threshold']:g}); Success={b['checks']['success']}")
+    hpcc_facts = b["hpcc"]
+    blas = (hpcc_facts.get("blas") or {}).get("kind")
+    lines.append(f"hpcc {hpcc_facts.get('version') or '?'}"
+                 + (f" ({hpcc_facts['binary']})" if hpcc_facts.get("binary") else "")
+                 + (f", BLAS: {blas}" if blas else ""))
+    if b["launch"]:
+        lines.append("launch: " + " ".join(b["launch"]["argv"]))
+        lines += [f"note: {n}" for n in b["launch"]["notes"]]
+    if b["elapsed_s"] is not None:
+        lines.append(f"elapsed: {units.format_time(b['elapsed_s'])}")
+    return lines
+
+
+def run_table(doc: Document, all_keys: bool) -> Table:
+    metrics = doc.body["metrics"]
+    keys = [k for k in metrics if all_keys or hpcc.info(k).role in hpcc.PERFORMANCE]
+    rows = []
+    for key in keys:
+        entry = metrics[key]
+        value = entry["value"]
+        shown = entry.get("raw", "-") if value is None else \
+            (num(value) if isinstance(value, float) else str(value))
+        rows.append([key if all_keys else hpcc.short_name(key), shown, entry["unit"]])
+    return ["metric", "value", "unit"], rows, {1}
+
+
+@renderer("cluster", "text")
+def cluster_text(doc: Document, all_keys: bool = False, **_options: Any) -> str:
+    return "\n".join([*run_lines(doc, all_keys), "",
+                      *aligned(*run_table(doc, all_keys))]) + "\n"
+
+
+@renderer("cluster", "markdown")
+def cluster_markdown(doc: Document, all_keys: bool = False, **_options: Any) -> str:
+    head = run_lines(doc, all_keys)
+    return "\n".join([f"## {head[0]}", "", *(f"{line}  " for line in head[1:]), "",
+                      *markdown(*run_table(doc, all_keys))]) + "\n"
+
+
+@renderer("cluster", "csv")
+def cluster_csv(doc: Document, **_options: Any) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(("label", "np", "status", "key", "value", "unit", "role"))
+    b = doc.body
+    for key, entry in b["metrics"].items():
+        value = entry["value"] if entry["value"] is not None else entry.get("raw", "")
+        writer.writerow((b["label"], b["np"], b["status"], key, value, entry["unit"],
+                         hpcc.info(key).role))
+    return out.getvalue()
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+def comparison_table(doc: Document) -> Table:
+    cols = doc.body["columns"]
+    header = ["metric", "unit"]
+    for i, c in enumerate(cols):
+        name = c["label"] + (f" (np {c['np']})" if c["np"] and "np " not in c["label"] else "")
+        header += [name] if i == 0 else [name, "ratio"]
+    rows = []
+    for r in doc.body["rows"]:
+        row = [hpcc.short_name(r["metric"]), r["unit"]]
+        for i, (value, stdev) in enumerate(zip(r["values"], r["stdevs"], strict=True)):
+            shown = num(value) + (f" ({num(stdev, 2)})" if stdev is not None else "")
+            row += [shown] if i == 0 else [shown, num(r["ratios"][i], 3)]
+        rows.append(row)
+    return header, rows, set(range(2, len(header)))
+
+
+def _comparison_notes(doc: Document) -> list[str]:
+    notes = [doc.body["statement"] + "."]
+    for c in doc.body["columns"]:
+        if c["kind"] == "run" and c["runs"] == 0:
+            notes.append(f"Warning: {c['label']} failed its checks; its figures are shown "
+                         "but do not count.")
+    return notes
+
+
+@renderer("hpcc-comparison", "text")
+def comparison_text(doc: Document, **_options: Any) -> str:
+    return "\n".join([*aligned(*comparison_table(doc)), "", *_comparison_notes(doc)]) + "\n"
+
+
+@renderer("hpcc-comparison", "markdown")
+def comparison_markdown(doc: Document, **_options: Any) -> str:
+    return "\n".join([*markdown(*comparison_table(doc)), "",
+                      *(f"{n}  " for n in _comparison_notes(doc))]).rstrip() + "\n"
+
+
+@renderer("hpcc-comparison", "csv")
+def comparison_csv(doc: Document, **_options: Any) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    cols = doc.body["columns"]
+    writer.writerow(("metric", "unit", "column", "np", "kind", "value", "stdev",
+                     "baseline_ratio"))
+    for r in doc.body["rows"]:
+        for c, value, stdev, rat in zip(cols, r["values"], r["stdevs"], r["ratios"],
+                                        strict=True):
+            writer.writerow((r["metric"], r["unit"], c["label"], c["np"], c["kind"], value,
+                             stdev, rat))
+    return out.getvalue()

@@ -1,0 +1,167 @@
+"""The cluster suite in the HTML report: an HPCC run (its verdict, how it ran, its
+performance figures), a scaling study (per series, each metric's mean and standard
+deviation at each process count, parallel efficiency, what stopped scaling, the runs
+left out, the reference systems with the ratio) and an HPCC comparison.  The figures
+are HPCC's, in HPCC's units, in a column of their own (the cells carry only numbers)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from beoperf.analysis import scaling
+from beoperf.model import hpcc
+from beoperf.model.document import Document
+from beoperf.report import renderer
+from beoperf.report.cluster import efficiency_table, reference_table
+from beoperf.report.html.markup import (
+    Markup,
+    bullet_list,
+    code,
+    esc,
+    heading,
+    join,
+    num,
+    pairs,
+    para,
+    status_mark,
+    table,
+)
+
+UNITS_NOTE = ("HPCC's units: GB/s = 10^9 B/s, GUP/s = 10^9 updates/s, latencies in µs; "
+              "mean (sample standard deviation) over the runs that passed")
+
+
+def figure_of(value: float | None, key: str | None) -> Markup:
+    """A number as HPCC tables print it (4 significant digits), marked with its place."""
+    return num(value, "-" if value is None else f"{value:.4g}", key)
+
+
+# --------------------------------------------------------------------------- one run
+
+
+@renderer("cluster", "title")
+def cluster_title(doc: Document, **_options: Any) -> str:
+    b = doc.body
+    return (f"HPC Challenge run {b['label']}: {scaling.processes(b['np'])}, "
+            f"{'passed' if b['status'] == 'ok' else 'failed'}")
+
+
+@renderer("cluster", "warnings")
+def cluster_warnings(doc: Document, **_options: Any) -> str:
+    return "\n".join(doc.body["failures"])
+
+
+@renderer("cluster", "html")
+def cluster_html(doc: Document, **_options: Any) -> str:
+    b = doc.body
+    facts = pairs([("verdict", status_mark(b["status"])),
+                   ("nodes", ", ".join(b["nodes"] or []) or None),
+                   ("ranks per node", b["ranks_per_node"]),
+                   ("HPL input", "N={n} NB={nb} grid {p} x {q}".format(**b["input"])
+                    if b["input"] else None),
+                   ("HPL scaled residual", b["checks"]["hpl_residual"]),
+                   ("hpcc", b["hpcc"].get("binary") or b["hpcc"].get("version")),
+                   ("BLAS", (b["hpcc"].get("blas") or {}).get("kind")),
+                   ("launch", code(" ".join(b["launch"]["argv"])) if b["launch"] else None)])
+    rows = [[hpcc.short_name(k), e["unit"], figure_of(
+        e["value"] if isinstance(e["value"], int | float) else None, f"body.metrics.{k}.value")]
+        for k, e in b["metrics"].items() if hpcc.info(k).role in hpcc.PERFORMANCE]
+    notes = bullet_list(b["launch"]["notes"]) if b["launch"] and b["launch"]["notes"] else ""
+    return join([facts, notes, table(["metric", "unit", "value"], rows, numeric=[2],
+                                      caption="Performance figures (HPCC's units)")])
+
+
+# --------------------------------------------------------------------------- a study
+
+
+@renderer("scaling", "title")
+def scaling_title(doc: Document, **_options: Any) -> str:
+    b = doc.body
+    counts = sorted({p["np"] for p in b["points"]})
+    return (f"HPC Challenge scaling study {b['label']}: {len(b['runs'])} runs at "
+            f"{', '.join(map(str, counts)) or 'no'} processes")
+
+
+@renderer("scaling", "warnings")
+def scaling_warnings(doc: Document, **_options: Any) -> str:
+    return "\n".join(f"{r['label']}: {'; '.join(r['failures'])}" for r in doc.body["runs"]
+                     if r["status"] != "ok")
+
+
+def _means(b: dict[str, Any], series: str) -> Markup:
+    indexed = [(i, p) for i, p in enumerate(b["points"]) if p["series"] == series]
+    head = ["metric", "unit", *(f"np {p['np']}" for _, p in indexed)]
+    present = {k for _, p in indexed for k in p["metrics"]}
+    rows = [["runs passed", "", *(f"{p['runs']} of {p['runs'] + p['failed']}"
+                                  for _, p in indexed)]]
+    for key in (k for k in hpcc.performance_keys() if k in present):
+        cells: list[Any] = [hpcc.short_name(key), b["units"].get(key, "")]
+        for i, p in indexed:
+            st = p["metrics"].get(key)
+            if st is None:
+                cells.append("-")
+                continue
+            spread = [esc(" ("), figure_of(st["stdev"], f"body.points.{i}.metrics.{key}.stdev"),
+                      esc(")")] if st["stdev"] is not None else []
+            cells.append(join([figure_of(st["mean"], f"body.points.{i}.metrics.{key}.mean"),
+                               *spread]))
+        rows.append(cells)
+    return table(head, rows, numeric=range(2, len(head)), caption=f"Series {series}: "
+                 + UNITS_NOTE)
+
+
+def _plain(t: tuple[list[str], list[list[str]], set[int]] | None, caption: str) -> Markup:
+    if t is None:
+        return Markup("")
+    head, rows, numeric = t
+    return table(head, rows, numeric=numeric, caption=caption)
+
+
+@renderer("scaling", "html")
+def scaling_html(doc: Document, **_options: Any) -> str:
+    b = doc.body
+    parts: list[Markup] = []
+    series = list(dict.fromkeys(p["series"] for p in b["points"]))
+    for name in series:
+        parts.append(_means(b, name))
+        parts.append(_plain(efficiency_table(b, name), "Parallel efficiency (speedup) "
+                            "against the smallest count that measured the metric"))
+    hits = [f"{h['series']}: {hpcc.short_name(h['metric'])} at np {h['np']}: {h['why']}"
+            for h in b["stopped_scaling"]]
+    parts += [heading("Stopped scaling"), para(b["rules"]["statement"]),
+              bullet_list(hits) if hits else para("none")]
+    refs = reference_table(b)
+    if refs is not None:
+        parts.append(_plain(refs, "Reference systems beside the largest count "
+                                  "(ratio = this run / the reference)"))
+    failed = scaling_warnings(doc)
+    if failed:
+        parts += [heading("Left out of the statistics"), bullet_list(failed.splitlines())]
+    return join(parts)
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+@renderer("hpcc-comparison", "title")
+def comparison_title(doc: Document, **_options: Any) -> str:
+    cols = doc.body["columns"]
+    return f"HPCC comparison: {cols[0]['label']} beside {len(cols) - 1} other"
+
+
+@renderer("hpcc-comparison", "html")
+def comparison_html(doc: Document, **_options: Any) -> str:
+    cols = doc.body["columns"]
+    head = ["metric", "unit"]
+    for i, c in enumerate(cols):
+        head += [c["label"]] if i == 0 else [c["label"], "ratio"]
+    rows = []
+    for r_i, r in enumerate(doc.body["rows"]):
+        cells: list[Any] = [hpcc.short_name(r["metric"]), r["unit"]]
+        for i, value in enumerate(r["values"]):
+            shown = figure_of(value, f"body.rows.{r_i}.values.{i}")
+            cells += [shown] if i == 0 else [
+                shown, figure_of(r["ratios"][i], f"body.rows.{r_i}.ratios.{i}")]
+        rows.append(cells)
+    return join([table(head, rows, numeric=range(2, len(head))),
+                 para(doc.body["statement"])])

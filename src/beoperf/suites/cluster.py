@@ -1,0 +1,495 @@
+"""`beoperf cluster hpcc`: HPC Challenge over process counts, with repeats, through mpirun
+(Open MPI, MPICH) or srun, into one document per run and a scaling document.
+
+``run(Spec(...), progress)`` plans every run (:mod:`beoperf.suites.cluster_plan`), then,
+repeat after repeat, runs each process count once (so that a slow spell of a shared
+machine spreads over all counts rather than landing on one), each in its own directory
+``OUTPUT/runs/LABEL/`` with the ``hpccinf.txt`` written for it, where hpcc leaves its
+``hpccoutf.txt`` (kept as it is).  Each run's document (kind "cluster") is written as soon
+as the run ends, to ``OUTPUT/runs/LABEL.json``; the scaling document (kind "scaling") to
+``OUTPUT/scaling.json`` at the end, and also when the command is interrupted (Ctrl-C,
+SIGTERM: the runs already measured are kept; the running one is stopped, its process
+group ended by its PID, and recorded as failed).
+
+The launcher's argv, the variables beoperf set and the environment that shapes an MPI
+run (MPI, PMI, Slurm, BLAS and OpenMP variables, PATH and LD_LIBRARY_PATH; nothing else,
+so no secret of the user's environment is stored) go into each run's document.  Open MPI
+refuses to run as root; as root beoperf adds ``--allow-run-as-root`` and says so in each
+document's notes (OMPI_ALLOW_RUN_AS_ROOT=1 with OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the
+environment does the same).
+
+hpcc's rank 0 writes ``hpccoutf.txt`` in its working directory, which mpirun and srun set
+to the run directory: on several nodes, OUTPUT must be on a filesystem the node of rank 0
+(the first host) shares with this one, as HPCC runs usually are.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from beoperf import errors, interrupts, safeio
+from beoperf.analysis import scaling
+from beoperf.launch import binary
+from beoperf.launch.base import LaunchSpec
+from beoperf.launch.srun import Srun, allocation
+from beoperf.model import cluster, hpcc
+from beoperf.model.document import Document, make_meta, utc_now
+from beoperf.suites import cluster_plan as plan
+from beoperf.suites.cluster_refs import systems_for
+
+DEFAULT_TIMEOUT_S = 3600.0
+DEFAULT_FRACTION = 0.5
+DEFAULT_NB = 80
+OUTPUT_LIMIT = safeio.LIMITS["result"]
+TAIL_BYTES = 64 * 1024
+PROBE_TIMEOUT_S = 120.0
+STOP_GRACE_S = 5.0
+ENV_PREFIXES = ("OMPI_", "PMIX_", "PMI_", "SLURM_", "MPICH_", "MPIR_", "HYDRA_", "I_MPI_",
+                "UCX_", "OMP_", "OPENBLAS_", "GOTO_", "MKL_", "BLIS_", "FI_")
+ENV_NAMES = ("PATH", "LD_LIBRARY_PATH", "LD_PRELOAD")
+ROOT_NOTE = ("running as root: mpirun of Open MPI was given --allow-run-as-root (Open MPI "
+             "refuses root without it, or without OMPI_ALLOW_RUN_AS_ROOT=1 and "
+             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A scaling study.  ``np``: the process counts; ``repeat``: runs of each; hosts from
+    ``hosts`` (a list or node set) or ``hostfile``, else the Slurm allocation, else this
+    host; ``ranks_per_node``: one series per value (None: spread); the problem from ``n``
+    or ``memory_fraction`` of the nodes' memory (``node_memory`` bytes per node, else
+    measured), ``nb``, ``grid`` ('PxQ', one count only); the launcher (``launcher``:
+    auto, openmpi, mpich, mpirun, srun; ``srun_mpi``: srun's PMI plugin) and what it
+    passes on (``agent``, ``interface``, ``env``, ``launcher_args``, ``bind``);
+    ``timeout``: seconds a run may take; ``references`` and ``reference_files``: systems
+    to put beside the results."""
+
+    output: str
+    np: tuple[int, ...]
+    repeat: int = 1
+    hosts: str | None = None
+    hostfile: str | None = None
+    ranks_per_node: tuple[int, ...] | None = None
+    n: int | None = None
+    memory_fraction: float = DEFAULT_FRACTION
+    node_memory: int | None = None
+    nb: int = DEFAULT_NB
+    grid: str | None = None
+    hpcc: str = "hpcc"
+    launcher: str = "auto"
+    srun_mpi: str | None = None
+    agent: str | None = None
+    interface: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    launcher_args: tuple[str, ...] = ()
+    bind: str = "none"
+    timeout: float | None = DEFAULT_TIMEOUT_S
+    references: tuple[str, ...] = ()
+    reference_files: tuple[str, ...] = ()
+    label: str | None = None
+    command_line: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Event:
+    """What the progress display is told: a run starts ("start": ``index`` of ``total``,
+    ``eta_s`` for all that is left, None until a run has been timed) or ends ("done", with
+    its ``status``, ``elapsed_s`` and ``failures``)."""
+
+    what: str
+    index: int
+    total: int
+    label: str
+    np: int
+    repeat: int
+    eta_s: float | None = None
+    status: str | None = None
+    elapsed_s: float | None = None
+    failures: tuple[str, ...] = ()
+
+
+Progress = Callable[[Event], None]
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def check(spec: Spec) -> None:
+    """BadSpec for values that cannot make a study (before anything runs)."""
+    if spec.repeat < 1 or spec.repeat > 1000:
+        raise errors.BadSpec(f"--repeat {spec.repeat}: from 1 to 1000")
+    if not spec.np:
+        raise errors.BadSpec("--np: give at least one process count")
+    if not 0 < spec.memory_fraction <= 0.95:
+        raise errors.BadSpec(f"--memory-fraction {spec.memory_fraction:g}: above 0 and at "
+                             "most 0.95 (the system and MPI need the rest)")
+    if spec.nb < 1 or spec.nb > 10000:
+        raise errors.BadSpec(f"--nb {spec.nb}: from 1 to 10000")
+    if spec.n is not None and not spec.nb <= spec.n <= 10**8:
+        raise errors.BadSpec(f"--n {spec.n}: from NB ({spec.nb}) to 10^8")
+    if spec.grid is not None and len(spec.np) != 1:
+        raise errors.BadSpec("--grid fits one process count; give one --np with it")
+    if spec.timeout is not None and not spec.timeout > 0:
+        raise errors.BadSpec(f"--timeout {spec.timeout}: above 0 seconds")
+
+
+def _linked(spec: Spec) -> binary.Linked:
+    path = binary.which(spec.hpcc)
+    if path is None:
+        raise errors.BadSpec(f"--hpcc {spec.hpcc}: not found or not executable",
+                             "install HPCC (Debian: apt-get install hpcc) or give its path")
+    return binary.inspect(path)
+
+
+def _configs(spec: Spec, names: tuple[str, ...]) -> list[plan.Config]:
+    per_node: tuple[int | None, ...] = spec.ranks_per_node or (None,)
+    return [plan.place(np_, k, names) for k in per_node for np_ in spec.np]
+
+
+# --------------------------------------------------------------------------- environment
+
+
+def environment_snapshot(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The variables that shape an MPI run (see the module's docstring), nothing else."""
+    env = os.environ if environ is None else environ
+    return {k: v for k, v in sorted(env.items())
+            if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
+
+
+def _launch_spec(spec: Spec, argv: tuple[str, ...], config: plan.Config,
+                 per_node: int | None = None) -> LaunchSpec:
+    try:
+        return LaunchSpec(argv, hosts=config.nodes,
+                          ranks_per_host=per_node or config.ranks_per_node,
+                          env=dict(spec.env), bind=spec.bind, agent=spec.agent,
+                          interface=spec.interface, extra=spec.launcher_args)
+    except ValueError as exc:
+        raise errors.BadSpec(str(exc)) from None
+
+
+def _notes(chosen: plan.Chosen, argv: tuple[str, ...]) -> list[str]:
+    notes = [f"launcher {chosen.name}: {chosen.why}"]
+    if "--allow-run-as-root" in argv:
+        notes.append(ROOT_NOTE)
+    return notes
+
+
+# --------------------------------------------------------------------------- processes
+
+
+class _Tail:
+    """The first and last TAIL_BYTES of a stream, read in a thread (bounded memory)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream: Any) -> None:
+        with stream:
+            for chunk in iter(lambda: stream.read(65536), b""):
+                self.total += len(chunk)
+                room = TAIL_BYTES - len(self.head)
+                self.head.extend(chunk[:max(0, room)])
+                self.tail.extend(chunk[max(0, room):])
+                del self.tail[:-TAIL_BYTES]
+
+    def text(self) -> str:
+        self.thread.join(5)
+        middle = "" if self.total <= 2 * TAIL_BYTES else \
+            f"\n[... {self.total - len(self.head) - len(self.tail):,} bytes left out ...]\n"
+        return (bytes(self.head).decode(errors="replace") + middle
+                + bytes(self.tail).decode(errors="replace"))
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """End the process group beoperf started (mpirun or srun and their children), by PID."""
+    for sig, wait in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, STOP_GRACE_S)):
+        if proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@dataclass
+class Finished:
+    """How a launched command ended."""
+
+    status: int | None  # None: stopped by beoperf (timeout or interrupt)
+    elapsed_s: float
+    stdout: str
+    stderr: str
+    why_stopped: str = ""
+
+
+def execute(argv: tuple[str, ...], env: dict[str, str], cwd: str,
+            timeout: float | None) -> Finished:
+    """Run argv in its own process group; on timeout or Ctrl-C/SIGTERM end the group.
+    KeyboardInterrupt is re-raised once the group is gone (with what was captured kept
+    in ``execute.last``)."""
+    start = time.monotonic()
+    proc = subprocess.Popen(list(argv), cwd=cwd, env={**os.environ, **env},
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    out, err = _Tail(proc.stdout), _Tail(proc.stderr)
+    try:
+        status: int | None = proc.wait(timeout)
+        why = ""
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+        status, why = None, f"stopped after the --timeout of {timeout:g} s"
+    except KeyboardInterrupt:
+        _stop(proc)
+        raise
+    return Finished(status, time.monotonic() - start, out.text(), err.text(), why)
+
+
+# --------------------------------------------------------------------------- one run
+
+
+@dataclass
+class Study:
+    """Everything decided once for all runs."""
+
+    spec: Spec
+    root: Path
+    chosen: plan.Chosen
+    linked: binary.Linked
+    configs: list[plan.Config]
+    hosts_source: str
+    systems: list = field(default_factory=list)
+    runs: list[scaling.RunRef] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _binary_facts(linked: binary.Linked) -> dict[str, Any]:
+    return {"binary": linked.path,
+            "mpi": {"implementation": linked.mpi, "library": linked.mpi_library}
+            if linked.mpi else None,
+            "blas": linked.blas}
+
+
+def _launch_record(study: Study, argv: tuple[str, ...], env: dict[str, str],
+                   cwd: Path) -> dict[str, Any]:
+    job = allocation()
+    return {"launcher": study.chosen.name, "argv": list(argv), "env": dict(env),
+            "environment": environment_snapshot(), "notes": _notes(study.chosen, argv),
+            "cwd": str(cwd),
+            "allocation": {"job_id": job.job_id, "nodelist": job.nodelist} if job else None}
+
+
+def _summary_of(rundir: Path) -> tuple[hpcc.HpccRun | None, dict[str, Any] | None, str]:
+    """The run hpcc left in rundir, what to store about the file, or why there is none."""
+    path = rundir / "hpccoutf.txt"
+    if not path.exists():
+        return None, None, ("hpcc wrote no hpccoutf.txt here (it did not start, or rank 0 "
+                            "ran on a node that does not share this directory)")
+    try:
+        data = safeio.read_bytes(path, OUTPUT_LIMIT, "HPCC output")
+        runs = hpcc.parse_runs(data.decode("utf-8", errors="replace"), str(path))
+    except (ValueError, OSError) as exc:
+        return None, None, str(exc)
+    output = {"file": f"{rundir.name}/hpccoutf.txt", "sha256": cluster.sha256(data),
+              "run_in_file": len(runs), "runs_in_file": len(runs)}
+    return runs[-1], output, ""
+
+
+def _body(study: Study, config: plan.Config, repeat: int, label: str, launch: dict,
+          finished: Finished, rundir: Path) -> dict[str, Any]:
+    assert config.input is not None
+    input_ = {"n": config.input.n, "nb": config.input.nb, "p": config.input.p,
+              "q": config.input.q, "file": f"{rundir.name}/hpccinf.txt",
+              "n_from": config.n_from}
+    common = {"label": label, "ranks_per_node": config.ranks_per_node,
+              "nodes": list(config.nodes) or None, "repeat": repeat, "series": config.series,
+              "input_": input_, "launch": launch, "binary": _binary_facts(study.linked),
+              "elapsed_s": finished.elapsed_s, "exit_status": finished.status}
+    around = []
+    if finished.why_stopped:
+        around.append(finished.why_stopped)
+    elif finished.status:
+        last = (finished.stderr.strip().splitlines() or [""])[-1][:300]
+        around.append(f"{launch['launcher']} exited with status {finished.status}"
+                      + (f": {last}" if last else ""))
+    run, output, problem = _summary_of(rundir)
+    if output is not None:
+        output.update(stdout=finished.stdout[-4096:], stderr_tail=finished.stderr[-4096:])
+    if run is None:
+        return cluster.failed_body(np_=config.np, reasons=[*around, problem],
+                                   output=None, **common)
+    body = cluster.cluster_body(run, output=output or {}, extra_failures=around, **common)
+    if body["np"] != config.np:  # counted where it was meant to be, and failed
+        body["status"] = "failed"
+        body["failures"].append(
+            f"hpcc reports {scaling.processes(body['np'])} (CommWorldProcs), not "
+            f"{config.np}: is hpcc built for the MPI of {launch['launcher']}? (a program "
+            "of another MPI starts as separate single processes)")
+        body["np"] = config.np
+    return body
+
+
+def run_one(study: Study, config: plan.Config, repeat: int) -> scaling.RunRef:
+    """One run of hpcc in its own directory; its document written beside it."""
+    label = f"{config.name}-r{repeat}"
+    rundir = study.root / "runs" / label
+    rundir.mkdir(parents=False)
+    assert config.input is not None
+    safeio.write_atomic(rundir / "hpccinf.txt", config.input.text())
+    launch_spec = _launch_spec(study.spec, (study.linked.path,), config)
+    try:
+        launched = study.chosen.launcher.command(launch_spec)
+    except ValueError as exc:
+        raise errors.BadSpec(str(exc)) from None
+    record = _launch_record(study, launched.argv, dict(launched.env), rundir)
+    study.notes = [n for n in dict.fromkeys([*study.notes, *record["notes"]])]
+    meta = make_meta(list(study.spec.command_line))
+    try:
+        finished = execute(launched.argv, dict(launched.env), str(rundir), study.spec.timeout)
+    except KeyboardInterrupt as exc:
+        finished = Finished(None, 0.0, "", "", f"stopped: {interrupts.reason(exc)}")
+        _write(study, rundir, label, config, repeat, record, finished, meta)
+        raise
+    return _write(study, rundir, label, config, repeat, record, finished, meta)
+
+
+def _write(study: Study, rundir: Path, label: str, config: plan.Config, repeat: int,
+           record: dict, finished: Finished, meta: dict) -> scaling.RunRef:
+    with interrupts.deferred():
+        body = _body(study, config, repeat, label, record, finished, rundir)
+        meta["utc_end"] = utc_now()
+        Document(cluster.CLUSTER_KIND, body, meta).save(study.root / "runs" / f"{label}.json")
+        ref = scaling.RunRef(body, f"runs/{label}.json")
+        study.runs.append(ref)
+    return ref
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def node_memory(study: Study) -> int:
+    """The smallest MemTotal of the nodes the largest configuration uses (bytes)."""
+    if study.spec.node_memory is not None:
+        return study.spec.node_memory
+    widest = max(study.configs, key=lambda c: len(c.nodes))
+    if not widest.nodes:
+        return plan.local_memory()
+    probe = plan.Config(len(widest.nodes), widest.series, 1, widest.nodes)
+    argv = ("grep", "MemTotal", "/proc/meminfo")
+    launcher = study.chosen.launcher
+    if isinstance(launcher, Srun):
+        launcher = Srun("none", launcher.environ)
+    launched = launcher.command(_launch_spec(study.spec, argv, probe, 1))
+    done = execute(launched.argv, dict(launched.env), os.getcwd(), PROBE_TIMEOUT_S)
+    values = [int(v) * 1024 for v in plan._MEMTOTAL.findall(done.stdout)]
+    if done.status != 0 or len(values) != len(widest.nodes):
+        last = (done.stderr.strip().splitlines() or [""])[-1][:200]
+        raise errors.Failed(f"could not read the nodes' memory through {study.chosen.name} "
+                            f"({len(values)} of {len(widest.nodes)} answered; {last})",
+                            "give --n (HPL's N) or --node-memory SIZE")
+    return min(values)
+
+
+# --------------------------------------------------------------------------- the study
+
+
+def eta(study: Study, remaining: list[plan.Config]) -> float | None:
+    """Seconds left: each remaining run as long as the mean of the runs of its count done
+    so far (of all runs when its count has none yet); None before any run is timed."""
+    done: dict[str, list[float]] = {}
+    for ref in study.runs:
+        if ref.body["elapsed_s"]:
+            done.setdefault(f"{ref.body['series']}/{ref.body['np']}", []).append(
+                ref.body["elapsed_s"])
+    if not done:
+        return None
+    every = [t for ts in done.values() for t in ts]
+    overall = sum(every) / len(every)
+    total = 0.0
+    for config in remaining:
+        same = done.get(f"{config.series}/{config.np}")
+        total += sum(same) / len(same) if same else overall
+    return total
+
+
+def prepare(spec: Spec) -> Study:
+    """Check the spec, find hpcc and the hosts, choose the launcher, size the problems."""
+    check(spec)
+    linked = _linked(spec)
+    found = plan.resolve_hosts(spec.hosts, spec.hostfile)
+    names = found.names if found else ()
+    chosen = plan.choose(spec.launcher, linked, spec.srun_mpi)
+    configs = _configs(spec, names)
+    for config in configs:  # what the launcher cannot express fails before anything runs
+        try:
+            chosen.launcher.command(_launch_spec(spec, (linked.path,), config))
+        except ValueError as exc:
+            raise errors.BadSpec(f"{chosen.name}: {exc}") from None
+    systems = systems_for(spec.references, spec.reference_files)
+    study = Study(spec, Path(spec.output), chosen, linked, configs,
+                  found.source if found else "this host", systems)
+    memory = None if spec.n is not None else node_memory(study)
+    study.configs = [plan.problem(c, n=spec.n, nb=spec.nb, grid=spec.grid,
+                                  fraction=spec.memory_fraction, node_memory=memory)
+                     for c in configs]
+    study.root = _output_dir(spec.output)  # only once everything is known to work
+    return study
+
+
+def _output_dir(text: str) -> Path:
+    root = Path(text)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "runs").mkdir()
+    except FileExistsError:
+        raise errors.BadSpec(f"-o {text}: already holds a study (runs/); choose another "
+                             "directory", "nothing is ever overwritten") from None
+    except OSError as exc:
+        raise errors.OutputError(f"-o {text}: {exc.strerror or exc}") from None
+    return root
+
+
+def scaling_document(study: Study, started: str) -> Document:
+    body = scaling.scaling_body(study.runs, study.spec.label or study.root.name,
+                                study.systems)
+    meta = make_meta(list(study.spec.command_line), utc_start=started, hosts=study.hosts_source,
+                     launcher=study.chosen.name, hpcc=_binary_facts(study.linked),
+                     notes=study.notes)
+    return Document(cluster.SCALING_KIND, body, meta)
+
+
+def run(spec: Spec, progress: Progress | None = None) -> Document:
+    """The whole study (see the module's docstring); the scaling document."""
+    study = prepare(spec)
+    started = utc_now()
+    order = [(r, c) for r in range(1, spec.repeat + 1) for c in study.configs]
+    try:
+        for i, (repeat, config) in enumerate(order, 1):
+            if progress:
+                progress(Event("start", i, len(order), f"{config.name}-r{repeat}", config.np,
+                               repeat, eta_s=eta(study, [c for _, c in order[i - 1:]])))
+            ref = run_one(study, config, repeat)
+            if progress:
+                progress(Event("done", i, len(order), ref.body["label"], config.np, repeat,
+                               status=ref.body["status"], elapsed_s=ref.body["elapsed_s"],
+                               failures=tuple(ref.body["failures"])))
+    finally:
+        with interrupts.deferred():
+            doc = scaling_document(study, started)
+            doc.save(study.root / "scaling.json")
+    return doc

@@ -1,0 +1,337 @@
+"""`beoperf cluster` and `beoperf compare` of HPCC results, in process and as a command:
+real hpcc runs on this host (small N), imports of real output files, what a user sees
+for bad input, and a study stopped by SIGTERM or by its time limit."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from beoperf import model
+from beoperf.model import hpcc
+from helpers import checked, cli
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hpcc"
+SRC = Path(__file__).resolve().parents[1] / "src"
+N = 240
+
+needs_hpcc = pytest.mark.tools("hpcc", "mpirun.openmpi")
+
+
+def docs_in(directory: Path) -> dict[str, model.Document]:
+    return {p.stem: model.load(p) for p in sorted((directory / "runs").glob("*.json"))}
+
+
+@needs_hpcc
+def test_a_study_on_this_host(tmp_path):
+    out = tmp_path / "study"
+    result = cli("cluster", "hpcc", "--np", "1,2", "--repeat", "2", "--n", str(N), "-o",
+                 str(out), "--reference", "Medusa")
+    assert result.status == 0, result.stderr
+    runs = docs_in(out)
+    assert sorted(runs) == ["np1-r1", "np1-r2", "np2-r1", "np2-r2"]
+    for name, doc in runs.items():
+        checked(doc.to_json())
+        assert doc.body["status"] == "ok" and doc.body["input"]["n"] == N
+        assert (out / "runs" / name / "hpccoutf.txt").exists()
+        assert doc.body["launch"]["launcher"] == "openmpi"
+    scaling = model.load(out / "scaling.json")
+    # repeat by repeat: 1, 2, 1, 2
+    assert [r["label"] for r in scaling.body["runs"]] == ["np1-r1", "np2-r1", "np1-r2",
+                                                         "np2-r2"]
+    assert [(p["np"], p["runs"]) for p in scaling.body["points"]] == [(1, 2), (2, 2)]
+    lines = result.stderr.splitlines()
+    assert lines[0] == "run 1/4: 1 process, repeat 1 (estimating the time left after " \
+                       "the first run)"
+    assert any(line.startswith("run 4/4: 2 processes, repeat 2 (about ") for line in lines)
+    if os.geteuid() == 0:
+        assert any(line.startswith("note: running as root: mpirun of Open MPI was given "
+                                   "--allow-run-as-root") for line in lines)
+    assert "Reference systems" in result.stdout and "Medusa (np 2)" in result.stdout
+    again = cli("cluster", "hpcc", "--np", "1", "--n", str(N), "-o", str(out))
+    assert again.status == 2 and "already holds a study" in again.stderr
+
+
+def beoperf_process(*argv: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "beoperf", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(SRC)})
+
+
+def processes_in(directory: Path) -> list[int]:
+    """PIDs of processes whose working directory is inside ``directory``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cwd = os.readlink(entry / "cwd")
+            except OSError:
+                continue
+            if cwd.startswith(str(directory)):
+                found.append(int(entry.name))
+    return found
+
+
+@needs_hpcc
+def test_sigterm_keeps_what_was_measured_and_ends_the_running_job(tmp_path):
+    out = tmp_path / "stopped"
+    proc = beoperf_process("cluster", "hpcc", "--np", "1,2", "--repeat", "3", "--n", "400",
+                           "-o", str(out))
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "runs" / "np1-r1.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (out / "runs" / "np1-r1.json").exists(), proc.stderr.read() if proc.poll() else ""
+        time.sleep(0.5)  # the second run (2 processes) is under way
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "beoperf: terminated by SIGTERM"
+    scaling = model.load(out / "scaling.json").body
+    assert [(r["label"], r["status"]) for r in scaling["runs"]] == [("np1-r1", "ok"),
+                                                                   ("np2-r1", "failed")]
+    assert scaling["runs"][1]["failures"][0] == "stopped: terminated by SIGTERM"
+    assert processes_in(out) == []
+
+
+@needs_hpcc
+def test_a_run_over_its_time_limit_is_ended_and_failed(tmp_path):
+    """Also: --hpcc takes another binary, recorded in the documents."""
+    other = tmp_path / "bin" / "hpcc-other"
+    other.parent.mkdir()
+    shutil.copy2(shutil.which("hpcc"), other)
+    out = tmp_path / "slow"
+    result = cli("cluster", "hpcc", "--np", "2", "--n", "6000", "--timeout", "1", "-o",
+                 str(out), "--hpcc", str(other), "--quiet")
+    assert result.status == 1
+    assert result.error_lines[-1] == ("beoperf: failed: 1 of 1 runs failed (left out of the "
+                                      "statistics; see the table and their documents)")
+    run = docs_in(out)["np2-r1"].body
+    assert run["failures"][0] == "stopped after the --timeout of 1 s"
+    assert run["exit_status"] is None and run["hpcc"]["binary"] == str(other)
+    assert run["launch"]["argv"][-1] == str(other)
+    assert "Left out of the statistics (1 run):" in result.stdout
+    assert processes_in(out) == []
+
+
+@pytest.mark.parametrize("argv, status, message", [
+    (["--np", "0"], 2, "--np '0': counts from 1"),
+    (["--np", "1", "--hpcc", "/nonexistent/hpcc"], 2, "not found or not executable"),
+    (["--np", "1,2", "--grid", "1x2"], 2, "--grid fits one process count"),
+    (["--np", "2", "--memory-fraction", "1.5"], 2, "--memory-fraction"),
+    (["--np", "2", "--memory-fraction", "0.99"], 2, "at most 0.95"),
+    (["--np", "2", "--mpi-env", "no equals"], 2, "expected KEY=VALUE"),
+    (["--np", "2", "--hosts", "a,-np"], 2, "'-np' is not a host name"),
+    (["--np", "2", "--hostfile", "/nonexistent"], 1, "input error: /nonexistent: cannot read"),
+    (["--np", "4", "--hosts", "a", "--ranks-per-node", "1"], 2, "need 4 hosts; 1 given"),
+    (["--np", "2", "--reference", "Cray"], 2, "'Cray' is not a reference system"),
+    (["--np", "2", "--timeout", "soon"], 2, "not a time"),
+    (["--np", "2", "--node-memory", "lots"], 2, "not a size"),
+    (["--np", "2", "--n", "10", "--nb", "80"], 2, "--n 10: from NB (80)"),
+])
+def test_bad_input_is_one_line_and_a_status(tmp_path, argv, status, message):
+    if "--hpcc" not in argv and shutil.which("hpcc") is None:
+        argv = [*argv, "--hpcc", "/bin/true"]  # checks before hpcc is needed
+    result = cli("cluster", "hpcc", *argv, "-o", str(tmp_path / "x"))
+    assert result.status == status, result.stderr
+    assert len(result.error_lines) == 1 and message in result.stderr
+    assert not (tmp_path / "x" / "scaling.json").exists()
+
+
+def test_no_subcommand():
+    result = cli("cluster")
+    assert result.status == 2 and "no subcommand given" in result.stderr
+
+
+# --------------------------------------------------------------------------- import
+
+
+def test_import_of_hpcc_1_4_and_1_5(tmp_path):
+    files = [str(FIXTURES / n) for n in ("hpcc-1.4.2-np2.txt", "hpcc-1.5.0-np1.txt",
+                                          "hpcc-1.5.0-srun-two-runs.txt")]
+    result = cli("cluster", "import", *files, "-o", str(tmp_path / "old"), "--format", "json")
+    assert result.status == 0, result.stderr
+    doc = result.json
+    labels = sorted(p.stem for p in (tmp_path / "old").glob("*.json") if p.stem != "scaling")
+    assert labels == ["hpcc-1.4.2-np2", "hpcc-1.5.0-np1", "hpcc-1.5.0-srun-two-runs-run1",
+                      "hpcc-1.5.0-srun-two-runs-run2"]
+    old = model.load(tmp_path / "old" / "hpcc-1.4.2-np2.json").body
+    assert old["hpcc"]["version"] == "1.4.2" and old["source"] == "import"
+    assert len(old["metrics"]) == 148 and old["status"] == "ok"
+    assert old["output"]["sha256"] == __import__("hashlib").sha256(
+        Path(files[0]).read_bytes()).hexdigest()
+    assert [(p["np"], p["runs"]) for p in doc["body"]["points"]] == [(1, 1), (2, 3)]
+    second = model.load(tmp_path / "old" / "hpcc-1.5.0-srun-two-runs-run2.json").body
+    assert second["output"]["run_in_file"] == 2 and second["output"]["runs_in_file"] == 2
+
+
+def test_an_imported_failed_run_is_kept_out(tmp_path):
+    bad = tmp_path / "failed.txt"
+    bad.write_text((FIXTURES / "hpcc-1.5.0-np2.txt").read_text().replace("Success=1",
+                                                                           "Success=0"))
+    result = cli("cluster", "import", str(bad), str(FIXTURES / "hpcc-1.5.0-np2.txt"))
+    assert result.status == 0
+    assert "1 of 2" in result.stdout and "failed: Success=0" in result.stdout
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "no HPCC summary section"), (b"\xff\xfe" * 10, "no HPCC summary section"),
+    (b"Begin of Summary section.\nSuccess=1\n", "has no end"),
+])
+def test_import_refuses_what_is_not_hpcc_output(tmp_path, content, message):
+    path = tmp_path / "x.txt"
+    path.write_bytes(content)
+    result = cli("cluster", "import", str(path))
+    assert result.status == 1 and message in result.stderr and len(result.error_lines) == 1
+
+
+def test_import_reads_bounded(tmp_path):
+    path = tmp_path / "huge.txt"
+    with open(path, "wb") as f:
+        f.truncate(65 * 1024 * 1024)
+    result = cli("cluster", "import", str(path))
+    assert result.status == 1 and "over the 67,108,864-byte limit" in result.stderr
+
+
+def test_show_plot_and_references(tmp_path):
+    cli("cluster", "import", str(FIXTURES / "hpcc-1.5.0-np1.txt"),
+        str(FIXTURES / "hpcc-1.5.0-np2.txt"), "-o", str(tmp_path / "s"))
+    shown = cli("cluster", "show", str(tmp_path / "s" / "scaling.json"), "--reference", "P575",
+                "--format", "markdown")
+    assert shown.status == 0 and "| HPL | TFLOP/s |" in shown.stdout
+    assert "P575 (np 64)" in shown.stdout
+    run = cli("cluster", "show", str(tmp_path / "s" / "hpcc-1.5.0-np2.json"))
+    assert run.stdout.startswith("HPC Challenge run hpcc-1.5.0-np2: 2 processes, passed")
+    plotted = cli("cluster", "plot", str(tmp_path / "s" / "scaling.json"), "-o",
+                  str(tmp_path / "png"), "--reference", "Medusa", "--metrics", "MPIFFT,HPL")
+    assert plotted.status == 0, plotted.stderr
+    assert sorted(p.name for p in (tmp_path / "png").iterdir()) == ["HPL_Tflops.png",
+                                                                    "MPIFFT_Gflops.png"]
+    unknown = cli("cluster", "plot", str(tmp_path / "s" / "scaling.json"), "-o",
+                  str(tmp_path / "png"), "--metrics", "Linpack")
+    assert unknown.status == 2 and "'Linpack' is not a performance metric" in unknown.stderr
+    refs = cli("cluster", "references")
+    assert refs.stdout.splitlines()[3].startswith("Medusa ")
+    assert "[processes: 2, 6, 12]" in refs.stdout
+    wrong = cli("cluster", "plot", str(tmp_path / "s" / "hpcc-1.5.0-np2.json"), "-o",
+                str(tmp_path / "png2"))
+    assert wrong.status == 1 and "plot a scaling document" in wrong.stderr
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def test_compare_puts_runs_and_references_side_by_side(tmp_path):
+    cli("cluster", "import", str(FIXTURES / "hpcc-1.5.0-np2-100mbit.txt"), "-o",
+        str(tmp_path / "net"))
+    result = cli("compare", str(tmp_path / "net" / "scaling.json"),
+                 str(FIXTURES / "hpcc-1.5.0-np2.txt"), "--reference", "Medusa",
+                 "--format", "json")
+    assert result.status == 0, result.stderr
+    body = result.json["body"]
+    assert [(c["label"], c["np"], c["kind"]) for c in body["columns"]] == [
+        ("net (np 2)", 2, "run"), ("hpcc-1.5.0-np2", 2, "run"), ("Medusa", 2, "reference")]
+    fft = next(r for r in body["rows"] if r["metric"] == "MPIFFT_Gflops")
+    net, local = (hpcc.parse_runs((FIXTURES / n).read_text())[0].summary["MPIFFT_Gflops"]
+                  for n in ("hpcc-1.5.0-np2-100mbit.txt", "hpcc-1.5.0-np2.txt"))
+    assert fft["values"] == [net, local, 0.05168]
+    assert fft["ratios"] == [None, pytest.approx(net / local), pytest.approx(net / 0.05168)]
+    table = cli("compare", str(tmp_path / "net" / "scaling.json"), "--reference", "xc4000")
+    assert table.status == 0 and "XC4000 (np 32)" in table.stdout
+    assert "ratio = the baseline" in table.stdout
+    impact = cli("compare", str(FIXTURES / "hpcc-1.5.0-np2.txt"), "--format", "impact")
+    assert impact.status == 2 and "HPCC results render as" in impact.stderr
+
+
+def test_compare_refuses_to_mix_hpcc_with_ping_pong(tmp_path):
+    pingpong = Path(__file__).parent / "fixtures" / "documents" / "pingpong-v1-after-issue9.json"
+    result = cli("compare", str(FIXTURES / "hpcc-1.5.0-np2.txt"), str(pingpong))
+    assert result.status == 1 and "compare HPCC results with HPCC results" in result.stderr
+
+
+def test_reference_files_of_the_user(tmp_path):
+    csv_path = tmp_path / "lab.csv"
+    csv_path.write_text("metric,unit,np2\nMPIFFT,GFLOPS,0.5\n")
+    result = cli("compare", str(FIXTURES / "hpcc-1.5.0-np2.txt"), "--reference-file",
+                 str(csv_path), "--format", "csv")
+    assert result.status == 0, result.stderr
+    row = next(line for line in result.stdout.splitlines()
+               if line.startswith("MPIFFT_Gflops,GFLOP/s,lab,"))
+    assert row.split(",")[3:5] == ["2", "reference"]
+    cli("cluster", "import", str(FIXTURES / "hpcc-1.5.0-np2.txt"), "-o", str(tmp_path / "a"))
+    by_doc = cli("compare", str(FIXTURES / "hpcc-1.5.0-np2-100mbit.txt"), "--reference-file",
+                 str(tmp_path / "a" / "scaling.json"))
+    assert by_doc.status == 0 and "a (np 2)" in by_doc.stdout
+    bad = tmp_path / "bad.csv"
+    bad.write_text("metric,unit,np2\nMPIFFT,GB/s,0.5\n")
+    refused = cli("compare", str(FIXTURES / "hpcc-1.5.0-np2.txt"), "--reference-file", str(bad))
+    assert refused.status == 1 and "does not fit MPIFFT_Gflops" in refused.stderr
+
+
+def test_documents_are_valid_json_with_their_schema(tmp_path):
+    result = cli("cluster", "import", str(FIXTURES / "hpcc-1.5.0-np2.txt"), "--format", "json")
+    doc = json.loads(result.stdout)
+    checked(doc)
+    assert doc["kind"] == "scaling" and doc["body"]["units"]["HPL_Tflops"] == "TFLOP/s"
+
+
+def test_an_hpcc_of_another_mpi_than_the_launchers_is_caught(tmp_path):
+    """Debian's hpcc is Open MPI's: MPICH's mpirun starts it as separate one-process jobs
+    (each appending a run with CommWorldProcs=1 to hpccoutf.txt; seen here, 18 s for
+    N=240, too slow to run in the suite), which the run's document must catch."""
+    from beoperf.launch import binary
+    from beoperf.suites import cluster as suite
+    from beoperf.suites import cluster_plan as plan
+
+    rundir = tmp_path / "runs" / "np2-r1"
+    rundir.mkdir(parents=True)
+    one = (FIXTURES / "hpcc-1.5.0-np1.txt").read_text()
+    (rundir / "hpccoutf.txt").write_text(one + one)
+    study = suite.Study(suite.Spec(output=str(tmp_path), np=(2,)), tmp_path, None,
+                        binary.Linked("/usr/bin/hpcc", "openmpi", None, None), [], "this host")
+    config = plan.Config(2, "this host", 2, (), hpcc.Input(N, 80, 1, 2))
+    record = {"launcher": "mpich", "argv": ["mpirun.mpich"], "env": {}, "environment": {},
+              "notes": []}
+    body = suite._body(study, config, 1, "np2-r1", record,
+                       suite.Finished(0, 18.0, "", ""), rundir)
+    checked(model.Document("cluster", body).to_json())
+    assert body["np"] == 2 and body["status"] == "failed"
+    assert body["output"]["runs_in_file"] == 2
+    assert body["failures"] == [
+        "hpcc reports 1 process (CommWorldProcs), not 2: is hpcc built for the MPI of "
+        "mpich? (a program of another MPI starts as separate single processes)"]
+
+
+def test_what_the_launcher_cannot_express_fails_before_anything_runs(tmp_path):
+    """srun has no agent: refused while planning, no directory made."""
+    env_free = {"SLURM_JOB_ID": "", "SLURM_JOB_NODELIST": ""}
+    old = {k: os.environ.pop(k) for k in env_free if k in os.environ}
+    try:
+        result = cli("cluster", "hpcc", "--np", "2", "--n", "240", "--launcher", "srun",
+                     "--hosts", "a,b", "--mpi-agent", "ssh", "-o", str(tmp_path / "x"),
+                     *(["--hpcc", "/bin/true"] if shutil.which("hpcc") is None else []))
+    finally:
+        os.environ.update(old)
+    assert result.status == 2 and "srun: the srun launcher cannot honour agent" in result.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_compact_json_documents_are_recognised(tmp_path):
+    cli("cluster", "import", str(FIXTURES / "hpcc-1.5.0-np2.txt"), "-o", str(tmp_path / "a"))
+    compact = tmp_path / "compact.json"
+    compact.write_text(json.dumps(json.loads((tmp_path / "a" / "scaling.json").read_text()),
+                                  separators=(",", ":")))
+    result = cli("compare", str(compact), "--format", "csv")
+    assert result.status == 0 and result.stdout.startswith("metric,unit,column")

@@ -1,0 +1,131 @@
+"""`beoperf cluster hpcc` under a real Slurm started by the test (tests/slurm.py): munged,
+slurmctld in the first namespace host, slurmd on two more, all killed by PID afterwards.
+
+Inside an allocation (``salloc``) beoperf finds ``SLURM_JOB_ID``, takes its nodes and
+launches hpcc with ``srun --mpi=pmix`` (Debian's hpcc is built against Open MPI); N is
+sized from the nodes' memory, read through srun.  The same hpcc through mpirun gives the
+same summary keys.  Slurm is started once for the module (about 20 s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import netns
+from beoperf.model import hpcc
+from beoperf.model import load as load_document
+from beoperf.suites.cluster_plan import local_memory
+from slurm import SlurmCluster
+
+pytestmark = [pytest.mark.netns,
+              pytest.mark.tools("hpcc", "mpirun.openmpi", "slurmctld", "slurmd", "munged",
+                                "salloc", "srun", "nsenter")]
+
+N_TARGET = 400  # the N a one-node run should get from --memory-fraction
+
+
+def fraction_text() -> str:
+    """A --memory-fraction whose matrix on one node is N_TARGET + NB/2 (so that rounding
+    the fraction cannot move N across a multiple of NB)."""
+    return f"{8 * (N_TARGET + NB // 2) ** 2 / local_memory():.12f}"
+NB = 80
+TIMEOUT_S = 300
+
+
+def beoperf_argv(*argv: str) -> list[str]:
+    return [sys.executable, "-m", "beoperf", *argv]
+
+
+def source_env(env: dict[str, str]) -> dict[str, str]:
+    return {**env, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    ok, reason = netns.can_use_netns()
+    if not ok:
+        pytest.skip(f"needs network namespaces: {reason}")
+    with netns.VethPair(3) as topo, SlurmCluster(topo.hosts[0], topo.hosts[1:]) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def in_allocation(slurm, tmp_path_factory):
+    """`salloc -N 2 beoperf cluster hpcc --np 1,2` (N from the nodes' memory)."""
+    out = tmp_path_factory.mktemp("slurm") / "study"
+    proc = slurm.controller.run(
+        ["salloc", "-N", "2", *beoperf_argv(
+            "cluster", "hpcc", "--np", "1,2", "--memory-fraction", fraction_text(),
+            "--nb", str(NB), "-o", str(out), "--format", "json", "--timeout", str(TIMEOUT_S))],
+        env=source_env(slurm.env), check=False, timeout=TIMEOUT_S + 60)
+    assert proc.returncode == 0, proc.stderr[-3000:] + slurm.logs()
+    return json.loads(proc.stdout), out, proc.stderr
+
+
+def test_inside_an_allocation_srun_runs_hpcc_on_its_nodes(in_allocation):
+    doc, out, stderr = in_allocation
+    assert [(p["np"], p["runs"], p["failed"]) for p in doc["body"]["points"]] == \
+        [(1, 1, 0), (2, 1, 0)]
+    assert doc["meta"]["launcher"] == "srun"
+    assert doc["meta"]["hosts"].startswith("Slurm allocation ")
+    run2 = load_document(out / "runs" / "np2-r1.json").body
+    argv = run2["launch"]["argv"]
+    assert argv[:1] == ["srun"] and "--mpi=pmix" in argv
+    assert argv[argv.index("--nodelist") + 1] == "n1,n2"
+    assert run2["nodes"] == ["n1", "n2"] and run2["ranks_per_node"] == 1
+    job = run2["launch"]["allocation"]
+    assert job["job_id"].isdigit() and job["nodelist"] == "n[1-2]"
+    assert run2["launch"]["environment"]["SLURM_JOB_ID"] == job["job_id"]
+    assert any("inside Slurm allocation" in n for n in run2["launch"]["notes"])
+    assert "run 2/2" in stderr and "left" in stderr
+
+
+def test_n_comes_from_the_nodes_memory_read_through_srun(in_allocation):
+    _, out, _ = in_allocation
+    for name, nodes in (("np1-r1", 1), ("np2-r1", 2)):
+        body = load_document(out / "runs" / f"{name}.json").body
+        # the namespace nodes share this machine's memory
+        expected = hpcc.n_for_memory(float(fraction_text()) * nodes * local_memory(), NB)
+        assert body["input"]["n"] == expected
+        assert body["metrics"]["HPL_N"]["value"] == expected
+        assert f"of {nodes} x {local_memory() // 2**20} MiB" in body["input"]["n_from"]
+    assert load_document(out / "runs" / "np1-r1.json").body["input"]["n"] == N_TARGET
+
+
+def test_srun_and_mpirun_give_the_same_keys(in_allocation, tmp_path):
+    doc, out, _ = in_allocation
+    by_srun = load_document(out / "runs" / "np1-r1.json").body["metrics"]
+    env = source_env(dict(os.environ))
+    for name in ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
+        env.pop(name, None)
+    import subprocess
+
+    proc = subprocess.run(beoperf_argv("cluster", "hpcc", "--np", "1", "--n", str(N_TARGET),
+                                       "-o", str(tmp_path / "mpirun"), "--quiet",
+                                       "--format", "json"),
+                          capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["meta"]["launcher"] == "openmpi"
+    by_mpirun = load_document(tmp_path / "mpirun" / "runs" / "np1-r1.json").body["metrics"]
+    assert list(by_srun) == list(by_mpirun) == list(hpcc.KEYS_1_5_0)
+    assert {k: e["unit"] for k, e in by_srun.items()} == \
+        {k: e["unit"] for k, e in by_mpirun.items()}
+
+
+def test_srun_with_named_nodes_outside_an_allocation(slurm, tmp_path):
+    """--launcher srun --hosts: srun makes its own allocation on those nodes."""
+    proc = slurm.controller.run(
+        beoperf_argv("cluster", "hpcc", "--np", "2", "--n", "240", "--launcher", "srun",
+                     "--hosts", "n[1-2]", "-o", str(tmp_path / "named"), "--quiet",
+                     "--format", "json"),
+        env=source_env(slurm.env), check=False, timeout=TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    body = load_document(tmp_path / "named" / "runs" / "np2-r1.json").body
+    assert body["status"] == "ok" and body["launch"]["allocation"] is None
+    assert body["launch"]["argv"][:8] == ["srun", "-N", "2", "-n", "2", "--ntasks-per-node",
+                                          "1", "--nodelist"]
