@@ -29,7 +29,7 @@ class Parser(argparse.ArgumentParser):
 
 
 # a module each in beoperf.cli
-COMMANDS = ("serve", "pingpong", "plot", "compare", "audit", "tune", "monitor")
+COMMANDS = ("serve", "pingpong", "plot", "compare", "audit", "tune", "monitor", "node")
 
 
 def command_of(argv: Sequence[str]) -> str | None:

@@ -8,6 +8,7 @@ from beoperf.model import (  # noqa: F401  (register their kinds)
     comparison,
     fleet,
     monitor,
+    node,
     pingpong,
     tune,
 )

@@ -37,7 +37,8 @@ def json_text(doc: Document, **_options: Any) -> str:
 # a running monitor need not load numpy to print its session)
 MODULES = {"pingpong": "pingpong", "comparison": "compare", "audit": "audit",
            "fleet-audit": "fleet", "tune-plan": "tune", "rollback": "tune", "procedure": "tune",
-           "monitor-report": "monitor", "monitor-session": "monitor_session"}
+           "monitor-report": "monitor", "monitor-session": "monitor_session",
+           "node": "node", "node-fleet": "node", "node-comparison": "node"}
 
 
 def render(doc: Document, fmt: str = "text", **options: Any) -> str:
