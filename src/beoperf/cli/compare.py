@@ -75,7 +75,10 @@ def run(args: argparse.Namespace) -> int:
                         baseline=args.baseline, min_change=parse_min_change(args.min_change),
                         command_line=tuple(args.argv))
     doc = compare.run(spec)
+    if doc.kind != "comparison" and args.format == "impact":
+        raise UsageError("--format impact is for ping-pong runs; node documents: table, "
+                         "markdown, csv or json")
     sys.stdout.write(report.render(doc, args.format))
     if args.format == "csv":  # the table stays machine-readable; the test goes to stderr
-        print(compare.describe_test(spec.min_change)["statement"], file=sys.stderr)
+        print(doc.body["test"]["statement"], file=sys.stderr)
     return ExitStatus.OK

@@ -89,24 +89,25 @@ def check(spec: Spec) -> None:
     if unknown or not spec.parts:
         raise errors.BadSpec(f"unknown part {unknown[0]!r}" if unknown else "no part named",
                              f"name some of: {', '.join(PARTS)}")
-    if not 1 <= spec.repeat <= MAX_REPEAT:
-        raise errors.BadSpec(f"--repeat {spec.repeat}: give 1 to {MAX_REPEAT}")
     cores = os.cpu_count() or 1
-    if spec.threads is not None and not all(1 <= t <= 64 * cores for t in spec.threads):
-        raise errors.BadSpec(f"--threads {','.join(map(str, spec.threads))}: give counts "
-                             f"from 1 to {64 * cores}")
-    if not spec.lengths or not all(1 <= n <= MAX_LENGTH for n in spec.lengths):
-        raise errors.BadSpec(f"--lengths: give loop lengths from 1 to {MAX_LENGTH:,}")
-    if spec.dgemm_n < 2 or spec.dgemm_n > 100_000:
-        raise errors.BadSpec(f"--dgemm-n {spec.dgemm_n}: give 2 to 100,000")
-    if spec.fft_size is not None and not 2 <= spec.fft_size <= 1 << 34:
-        raise errors.BadSpec(f"--fft-size {spec.fft_size}: give 2 to 2^34")
-    if spec.array_size is not None and spec.array_size < 8:
-        raise errors.BadSpec("--array-size: at least one 8-byte element")
-    if spec.table_size is not None and not 2048 <= spec.table_size <= 8 << 40:
-        raise errors.BadSpec("--table-size: give 2K to 8T (a power of two of 8-byte words)")
-    if spec.block < 1 or spec.block > 1 << 30:
-        raise errors.BadSpec(f"--block {spec.block}: give 1 B to 1 GiB")
+    problems = [
+        (not 1 <= spec.repeat <= MAX_REPEAT, f"--repeat {spec.repeat}: give 1 to {MAX_REPEAT}"),
+        (spec.threads is not None and not all(1 <= t <= 64 * cores for t in spec.threads),
+         f"--threads: give counts from 1 to {64 * cores}"),
+        (not spec.lengths or not all(1 <= n <= MAX_LENGTH for n in spec.lengths),
+         f"--lengths: give loop lengths from 1 to {MAX_LENGTH:,}"),
+        (not 2 <= spec.dgemm_n <= 100_000, f"--dgemm-n {spec.dgemm_n}: give 2 to 100,000"),
+        (spec.fft_size is not None and not 2 <= spec.fft_size <= 1 << 34,
+         f"--fft-size {spec.fft_size}: give 2 to 2^34"),
+        (spec.array_size is not None and spec.array_size < 8,
+         "--array-size: at least one 8-byte element"),
+        (spec.table_size is not None and not 2048 <= spec.table_size <= 8 << 40,
+         "--table-size: give 2K to 8T (a power of two of 8-byte words)"),
+        (not 1 <= spec.block <= 1 << 30, f"--block {spec.block}: give 1 B to 1 GiB"),
+    ]
+    for bad, message in problems:
+        if bad:
+            raise errors.BadSpec(message)
     if spec.reference is not None and node_reference.find(spec.reference) is None:
         raise errors.BadSpec(f"--reference {spec.reference}: no such published system",
                              f"choose one of {', '.join(node_reference.names())}")
