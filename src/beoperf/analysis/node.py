@@ -1,7 +1,9 @@
 """What node documents derive: the cache level of a loop length and the drop between
 levels, a fleet's outlier nodes, and two or more node runs compared.
 
-Outliers (``robust_z``): per metric, each node's mean against the fleet's median, in units
+Outliers (``robust_z``): per metric, each node's figure (the median of its repetitions,
+so that one disturbed repetition does not make a node an outlier) against the fleet's
+median, in units
 of the median absolute deviation scaled to a standard deviation (MAD / 0.6745, as
 Iglewicz and Hoaglin's modified z-score).  A node is an outlier when |z| > ``threshold``
 (3.5, their recommendation).  The MAD is floored at ``MAD_FLOOR`` (5%) of the median: a
@@ -86,14 +88,16 @@ def fleet_metrics(per_node: Mapping[str, Mapping[str, Mapping[str, Any]]],
                   threshold: float = THRESHOLD,
                   floor: float = MAD_FLOOR) -> list[dict[str, Any]]:
     """node -> metric id -> metric  =>  one entry per metric measured on at least three
-    nodes (fewer have no median to stand against), with each node's mean and z."""
+    nodes (fewer have no median to stand against), with each node's figure (the median of
+    its samples) and z."""
     ids: dict[str, str] = {}
     for metrics in per_node.values():
         for mid, m in metrics.items():
             ids.setdefault(mid, m["unit"])
     out = []
     for mid, unit in ids.items():
-        values = {node: float(ms[mid]["mean"]) for node, ms in per_node.items() if mid in ms}
+        values = {node: float(statistics.median(ms[mid]["samples"]))
+                  for node, ms in per_node.items() if mid in ms}
         if len(values) < 3:
             continue
         out.append({"id": mid, "unit": unit, "values": values,
@@ -111,7 +115,7 @@ def outlier_nodes(metrics: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
 
 
 def method(threshold: float = THRESHOLD, floor: float = MAD_FLOOR) -> dict[str, Any]:
-    statement = (f"Outlier: |z| > {threshold:g}, z = (node's mean - fleet median) / "
+    statement = (f"Outlier: |z| > {threshold:g}, z = (node's median - fleet median) / "
                  f"(max(MAD, {floor * 100:g}% of the median) / {MAD_TO_SIGMA}) per metric "
                  "(modified z-score, Iglewicz and Hoaglin); metrics measured on fewer than 3 "
                  "nodes are not judged.")
