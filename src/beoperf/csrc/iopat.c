@@ -3,9 +3,8 @@
  * read, backward write and read (last block first), random read and random read-rewrite
  * (read a block, write it back in place), the random ones visiting every block once in a
  * seeded random order.  The buffer is page-aligned so that an O_DIRECT descriptor works;
- * without O_DIRECT the caller asks for an fsync inside the timing of writes (the data
- * must reach the device, not only the page cache) and drops the file's cached pages
- * before reads.  Every 256 blocks the interrupt callback may stop the pattern.
+ * the caller may ask for an fsync inside the timing of writes (the data must have left
+ * the node, not only reached a cache) and drops the file's cached pages before reads.  Every 256 blocks the interrupt callback may stop the pattern.
  */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
@@ -86,7 +85,7 @@ static int walk(beo_io_run *run, const uint64_t *idx, unsigned char *buf)
         }
         if (rc != BEO_OK)
             return rc;
-        run->bytes += run->block * (rewrite ? 2 : 1);
+        run->bytes += run->block; /* read-rewrite: each block of the file counted once */
         if (i % CHECK_EVERY == CHECK_EVERY - 1 && run->interrupted &&
             run->interrupted(run->interrupt_ctx))
             return BEO_EINTR;

@@ -76,9 +76,9 @@ typedef struct {
     size_t block;        /* bytes per call; the buffer is page-aligned (O_DIRECT) */
     uint64_t nblocks;    /* file size / block */
     uint64_t seed;       /* of the random order (a permutation: every block once) */
-    int sync;            /* fsync inside the timing after writing (no O_DIRECT) */
+    int sync;            /* fsync inside the timing after writing */
     uint64_t elapsed_ns; /* out */
-    uint64_t bytes;      /* out: bytes read and written */
+    uint64_t bytes;      /* out: bytes of the file covered (read-rewrite: each block once) */
     int errno_out;       /* out: errno of a BEO_ESYS failure (0 and BEO_ESYS: short read) */
     beo_interrupt_fn interrupted;
     void *interrupt_ctx;

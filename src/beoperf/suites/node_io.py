@@ -5,15 +5,19 @@ For each directory and file size: one file, created in that directory as
 symlink above all, is never opened: another random name is tried), mode 0600, through a
 descriptor of the directory opened once (a path swapped later changes nothing).  The
 patterns run in PMAC's order (sequential write, sequential read, random read-rewrite,
-random read, backward write, backward read), ``repeat`` times; MB/s = 10^6 B/s.  The file
+random read, backward write, backward read), ``repeat`` times; MB/s = 10^6 B/s of the
+file covered (random read-rewrite reads and writes each block, and counts it once, as
+PMAC's figure of a pass over the file).  The file
 is removed afterwards through the same directory descriptor, also when a signal (Ctrl-C,
 SIGTERM) stops the run (the removal itself holds further signals back).
 
 Cold cache (the default), said in the document for each directory:
 - "O_DIRECT" where the file system takes it (the first aligned write succeeds): every
   read and write bypasses the page cache;
-- otherwise "fsync + POSIX_FADV_DONTNEED": writes are timed up to an fsync, and the
-  file's cached pages are dropped before every pattern.
+- otherwise "fsync + POSIX_FADV_DONTNEED": the file's cached pages are dropped before
+  every pattern.
+In both, a pattern that writes is timed up to an fsync of the file: an O_DIRECT write to a
+network file system (sshfs, NFS) may be acknowledged before it has left the node.
 ``warm`` ("page cache") measures through the page cache with neither.
 
 Free space is checked before anything is written: the largest file plus 10% and 16 MiB.
@@ -133,7 +137,7 @@ def one_pattern(fd: int, pattern: str, block: int, nblocks: int, method: str,
         os.fsync(fd)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     ns, nbytes = _node.io(fd, pattern, block, nblocks, seed,
-                          method == DROP and pattern in WRITES)
+                          method != WARM and pattern in WRITES)
     return nbytes / (ns / 1e9) / 1e6
 
 
