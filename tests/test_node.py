@@ -41,9 +41,10 @@ def replay(ntimes: int) -> tuple[float, float, float]:
     return a, b, c
 
 
+@pytest.mark.parametrize("nontemporal", [False, True])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_stream_validates_against_the_scalar_replay(threads):
-    times, errs, expected = _node.stream(10_000, threads, 4, 2)
+def test_stream_validates_against_the_scalar_replay(threads, nontemporal):
+    times, errs, expected = _node.stream(10_003, threads, 4, 2, nontemporal)  # a partial line
     assert len(times) == 4 and all(len(row) == 4 and min(row) > 0 for row in times)
     assert errs == (0.0, 0.0, 0.0)
     assert expected == replay(4)

@@ -30,12 +30,13 @@ static int find(const char *const *names, int count, const char *name)
 
 static PyObject *node_stream(PyObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"n", "threads", "ntimes", "reps", NULL};
+    static char *kwlist[] = {"n", "threads", "ntimes", "reps", "nontemporal", NULL};
     Py_ssize_t n;
-    int threads, ntimes;
+    int threads, ntimes, nontemporal = 0;
     unsigned long long reps = 1;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nii|K", kwlist, &n, &threads, &ntimes, &reps))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nii|Kp", kwlist, &n, &threads, &ntimes, &reps,
+                                     &nontemporal))
         return NULL;
     if (n < 1 || threads < 1 || threads > 4096 || ntimes < 1 || ntimes > 10000 || reps < 1)
         return PyErr_Format(PyExc_ValueError, "stream: n, threads, ntimes and reps must be >= 1");
@@ -43,7 +44,7 @@ static PyObject *node_stream(PyObject *self, PyObject *args, PyObject *kwds)
     if (!times)
         return PyErr_NoMemory();
     beo_stream_run run = {.n = (size_t)n, .threads = threads, .ntimes = ntimes, .reps = reps,
-                          .times_ns = times};
+                          .nontemporal = nontemporal, .times_ns = times};
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = beo_stream(&run);
@@ -192,20 +193,23 @@ static PyObject *node_build(PyObject *self, PyObject *noargs)
 #else
     int openmp = 0;
 #endif
-    return Py_BuildValue("{s:s,s:s,s:i,s:(dddddd)}", "compiler",
+    return Py_BuildValue("{s:s,s:s,s:i,s:O,s:(dddddd)}", "compiler",
 #ifdef __VERSION__
                          "gcc-compatible " __VERSION__,
 #else
                          "unknown",
 #endif
-                         "flags", BEO_NODE_CFLAGS, "openmp", openmp, "poly_coefficients",
+                         "flags", BEO_NODE_CFLAGS, "openmp", openmp, "streaming_stores",
+                         beo_stream_nontemporal_available() ? Py_True : Py_False,
+                         "poly_coefficients",
                          BEO_POLY_COEF[0], BEO_POLY_COEF[1], BEO_POLY_COEF[2], BEO_POLY_COEF[3],
                          BEO_POLY_COEF[4], BEO_POLY_COEF[5]);
 }
 
 static PyMethodDef node_methods[] = {
     {"stream", (PyCFunction)(void (*)(void))node_stream, METH_VARARGS | METH_KEYWORDS,
-     "stream(n, threads, ntimes, reps=1) -> (times_ns[4][ntimes], errors(a,b,c), expected(a,b,c))"},
+     "stream(n, threads, ntimes, reps=1, nontemporal=False) -> (times_ns[4][ntimes], errors(a,b,c),"
+     " expected(a,b,c))"},
     {"peak", (PyCFunction)(void (*)(void))node_peak, METH_VARARGS | METH_KEYWORDS,
      "peak(kernel, a, b, reps, s=0.0) -> (elapsed_ns, result)"},
     {"gups", (PyCFunction)(void (*)(void))node_gups, METH_VARARGS | METH_KEYWORDS,

@@ -24,6 +24,7 @@ typedef struct {
     int threads;        /* OpenMP threads (1: one core) */
     int ntimes;         /* timed iterations of the four tests */
     uint64_t reps;      /* passes of a test inside one timing (>= 1; small arrays) */
+    int nontemporal;    /* streaming stores (when beo_stream_nontemporal_available) */
     uint64_t *times_ns; /* out: BEO_STREAM_TESTS * ntimes, test-major */
     double errors[3];   /* out: average relative error of a, b, c against the replay */
     double expected[3]; /* out: what a, b, c should hold */
@@ -31,6 +32,7 @@ typedef struct {
 
 /* Allocate, first-touch with `threads` threads, run, validate and free. */
 int beo_stream(beo_stream_run *run);
+int beo_stream_nontemporal_available(void);
 
 /* ------------------------------------------------------------------ PEAK kernels */
 

@@ -91,7 +91,8 @@ def stream_lines(body: Mapping[str, Any]) -> list[str]:
              units.format_time(m["max_time_s"]), str(m["repeat"])] for m in ms]
     ok = "passed" if d.get("ok") else "FAILED"
     title = (f"STREAM: 3 arrays of {units.format_size(d.get('array_bytes', 0))} "
-             f"({printable(str(d.get('size_rule')))}); GB/s = 10^9 B/s, copy/scale 16 B, "
+             f"({printable(str(d.get('size_rule')))}; {d.get('stores')} stores); "
+             "GB/s = 10^9 B/s, copy/scale 16 B, "
              f"add/triad 24 B an element; first iteration dropped; validation {ok} "
              f"(average relative error <= {d.get('epsilon')})")
     lines = ["", title, *aligned(head, rows, set(range(2, 12)))]
