@@ -58,11 +58,12 @@ CLONES static double k_dot(const double *restrict a, const double *restrict b, s
         for (; i + PARTS <= n; i += PARTS)
             for (size_t j = 0; j < PARTS; j++)
                 part[j] += a[i + j] * b[i + j];
-        double s = 0.0;
+        for (size_t w = PARTS / 2; w > 0; w /= 2) /* a tree: few dependent adds */
+            for (size_t j = 0; j < w; j++)
+                part[j] += part[j + w];
+        double s = part[0];
         for (; i < n; i++)
             s += a[i] * b[i];
-        for (size_t j = 0; j < PARTS; j++)
-            s += part[j];
         total += s;
         BARRIER();
     }

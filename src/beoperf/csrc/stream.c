@@ -5,8 +5,8 @@
  * Validation replays the same assignments on scalars and compares each array's average
  * relative error with 1e-13, as stream.c checks doubles.
  *
- * With `nontemporal` (arrays far larger than the caches) the stores are SSE2 streaming
- * stores, as STREAM builds with streaming stores do: the written line goes to memory
+ * With `nontemporal` (arrays far larger than the caches) the stores are streaming stores
+ * (AVX where the CPU has it, else SSE2; each thread its own contiguous share of lines), as STREAM builds with streaming stores do: the written line goes to memory
  * without being read first, so the traffic is what STREAM counts (no write-allocate).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -23,6 +23,15 @@
 #define HAVE_NT 1
 #else
 #define HAVE_NT 0
+#endif
+#if HAVE_NT && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define HAVE_AVX_NT 1
+#else
+#define HAVE_AVX_NT 0
+#endif
+#ifdef _OPENMP
+#include <omp.h>
 #endif
 
 #define ALIGN 64
@@ -71,12 +80,11 @@ static void test(int which, double *restrict a, double *restrict b, double *rest
 }
 
 #if HAVE_NT
-/* One cache line (8 doubles, 64-byte aligned) of a test with streaming stores. */
-static void line_nt(int which, double *a, double *b, double *c, size_t j)
+/* Lines [lo, hi) (8 doubles, 64-byte aligned, each) of a test with SSE2 streaming stores. */
+static void range_nt_sse2(int which, double *a, double *b, double *c, size_t lo, size_t hi)
 {
     const __m128d q = _mm_set1_pd(BEO_STREAM_SCALAR);
-    for (size_t u = 0; u < 8; u += 2) {
-        size_t i = j + u;
+    for (size_t i = lo * 8; i < hi * 8; i += 2) {
         switch (which) {
         case BEO_STREAM_COPY:
             _mm_stream_pd(c + i, _mm_load_pd(a + i));
@@ -88,23 +96,66 @@ static void line_nt(int which, double *a, double *b, double *c, size_t j)
             _mm_stream_pd(c + i, _mm_add_pd(_mm_load_pd(a + i), _mm_load_pd(b + i)));
             break;
         default:
-            _mm_stream_pd(a + i, _mm_add_pd(_mm_load_pd(b + i),
-                                            _mm_mul_pd(q, _mm_load_pd(c + i))));
+            _mm_stream_pd(a + i, _mm_add_pd(_mm_load_pd(b + i), _mm_mul_pd(q, _mm_load_pd(c + i))));
             break;
         }
     }
+    _mm_sfence();
 }
+#endif
 
+#if HAVE_AVX_NT
+/* The same with 32-byte AVX streaming stores, on CPUs that have AVX. */
+__attribute__((target("avx"))) static void range_nt_avx(int which, double *a, double *b,
+                                                        double *c, size_t lo, size_t hi)
+{
+    const __m256d q = _mm256_set1_pd(BEO_STREAM_SCALAR);
+    for (size_t i = lo * 8; i < hi * 8; i += 4) {
+        switch (which) {
+        case BEO_STREAM_COPY:
+            _mm256_stream_pd(c + i, _mm256_load_pd(a + i));
+            break;
+        case BEO_STREAM_SCALE:
+            _mm256_stream_pd(b + i, _mm256_mul_pd(q, _mm256_load_pd(c + i)));
+            break;
+        case BEO_STREAM_ADD:
+            _mm256_stream_pd(c + i, _mm256_add_pd(_mm256_load_pd(a + i), _mm256_load_pd(b + i)));
+            break;
+        default:
+            _mm256_stream_pd(a + i, _mm256_add_pd(_mm256_load_pd(b + i),
+                                                  _mm256_mul_pd(q, _mm256_load_pd(c + i))));
+            break;
+        }
+    }
+    _mm_sfence();
+}
+#endif
+
+#if HAVE_NT
 static void test_nt(int which, double *a, double *b, double *c, size_t n, int threads)
 {
     size_t lines = n / 8;
+#if HAVE_AVX_NT
+    int avx = __builtin_cpu_supports("avx");
+#else
+    int avx = 0;
+#endif
     (void)threads;
+    (void)avx;
 #pragma omp parallel num_threads(threads)
     {
-#pragma omp for schedule(static)
-        for (size_t k = 0; k < lines; k++)
-            line_nt(which, a, b, c, k * 8);
-        _mm_sfence();
+        size_t id = 0, count = 1;
+#ifdef _OPENMP
+        id = (size_t)omp_get_thread_num();
+        count = (size_t)omp_get_num_threads();
+#endif
+        size_t lo = lines * id / count, hi = lines * (id + 1) / count; /* as static does */
+#if HAVE_AVX_NT
+        if (avx)
+            range_nt_avx(which, a, b, c, lo, hi);
+        else
+#endif
+            range_nt_sse2(which, a, b, c, lo, hi);
     }
     if (lines * 8 < n) /* the last partial line */
         test(which, a + lines * 8, b + lines * 8, c + lines * 8, n - lines * 8, 1);

@@ -20,6 +20,9 @@ In both, a pattern that writes is timed up to an fsync of the file: an O_DIRECT 
 network file system (sshfs, NFS) may be acknowledged before it has left the node.
 ``warm`` ("page cache") measures through the page cache with neither.
 
+The file is laid out (written whole and synced, untimed) before the first pattern, as fio
+lays out its file, so that every repetition's writes overwrite blocks already allocated.
+
 Free space is checked before anything is written: the largest file plus 10% and 16 MiB.
 """
 
@@ -147,6 +150,7 @@ def run_file(dfd: int, path: str, size: int, block: int, repeat: int, cold: bool
     nblocks = size // block
     with scratch(dfd, path) as (fd, _name):
         method = choose_method(fd, block, nblocks, cold)
+        _node.io(fd, "sequential write", block, nblocks, 0, True)  # laid out, untimed
         for r in range(repeat):
             progress(f"io: {path}, {units.format_size(size)} file, repetition {r + 1}/{repeat}")
             for i, pattern in enumerate(PATTERNS):
