@@ -129,8 +129,9 @@ def kernel_lines(body: Mapping[str, Any]) -> list[str]:
             row += [_f(_ref_kernel(ref, k, n)) for k in kernels]
         rows.append(row)
     repeats = sorted({m["repeat"] for m in ms})
-    lines = ["", "PEAK kernels, MFLOP/s (mean ±stdev over "
-             f"{repeats[0]}-{repeats[-1]} trials; flops/element: div 1, daxpy 2, dot 2, "
+    count = str(repeats[0]) if len(repeats) == 1 else f"{repeats[0]}-{repeats[-1]}"
+    lines = ["", f"PEAK kernels, MFLOP/s (mean ±stdev over {count} trials; flops/element: "
+             "div 1, daxpy 2, dot 2, "
              "poly 10; level: the cache of cpu0 that holds the working set)",
              *aligned(head, rows, set(range(2, len(head))))]
     drops = body["parts"].get("kernels", {}).get("drops", [])
