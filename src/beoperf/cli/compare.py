@@ -16,6 +16,11 @@ EXAMPLES = """examples:
   beoperf compare a.json b.json --baseline b.json --format markdown
   beoperf compare default.json tuned.json --label Default --label Tuned --format impact
   beoperf compare runs/*.json --format csv > runs.csv
+  beoperf compare node-before.json node-after.json   # beoperf node documents
+
+Node documents (beoperf node -o FILE): one row per metric, each run's mean, its change
+against the baseline and a verdict (Mann-Whitney U over the repetitions, p < 0.05 and a
+change over --min-change; fewer than 4 repetitions a side: "too few samples").
 
 Figures: latency (median, p99; one-way, us: the median time of the middle
 size among sizes <= 16 B), peak Mbit/s (SI, 10^6 bit/s) and the size it is
