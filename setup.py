@@ -4,10 +4,10 @@ import platform
 
 from setuptools import Extension, setup
 
-WARNINGS = ["-Wall", "-Wextra", "-Werror"]
+FLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror"]
 # the node kernels (issue 13): vectorised, FMA allowed (a*b+c counts 2 flops either way),
 # threads through OpenMP; the flags are recorded in every node document
-NODE_FLAGS = ["-std=c99", "-O3", "-ffp-contract=fast", "-fopenmp", *WARNINGS]
+NODE_FLAGS = ["-std=c99", "-O3", "-ffp-contract=fast", "-fopenmp", *FLAGS[2:]]
 if platform.machine() in ("x86_64", "AMD64"):  # the AVX-512 clones of the PEAK loops
     NODE_FLAGS.append("-mprefer-vector-width=512")  # use 512-bit vectors, as likwid does
 
@@ -17,7 +17,17 @@ setup(
             "beoperf._core",
             sources=["src/beoperf/_core.c", "src/beoperf/csrc/loops.c"],
             include_dirs=["src/beoperf/csrc"],
-            extra_compile_args=["-std=c99", "-O2", *WARNINGS],
+            extra_compile_args=FLAGS,
+        ),
+        # The MPI loops: no MPI headers or mpicc needed, the library is bound at run time
+        # (the one mpi4py loaded), so this builds wherever _core does.
+        Extension(
+            "beoperf._mpi",
+            sources=["src/beoperf/_mpi.c", "src/beoperf/csrc/mpiloops.c",
+                     "src/beoperf/csrc/loops.c"],
+            include_dirs=["src/beoperf/csrc"],
+            libraries=["dl"],
+            extra_compile_args=FLAGS,
         ),
         Extension(
             "beoperf._node",

@@ -108,7 +108,7 @@ def hpcc(np_: int, work: Path) -> dict[str, float]:
     text = text.replace("2            Ps", f"{p}            Ps").replace("2            Qs",
                                                                        f"{q}            Qs")
     (work / "hpccinf.txt").write_text(text)
-    sh(["mpirun", "--allow-run-as-root", "-np", str(np_), "hpcc"], cwd=work)
+    sh(["mpirun.openmpi", "--allow-run-as-root", "-np", str(np_), "hpcc"], cwd=work)
     out = (work / "hpccoutf.txt").read_text()
     return {k: float(v) for k, v in re.findall(r"^(\w+STREAM_\w+|STREAM_VectorSize)=([\d.]+)$",
                                                out, re.M)}

@@ -225,8 +225,9 @@ def beoperf_run(ctx: Ctx, what: str, extra: Sequence[str], timeout: float) -> di
     client = ["beoperf", "pingpong", ctx.link.addr, "--port", str(port), *extra,
               "-o", str(prefix)]
     record, _ = run_pair(ctx, server, client, port, tag, timeout)
-    doc = json.loads(prefix.with_suffix(".json").read_text())["body"]
-    return {"record": record, "wall_s": record["wall_s"], "doc": doc}
+    envelope = json.loads(prefix.with_suffix(".json").read_text())
+    return {"record": record, "wall_s": record["wall_s"], "doc": envelope["body"],
+            "meta": envelope["meta"]}
 
 
 def beoperf_latency(ctx: Ctx) -> dict:
@@ -330,7 +331,7 @@ def beoperf_sweep(ctx: Ctx) -> dict:
     best, best_size = best_trial_peak(res["doc"])
     intervals = [[x["size"], x["time_us"]["median"], *(x.get("ci95_us") or [None, None])]
                  for x in res["doc"]["sizes"]]
-    return {"wall_s": res["wall_s"], "duration_s": res["doc"]["meta"]["duration_s"],
+    return {"wall_s": res["wall_s"], "duration_s": res["meta"]["duration_s"],
             "intervals": intervals, "inflation": res["doc"]["sweep"]["interval_inflation"],
             "latency_us": s.get("latency_median_us"),
             "peak_bps": s["peak_throughput_bps"], "peak_size": s["peak_size"],

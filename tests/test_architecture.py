@@ -12,7 +12,7 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "beoperf"
 
-BASE = {"beoperf", "units", "safeio", "interrupts", "sysinfo", "pools", "_core", "_node",
+BASE = {"beoperf", "units", "safeio", "interrupts", "sysinfo", "pools", "_core", "_mpi", "_node",
         "errors"}
 ALLOWED: dict[str, set[str]] = {
     **{name: BASE for name in BASE},
@@ -42,7 +42,8 @@ def package_of(path: Path) -> str:
 
 
 def is_module(name: str) -> bool:
-    return (SRC / f"{name}.py").exists() or (SRC / name).is_dir() or name in ("_core", "_node")
+    return (SRC / f"{name}.py").exists() or (SRC / name).is_dir() or \
+        name in ("_core", "_mpi", "_node")
 
 
 def imported_packages(path: Path) -> set[str]:

@@ -48,7 +48,7 @@ def test_the_echo_code_loads_without_numpy_or_the_c_loops():
             "engines.get('tcp'); print('beoperf.engines.tcp' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.splitlines()
-    assert out == ["['tcp'] False False", "True"]
+    assert out == ["['mpi', 'tcp'] False False", "True"]
 
 
 # --------------------------------------------------------------------------- a transport

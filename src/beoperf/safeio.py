@@ -23,6 +23,7 @@ that names the file.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -98,6 +99,27 @@ def read_bytes(path: str | os.PathLike[str], limit: int, what: str = "this input
         fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK)
     except OSError as exc:
         raise FileInputError(f"{name}: cannot read ({exc.strerror or exc})") from None
+    return _read_open(fd, name, limit, what, private)
+
+
+def read_bytes_at(dir_fd: int, entry: str, limit: int, what: str = "this input", *,
+                  shown: str | None = None) -> bytes:
+    """read_bytes of ``entry`` in the open directory ``dir_fd``, never through a symlink
+    (O_NOFOLLOW: a link planted there is refused, not followed): for walking a tree
+    one directory descriptor at a time.  ``shown`` names the file in messages."""
+    name = shown or entry
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK | os.O_NOFOLLOW
+    try:
+        fd = os.open(entry, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        reason = "a symbolic link, not followed" if exc.errno == errno.ELOOP else \
+            f"cannot read ({exc.strerror or exc})"
+        raise FileInputError(f"{name}: {reason}") from None
+    return _read_open(fd, name, limit, what, False)
+
+
+def _read_open(fd: int, name: str, limit: int, what: str, private: bool) -> bytes:
+    """Up to ``limit`` bytes of an open file (closed here) that must be a regular file."""
     try:
         st = os.fstat(fd)
         _check_regular(name, st)

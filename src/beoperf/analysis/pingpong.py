@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from beoperf.analysis.curve import analyze_run
+from beoperf.analysis.mpi import protocol_switch
 from beoperf.model.document import Document
 from beoperf.model.pingpong import RunResult
 
@@ -29,11 +30,15 @@ def summary(run: RunResult) -> dict[str, Any]:
         a = analyze_run(run)
     except Exception:  # noqa: BLE001 - the analysis never costs the measured data
         return counts
-    return {**counts, "latency_size": a.latency_size, "latency_median_us": a.latency_us,
-            "latency_p99_us": a.latency_p99_us,
-            "latency_ci95_halfwidth_us": a.latency_ci95_halfwidth_us,
-            "peak_throughput_bps": a.peak_bps, "peak_size": a.peak_size,
-            "throughput_collapses": len(a.collapses)}
+    out = {**counts, "latency_size": a.latency_size, "latency_median_us": a.latency_us,
+           "latency_p99_us": a.latency_p99_us,
+           "latency_ci95_halfwidth_us": a.latency_ci95_halfwidth_us,
+           "peak_throughput_bps": a.peak_bps, "peak_size": a.peak_size,
+           "throughput_collapses": len(a.collapses)}
+    switch = protocol_switch(run)  # MPI runs: the eager/rendezvous switch and its setting
+    if switch is not None:
+        out["protocol_switch"] = switch.to_dict()
+    return out
 
 
 def derived(run: RunResult) -> dict[str, Any]:

@@ -29,7 +29,9 @@ class Parser(argparse.ArgumentParser):
 
 
 # a module each in beoperf.cli
-COMMANDS = ("serve", "pingpong", "plot", "compare", "audit", "tune", "monitor", "node")
+COMMANDS = ("serve", "pingpong", "plot", "compare", "audit", "tune", "monitor", "report",
+            "predict", "replay",
+            "node")
 
 
 def command_of(argv: Sequence[str]) -> str | None:

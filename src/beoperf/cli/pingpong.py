@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from beoperf import errors, interrupts, report, safeio, units
-from beoperf.cli import ExitStatus, UsageError
+from beoperf.cli import ExitStatus, UsageError, mpi_options
 from beoperf.cli.progress import Progress
 from beoperf.model.document import Document
 from beoperf.model.pingpong import RunResult
-from beoperf.suites import pingpong
+from beoperf.suites import mpi_pingpong, pingpong
 from beoperf.suites.pingpong import MODES, Measured
 
 EXAMPLES = """examples:
@@ -35,7 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Bounce messages between two ends over a sweep of sizes "
                                    "(NetPIPE's method) and report latency, throughput and "
                                    "their precision.",
-                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=EXAMPLES + "\n" + mpi_options.EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("host", nargs="?", help="peer running 'beoperf serve' (default: own loopback)")
     p.add_argument("--port", type=int, default=pingpong.DEFAULT_PORT)
     fam = p.add_mutually_exclusive_group()
@@ -43,14 +44,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="IPv4 only")
     fam.add_argument("-6", dest="family", action="store_const", const=socket.AF_INET6,
                      help="IPv6 only")
+    p.add_argument("--transport", choices=("tcp", "mpi"), default="tcp",
+                   help="tcp (against 'beoperf serve') or mpi (two MPI ranks; see below)")
     _add_schedule_options(p)
     _add_mode_options(p)
+    mpi_options.add_mpi_options(p)
     out = p.add_argument_group("output")
     out.add_argument("-o", "--output", metavar="PREFIX", help="write PREFIX.json and PREFIX.np")
     out.add_argument("--json", action="store_true", help="print the result document to stdout")
     out.add_argument("--sweep", metavar="KEY=V1,V2,...",
-                     help="one run per value of sndbuf, rcvbuf, mode or nocache (on/off), "
-                          "then a comparison table and the graphs; needs -o PREFIX")
+                     help="one run per value of sndbuf, rcvbuf, mode, nocache (on/off), "
+                          "transport (tcp,mpi) or mpi-env:VARIABLE, then a comparison table "
+                          "and the graphs; needs -o PREFIX")
     out.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                      help="give up on a silent peer after this long (default %(default)s)")
     p.set_defaults(func=run, family=socket.AF_UNSPEC)
@@ -147,7 +152,9 @@ def spec_from(args: argparse.Namespace) -> pingpong.Spec:
         rcvbuf=_buffer(args.rcvbuf, "--rcvbuf"), nodelay=not args.nagle,
         busy_poll=args.busy_poll, client_cpu=client_cpu, server_cpu=server_cpu,
         perturbation=None if args.sizes is not None else args.perturbation,
-        command_line=tuple(args.argv))
+        command_line=tuple(args.argv), transport=args.transport,
+        mpi=mpi_options.mpi_options_from(args, mpi_pingpong.hosts_from(args.hosts,
+                                                                        args.hostfile)))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -155,7 +162,13 @@ def run(args: argparse.Namespace) -> int:
         return run_config_sweep(args)
     spec = spec_from(args)
     with contextlib.ExitStack() as hold, _progress(spec, args.json) as progress:
-        measured = pingpong.run(spec, progress.advance, hold)
+        if spec.transport == "mpi":
+            measured = mpi_pingpong.run(spec, progress.advance, hold)
+            if measured is None:  # a rank other than 0: rank 0 reports
+                return ExitStatus.OK
+            mpi_options.print_notes(measured.document)
+        else:
+            measured = pingpong.run(spec, progress.advance, hold)
         write_outputs(args.output, measured.document, args.json)
     return finish(measured, quiet_stdout=args.json)
 
@@ -205,9 +218,13 @@ def parse_sweep(text: str) -> tuple[str, list[str]]:
     key, sep, values = text.partition("=")
     key = key.strip()
     items = [v.strip() for v in values.split(",") if v.strip()]
-    if not sep or key not in pingpong.SWEEPABLE or not items:
+    known = key in pingpong.SWEEPABLE or key == "transport" or (
+        key.startswith(mpi_pingpong.ENV_KEY) and key[len(mpi_pingpong.ENV_KEY):].isidentifier())
+    if not sep or not known or not items:
         raise UsageError(f"--sweep {text!r}: expected KEY=V1,V2,... with KEY one of "
-                         f"{', '.join(pingpong.SWEEPABLE)}")
+                         f"{', '.join(pingpong.SWEEPABLE)}, transport or mpi-env:VARIABLE")
+    if key == "transport" and any(v not in ("tcp", "mpi") for v in items):
+        raise UsageError(f"--sweep {text!r}: transports are tcp and mpi")
     if key == "nocache" and any(v.lower() not in ON_OFF for v in items):
         raise UsageError(f"--sweep {text!r}: nocache takes on or off")
     if key == "mode" and any(v not in MODES for v in items):
@@ -235,17 +252,23 @@ def run_config_sweep(args: argparse.Namespace) -> int:
     done: list[RunResult] = []
     last: Measured | None = None
     by_value = dict(zip(map(repr, values), texts, strict=True))
-    for value, measured, hold in pingpong.run_configs(spec, key, values):
+    mpi = mpi_pingpong.is_mpi_sweep(spec, key)
+    configs = (mpi_pingpong.run_configs if mpi else pingpong.run_configs)(spec, key, values)
+    for value, measured, hold in configs:
         with hold:
             text = by_value[repr(value)]
             print(f"== {key}={text}", file=sys.stderr)
-            write_outputs(f"{args.output}-{key}-{text}", measured.document, False)
+            write_outputs(f"{args.output}-{mpi_options.file_part(key, text)}",
+                          measured.document, False)
         last = measured
         if measured.error is None and measured.interrupt is None:
             sys.stdout.write(report.render(measured.document, "text"))
             done.append(measured.run)
     if done:  # what completed is compared even when a later configuration failed
-        write_comparison(done, [f"{key}={t}" for t in texts[:len(done)]], Path(args.output))
+        labels = [f"{key}={t}" for t in texts[:len(done)]]
+        write_comparison(done, labels, Path(args.output))
+        if mpi and len(done) > 1:
+            mpi_options.write_overhead(done, labels, Path(args.output))
     if last is not None and (last.error is not None or last.interrupt is not None):
         return finish(last, quiet_stdout=True)  # its own exit status: 130, 5, 3, ...
     return ExitStatus.OK

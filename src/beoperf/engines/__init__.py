@@ -18,7 +18,8 @@ from beoperf.engines.base import MODES, Peer, Transport, TransportError, Trial
 
 __all__ = ["MODES", "Peer", "Transport", "TransportError", "Trial", "get", "names", "register"]
 
-BUILTIN: dict[str, str] = {"tcp": "beoperf.engines.tcp"}  # name -> module that registers it
+# name -> module that registers it
+BUILTIN: dict[str, str] = {"tcp": "beoperf.engines.tcp", "mpi": "beoperf.engines.mpi"}
 TRANSPORTS: dict[str, type[Transport]] = {}
 
 

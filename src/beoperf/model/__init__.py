@@ -10,6 +10,7 @@ from beoperf.model import (  # noqa: F401  (register their kinds)
     monitor,
     node,
     pingpong,
+    prediction,
     tune,
 )
 from beoperf.model.document import (

@@ -11,9 +11,17 @@ beoperf       beoperf's own JSON, any version (pingpong.from_json)         media
 netpipe3      NetPIPE 3.x np.out: ``bytes Mbps seconds``                    fastest trial
 netpipe5      NetPIPE 5.x np.out: ``bytes avgGbps minGbps maxGbps usec``    mean
 imb-pingpong  Intel MPI Benchmarks, the "Benchmarking PingPong" table      mean
+imb-pingping  IMB PingPing (both ends send at once): mode bidir            mean
+imb-sendrecv  IMB Sendrecv (a periodic chain): mode bidir, t_max           mean
+imb-exchange  IMB Exchange (both neighbours): bidir, 4 messages a sample  mean
 osu-latency   OSU osu_latency ("# Size  Latency (us)"), optional P50..P99  mean/median
 osu-bw        OSU osu_bw ("# Size  Bandwidth (MB/s)"), a streaming test    mean/median
+osu-bibw      OSU osu_bibw: mode bidir, MB/s of both directions            mean/median
+osu-mbw-mr    OSU osu_mbw_mr: stream of N pairs (their sum), window        mean/median
 ============  ===========================================================  ==========
+
+A file with several IMB benchmarks is imported as the first of PingPong, PingPing,
+Sendrecv, Exchange it holds (a warning names the others).
 
 Units (all converted to one-way microseconds and SI bit/s):
 
@@ -350,7 +358,6 @@ def _import_netpipe5(path: Path, rows: Rows) -> _Import:
 # ---------------------------------------------------------------------------
 # Intel MPI Benchmarks: the PingPong table
 
-_IMB_PINGPONG = re.compile(r"^\s*#\s*Benchmarking\s+PingPong\s*$")
 _IMB_BENCHMARK = re.compile(r"^\s*#\s*Benchmarking\s+(\S+)")
 _IMB_BANNER = re.compile(r"Intel\s*\(R\)\s*MPI\s+Benchmark(?:s|\s+Suite)\s+(V?[\w.]+)")
 _IMB_FAILED = ("time-out", "out-of-mem", "int-overflow")
@@ -358,14 +365,46 @@ _IMB_COLUMNS = {"#bytes": "size", "#repetitions": "reps", "t[usec]": "t", "t_avg
                 "t_max[usec]": "t_max", "t_min[usec]": "t_min", "Mbytes/sec": "mbytes"}
 
 
+@dataclass(frozen=True)
+class _ImbKind:
+    """An IMB point-to-point benchmark as a beoperf run: its format name, mode, how many
+    payloads one sample time carries per process (beoperf's throughput) and IMB's own
+    bandwidth factor (its Mbytes/sec = factor x bytes / time)."""
+
+    fmt: str
+    mode: str
+    carried: int
+    imb_factor: int
+    statistic: str
+
+
+_IMB_KINDS = {  # the order is the preference when a file holds several
+    "PingPong": _ImbKind("imb-pingpong", "pingpong", 1, 1,
+                         "IMB: mean over repetitions (one-way, half the round trip)"),
+    "PingPing": _ImbKind("imb-pingping", "bidir", 2, 1,
+                         "IMB PingPing: mean time of a message sent while the other end's "
+                         "crosses it (a bidirectional exchange)"),
+    "Sendrecv": _ImbKind("imb-sendrecv", "bidir", 2, 2,
+                         "IMB Sendrecv: t_max, the slowest process's mean time of one "
+                         "MPI_Sendrecv in the periodic chain (a message out, one in)"),
+    "Exchange": _ImbKind("imb-exchange", "bidir", 4, 4,
+                         "IMB Exchange: t_max, the slowest process's mean time of one exchange "
+                         "with both neighbours (two messages out, two in)"),
+}
+
+
 def _sniff_imb(path: Path, lines: list[str]) -> Callable[[], _Import] | None:
-    starts = [i for i, line in enumerate(lines) if _IMB_PINGPONG.match(line)]
-    if starts:
-        return lambda: _import_imb(path, lines, starts)
-    others = [m.group(1) for line in lines if (m := _IMB_BENCHMARK.match(line))]
-    if others:
-        raise ResultFormatError(f"{path}: IMB output without a PingPong benchmark "
-                                f"(found: {', '.join(dict.fromkeys(others))})")
+    found = [m.group(1) for line in lines if (m := _IMB_BENCHMARK.match(line))]
+    names = list(dict.fromkeys(found))
+    usable = [n for n in _IMB_KINDS if n in names]
+    if usable:
+        name = usable[0]
+        starts = [i for i, line in enumerate(lines)
+                  if (m := _IMB_BENCHMARK.match(line)) and m.group(1) == name]
+        return lambda: _import_imb(path, lines, starts, name, usable[1:])
+    if names:
+        raise ResultFormatError(f"{path}: IMB output without a PingPong, PingPing, Sendrecv "
+                                f"or Exchange benchmark (found: {', '.join(names)})")
     return None
 
 
@@ -404,47 +443,69 @@ def _imb_rows(path: Path, lines: list[str], header: int, width: int,
     return rows
 
 
-def _import_imb(path: Path, lines: list[str], starts: list[int]) -> _Import:
+def _import_imb(path: Path, lines: list[str], starts: list[int], name: str = "PingPong",
+                others: list[str] | None = None) -> _Import:
+    kind = _IMB_KINDS[name]
     header, names = _imb_header(path, lines, starts[0])
     if names[0].lstrip("#&") == "Group":
-        raise ResultFormatError(f"{path}:{header + 1}: IMB per-group (-multi 1) PingPong table "
+        raise ResultFormatError(f"{path}:{header + 1}: IMB per-group (-multi 1) {name} table "
                                 "is not supported")
-    columns = {_IMB_COLUMNS[name]: j for j, name in enumerate(names) if name in _IMB_COLUMNS}
-    time_key = "t" if "t" in columns else "t_avg"
-    if "size" not in columns or time_key not in columns:
-        raise ResultFormatError(f"{path}:{header + 1}: IMB PingPong table without #bytes and "
+    columns = {_IMB_COLUMNS[n]: j for j, n in enumerate(names) if n in _IMB_COLUMNS}
+    time_key = next((k for k in (("t",) if kind.imb_factor == 1 else ("t_max",)) + ("t", "t_avg")
+                     if k in columns), None)
+    if "size" not in columns or time_key is None:
+        raise ResultFormatError(f"{path}:{header + 1}: IMB {name} table without #bytes and "
                                 "t[usec] columns")
     found = _Import(
-        fmt="imb-pingpong", mode="pingpong", transport="mpi",
-        statistic="IMB: mean over repetitions (one-way, half the round trip)"
-        + ("; t_avg over process pairs" if time_key == "t_avg" else ""),
-        units="", meta={"tool": "Intel MPI Benchmarks"})
+        fmt=kind.fmt, mode=kind.mode, transport="mpi",
+        statistic=kind.statistic + ("; t_avg over process pairs" if time_key == "t_avg"
+                                    and kind.imb_factor == 1 else ""),
+        units="", meta={"tool": "Intel MPI Benchmarks", "benchmark": name})
+    if kind.carried > 1:
+        found.parameters["messages_per_sample"] = kind.carried
     banner = next((m.group(1) for line in lines if (m := _IMB_BANNER.search(line))), None)
     if banner:
         found.meta["version"] = banner
+    processes = _imb_processes(lines, starts[0], header)
+    if processes:
+        found.parameters["processes"] = processes
     if len(starts) > 1:
-        found.warnings.append(f"{len(starts)} PingPong tables in the file; imported the first")
+        found.warnings.append(f"{len(starts)} {name} tables in the file; imported the first")
+    if others:
+        found.warnings.append(f"the file also holds {', '.join(others)}; imported {name}")
     rows = _imb_rows(path, lines, header, len(names), found.warnings)
     for n, values in rows:
-        _imb_size(path, found, n, values, columns, time_key)
-    found.units = ("time: t[usec] as is; throughput = 8 x bytes / t (SI bit/s); "
-                   + _imb_mbytes_unit(rows, columns, found.warnings))
+        _imb_size(path, found, n, values, columns, time_key, kind.carried)
+    carried = f"{kind.carried} x " if kind.carried > 1 else ""
+    found.units = (f"time: {names[columns[time_key]]} as is; throughput = {carried}8 x bytes / "
+                   "t (SI bit/s); "
+                   + _imb_mbytes_unit(rows, columns, found.warnings, kind.imb_factor))
     return found
 
 
+def _imb_processes(lines: list[str], start: int, header: int) -> int | None:
+    for line in lines[start:header]:
+        m = re.match(r"^\s*#\s*#processes\s*=\s*(\d+)", line)
+        if m:
+            return int(m.group(1))
+    return None
+
+
 def _imb_size(path: Path, found: _Import, n: int, values: list[float], columns: dict[str, int],
-              time_key: str) -> None:
-    size = _message_size(path, n, values[columns["size"]], "the IMB PingPong table")
+              time_key: str, carried: int = 1) -> None:
+    size = _message_size(path, n, values[columns["size"]], "the IMB table")
     t = _positive(path, n, values[columns[time_key]], "time (usec)")
     if size == 0:
         found.dropped_zero = t
         return
     reps = int(values[columns["reps"]]) if "reps" in columns else 0
-    found.sizes.append(_size_result(size, {"mean": t}, {"from_mean": _bits_per_second(size, t)},
+    found.sizes.append(_size_result(size, {"mean": t},
+                                    {"from_mean": carried * _bits_per_second(size, t)},
                                     reps=reps, trials=1))
 
 
-def _imb_mbytes_unit(rows: Rows, columns: dict[str, int], warnings: list[str]) -> str:
+def _imb_mbytes_unit(rows: Rows, columns: dict[str, int], warnings: list[str],
+                     factor: int = 1) -> str:
     """Which megabyte the file's Mbytes/sec column uses, judged from its numbers."""
     if "mbytes" not in columns:
         return "no Mbytes/sec column"
@@ -453,7 +514,7 @@ def _imb_mbytes_unit(rows: Rows, columns: dict[str, int], warnings: list[str]) -
                            for _, r in rows), default=(0.0, 0.0, 0.0))
     if size <= 0 or t <= 0 or mbytes <= 0:
         return "Mbytes/sec column not checked"
-    ratio = mbytes / (size / t)  # size / t is in 10^6 bytes/s
+    ratio = mbytes / (factor * size / t)  # size / t is in 10^6 bytes/s
     if abs(ratio - 1.0) <= RATIO_TOLERANCE:
         return "the file's Mbytes/sec column is 10^6 bytes/s (IMB 2018 and later)"
     if abs(ratio * IMB_MEGA_OLD / SI_MEGA - 1.0) <= RATIO_TOLERANCE:
@@ -467,14 +528,19 @@ def _imb_mbytes_unit(rows: Rows, columns: dict[str, int], warnings: list[str]) -
 # OSU micro-benchmarks: osu_latency and osu_bw
 
 _OSU_TITLE = re.compile(r"^\s*#\s*(OSU\b.*?\bTest)\b\s*(v[\d.]+)?")
-_OSU_KIND = {"Latency": "osu-latency", "Bandwidth": "osu-bw"}
-_OSU_SUPPORTED = re.compile(r"^OSU\s+MPI(?:-\w+)?\s+(Latency|Bandwidth)\s+Test$")
+_OSU_KIND = {"Latency": "osu-latency", "Bandwidth": "osu-bw", "Bi-Directional Bandwidth":
+             "osu-bibw", "Multiple Bandwidth / Message Rate": "osu-mbw-mr"}
+_OSU_SUPPORTED = re.compile(r"^OSU\s+MPI(?:-\w+)?\s+(Latency|Bandwidth|Bi-Directional Bandwidth|"
+                            r"Multiple Bandwidth / Message Rate)\s+Test$")
+_OSU_PAIRS = re.compile(r"^\s*#\s*\[\s*pairs:\s*(\d+)\s*\](?:\s*\[\s*window size:\s*(\d+)\s*\])?")
 _OSU_HEADER = re.compile(r"^\s*#\s*Size\b")
 _OSU_COLUMNS = [(name, re.compile(pattern)) for name, pattern in (  # tried in this order
     ("min_ranks", r"Min\s+Latency\s*\(us\)"),
     ("max_ranks", r"Max\s+Latency\s*\(us\)"),
     ("mean", r"(?:Avg\s+)?Latency\s*\(us\)"),
     ("bw", r"Bandwidth\s*\(MB/s\)"),
+    ("bw", r"MB/s"),  # osu_mbw_mr
+    ("msgrate", r"Messages/s"),
     ("p{}", r"P(\d+)\s+Tail\s+(?:Lat\s*\(us\)|BW\s*\(MB/s\))"),
     ("iterations", r"Iterations"),
     ("validation", r"Validation"),
@@ -490,8 +556,8 @@ def _sniff_osu(path: Path, lines: list[str]) -> Callable[[], _Import] | None:
     name = " ".join(match.group(1).split())
     kind = _OSU_SUPPORTED.match(name)
     if not kind:
-        raise ResultFormatError(f"{path}: {name!r} is not supported (OSU osu_latency and osu_bw "
-                                "are)")
+        raise ResultFormatError(f"{path}: {name!r} is not supported (OSU osu_latency, osu_bw, "
+                                "osu_bibw and osu_mbw_mr are)")
     return lambda: _import_osu(path, lines, start, _OSU_KIND[kind.group(1)], match.group(2),
                                len(titles))
 
@@ -542,6 +608,12 @@ def _osu_value(path: Path, number: int, token: str, column: str) -> float:
     return _number(path, number, token, "the OSU table")
 
 
+# what each OSU test is, as a beoperf run: mode, and how many message payloads one sample
+# time carries (osu_bibw: one each way; osu_mbw_mr: one per pair)
+_OSU_MODE = {"osu-latency": "pingpong", "osu-bw": "stream", "osu-bibw": "bidir",
+             "osu-mbw-mr": "stream"}
+
+
 def _import_osu(path: Path, lines: list[str], start: int, fmt: str, version: str | None,
                 tables: int) -> _Import:
     columns, rows, header = _osu_table(path, lines, start)
@@ -551,39 +623,64 @@ def _import_osu(path: Path, lines: list[str], start: int, fmt: str, version: str
                                 f"{'latency' if latency else 'bandwidth'} table without its "
                                 f"{'Latency (us)' if latency else 'Bandwidth (MB/s)'} column")
     tail = "p50" in columns
-    found = _Import(fmt=fmt, mode="pingpong" if latency else "stream", transport="mpi",
-                    statistic=_osu_statistic(latency, tail), units=_osu_units(latency, columns),
+    found = _Import(fmt=fmt, mode=_OSU_MODE[fmt], transport="mpi",
+                    statistic=_osu_statistic(fmt, tail), units=_osu_units(fmt, columns),
                     meta={"tool": "OSU micro-benchmarks"})
     if version:
         found.meta["version"] = version
     if tables > 1:
         found.warnings.append(f"{tables} OSU tests in the file; imported the first")
+    pairs = _osu_pairs(lines, start, header, found) if fmt == "osu-mbw-mr" else 1
     for n, values in rows:
         row = dict(zip(["size", *columns], values, strict=True))
         if row.get("validation") == 0.0:
             found.warnings.append(f"size {int(row['size'])} B: OSU validation failed")
-        _osu_size(path, found, n, row, latency)
+        _osu_size(path, found, n, row, fmt, pairs)
     return found
 
 
-def _osu_statistic(latency: bool, tail: bool) -> str:
-    if latency and tail:
-        return "OSU: median (P50) of the per-iteration one-way times; the average is kept as mean"
-    if latency:
-        return "OSU: average over the iterations (one-way, half the round trip)"
+def _osu_pairs(lines: list[str], start: int, header: int, found: _Import) -> int:
+    """osu_mbw_mr's '# [ pairs: N ] [ window size: W ]' line: pairs (and window) recorded;
+    the throughput is the pairs' sum."""
+    for line in lines[start:header]:
+        m = _OSU_PAIRS.match(line)
+        if m:
+            pairs = int(m.group(1))
+            found.parameters["pairs"] = pairs
+            if m.group(2):
+                found.parameters["window"] = int(m.group(2))
+            found.meta["aggregate"] = f"{pairs} pair(s) of processes; throughput is their sum"
+            return max(pairs, 1)
+    found.warnings.append("no '# [ pairs: N ]' line: one pair assumed")
+    return 1
+
+
+def _osu_statistic(fmt: str, tail: bool) -> str:
+    if fmt == "osu-latency":
+        return ("OSU: median (P50) of the per-iteration one-way times; the average is kept as "
+                "mean" if tail else "OSU: average over the iterations (one-way, half the round "
+                "trip)")
     if tail:
         return "OSU: median (P50) of the per-iteration bandwidth; the average is kept as mean"
-    return "OSU: average bandwidth over the iterations (windows of messages back to back)"
+    return {"osu-bw": "OSU: average bandwidth over the iterations (windows of messages back "
+                      "to back)",
+            "osu-bibw": "OSU: average bidirectional bandwidth over the iterations (windows of "
+                        "messages both ways at once)",
+            "osu-mbw-mr": "OSU: aggregate bandwidth of all pairs over the iterations (windows "
+                          "of messages back to back)"}[fmt]
 
 
-def _osu_units(latency: bool, columns: list[str]) -> str:
-    if latency:
+def _osu_units(fmt: str, columns: list[str]) -> str:
+    if fmt == "osu-latency":
         text = "time: Latency (us) as is; throughput = 8 x size / time (SI bit/s)"
         if "min_ranks" in columns:
             text += "; Min/Max Latency (over ranks, not samples) not imported"
     else:
-        text = ("Bandwidth (MB/s), MB = 10^6 bytes: bit/s = MB/s x 8e6; time per message (us) = "
-                "size / (MB/s)")
+        text = {"osu-bw": "time per message (us) = size / (MB/s)",
+                "osu-bibw": "time per exchange (a message each way, us) = 2 x size / (MB/s)",
+                "osu-mbw-mr": "time per message of one pair (us) = pairs x size / (MB/s); "
+                              "Messages/s not imported (MB/s / size)"}[fmt]
+        text = "MB/s with MB = 10^6 bytes: bit/s = MB/s x 8e6; " + text
         if "p90" in columns or "p99" in columns:
             text += "; P90/P99 Tail BW (the 10th/1st percentile of time) not imported"
     extra = sorted(c for c in columns if re.fullmatch(r"p\d+", c) and c not in
@@ -593,21 +690,25 @@ def _osu_units(latency: bool, columns: list[str]) -> str:
     return text
 
 
-def _osu_size(path: Path, found: _Import, n: int, row: dict[str, float], latency: bool) -> None:
+def _osu_size(path: Path, found: _Import, n: int, row: dict[str, float], fmt: str,
+              pairs: int) -> None:
     size = _message_size(path, n, row["size"], "the OSU table")
+    latency = fmt == "osu-latency"
     if size == 0:  # osu_latency starts at 0 B; beoperf cannot place it on a log axis
         found.dropped_zero = row["mean"] if latency else None
         return
     if latency:
         times = {"mean": _positive(path, n, row["mean"], "latency (us)"),
                  "median": row.get("p50"), "p90": row.get("p90"), "p99": row.get("p99")}
-    else:  # stream: the time per message is size / bandwidth; MB = 10^6 B and us = 10^-6 s
+        bps = {"from_mean": _bits_per_second(size, times["mean"]),
+               "from_median": _bits_per_second(size, times["median"]) if times["median"]
+               else None}
+    else:  # bytes one sample time carries, over MB/s (10^6 B/s): microseconds
+        carried = size * (2 if fmt == "osu-bibw" else pairs)
         p50 = row.get("p50")
-        times = {"mean": size / _positive(path, n, row["bw"], "bandwidth (MB/s)"),
-                 "median": size / p50 if p50 else None}
-    median = times["median"]
-    bps = {"from_mean": _bits_per_second(size, times["mean"]),
-           "from_median": _bits_per_second(size, median) if median else None}
+        times = {"mean": carried / _positive(path, n, row["bw"], "bandwidth (MB/s)"),
+                 "median": carried / p50 if p50 else None}
+        bps = {"from_mean": row["bw"] * 8e6, "from_median": p50 * 8e6 if p50 else None}
     reps = int(row.get("iterations", 0))
     found.sizes.append(_size_result(size, times, bps, reps=reps, trials=1,
-                                    samples=reps if median is not None else 0))
+                                    samples=reps if times["median"] is not None else 0))

@@ -1,7 +1,9 @@
 """Renderers: a document in, text out, one module per document kind.
 
 ``@renderer(kind, fmt)`` registers a function ``(document, **options) -> str`` for a
-format ("text", "markdown", "csv", "json"); :func:`render` finds it.  Renderers read only
+format ("text", "markdown", "csv", "json"; and for the HTML report "html", a study's
+section, "title", its one-line name, and "warnings", one per line: see report/html/);
+:func:`render` finds it.  Renderers read only
 documents (``beoperf.model``) and the analysis layer: they never measure, never touch the
 system and never write files (the CLI writes what they return, through ``safeio``).
 Plots live beside them (``report/plots.py``, ``report/monitor_plots.py``).
@@ -38,24 +40,35 @@ def json_text(doc: Document, **_options: Any) -> str:
 MODULES = {"pingpong": "pingpong", "comparison": "compare", "audit": "audit",
            "fleet-audit": "fleet", "tune-plan": "tune", "rollback": "tune", "procedure": "tune",
            "monitor-report": "monitor", "monitor-session": "monitor_session",
+           "prediction": "prediction", "replay": "prediction",
            "node": "node", "node-fleet": "node", "node-comparison": "node"}
+
+
+HTML_FORMATS = ("html", "title", "warnings")  # a kind's section of the HTML report
 
 
 def render(doc: Document, fmt: str = "text", **options: Any) -> str:
     """The document in ``fmt``; KeyError if that kind has no such renderer."""
     if fmt == "json":
         return json_text(doc)
-    _load(doc.kind)
+    _load(doc.kind, fmt)
     return RENDERERS[(doc.kind, fmt)](doc, **options)
 
 
 def formats(kind: str) -> list[str]:
-    """The formats a kind can be rendered in."""
+    """The formats a kind can be rendered in on its own (the HTML report's pieces, a
+    section, its title and warnings, are not documents of their own)."""
     _load(kind)
-    return sorted({"json", *(fmt for k, fmt in RENDERERS if k == kind)})
+    return sorted({"json", *(fmt for k, fmt in RENDERERS
+                             if k == kind and fmt not in HTML_FORMATS)})
 
 
-def _load(kind: str) -> None:
+def _load(kind: str, fmt: str = "text") -> None:
+    """Import the module of ``kind``'s renderers; for "html", "title" and "warnings" the
+    HTML views too (report/html/, one module per kind, all imported with the package)."""
     import importlib
 
-    importlib.import_module(f"beoperf.report.{MODULES[kind]}")
+    if kind in MODULES:
+        importlib.import_module(f"beoperf.report.{MODULES[kind]}")
+    if fmt in HTML_FORMATS:
+        importlib.import_module("beoperf.report.html")

@@ -25,7 +25,7 @@ def _mbps(bps: float | None) -> str:
     return "–" if bps is None else f"{bps / 1e6:.2f}"
 
 
-def _bandwidth(b: dict) -> str:
+def bandwidth_cell(b: dict) -> str:
     """A period's bandwidth cell: the median, '> X' (a lower bound: the probes cannot
     resolve more) or 'above link' (not a bandwidth); the warnings say why."""
     status = b.get("status", "figure")  # reports before issue 11: the median is the figure
@@ -52,7 +52,7 @@ def _period_cells(d: dict) -> list[str]:
     lat = d["one_way_ms"]
     return [f"{words_s(d['monitored_s'])} ({_f(d['coverage_pct'], 1)} %)",
             _f(d["answered_pct"]), _f(d["uptime_pct"]), _f(lat["median"]), _f(lat["mean"]),
-            _f(lat["p95"]), _bandwidth(d["bandwidth_bps"]),
+            _f(lat["p95"]), bandwidth_cell(d["bandwidth_bps"]),
             words_s(d["outage_s"]) if d["outage_s"] else "–"]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from beoperf.analysis.curve import analyze_run
+from beoperf.analysis.mpi import protocol_switch
 from beoperf.analysis.pingpong import summary
 from beoperf.model.document import Document
 from beoperf.model.netpipe import netpipe_lines
@@ -35,6 +36,9 @@ def text(doc: Document | RunResult, **_options: Any) -> str:
         lines.append(f"  throughput {s['peak_throughput_bps'] / 1e6:.2f} Mbit/s peak at "
                      f"{s['peak_size']} B (from the median time)")
         lines += analysis_lines(run)
+        switch = protocol_switch(run) if len(run.sizes) >= 3 else None
+        if switch is not None:
+            lines.append(f"  protocol   {switch.text()}")
     lines += [f"  warning: {warning}" for warning in run.warnings]
     if run.status_reason:
         lines.append(f"  stopped: {run.status_reason}")

@@ -27,6 +27,7 @@ from beoperf.engines.base import MODES, Peer
 from beoperf.model.document import Document, make_meta, utc_now
 from beoperf.model.pingpong import RunResult
 from beoperf.suites import serve
+from beoperf.suites.mpi_spec import MpiOptions
 from beoperf.sweep.driver import (
     DEFAULT_TIME_BUDGET,
     SweepConfig,
@@ -73,6 +74,7 @@ class Spec:
     server_cpu: int | None = None
     perturbation: int | None = None  # recorded: how the sizes were made
     command_line: tuple[str, ...] = ()
+    mpi: MpiOptions | None = None  # transport mpi: hosts, launcher, loop variants
 
     def params(self) -> dict[str, Any]:
         """The session parameters both ends agree on (and the result records)."""

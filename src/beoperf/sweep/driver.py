@@ -32,6 +32,7 @@ class SweepConfig:
     nocache: bool = False
     time_budget: float | None = DEFAULT_TIME_BUDGET  # the whole sweep; None: no limit
     seed: int | None = None  # of the shuffled order of the passes
+    settle: bool = True  # stream mode: settle the trial length against a shaper first
 
 
 @dataclass
@@ -106,19 +107,21 @@ class PingPongMeasurer:
         """Wall time of one repetition, from one-way samples."""
         return float(np.median(values)) * (2.0 if self.cfg.mode == "pingpong" else 1.0)
 
-    def calibrate(self, size: int, estimate_ns: float | None) -> tuple[float, np.ndarray]:
+    def calibrate(self, size: int,
+                  estimate_ns: float | None) -> tuple[float, np.ndarray, int]:
         """The first trial of a size, which also measures the cost of one repetition (a
         1-repetition estimate first, if the previous size gave none); in stream mode
-        first the trial length a shaper's burst cannot fill (see settle_stream)."""
+        first the trial length a shaper's burst cannot fill (see settle_stream).  With
+        the trial's repetitions: a stream trial's one sample stands for all of them."""
         if estimate_ns is None:
             estimate_ns = self.cost(self.trial(size, 1))
-        if self.cfg.mode == "stream" and self.stream is None:
+        if self.cfg.mode == "stream" and self.stream is None and self.cfg.settle:
             probe = settle_size(self.cfg.sizes)
             self.stream = settle_stream(self, probe, estimate_ns * probe / size,
                                         self.cfg.trial_time)
-        first = self.trial(size, reps_for(estimate_ns, self.trial_seconds(size),
-                                          self.cfg.min_reps))
-        return self.cost(first), first
+        reps = reps_for(estimate_ns, self.trial_seconds(size), self.cfg.min_reps)
+        first = self.trial(size, reps)
+        return self.cost(first), first, reps
 
     def trial_seconds(self, size: int) -> float:
         """A trial's length: the configured one, or in stream mode the settled one."""
@@ -196,14 +199,17 @@ def settle_stream(m: PingPongMeasurer, size: int, unit_ns: float, start_s: float
 
 
 def shaper_probe(peer: Peer, params: dict[str, Any], sizes: list[int], *,
-                 timeout: float, trial_time: float) -> dict[str, Any]:
+                 timeout: float, trial_time: float,
+                 open_stream: Callable[[dict[str, Any]], Transport] | None = None,
+                 ) -> dict[str, Any]:
     """A stream session of its own that only settles the trial length (settle_stream):
     for a ping-pong or bidir sweep, whether the path has a shaper whose burst its
     messages fit in.  {"shaper": ... or None, "stream_rates": [...]}."""
     size = settle_size(sizes)
     stream_params = {**params, "mode": "stream", "max_size": size, "integrity": False}
     cfg = SweepConfig(sizes=[size], mode="stream", trial_time=trial_time)
-    transport = open_transport(peer, stream_params, timeout=timeout)
+    transport = open_stream(stream_params) if open_stream else \
+        open_transport(peer, stream_params, timeout=timeout)
     try:
         m = PingPongMeasurer(transport, cfg)
         unit = m.cost(m.trial(size, 1))

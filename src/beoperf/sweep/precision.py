@@ -15,7 +15,9 @@ How it runs (each step is what makes the numbers hold on a noisy, shared machine
 3. **Stopping**: after ``min_trials`` passes, a point whose 95% interval is within
    ``precision`` of its median is done; the others get further passes while the budget
    lasts, the most uncertain first when not all fit.  A point that ends unconverged keeps
-   the interval it reached and is flagged.
+   the interval it reached and is flagged.  Points are judged again after every pass, as
+   the inflation of the intervals (the machine's state lasting from pass to pass,
+   ``PrecisionLoop.inflation``) may have grown: a flag agrees with the final interval.
 4. **Drift**: a reference point (the first of the axis) is measured in every pass; its
    per-pass medians, in time order, say how much the machine itself moved during the run
    (reported as the relative range and as the slope of a line through them).
@@ -45,10 +47,12 @@ MIN_AUTOCORRELATION_PASSES = 8
 class Measurer(Protocol):
     """What the loop needs of a measurement: a cost estimate and a timed trial."""
 
-    def calibrate(self, key: Hashable,
-                  estimate_ns: float | None) -> float | tuple[float, np.ndarray]:
+    def calibrate(self, key: Hashable, estimate_ns: float | None
+                  ) -> float | tuple[float, np.ndarray] | tuple[float, np.ndarray, int]:
         """Warm up ``key``; return the time of one repetition (ns), and optionally the
-        samples of a full trial made while calibrating (then it counts as the first)."""
+        samples of a full trial made while calibrating (then it counts as the first) and
+        the repetitions that trial timed (if not one per sample: a stream trial times
+        many messages as one sample)."""
 
     def trial(self, key: Hashable, reps: int) -> np.ndarray:
         """One trial of ``reps`` repetitions: its samples (ns; the trial's median is the
@@ -154,7 +158,7 @@ class PrecisionLoop:
             got = self.measurer.calibrate(point.key, estimate)
             if isinstance(got, tuple):
                 point.unit_ns = got[0]
-                self._record(point, got[1], 0)
+                self._record(point, got[1], got[2] if len(got) > 2 else 0)
             else:
                 point.unit_ns = got
             estimate, previous = point.unit_ns, point.key
@@ -209,15 +213,19 @@ class PrecisionLoop:
                 warm(point.key)
 
     def pending(self) -> list[Point]:
-        """Points that want another trial: too few, or not precise yet (and not capped)."""
+        """Points that want another trial: too few, or not precise yet (and not capped).
+
+        Every point is judged afresh, with the inflation as of now: one found precise in
+        the first passes, before they showed the machine's state lasting from pass to
+        pass, may not be once they do; its reported interval uses the final inflation,
+        and its flag must agree with that interval."""
         out = []
+        inflation = self.inflation()
         for p in self.points:
             if p.trials < self.cfg.min_trials:
                 out.append(p)
                 continue
-            if p.converged or p.capped:
-                continue
-            rel = p.relative_ci(self.inflation())
+            rel = p.relative_ci(inflation)
             p.converged = rel is not None and rel <= self.cfg.precision
             if not p.converged and self.cfg.max_time is not None and p.spent >= self.cfg.max_time:
                 p.capped = True
@@ -234,7 +242,7 @@ class PrecisionLoop:
         if budget is not None and extra:
             left = budget - (self.clock() - self.started)
             k = self.inflation()
-            extra.sort(key=lambda p: -(p.relative_ci(k) or math.inf) / self.cfg.precision)
+            extra.sort(key=lambda p: -(p.relative_ci(k) or math.inf))
             chosen, cost = [], sum(self._cost(p) for p in must)
             for p in extra:
                 if cost + self._cost(p) > left:

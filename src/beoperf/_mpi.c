@@ -1,0 +1,363 @@
+/*
+ * Thin CPython binding over csrc/mpiloops.c: the MPI loops, against the MPI library that
+ * mpi4py loaded in this process (no MPI headers, no mpicc: see beo_mpi.h).
+ *
+ * Library(path, handle_size, request_size, status_size) binds the functions: `path` is
+ * mpi4py's MPI extension module (dlopen'ed with RTLD_NOLOAD: the copy already loaded,
+ * whose dependency tree holds libmpi), the sizes are mpi4py's MPI._sizeof of a
+ * communicator, a request and a status.  Library.run(...) runs one loop with the GIL
+ * released.  MPI must be initialised (by mpi4py) and not finalised.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "beo_mpi.h"
+
+static PyObject *MpiError;
+
+typedef struct {
+    PyObject_HEAD
+    beo_mpi mpi;
+    void *dl;
+} LibraryObject;
+
+static int Library_init(LibraryObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"path", "handle_size", "request_size", "status_size", NULL};
+    const char *path;
+    Py_ssize_t handle_size, request_size, status_size;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "snnn", kwlist, &path, &handle_size,
+                                     &request_size, &status_size))
+        return -1;
+    if (self->dl != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "a Library cannot be initialised twice");
+        return -1;
+    }
+    if (handle_size != (Py_ssize_t)sizeof(void *) && handle_size != (Py_ssize_t)sizeof(int)) {
+        PyErr_Format(PyExc_ValueError, "MPI handles of %zd bytes: neither a pointer nor an int",
+                     handle_size);
+        return -1;
+    }
+    if (request_size < 1 || status_size < 1) {
+        PyErr_SetString(PyExc_ValueError, "request and status sizes must be positive");
+        return -1;
+    }
+    void *dl = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (dl == NULL) {
+        PyErr_Format(PyExc_OSError, "%s is not loaded in this process: import mpi4py.MPI first",
+                     path);
+        return -1;
+    }
+    const char *missing = NULL;
+    if (beo_mpi_bind(&self->mpi, dl, handle_size == (Py_ssize_t)sizeof(void *),
+                     (size_t)request_size, (size_t)status_size, &missing) != 0) {
+        dlclose(dl);
+        PyErr_Format(PyExc_OSError, "the MPI library loaded by %s lacks %s", path, missing);
+        return -1;
+    }
+    self->dl = dl;
+    return 0;
+}
+
+static void Library_dealloc(LibraryObject *self)
+{
+    if (self->dl)
+        dlclose(self->dl); /* only drops the reference RTLD_NOLOAD took */
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int library_ready(LibraryObject *self)
+{
+    if (self->dl == NULL) {
+        PyErr_SetString(PyExc_ValueError, "Library was not initialised");
+        return 0;
+    }
+    int ready = beo_mpi_ready(&self->mpi);
+    if (ready != 1) {
+        PyErr_SetString(MpiError, ready < 0 ? "MPI_Initialized failed"
+                                            : "MPI is not initialised (or already finalised)");
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *Library_version(LibraryObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    char buf[16384];
+    if (!library_ready(self))
+        return NULL;
+    int rc = beo_mpi_library_version(&self->mpi, buf, sizeof(buf));
+    if (rc != 0)
+        return PyErr_Format(MpiError, "MPI_Get_library_version failed (error %d)", rc);
+    return PyUnicode_DecodeUTF8(buf, (Py_ssize_t)strlen(buf), "replace");
+}
+
+static PyObject *Library_ready(LibraryObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (self->dl == NULL)
+        Py_RETURN_FALSE;
+    return PyBool_FromLong(beo_mpi_ready(&self->mpi) == 1);
+}
+
+static PyObject *Library_get(LibraryObject *self, void *which)
+{
+    const char *name = which;
+    if (strcmp(name, "pointer_handles") == 0)
+        return PyBool_FromLong(self->mpi.ptr_handles);
+    if (strcmp(name, "request_size") == 0)
+        return PyLong_FromSize_t(self->mpi.request_size);
+    return PyLong_FromSize_t(self->mpi.status_size);
+}
+
+/* ------------------------------------------------------------------ run */
+
+/* The pool's memory (its buffer) and layout (its attributes) as a beo_pool. */
+static int pool_view(PyObject *pool, Py_buffer *view, beo_pool *out)
+{
+    static const char *names[] = {"size", "stride", "slots"};
+    size_t values[3];
+    for (int i = 0; i < 3; i++) {
+        PyObject *v = PyObject_GetAttrString(pool, names[i]);
+        if (v == NULL)
+            return -1;
+        values[i] = PyLong_AsSize_t(v);
+        Py_DECREF(v);
+        if (PyErr_Occurred())
+            return -1;
+    }
+    if (PyObject_GetBuffer(pool, view, PyBUF_WRITABLE) < 0)
+        return -1;
+    size_t len = (size_t)view->len;
+    if (values[2] < 1 || values[1] < values[0] || (values[2] - 1) * values[1] + values[0] > len) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "pool layout does not fit its buffer");
+        return -1;
+    }
+    *out = (beo_pool){.base = view->buf, .total = len, .size = values[0],
+                      .stride = values[1], .slots = values[2]};
+    return 0;
+}
+
+/* A tuple of ranks as a C array (at most `max`). */
+static int ranks_of(PyObject *seq, int *out, int max, int *n)
+{
+    PyObject *fast = PySequence_Fast(seq, "ranks must be a sequence of ints");
+    if (fast == NULL)
+        return -1;
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(fast);
+    if (len > max) {
+        Py_DECREF(fast);
+        PyErr_Format(PyExc_ValueError, "at most %d ranks in an exchange", max);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < len; i++) {
+        long r = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
+        if (r == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return -1;
+        }
+        if (r < 0 || r > 0x7fffffffL) {
+            Py_DECREF(fast);
+            PyErr_SetString(PyExc_ValueError, "a rank must be a non-negative int");
+            return -1;
+        }
+        out[i] = (int)r;
+    }
+    *n = (int)len;
+    Py_DECREF(fast);
+    return 0;
+}
+
+#define MAX_EXCHANGE 8
+
+typedef struct {
+    const char *role;
+    PyObject *to, *from;
+    int peer;
+} run_target;
+
+static int dispatch(beo_mpi_loop *lp, const run_target *t, const int *to, int nto,
+                    const int *from, int nfrom)
+{
+    if (strcmp(t->role, "pingpong-initiator") == 0)
+        return beo_mpi_pingpong(lp, t->peer, 1);
+    if (strcmp(t->role, "pingpong-responder") == 0)
+        return beo_mpi_pingpong(lp, t->peer, 0);
+    if (strcmp(t->role, "stream-send") == 0)
+        return beo_mpi_stream_send(lp, t->peer);
+    if (strcmp(t->role, "stream-recv") == 0)
+        return beo_mpi_stream_recv(lp, t->peer);
+    if (strcmp(t->role, "exchange") == 0)
+        return beo_mpi_exchange(lp, to, nto, from, nfrom);
+    return beo_mpi_barrier(lp);
+}
+
+static const char *const ROLES[] = {"pingpong-initiator", "pingpong-responder", "stream-send",
+                                    "stream-recv", "exchange", "barrier", NULL};
+static const int TIMED_ROLES[] = {1, 0, 0, 0, 1, 0};
+
+static int role_index(const char *role)
+{
+    for (int i = 0; ROLES[i]; i++)
+        if (strcmp(ROLES[i], role) == 0)
+            return i;
+    return -1;
+}
+
+static PyObject *loop_error(int rc, int mpi_error)
+{
+    if (rc == BEO_EINVAL)
+        return PyErr_Format(PyExc_ValueError, "the loop cannot run with these arguments "
+                            "(size over the pool, window < 1, too few pool slots or ranks)");
+    if (rc == BEO_ENOMEM)
+        return PyErr_NoMemory();
+    PyObject *exc = PyObject_CallFunction(MpiError, "si", "an MPI call failed", mpi_error);
+    if (exc) {
+        PyErr_SetObject(MpiError, exc);
+        Py_DECREF(exc);
+    }
+    return NULL;
+}
+
+typedef struct {
+    uintptr_t comm, byte;
+    unsigned long long reps, seq0;
+    Py_ssize_t size;
+    int tag, integrity, sync, nonblocking, window, timed;
+} run_args;
+
+static PyObject *run_loop(LibraryObject *self, const run_args *a, const run_target *t,
+                          PyObject *pool)
+{
+    int to[MAX_EXCHANGE], from[MAX_EXCHANGE], nto = 0, nfrom = 0, role = role_index(t->role);
+    if (role < 0)
+        return PyErr_Format(PyExc_ValueError, "unknown MPI loop role %s", t->role);
+    if ((t->to && ranks_of(t->to, to, MAX_EXCHANGE, &nto) < 0) ||
+        (t->from && ranks_of(t->from, from, MAX_EXCHANGE, &nfrom) < 0))
+        return NULL;
+    Py_buffer view;
+    beo_pool bp;
+    if (pool_view(pool, &view, &bp) < 0)
+        return NULL;
+    PyObject *samples = NULL;
+    if (a->timed && TIMED_ROLES[role])
+        samples = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(a->reps * sizeof(uint64_t)));
+    int window = a->window > nto + nfrom ? a->window : nto + nfrom;
+    void *scratch = calloc(1, beo_mpi_scratch_bytes(&self->mpi, window + 2));
+    if ((a->timed && TIMED_ROLES[role] && samples == NULL) || scratch == NULL) {
+        PyBuffer_Release(&view);
+        free(scratch);
+        Py_XDECREF(samples);
+        return PyErr_NoMemory();
+    }
+    beo_mpi_loop lp = {
+        .mpi = &self->mpi, .comm = a->comm, .byte = a->byte, .tag = a->tag, .pool = &bp,
+        .size = (size_t)a->size, .reps = a->reps, .seq0 = a->seq0, .integrity = a->integrity,
+        .flags = (a->sync ? BEO_MPI_SYNC : 0) | (a->nonblocking ? BEO_MPI_NONBLOCKING : 0),
+        .window = window, .scratch = scratch,
+        .samples = samples ? (uint64_t *)PyBytes_AS_STRING(samples) : NULL,
+    };
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = dispatch(&lp, t, to, nto, from, nfrom);
+    Py_END_ALLOW_THREADS
+    free(scratch);
+    PyBuffer_Release(&view);
+    if (rc != BEO_OK) {
+        Py_XDECREF(samples);
+        return loop_error(rc, lp.mpi_error);
+    }
+    if (!samples) {
+        samples = Py_None;
+        Py_INCREF(samples);
+    }
+    return Py_BuildValue("(NKK)", samples, (unsigned long long)lp.elapsed_ns,
+                         (unsigned long long)lp.corrupt);
+}
+
+static PyObject *Library_run(LibraryObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"role", "comm", "byte", "pool", "reps", "peer", "size", "seq0",
+                             "tag", "integrity", "sync", "nonblocking", "window", "timed",
+                             "to", "from_", NULL};
+    run_args a = {.tag = 7, .window = 1, .timed = 1};
+    run_target t = {.peer = -1};
+    unsigned long long comm, byte;
+    PyObject *pool;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sKKOK|$inKipppipOO", kwlist, &t.role, &comm,
+                                     &byte, &pool, &a.reps, &t.peer, &a.size, &a.seq0, &a.tag,
+                                     &a.integrity, &a.sync, &a.nonblocking, &a.window, &a.timed,
+                                     &t.to, &t.from))
+        return NULL;
+    if (!library_ready(self))
+        return NULL;
+    if (a.reps < 1 || a.reps > (1ULL << 27))
+        return PyErr_Format(PyExc_ValueError, "reps must be in 1..%llu", 1ULL << 27);
+    if (a.size < 0 || a.tag < 0 || a.tag > 32000 || a.window < 1 || a.window > 4096)
+        return PyErr_Format(PyExc_ValueError, "size >= 0, tag 0..32000, window 1..4096");
+    if (strcmp(t.role, "exchange") != 0 && strcmp(t.role, "barrier") != 0 && t.peer < 0)
+        return PyErr_Format(PyExc_ValueError, "role %s needs a peer rank", t.role);
+    a.comm = (uintptr_t)comm;
+    a.byte = (uintptr_t)byte;
+    return run_loop(self, &a, &t, pool);
+}
+
+static PyGetSetDef Library_getset[] = {
+    {"pointer_handles", (getter)Library_get, NULL, "handles are pointers (Open MPI ABI)",
+     "pointer_handles"},
+    {"request_size", (getter)Library_get, NULL, "sizeof(MPI_Request)", "request_size"},
+    {"status_size", (getter)Library_get, NULL, "sizeof(MPI_Status)", "status_size"},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef Library_methods[] = {
+    {"version", (PyCFunction)Library_version, METH_NOARGS, "MPI_Get_library_version()"},
+    {"ready", (PyCFunction)Library_ready, METH_NOARGS,
+     "MPI is initialised and not finalised"},
+    {"run", (PyCFunction)(void (*)(void))Library_run, METH_VARARGS | METH_KEYWORDS,
+     "run(role, comm, byte, pool, reps, *, peer, size, seq0, tag, integrity, sync, "
+     "nonblocking, window, timed, to, from_) -> (samples_ns bytes | None, elapsed_ns, corrupt)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject LibraryType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "beoperf._mpi.Library",
+    .tp_basicsize = sizeof(LibraryObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The MPI library mpi4py loaded, bound for beoperf's MPI loops.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Library_init,
+    .tp_dealloc = (destructor)Library_dealloc,
+    .tp_getset = Library_getset,
+    .tp_methods = Library_methods,
+};
+
+static struct PyModuleDef mpi_module = {
+    PyModuleDef_HEAD_INIT, "beoperf._mpi", "beoperf MPI loops (bound at run time)", -1, NULL,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__mpi(void)
+{
+    if (PyType_Ready(&LibraryType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&mpi_module);
+    if (!m)
+        return NULL;
+    MpiError = PyErr_NewException("beoperf._mpi.MpiError", PyExc_RuntimeError, NULL);
+    Py_INCREF(&LibraryType);
+    if (!MpiError || PyModule_AddObject(m, "Library", (PyObject *)&LibraryType) < 0 ||
+        PyModule_AddObject(m, "MpiError", MpiError) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(MpiError);
+    return m;
+}

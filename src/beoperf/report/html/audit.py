@@ -1,0 +1,138 @@
+"""Audits in the HTML report: one node's findings (kind "audit") and a fleet's
+inconsistencies (kind "fleet-audit"), as `beoperf audit` prints them: the verdict
+counts, every finding with its reason, what to run to change what warns or fails, the
+socket-buffer arithmetic; for a fleet, who did not answer, each inconsistent key's
+groups of nodes (odd ones out first) and what is the same everywhere."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from beoperf.model.document import Document
+from beoperf.model.fleet import answer_counts
+from beoperf.report import renderer
+from beoperf.report.audit import show_value
+from beoperf.report.html.markup import (
+    Markup,
+    bullet_list,
+    code,
+    details,
+    heading,
+    join,
+    pairs,
+    para,
+    status_mark,
+    table,
+)
+
+ROW_CLASS = {"fail": "bad", "warn": "warn"}
+
+
+@renderer("audit", "title")
+def title(doc: Document, **_options: Any) -> str:
+    b = doc.body
+    host = (b.get("host") or {}).get("hostname") or doc.meta.get("host", "?")
+    return f"Audit of {host}, interface {b.get('interface') or '(none)'}, profile {b['profile']}"
+
+
+@renderer("audit", "warnings")
+def warnings(doc: Document, **_options: Any) -> str:
+    counts = Counter(f["status"] for f in doc.body["findings"])
+    out = []
+    if counts.get("fail"):
+        out.append(f"{counts['fail']} setting(s) fail the {doc.body['profile']} profile: "
+                   + ", ".join(f["key"] for f in doc.body["findings"] if f["status"] == "fail"))
+    return "\n".join(out)
+
+
+def findings_table(findings: list[dict]) -> Markup:
+    rows = [[status_mark(f["status"]), f["check"], f["key"], show_value(f["value"]),
+             f["reason"]] for f in findings]
+    classes = [ROW_CLASS.get(f["status"]) for f in findings]
+    return table(["verdict", "check", "key", "value", "reason"], rows, row_classes=classes,
+                 caption="Findings")
+
+
+def fixes(findings: list[dict]) -> Markup:
+    todo = [f for f in findings if f["status"] in ("warn", "fail")
+            and (f.get("command") or f.get("persist"))]
+    if not todo:
+        return Markup("")
+    return join([heading("To change (as root)"),
+                 bullet_list([code(f["command"]) for f in todo if f.get("command")]),
+                 heading("To make persistent"),
+                 bullet_list([join([code(f["key"]), Markup(": "), code(f["persist"])])
+                              for f in todo if f.get("persist")])])
+
+
+def advice(a: dict[str, Any] | None) -> Markup:
+    if not a:
+        return Markup("")
+    rate = a.get("rate_bps")
+    rows = [[k, a.get("current", {}).get(k),
+             "unknown" if ok is None else ("enough" if ok else "too small")]
+            for k, ok in (a.get("sufficient") or {}).items()]
+    return join([heading(f"Socket buffers for {rate / 1e9:g} Gbit/s" if rate else
+                         "Socket buffers"),
+                 bullet_list([str(line) for line in a.get("arithmetic", [])]),
+                 table(["limit", "current", "verdict"], rows),
+                 bullet_list([code(c) for c in a.get("commands", [])])])
+
+
+@renderer("audit", "html")
+def html(doc: Document, **_options: Any) -> str:
+    b = doc.body
+    counts = Counter(f["status"] for f in b["findings"])
+    host = b.get("host") or {}
+    return join([
+        pairs([("verdicts", ", ".join(f"{counts.get(s, 0)} {s}"
+                                      for s in ("pass", "warn", "fail", "unknown"))),
+               ("node", "; ".join(str(host.get(k)) for k in ("hostname", "kernel", "os",
+                                                             "cpu_model") if host.get(k))),
+               ("profile", b["profile"]), ("interface", b.get("interface") or "(none)")]),
+        findings_table(b["findings"]), fixes(b["findings"]), advice(b.get("buffer_advice"))])
+
+
+# --------------------------------------------------------------------------- fleet
+
+
+@renderer("fleet-audit", "title")
+def fleet_title(doc: Document, **_options: Any) -> str:
+    answered, asked = answer_counts(doc.body)
+    return f"Fleet audit of {doc.body['nodes']}: {answered} of {asked} nodes answered"
+
+
+@renderer("fleet-audit", "warnings")
+def fleet_warnings(doc: Document, **_options: Any) -> str:
+    b = doc.body
+    out = [f"did not answer: {nodes} ({reason})" for reason, nodes in b["no_answer"].items()]
+    out += [f"another beoperf version, not used: {nodes} (beoperf {version})"
+            for version, nodes in b["other_version"].items()]
+    if b["inconsistent"]:
+        out.append(f"{len(b['inconsistent'])} setting(s) differ between nodes: "
+                   + ", ".join(k["label"] for k in b["inconsistent"][:12])
+                   + (" ..." if len(b["inconsistent"]) > 12 else ""))
+    return "\n".join(out)
+
+
+@renderer("fleet-audit", "html")
+def fleet_html(doc: Document, **_options: Any) -> str:
+    b = doc.body
+    answered, asked = answer_counts(b)
+    rows, classes = [], []
+    for key in b["inconsistent"]:
+        for k, g in enumerate(key["groups"]):
+            rows.append([key["label"] if k == 0 else "", g["nodes"], show_value(g["value"]),
+                         status_mark(g["status"])])
+            classes.append("warn" if k == 0 else None)
+    same = [[status_mark(k["status"]), k["label"], show_value(k["value"])]
+            for k in b["consistent"]]
+    return join([
+        pairs([("nodes asked", b["nodes"]), ("answered", f"{answered} of {asked}: "
+                                             f"{b['answered'] or '-'}")]),
+        heading(f"Inconsistencies ({len(b['inconsistent'])})"),
+        table(["setting", "nodes", "value", "verdict"], rows, row_classes=classes)
+        if rows else para("None: every node that answered has the same values.", "none"),
+        details(f"Same on {b['answered'] or 'every node'} ({len(same)} settings)",
+                table(["verdict", "setting", "value"], same))])

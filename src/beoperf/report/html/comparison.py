@@ -1,0 +1,99 @@
+"""A comparison in the HTML report: one row per run with its figures and, against the
+baseline, the change of the latency and peak figures and whether it is significant
+(the same figures `beoperf compare` prints; beoperf.analysis.compare says how they are
+tested), then the tuning studies' impact table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from beoperf.analysis.compare import DEFAULT_MIN_CHANGE, Row, Significance, rows_of
+from beoperf.model.document import Document
+from beoperf.report import renderer
+from beoperf.report.compare import collapse_cell
+from beoperf.report.html.markup import Markup, esc, heading, join, num, para, table, tag
+from beoperf.report.html.pingpong import time_text
+from beoperf.units import format_rate, format_size
+
+
+def _k(i: int, field: str) -> str:
+    return f"body.rows.{i}.{field}"
+
+
+@renderer("comparison", "title")
+def title(doc: Document, **_options: Any) -> str:
+    rows = doc.body.get("rows", [])
+    return f"Comparison of {len(rows)} runs against {doc.body.get('baseline', '?')}"
+
+
+@renderer("comparison", "warnings")
+def warnings(doc: Document, **_options: Any) -> str:
+    return "\n".join(f"{r.label}: {c.text()}; its figures leave those sizes out"
+                     for r in rows_of(doc) for c in r.collapses)
+
+
+def _change(i: int, row: Row, field: str, test: Significance | None) -> Markup | str:
+    """The change of a figure and its verdict (the test's whole statement on hover)."""
+    value = getattr(row, field)
+    if row.baseline or test is None:
+        return tag("span", "baseline", class_="mark unk")
+    cls = {"significant": "warn"}.get(test.verdict, "unk")
+    shown = num(value, f"{value:+.1f}%", _k(i, field)) if value is not None else esc("-")
+    return join([shown, esc(" "), tag("span", test.verdict, class_=f"mark {cls}",
+                                      title=test.text())])
+
+
+def _cells(i: int, r: Row) -> list[Any]:
+    p99 = r.latency_p99_us
+    return [r.label,
+            num(r.latency_us, time_text(r.latency_us), _k(i, "latency_us")),
+            num(p99, time_text(p99) if p99 is not None else "n/a", _k(i, "latency_p99_us")),
+            num(r.peak_bps, format_rate(r.peak_bps), _k(i, "peak_bps")),
+            format_size(r.peak_size),
+            format_size(r.saturation_size) if r.saturation_size else "-",
+            format_size(r.n_half) if r.n_half else "-",
+            num(r.alpha_us, time_text(r.alpha_us) if r.alpha_us is not None else "n/a",
+                _k(i, "alpha_us")),
+            num(r.bandwidth_bps, format_rate(r.bandwidth_bps) if r.bandwidth_bps else "n/a",
+                _k(i, "bandwidth_bps")),
+            _change(i, r, "latency_change_pct", r.latency_test),
+            _change(i, r, "peak_change_pct", r.peak_test),
+            collapse_cell(r.collapses)]
+
+
+def impact(rows: list[Row]) -> Markup:
+    """Latency mean (variance) of the trial medians and the impact against the baseline."""
+    out = []
+    for i, r in enumerate(rows):
+        mean = num(r.latency_mean_us, f"{r.latency_mean_us:.2f}" if r.latency_mean_us
+                   is not None else "n/a", _k(i, "latency_mean_us"), unit="µs")
+        var = num(r.latency_variance, f"{r.latency_variance:.2f}" if r.latency_variance
+                  is not None else "n/a", _k(i, "latency_variance"), unit="µs²")
+        imp = "-" if r.baseline or r.impact_pct is None else num(
+            r.impact_pct, f"{r.impact_pct:.2f}%", _k(i, "impact_pct"))
+        out.append([r.label, mean, var, imp])
+    return table(["configuration", "latency mean µs", "variance µs²", "impact"], out,
+                 numeric=[1, 2, 3], caption="Impact (the tuning studies' table)")
+
+
+@renderer("comparison", "html")
+def html(doc: Document, **_options: Any) -> str:
+    rows = rows_of(doc)
+    min_change = float(doc.body.get("min_change", DEFAULT_MIN_CHANGE))
+    statement = (doc.body.get("test") or {}).get("statement", "")
+    head = ["run", "latency", "p99", "peak", "peak at", "saturation", "n1/2", "alpha",
+            "1/beta", "latency change", "peak change", "collapses"]
+    classes = ["base" if r.baseline else None for r in rows]
+    return join([
+        table(head, [_cells(i, r) for i, r in enumerate(rows)], numeric=range(1, 10),
+              row_classes=classes,
+              caption=f"Runs against the baseline {doc.body.get('baseline', '?')}"),
+        para(f"One-way times; latency = the median time of the middle size (by median) "
+             f"among sizes <= 16 B; rates SI (bit/s); change of the figures shown: latency "
+             f"+ = slower, peak + = faster; significant needs p < 0.05 and a change over "
+             f"{min_change:.0%}.", "none"),
+        para(statement, "none") if statement else Markup(""),
+        heading("Impact"), impact(rows),
+        para("Mean and variance (ddof=1) of the per-trial medians of the one-way time at "
+             "each run's latency size; impact = (baseline mean - mean) / baseline mean.",
+             "none")])

@@ -1,0 +1,432 @@
+"""A ping-pong run in the HTML report: the headline figures with their spread, the fitted
+model, the conditions, the three graphs (throughput, signature, saturation) and every
+size's statistics.
+
+The figures are those of the curve analysis (`beoperf.analysis.curve`, recomputed from
+the measured sizes as every beoperf reader does); the latency and the peak are one
+size's stored median each, and are marked with where they are stored.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from beoperf.analysis.curve import CurveAnalysis, Fit, analyze_run
+from beoperf.model.document import Document
+from beoperf.model.pingpong import RunResult, SizeResult
+from beoperf.report import renderer
+from beoperf.report.html import svg
+from beoperf.report.html.markup import (
+    Markup,
+    details,
+    esc,
+    figure,
+    heading,
+    join,
+    num,
+    pairs,
+    para,
+    table,
+    text_of,
+)
+from beoperf.units import format_rate, format_size, size_tick
+
+GBIT_FROM_BPS = 1e9
+
+
+def run_of(doc: Document) -> RunResult:
+    return RunResult.from_document(doc)
+
+
+def time_text(us: float) -> str:
+    """A time in microseconds in the unit that fits: 500 ns, 20 µs, 1.5 ms, 2 s."""
+    for unit, scale in (("s", 1e6), ("ms", 1e3), ("µs", 1.0)):
+        if abs(us) >= scale:
+            return f"{us / scale:.4g} {unit}"
+    return f"{us * 1e3:.4g} ns"
+
+
+def _key(i: int, path: str) -> str:
+    return f"body.sizes.{i}.{path}"
+
+
+@renderer("pingpong", "title")
+def title(doc: Document, **_options: Any) -> str:
+    run = run_of(doc)
+    if run.source:
+        return f"Imported result {run.label()} ({run.source.get('format', 'other tool')})"
+    p = run.parameters
+    here = (run.local.get("host") or {}).get("hostname") or doc.meta.get("host", "?")
+    peer = str(doc.meta.get("peer", "?")).split(" port ")[0]
+    mtu = (run.local.get("interface") or {}).get("mtu")
+    return (f"Ping-pong {p.get('mode', '?')} over {p.get('transport', 'tcp')}: {here} to "
+            f"{peer}" + (f", MTU {mtu}" if mtu else ""))
+
+
+@renderer("pingpong", "warnings")
+def warnings(doc: Document, **_options: Any) -> str:
+    """Why the run stopped, its own warnings (sizes short of the precision, a shaper...),
+    the throughput collapses and corrupted messages."""
+    run = run_of(doc)
+    out = []
+    if run.status != "complete":
+        out.append(f"the sweep is {run.status}: {run.status_reason or 'no reason recorded'} "
+                   f"({len(run.sizes)} sizes kept)")
+    out += list(run.warnings)
+    analysis = _analysis(run)
+    if analysis is not None:
+        out += [f"{c.text()}; {analysis.collapse_note()}" for c in analysis.collapses]
+    corrupt = sum(s.corrupt for s in run.sizes)
+    if corrupt:
+        out.append(f"{corrupt} corrupted message(s) at sizes "
+                   f"{', '.join(str(s.size) for s in run.sizes if s.corrupt)}")
+    return "\n".join(out)
+
+
+def _analysis(run: RunResult) -> CurveAnalysis | None:
+    try:
+        return analyze_run(run) if run.sizes else None
+    except Exception:  # noqa: BLE001 - shown as "no analysis", never a lost section
+        return None
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def headline(run: RunResult, a: CurveAnalysis) -> Markup:
+    """Latency, peak, saturation, n1/2: value, spread, where it was measured."""
+    i_lat = next(i for i, s in enumerate(run.sizes) if s.size == a.latency_size)
+    lat = run.sizes[i_lat]
+    i_peak = next(i for i, s in enumerate(run.sizes) if s.size == a.peak_size)
+    ci = lat.ci95_halfwidth_us
+    rows = [
+        ("latency (one-way, median)",
+         num(lat.time_us.get("median"), time_text(a.latency_us), _key(i_lat, "time_us.median")),
+         join([esc(f"95% CI ±{time_text(ci)}; " if ci is not None else "no CI; "),
+               esc("p99 "), num(lat.time_us.get("p99"), time_text(lat.time_us["p99"])
+                                if lat.time_us.get("p99") is not None else "n/a",
+                                _key(i_lat, "time_us.p99")),
+               esc(f"; {lat.trials} trials, {lat.samples} samples")]),
+         a.latency_method),
+        ("peak throughput", num(run.sizes[i_peak].throughput_bps.get("from_median"),
+                                format_rate(a.peak_bps),
+                                _key(i_peak, "throughput_bps.from_median")),
+         _spread(run.sizes[i_peak]), f"at {format_size(a.peak_size)} ({a.peak_size} B), "
+                                     "from the median time"),
+        ("saturation point", format_size(a.saturation_size) if a.saturation_size else
+         "not reached", "-", _saturation_words(a)),
+        ("n1/2", format_size(a.n_half) if a.n_half else "-", "-",
+         "size where throughput first reaches half the peak"),
+    ]
+    return table(["figure", "value", "spread", "how"], rows, cls="headline",
+                 caption="Headline figures (sizes outside any throughput collapse)")
+
+
+def _spread(s: SizeResult) -> str:
+    """The one-way time's min..p90 at this size, and the throughputs they give (the mode's
+    factor kept: throughput x time is the same for every time of one size)."""
+    lo, hi = s.time_us.get("min"), s.time_us.get("p90")
+    if not (lo and hi):
+        return "-"
+    bits_us = s.central_bps() * s.central_time_us()
+    return (f"one-way time min..p90 {time_text(lo)}..{time_text(hi)} "
+            f"({format_rate(bits_us / hi)}..{format_rate(bits_us / lo)})")
+
+
+def _saturation_words(a: CurveAnalysis) -> str:
+    if a.saturation_interval:
+        lo, hi = a.saturation_interval
+        return (f"time grows linearly from here on (local slope >= 0.9); interval "
+                f"{format_size(lo)}..{format_size(hi)}")
+    return "local slope d log t / d log n stays below 0.9 at the largest sizes"
+
+
+def _fit_row(label: str, f: Fit) -> list[Any]:
+    return [label, f"{format_size(f.first_size)}..{format_size(f.last_size)}", f.points,
+            num(f.alpha_us, time_text(f.alpha_us)),
+            num(f.bandwidth_bps, format_rate(f.bandwidth_bps) if f.bandwidth_bps else
+                "time does not grow"), num(f.r2, f"{f.r2:.4f}")]
+
+
+def model_table(a: CurveAnalysis) -> Markup:
+    """The Hockney fit and the pieces of the piecewise one (what `predict` uses)."""
+    rows = [_fit_row("Hockney (all sizes)", a.hockney)] if a.hockney else []
+    rows += [_fit_row(f"piece {k}", f) for k, f in enumerate(a.pieces, 1)]
+    note = (f"protocol thresholds at {', '.join(format_size(t) for t in a.thresholds)}"
+            if a.thresholds else "no threshold: one piece fits")
+    return join([table(["model t(n) = alpha + n / bandwidth", "sizes", "points", "alpha",
+                        "1/beta", "R²"], rows, numeric=[2, 3, 4, 5],
+                       caption="Fitted model (least squares on relative error)"),
+                 para(f"{note} (segmented regression, pieces chosen by BIC).", "none")])
+
+
+def conditions(run: RunResult, doc: Document) -> Markup:
+    """What was measured where: both ends, the path, the parameters, the clock."""
+    p, sweep = run.parameters, run.sweep or {}
+    local, remote = run.local, run.remote
+    clock = doc.meta.get("clock") or {}
+    return pairs([
+        ("mode", f"{p.get('mode')} over {p.get('transport', 'tcp')}"),
+        ("peer", doc.meta.get("peer")),
+        ("this end", _end(local)), ("other end", _end(remote)),
+        ("sizes", f"{len(run.sizes)} ({format_size(run.sizes[0].size)}.."
+                  f"{format_size(run.sizes[-1].size)})" if run.sizes else "none"),
+        ("precision asked", f"±{p['precision'] * 100:g}% (95% CI of the median)"
+         if isinstance(p.get("precision"), int | float) else None),
+        ("options", ", ".join(f"{k}={text_of(p[k])}" for k in
+                              ("sndbuf", "rcvbuf", "nocache", "integrity", "busy_poll")
+                              if p.get(k)) or "defaults"),
+        ("sweep", f"{sweep.get('passes')} passes in {sweep.get('elapsed_s')} s (budget "
+                  f"{text_of(sweep.get('time_budget_s'))} s); interval inflation "
+                  f"{sweep.get('interval_inflation')}" if sweep else None),
+        ("clock", f"{clock.get('source')}, overhead {clock.get('overhead_ns')} ns"
+         if clock else None),
+        ("source", text_of(run.source) if run.source else None),
+    ])
+
+
+def _end(end: dict[str, Any]) -> str | None:
+    host, iface, sock = end.get("host") or {}, end.get("interface") or {}, end.get("socket") or {}
+    if not (host or iface or sock):
+        return None
+    parts = [host.get("hostname"), host.get("kernel"), host.get("cpu_model")]
+    if iface:
+        parts.append(f"interface {iface.get('name')} ({iface.get('driver') or 'no driver'}, "
+                     f"MTU {iface.get('mtu')}, {iface.get('speed_mbps') or '?'} Mbit/s)")
+    if sock:
+        parts.append(f"socket buffers {sock.get('sndbuf')}/{sock.get('rcvbuf')} B granted, "
+                     f"MSS {sock.get('mss')}, nodelay {text_of(sock.get('nodelay'))}")
+    return "; ".join(str(x) for x in parts if x)
+
+
+# --------------------------------------------------------------------------- graphs
+
+
+class _Data:
+    """The plotted arrays of a run (sizes with a positive time), in plot units."""
+
+    def __init__(self, run: RunResult, a: CurveAnalysis | None) -> None:
+        self.idx = [i for i, s in enumerate(run.sizes) if s.size > 0 and s.central_time_us() > 0]
+        self.rows = [run.sizes[i] for i in self.idx]
+        self.sizes = [float(s.size) for s in self.rows]
+        self.time = [s.central_time_us() for s in self.rows]
+        self.bps = [s.central_bps() for s in self.rows]
+        top = max(self.bps, default=0.0)
+        self.unit, self.scale = ("Gbit/s", 1e9) if top >= GBIT_FROM_BPS else ("Mbit/s", 1e6)
+        self.a = a
+        self.band = all((s.time_us.get("min") or 0) > 0 and (s.time_us.get("p90") or 0) > 0
+                        for s in self.rows)
+        self.factor = [b * t for b, t in zip(self.bps, self.time, strict=True)]  # bit/s * us
+
+    def thr(self, k: int, t_us: float) -> float:
+        """Throughput (plot unit) of point k at another one-way time."""
+        return self.factor[k] / t_us / self.scale
+
+    def tip(self, k: int) -> str:
+        """Hover text: size, throughput, one-way time, spread, trials, convergence."""
+        s = self.rows[k]
+        spread = (f", min..p90 {time_text(s.time_us['min'])}..{time_text(s.time_us['p90'])}"
+                  if self.band else "")
+        late = ", NOT converged" if not s.converged else ""
+        return (f"{size_tick(s.size)} B: {format_rate(self.bps[k])}; one-way "
+                f"{time_text(self.time[k])}{spread} ({s.trials} trials{late})")
+
+    def keys(self, path: str) -> list[str]:
+        return [_key(i, path) for i in self.idx]
+
+    def collapse_spans(self, in_time: bool) -> list[svg.Span]:
+        out = []
+        for c in (self.a.collapses if self.a else []):
+            inside = [k for k, s in enumerate(self.sizes) if c.first_size <= s <= c.last_size]
+            if not inside:
+                continue
+            xs = [self.time[k] for k in inside] if in_time else [self.sizes[k] for k in inside]
+            pad = 1.15 if in_time else 1.3
+            out.append(svg.Span(min(xs) / pad, max(xs) * pad,
+                                f"throughput collapse 1/{c.factor:.0f}"))
+        return out
+
+    def saturation_mark(self, x_of, y_of) -> list[tuple[float, float, str]]:
+        sat = self.a.saturation_size if self.a else None
+        for k, s in enumerate(self.sizes):
+            if sat is not None and s == sat:
+                return [(x_of(k), y_of(k), f"saturation point {format_size(sat)} ({sat} B)")]
+        return []
+
+
+def _size_axis(d: _Data) -> svg.Axis:
+    lo, hi = svg.padded(min(d.sizes), max(d.sizes), True)
+    return svg.Axis("message size (bytes; K = 1024)", lo, hi, log=True, base2=True,
+                    tick_text=size_tick)
+
+
+def _thr_axis(d: _Data) -> svg.Axis:
+    values = [b / d.scale for b in d.bps]
+    if d.band:
+        values += [d.thr(k, s.time_us["min"]) for k, s in enumerate(d.rows)]
+    top = max(values, default=1.0) * 1.05 or 1.0
+    power = "9" if d.unit == "Gbit/s" else "6"
+    return svg.Axis(f"throughput ({d.unit}, 10^{power} bit/s)", 0.0, top,
+                    tick_text=lambda v: f"{v:g}")
+
+
+def _time_axis(d: _Data, label: str = "one-way time") -> svg.Axis:
+    lows = [s.time_us["min"] for s in d.rows] if d.band else d.time
+    highs = [s.time_us["p90"] for s in d.rows] if d.band else d.time
+    lo, hi = svg.padded(min(lows), max(highs), True)
+    return svg.Axis(label, lo, hi, log=True, tick_text=time_text)
+
+
+def throughput_chart(d: _Data) -> Markup:
+    y = [b / d.scale for b in d.bps]
+    bands = []
+    if d.band:
+        fast = [(d.sizes[k], d.thr(k, s.time_us["min"])) for k, s in enumerate(d.rows)]
+        slow = [(d.sizes[k], d.thr(k, s.time_us["p90"])) for k, s in enumerate(d.rows)]
+        bands = [fast + slow[::-1]]
+    line = svg.Line("median", d.sizes, y, [d.tip(k) for k in range(len(y))],
+                    keys=d.keys("throughput_bps.from_median"), raw=d.bps, bands=bands,
+                    marks=d.saturation_mark(lambda k: d.sizes[k], lambda k: y[k]))
+    return svg.chart("Throughput against message size", _size_axis(d), _thr_axis(d), [line],
+                     d.collapse_spans(False))
+
+
+def signature_chart(d: _Data) -> Markup:
+    y = [b / d.scale for b in d.bps]
+    bands = []
+    if d.band:
+        fast = [(s.time_us["min"], d.thr(k, s.time_us["min"])) for k, s in enumerate(d.rows)]
+        slow = [(s.time_us["p90"], d.thr(k, s.time_us["p90"])) for k, s in enumerate(d.rows)]
+        bands = [fast + slow[::-1]]
+    line = svg.Line("median", d.time, y, [d.tip(k) for k in range(len(y))],
+                    keys=d.keys("throughput_bps.from_median"), raw=d.bps, bands=bands,
+                    marks=d.saturation_mark(lambda k: d.time[k], lambda k: y[k]))
+    return svg.chart("Signature: throughput against one-way time (first point = latency)",
+                     _time_axis(d), _thr_axis(d), [line], d.collapse_spans(True))
+
+
+def saturation_chart(d: _Data) -> Markup:
+    bands = []
+    if d.band:
+        bands = [[(d.sizes[k], s.time_us["min"]) for k, s in enumerate(d.rows)]
+                 + [(d.sizes[k], s.time_us["p90"]) for k, s in enumerate(d.rows)][::-1]]
+    line = svg.Line("median", d.sizes, d.time, [d.tip(k) for k in range(len(d.time))],
+                    keys=d.keys("time_us.median"), raw=d.time, bands=bands,
+                    marks=d.saturation_mark(lambda k: d.sizes[k], lambda k: d.time[k]))
+    lines = [line]
+    model = _model_line(d)
+    if model is not None:
+        lines.append(model)
+    return svg.chart("Saturation: one-way time against message size", _size_axis(d),
+                     _time_axis(d), lines, d.collapse_spans(False))
+
+
+def _model_line(d: _Data) -> svg.Line | None:
+    """The fitted model (piecewise when it has pieces) at the measured sizes, dashed."""
+    a = d.a
+    if a is None or a.hockney is None:
+        return None
+    fits = a.pieces or [a.hockney]
+    xs, ys, tips = [], [], []
+    for s in d.sizes:
+        f = next((f for f in fits if f.first_size <= s <= f.last_size), None)
+        if f is None:
+            continue
+        t = f.alpha_us + f.beta_us_per_byte * s
+        if t > 0:
+            xs.append(s)
+            ys.append(t)
+            tips.append(f"model at {format_size(s)}: {time_text(t)} (alpha "
+                        f"{time_text(f.alpha_us)}, piece {format_size(f.first_size)}.."
+                        f"{format_size(f.last_size)})")
+    if not xs:
+        return None
+    return svg.Line("fitted model", xs, ys, tips, color=1, dashed=True)
+
+
+def graphs(run: RunResult, a: CurveAnalysis | None, anchor: str) -> Markup:
+    d = _Data(run, a)
+    if len(d.sizes) < 2:
+        return para("Too few sizes to draw (fewer than two with a positive time).", "none")
+    statistic = ("median one-way time (median of the trial medians)"
+                 if all(s.time_us.get("median") is not None for s in d.rows)
+                 else "the source's own time statistic (import)")
+    band = "shaded band: one-way time from the minimum to the 90th percentile; " \
+        if d.band else "no spread in this result (the source lacks it); "
+    cond = (f"mode {run.parameters.get('mode')} over {run.parameters.get('transport', 'tcp')}"
+            f", {len(d.sizes)} sizes, peer {run.meta.get('peer', '?')}")
+    text = esc(f"Line: {statistic}; {band}ring: saturation point; throughput in SI units "
+               f"({d.unit}). Conditions: {cond}.")
+
+    def caption(model: bool) -> Markup:
+        lines = [svg.Line("median (hover a point for its values)", [], [], [])]
+        lines += [svg.Line("fitted model (piecewise)", [], [], [], color=1)] if model else []
+        extra = [("bandsw", "min..p90")] if d.band else []
+        extra += [("spansw", "throughput collapse")] if a is not None and a.collapses else []
+        return join([svg.legend(lines, extra), text])
+
+    return join([figure(throughput_chart(d), caption(False), f"{anchor}-throughput",
+                        "throughput"),
+                 figure(signature_chart(d), caption(False), f"{anchor}-signature", "signature"),
+                 figure(saturation_chart(d), caption(True), f"{anchor}-saturation",
+                        "saturation")])
+
+
+MAX_SIZE_ROWS = 1000  # a crafted run of 10^5 sizes must not make a 100 MB page
+
+
+def size_table(run: RunResult) -> Markup:
+    rows, classes = [], []
+    for i, s in enumerate(run.sizes[:MAX_SIZE_ROWS]):
+        t = s.time_us
+        ci = s.ci95_us
+        rows.append([num(s.size, str(s.size), _key(i, "size")), s.samples, s.trials,
+                     num(t.get("median"), _us(t.get("median")), _key(i, "time_us.median"),
+                         unit="µs"),
+                     f"{_us(ci[0])}..{_us(ci[1])}" if ci else "-",
+                     _us(t.get("min")), _us(t.get("p90")), _us(t.get("p99")),
+                     num(s.throughput_bps.get("from_median"),
+                         _mbps(s.throughput_bps.get("from_median")),
+                         _key(i, "throughput_bps.from_median"), unit="Mbit/s"),
+                     "yes" if s.converged else "no", s.corrupt])
+        classes.append(None if s.converged and not s.corrupt else "warn")
+    more = len(run.sizes) - len(rows)
+    title = (f"Every size ({len(rows)}): times in µs, throughput in Mbit/s" if not more else
+             f"The first {len(rows)} of {len(run.sizes)} sizes (the document has them all): "
+             "times in µs, throughput in Mbit/s")
+    return details(title,
+                   table(["size B", "samples", "trials", "median", "95% CI (repeat)", "min",
+                          "p90", "p99", "Mbit/s", "converged", "corrupt"], rows,
+                         numeric=range(0, 9), row_classes=classes, cls="sizes"))
+
+
+def _g4(v: float | None) -> str:
+    """Four significant digits, never in exponent form (12,590 rather than 1.259e+04)."""
+    if v is None or not math.isfinite(v):
+        return "-"
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+
+
+def _us(v: float | None) -> str:
+    return _g4(v)
+
+
+def _mbps(v: float | None) -> str:
+    return "-" if v is None else _g4(v / 1e6)
+
+
+@renderer("pingpong", "html")
+def html(doc: Document, *, anchor: str = "run", **_options: Any) -> str:
+    """The section body of one run."""
+    run = run_of(doc)
+    a = _analysis(run)
+    parts = []
+    if a is not None:
+        parts += [headline(run, a), model_table(a)]
+    else:
+        parts.append(para("No analysis: the run has no usable sizes.", "none"))
+    parts += [heading("Conditions"), conditions(run, doc), heading("Graphs"),
+              graphs(run, a, anchor), size_table(run)]
+    return join(parts)
+

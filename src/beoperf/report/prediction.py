@@ -1,0 +1,146 @@
+"""Text and Markdown of a prediction (kind "prediction") and a replay (kind "replay").
+
+A prediction prints one line per network (predicted communication time, its interval,
+the ratio to the first network, whether the method claims it, and with a compute time
+the whole run's time and speedup), then which sizes dominate on each network and each
+class's time; a replay prints each class's measured time (median and range over the
+repeats) and the total."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from beoperf.model.document import Document
+from beoperf.model.prediction import PREDICTION, REPLAY
+from beoperf.report import renderer
+from beoperf.report.compare import _aligned
+from beoperf.units import format_size, format_time
+
+
+def secs(x: float | None) -> str:
+    return "-" if x is None else format_time(x) if x > 0 else "0 s"
+
+
+def profile_line(profile: Mapping[str, Any]) -> str:
+    entries = profile["entries"]
+    messages = sum(e["count"] for e in entries)
+    volume = sum(e["count"] * e["size"] for e in entries)
+    return (f"profile {profile['source']} ({profile['format']}): {len(entries)} message "
+            f"class(es), {messages:,} messages, {format_size(volume)}")
+
+
+def network_rows(body: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The networks table: header and rows."""
+    compute = body.get("compute_s")
+    head = ["network", "method", "predicted", "interval", "ratio", "claimed"]
+    if compute is not None:
+        head += [f"whole (+{secs(compute)} compute)", "speedup", "comm share"]
+    rows = []
+    for n in body["networks"]:
+        lo, hi = n["interval_s"]
+        row = [n["name"], n["method"], secs(n["total_s"]), f"{secs(lo)}..{secs(hi)}",
+               "-" if n["ratio"] is None else f"{n['ratio']:.3f}",
+               "yes" if n["claimed"] else ("n/a" if n["method"] == "given" else "no")]
+        if compute is not None:
+            row += [secs(n.get("whole_s")),
+                    "-" if n.get("speedup") is None else f"{n['speedup']:.3f}",
+                    "-" if n.get("comm_fraction") is None else f"{n['comm_fraction']:.1%}"]
+        rows.append(row)
+    return head, rows
+
+
+def dominant_line(n: Mapping[str, Any]) -> str:
+    parts = [f"{n['classes'][i]['size']} B x {n['classes'][i]['count']:,} "
+             f"({n['classes'][i]['share']:.0%})" for i in n["dominant"]]
+    return f"{n['name']}: {', '.join(parts)}"
+
+
+CLASS_HEAD = ["size B", "count", "pattern", "time", "interval", "share", "claimed"]
+
+
+def class_rows(n: Mapping[str, Any]) -> list[list[str]]:
+    out = []
+    for c in n["classes"]:
+        pattern = c["pattern"] + (f" x{c['concurrency']}" if c["concurrency"] > 1 else "")
+        out.append([str(c["size"]), f"{c['count']:,}", pattern, secs(c["time_s"]),
+                    f"{secs(c['lo_s'])}..{secs(c['hi_s'])}", f"{c['share']:.1%}",
+                    "yes" if c["claimed"] else f"no: {c['note']}"])
+    return out
+
+
+@renderer(PREDICTION, "text")
+def text(doc: Document, **_options: Any) -> str:
+    b = doc.body
+    head, rows = network_rows(b)
+    lines = [f"beoperf predict: {profile_line(b['profile'])}", "",
+             *_aligned(head, rows, {2, 4, 6, 7, 8}), "", "Sizes that dominate (80% of the "
+             "time):", *(f"  {dominant_line(n)}" for n in b["networks"])]
+    first = b["networks"][0]
+    lines += ["", f"Per class on {first['name']}:",
+              *(f"  {line}" for line in _aligned(CLASS_HEAD, class_rows(first), {0, 1, 3, 5}))]
+    lines += [f"  note: {note}" for note in b["profile"]["notes"]]
+    lines += [f"warning: {w}" for w in b["warnings"]]
+    lines.append("Times: the model's mean one-way time per message (see --help for the "
+                 "method); interval: the model's residuals, not the link's noise.")
+    return "\n".join(lines) + "\n"
+
+
+def _md_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    return [line(head), line(["---"] * len(head)), *(line(r) for r in rows)]
+
+
+@renderer(PREDICTION, "markdown")
+def markdown(doc: Document, **_options: Any) -> str:
+    b = doc.body
+    head, rows = network_rows(b)
+    out = ["# Predicted communication time", "", profile_line(b["profile"]), "",
+           *_md_table(head, rows), "", "## Sizes that dominate", "",
+           *(f"- {dominant_line(n)}" for n in b["networks"])]
+    for n in b["networks"]:
+        out += ["", f"## {n['name']}", "", *_md_table(CLASS_HEAD, class_rows(n))]
+    out += ["", "## Method", "", *(f"- **{k}**: {v}" for k, v in b["method"].items())]
+    if b["warnings"]:
+        out += ["", "## Warnings", "", *(f"- {w}" for w in b["warnings"])]
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------- replay
+
+
+REPLAY_HEAD = ["size B", "count", "pattern", "median", "min..max", "messages timed"]
+
+
+def replay_rows(body: Mapping[str, Any]) -> list[list[str]]:
+    return [[str(c["size"]), f"{c['count']:,}", c["pattern"], secs(c["median_s"]),
+             f"{secs(c['min_s'])}..{secs(c['max_s'])}", f"{c['messages_timed']:,}"]
+            for c in body["classes"]]
+
+
+@renderer(REPLAY, "text")
+def replay_text(doc: Document, **_options: Any) -> str:
+    b = doc.body
+    t = b["total_s"]
+    lines = [f"beoperf replay: {profile_line(b['profile'])}",
+             f"  to {b['peer']} over {b['transport']}, {b['repeats']} repeat(s) ({b['status']})",
+             "", *_aligned(REPLAY_HEAD, replay_rows(b), {0, 1, 3, 5}), "",
+             f"total {secs(t['median'])} (each class's median over the repeats, summed); "
+             f"{len(t['per_repeat'])} complete repeat(s) took {secs(t['min'])}.."
+             f"{secs(t['max'])}"]
+    lines += [f"warning: {w}" for w in b["warnings"]]
+    if b.get("status_reason"):
+        lines.append(f"stopped: {b['status_reason']}")
+    return "\n".join(lines) + "\n"
+
+
+@renderer(REPLAY, "markdown")
+def replay_markdown(doc: Document, **_options: Any) -> str:
+    b = doc.body
+    return "\n".join([f"# Replay of {b['profile']['source']}", "", profile_line(b["profile"]),
+                      "", *_md_table(REPLAY_HEAD, replay_rows(b)), "",
+                      f"Total: {secs(b['total_s']['median'])} (each class's median over the "
+                      "repeats, summed).",
+                      "", b["method"]]) + "\n"

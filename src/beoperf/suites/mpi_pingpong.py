@@ -1,0 +1,405 @@
+"""`beoperf pingpong --transport mpi`: the sweep between two MPI ranks.
+
+Two ways in:
+
+* **beoperf launches the job** (a plain process): the two ranks are started through the
+  launcher layer (``mpirun`` of Open MPI or MPICH's hydra, or ``srun``) on the hosts given
+  (none: both here, over shared memory), each running :mod:`beoperf.suites.mpi_rank`
+  with the spec; rank 0 prints the finished document on its standard output (one marked
+  line) *before* MPI_Finalize, and this process reads it back (:mod:`beoperf.suites.
+  mpi_job`).  The job has a deadline
+  (the time budget plus a margin): a rank that hangs (MPICH was seen to hang in
+  MPI_Finalize) is ended with its launcher, by process group, and what rank 0 wrote
+  is kept.  Ctrl-C here asks rank 0 (SIGUSR1, which mpirun and hydra forward) to stop
+  after its current trial and send what it measured.
+* **the user's mpirun or srun started this process as a rank**: rank 0 measures and
+  returns the document (the CLI writes it as usual), rank 1 answers, other ranks wait.
+
+Either way rank 0 drives the same precision loop as TCP (``sweep.driver.run_sweep`` over
+the MPI transport), so sizes, statistics, the .np output and the analysis are the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from beoperf import errors, interrupts, launch, safeio
+from beoperf.analysis.pingpong import document
+from beoperf.engines.base import Peer
+from beoperf.launch import ranks
+from beoperf.launch.base import LaunchSpec
+from beoperf.model.document import make_meta, utc_now
+from beoperf.model.pingpong import RunResult
+from beoperf.suites.mpi_job import Job
+from beoperf.suites.mpi_spec import IMPLEMENTATIONS, LAUNCHERS, RECV_MODES, MpiOptions
+from beoperf.suites.pingpong import (
+    HINT,
+    Measured,
+    Progress,
+    Spec,
+    shaper_notes,
+    validate,
+    warnings_of,
+)
+from beoperf.sweep.driver import SweepOutcome, run_sweep, shaper_probe
+
+START_MARGIN_S = 120.0  # the deadline beyond the time budget: start-up, analysis, finalize
+FINALIZE_S = 20.0  # a rank still in MPI_Finalize after this is ended (faulthandler)
+ROOT_NOTE = ("Open MPI refuses to run as root unless told: beoperf passed "
+             "--allow-run-as-root to mpirun because it runs as root")
+
+# --------------------------------------------------------------------------- checking
+
+HOSTFILE_LIMIT = 1024 * 1024
+
+
+def hosts_from(text: str | None, hostfile: str | None) -> tuple[str, ...]:
+    """The hosts of --hosts (a list or a ClusterShell node set: 'node[01-02]') or of a
+    hostfile (the first word of each line, without Open MPI's slots or MPICH's ':N'),
+    in order, duplicates dropped; BadSpec for a set that cannot be read."""
+    if text and hostfile:
+        raise errors.BadSpec("give --hosts or --hostfile, not both", HINT)
+    if hostfile:
+        try:
+            content = safeio.read_text(hostfile, HOSTFILE_LIMIT, "a hostfile")
+        except safeio.FileInputError as exc:
+            raise errors.InputError(str(exc)) from None
+        words = [line.split("#")[0].split() for line in content.splitlines()]
+        names = [w[0].split(":")[0] for w in words if w]
+    elif text:
+        from ClusterShell.NodeSet import NodeSet, NodeSetException
+
+        try:  # a plain list keeps its order (rank 0 on the first host)
+            names = list(NodeSet(text.strip())) if "[" in text else \
+                [p.strip() for p in text.split(",") if p.strip()]
+        except NodeSetException as exc:
+            raise errors.BadSpec(f"--hosts {text!r}: {exc}", HINT) from None
+    else:
+        return ()
+    bad = [n for n in names if not n or n.startswith("-") or any(c.isspace() for c in n)]
+    if bad or not names:
+        raise errors.BadSpec(f"no usable host names in {text or hostfile!r}", HINT)
+    return tuple(dict.fromkeys(names))
+
+
+def validate_mpi(spec: Spec) -> MpiOptions:
+    """The MPI options of a spec (the defaults if none), checked; BadSpec otherwise."""
+    validate(spec)
+    opts = spec.mpi or MpiOptions()
+    if opts.implementation not in (None, *IMPLEMENTATIONS):
+        raise errors.BadSpec(f"--mpi {opts.implementation!r}: choose "
+                             f"{', '.join(IMPLEMENTATIONS)}", HINT)
+    if opts.launcher not in (None, *LAUNCHERS):
+        raise errors.BadSpec(f"--launcher {opts.launcher!r}: choose {', '.join(LAUNCHERS)}",
+                             HINT)
+    if opts.recv not in RECV_MODES:
+        raise errors.BadSpec(f"--recv {opts.recv!r}: choose {', '.join(RECV_MODES)}", HINT)
+    if not 1 <= opts.window <= 4096:
+        raise errors.BadSpec(f"--window {opts.window}: give 1 to 4096 messages", HINT)
+    if spec.host:
+        raise errors.BadSpec(f"--transport mpi runs between MPI ranks: give --hosts "
+                             f"{spec.host},... instead of the peer {spec.host}", HINT)
+    if len(opts.hosts) > 2:
+        raise errors.BadSpec(f"{len(opts.hosts)} hosts: a ping-pong runs between two ranks "
+                             "on one or two hosts", HINT)
+    if spec.integrity and spec.mode == "stream" and opts.window > 2:
+        raise errors.BadSpec("--integrity in stream mode needs each message of a window in "
+                             "its own buffer, and there are two", "use --window 2")
+    return opts
+
+
+def parameters(spec: Spec, opts: MpiOptions, implementation: str) -> dict[str, Any]:
+    return {**spec.params(), **opts.params(), "transport": "mpi", "mpi": implementation}
+
+
+# --------------------------------------------------------------------------- as a rank
+
+
+def run_as_rank(spec: Spec, info: ranks.RankInfo, progress: Progress | None = None,
+                hold: contextlib.ExitStack | None = None) -> Measured | None:
+    """This process is a rank: rank 0 measures and returns the result, rank 1 answers,
+    other ranks wait; None for every rank but 0.  MPI_Finalize runs at exit, bounded."""
+    opts = validate_mpi(spec)
+    from beoperf.engines import mpi
+
+    ranks.prepare(ranks.implementation_here())  # may restart this process (MPICH)
+    session = mpi.Session.open()
+    ranks.remove_shim()
+    finalize_at_exit(session)
+    if session.size < 2:
+        raise errors.BadSpec(f"the MPI job has {session.size} rank: a ping-pong needs 2",
+                             "mpirun -np 2 beoperf pingpong --transport mpi")
+    if session.rank == 1:
+        mpi.serve(session)
+    if session.rank != 0:
+        mpi.idle(session)
+        return None
+    return measure(spec, opts, session, info, progress, hold)
+
+
+def finalize_at_exit(session: Any) -> None:
+    """MPI_Finalize when the process exits (after the result is written), ended after
+    FINALIZE_S if the library hangs in it."""
+    import atexit
+    import faulthandler
+
+    def finalize() -> None:
+        faulthandler.dump_traceback_later(FINALIZE_S, exit=True)
+        try:
+            session.finalize()
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+
+    atexit.register(finalize)
+
+
+def measure(spec: Spec, opts: MpiOptions, session: Any, info: ranks.RankInfo,
+            progress: Progress | None, hold: contextlib.ExitStack | None) -> Measured:
+    """Rank 0: the sweep against rank 1, and its document."""
+    from beoperf.engines.mpi import MpiTransport
+
+    started_utc, started = utc_now(), time.monotonic()
+    impl = session.facts["implementation"]
+    params = parameters(spec, opts, impl)
+    transport = MpiTransport(Peer("rank 1", 1), params, timeout=spec.timeout, session=session)
+    transport.connect()
+    remote_hosts = bool(set(opts.hosts) - {"localhost"})  # else no shaper can be in the way
+    try:
+        cfg = dataclasses.replace(spec.sweep(), settle=remote_hosts)
+        outcome = run_sweep(transport, cfg, on_pass=progress)
+        if outcome.status == "complete" and spec.mode != "stream" and remote_hosts:
+            outcome.facts.update(shaper_check(spec, params, session))
+        if hold is not None:
+            hold.enter_context(interrupts.deferred())
+        local, remote = transport.facts()
+    finally:
+        transport.close()
+    session.comm.Barrier()  # every rank: the measurement is over
+    local["mpi"] = session.facts
+    local["placement"] = placement(local, remote)
+    meta = make_meta(list(spec.command_line), utc_start=started_utc,
+                     duration_s=round(time.monotonic() - started, 3),
+                     peer=f"MPI rank 1 on {remote.get('host', '?')}",
+                     launch=launch_meta(info))
+    result = RunResult(parameters=params, local=local, remote=remote, meta=meta,
+                       sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
+                       warnings=warnings_of(transport.warnings, outcome), sweep=outcome.facts)
+    result.warnings += shaper_notes(result, local)
+    return Measured(document(result), result, *stopped(outcome))
+
+
+def shaper_check(spec: Spec, params: dict[str, Any], session: Any) -> dict[str, Any]:
+    """After a ping-pong or bidir sweep between hosts, as for TCP (suites.pingpong): does
+    a shaper's burst hold every message?  A stream session on the same two ranks settles
+    its trial length; a failure costs only this check."""
+    from beoperf.engines.mpi import MpiTransport
+
+    class Borrowed(MpiTransport):
+        def close(self, abort: bool = False) -> None:
+            """The sweep's transport ends the responder's session, not this one."""
+
+    def open_stream(stream_params: dict[str, Any]) -> MpiTransport:
+        return Borrowed(Peer("rank 1", 1), stream_params, timeout=spec.timeout, session=session)
+
+    try:
+        return shaper_probe(Peer("rank 1", 1), params, list(spec.sizes), timeout=spec.timeout,
+                            trial_time=spec.trial_time, open_stream=open_stream)
+    except (errors.BeoperfError, OSError) as exc:
+        return {"shaper": None, "shaper_check": f"not done: {exc}"}
+
+
+def placement(local: dict[str, Any], remote: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each rank's host and the CPUs it may run on (its binding)."""
+    return [{k: end.get(k) for k in ("rank", "host", "processor_name", "cpus", "net_namespace")}
+            for end in (local, remote)]
+
+
+def launch_meta(info: ranks.RankInfo) -> dict[str, Any]:
+    """How the job was started: by beoperf (its launcher's argv, passed down) or by the
+    user's launcher."""
+    given = os.environ.get("BEOPERF_MPI_LAUNCH")
+    if given:
+        with contextlib.suppress(ValueError):
+            return json.loads(given)
+    return {"started_by": info.launcher, "ranks": info.size}
+
+
+def stopped(outcome: SweepOutcome) -> tuple[errors.BeoperfError | None,
+                                            KeyboardInterrupt | None]:
+    if outcome.status == "interrupted" and isinstance(outcome.error, KeyboardInterrupt):
+        return None, outcome.error
+    if outcome.error is None:
+        return None, None
+    if isinstance(outcome.error, errors.BeoperfError):
+        return outcome.error, None
+    return errors.Failed(f"the MPI sweep stopped: {type(outcome.error).__name__}: "
+                         f"{outcome.error}", "the sizes measured before it were kept"), None
+
+
+# --------------------------------------------------------------------------- launching
+
+
+def choose_launcher(opts: MpiOptions) -> tuple[launch.Launcher, str, str]:
+    """(launcher, its name, the MPI implementation) for these options."""
+    impl = opts.implementation
+    if impl is None:
+        impl = "openmpi" if launch.get("openmpi").available() else "mpich"
+    name = opts.launcher
+    if name is None:
+        name = "srun" if (not opts.hosts and os.environ.get("SLURM_JOB_ID")) else "mpirun"
+    if name == "srun":
+        from beoperf.launch.srun import Srun
+
+        return Srun(mpi="pmix" if impl == "openmpi" else "pmi2"), "srun", impl
+    launcher = launch.get(impl)
+    if not launcher.available():
+        raise errors.BadSpec(f"no mpirun of {impl} here (Debian: mpirun.{impl})",
+                             "apt-get install openmpi-bin (or mpich), or choose --mpi")
+    return launcher, impl, impl
+
+
+def rank_environment(opts: MpiOptions, impl: str) -> dict[str, str]:
+    """What every rank gets: the implementation (so that it loads the right ABI) and the
+    user's MPI variables."""
+    return {ranks.IMPL_VAR: impl, "MPI4PY_MPIABI": impl, **dict(opts.env)}
+
+
+def spec_text(spec: Spec) -> str:
+    """The spec as JSON for the ranks' command line (command_line kept: the user's)."""
+    return json.dumps(dataclasses.asdict(spec), separators=(",", ":"))
+
+
+def spec_from_text(text: str) -> Spec:
+    """The spec a launcher passed (spec_text), rebuilt; ValueError if it is not one."""
+    data = json.loads(text)
+    mpi = data.pop("mpi", None)
+    opts = None
+    if mpi is not None:
+        mpi["hosts"] = tuple(mpi["hosts"])
+        mpi["env"] = tuple(tuple(kv) for kv in mpi["env"])
+        mpi["launcher_args"] = tuple(mpi["launcher_args"])
+        opts = MpiOptions(**mpi)
+    data["sizes"] = tuple(data["sizes"])
+    data["command_line"] = tuple(data["command_line"])
+    return Spec(**data, mpi=opts)
+
+
+def launch_spec(spec: Spec, opts: MpiOptions, impl: str) -> LaunchSpec:
+    argv = (sys.executable, "-m", "beoperf.suites.mpi_rank", spec_text(spec))
+    try:
+        return LaunchSpec(argv, hosts=opts.hosts, ranks_per_host=1 if len(opts.hosts) == 2
+                          else 2, env=rank_environment(opts, impl), bind=opts.bind,
+                          agent=opts.agent, interface=opts.interface, extra=opts.launcher_args)
+    except ValueError as exc:
+        raise errors.BadSpec(str(exc), HINT) from None
+
+
+def deadline_of(spec: Spec, opts: MpiOptions) -> float | None:
+    if opts.deadline is not None:
+        return opts.deadline
+    if spec.time_budget is None:
+        return None
+    return spec.time_budget + START_MARGIN_S + 2 * spec.timeout
+
+
+def run_launched(spec: Spec, hold: contextlib.ExitStack | None = None) -> Measured:
+    """Start the two ranks, wait for the job (bounded), and read rank 0's document."""
+    opts = validate_mpi(spec)
+    launcher, name, impl = choose_launcher(opts)
+    try:
+        made = launcher.command(launch_spec(spec, opts, impl))
+    except ValueError as exc:
+        raise errors.BadSpec(f"{name}: {exc}", HINT) from None
+    notes = [ROOT_NOTE] if "--allow-run-as-root" in made.argv else []
+    record = {"started_by": "beoperf", "launcher": name, "argv": list(made.argv[:-1]) +
+              ["SPEC"], "environment": dict(made.env) | rank_environment(opts, impl),
+              "notes": notes}
+    env = {**os.environ, **made.env, "BEOPERF_MPI_LAUNCH": json.dumps(record)}
+    job = Job(list(made.argv), env, deadline_of(spec, opts))
+    job.run()
+    if hold is not None:
+        hold.enter_context(interrupts.deferred())
+    return job.measured(name)
+
+
+# --------------------------------------------------------------------------- entry
+
+
+def run(spec: Spec, progress: Progress | None = None,
+        hold: contextlib.ExitStack | None = None) -> Measured | None:
+    """The sweep: as a rank when a launcher started this process (None for ranks other
+    than 0), else by launching the two ranks."""
+    info = ranks.rank_of()
+    if info is not None:
+        return run_as_rank(spec, info, progress, hold)
+    return run_launched(spec, hold)
+
+
+def on_stop_signal(handler: Callable[[int, Any], None]) -> None:
+    """Rank 0 stops its sweep on SIGUSR1 (what the launching process sends on Ctrl-C)."""
+    signal.signal(signal.SIGUSR1, handler)
+
+
+# --------------------------------------------------------------------------- --sweep
+
+ENV_KEY = "mpi-env:"
+
+
+def is_mpi_sweep(spec: Spec, key: str) -> bool:
+    """Whether a --sweep needs this module: TCP against MPI, an MPI variable, or any
+    setting of an MPI sweep."""
+    return key == "transport" or key.startswith(ENV_KEY) or spec.transport == "mpi"
+
+
+def configure(spec: Spec, key: str, value: Any) -> Spec:
+    """The spec with one swept setting changed: the transport (the TCP run goes to the
+    second MPI host's `beoperf serve` unless a host is given: both on the same pair of
+    hosts), an MPI variable, or any setting a TCP sweep takes."""
+    from beoperf.suites import pingpong
+
+    opts = spec.mpi or MpiOptions()
+    if key == "transport":
+        if value not in ("tcp", "mpi"):
+            raise errors.BadSpec(f"--sweep transport={value}: choose tcp or mpi", HINT)
+        host = (spec.host or (opts.hosts[-1] if len(opts.hosts) == 2 else None)) \
+            if value == "tcp" else None
+        return dataclasses.replace(spec, transport=value, host=host)
+    if key.startswith(ENV_KEY):
+        name = key[len(ENV_KEY):]
+        if not name.isidentifier():
+            raise errors.BadSpec(f"--sweep {key}: not a variable name", HINT)
+        env = tuple((k, v) for k, v in opts.env if k != name) + ((name, str(value)),)
+        return dataclasses.replace(spec, transport="mpi", mpi=dataclasses.replace(opts, env=env))
+    return pingpong.configure(spec, key, value)
+
+
+def run_configs(spec: Spec, key: str, values: list[Any], progress: Progress | None = None,
+                hold: Callable[[], contextlib.ExitStack] = contextlib.ExitStack,
+                ) -> Iterator[tuple[Any, Measured, contextlib.ExitStack]]:
+    """One sweep per value, as suites.pingpong.run_configs does (every value checked
+    first; stops after the first that did not complete), launching each MPI run."""
+    from beoperf.suites import pingpong
+
+    if ranks.rank_of() is not None:
+        raise errors.BadSpec("--sweep launches its own MPI jobs: run it outside mpirun/srun",
+                             HINT)
+    specs = [configure(spec, key, v) for v in values]
+    for one in specs:
+        validate_mpi(one) if one.transport == "mpi" else validate(one)
+    for value, one in zip(values, specs, strict=True):
+        stack = hold()
+        if one.transport == "mpi":
+            measured = run_launched(one, stack)
+        else:
+            measured = pingpong.run(one, progress, stack)
+        yield value, measured, stack
+        if measured.error is not None or measured.interrupt is not None:
+            return
