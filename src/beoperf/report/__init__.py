@@ -41,7 +41,8 @@ MODULES = {"pingpong": "pingpong", "comparison": "compare", "audit": "audit",
            "fleet-audit": "fleet", "tune-plan": "tune", "rollback": "tune", "procedure": "tune",
            "monitor-report": "monitor", "monitor-session": "monitor_session",
            "prediction": "prediction", "replay": "prediction",
-           "cluster": "cluster", "scaling": "cluster", "hpcc-comparison": "cluster"}
+           "cluster": "cluster", "scaling": "cluster", "hpcc-comparison": "cluster",
+           "node": "node", "node-fleet": "node", "node-comparison": "node"}
 
 
 HTML_FORMATS = ("html", "title", "warnings")  # a kind's section of the HTML report
