@@ -22,6 +22,7 @@ from beoperf.sweep.driver import (
     SweepConfig,
     loop_config,
     make_pool,
+    no_fall_cap,
     open_transport,
     run_sweep,
     settle_confirmed,
@@ -602,3 +603,35 @@ def test_no_second_settling_without_a_fall():
     link = Link(lambda n, i: 1000.0)
     got = settle_confirmed(link, 1000, 1000.0, 1e-5, sleep=lambda s: pytest.fail("slept"))
     assert got.confirmed is None and link.trials == [2, 4, 8, 16]
+
+
+def test_a_wandering_stream_without_a_fall_stops_at_the_cap():
+    """A busy machine: the rate alternates 10% up and down around 8 Gbit/s (never two
+    steps inside the 1%-down/5%-up band, never a fall to half): the trials grow to the
+    cap and no longer.  1 us messages, cap 10 ms: trials of 2 ... 8192 messages
+    (8.192 ms); doubling to 16.4 ms would pass the cap: stop there, unsettled."""
+    link = Link(lambda n, i: 1000.0 * (1.1 if i % 2 else 1.0))
+    got = settle_stream(link, 1000, 1000.0, 1e-4, cap_s=0.01)
+    assert link.trials == [2 ** j for j in range(1, 14)]
+    assert not got.settled and got.shaper(1000) is None
+    assert 0.005 < got.trial_s <= 0.01
+
+
+def test_a_bucket_is_followed_past_the_cap_until_it_settles():
+    """The 4-message bucket falls to under half its burst rate by the third trial: the
+    cap for a rate without a fall does not hold it; it settles at 1024 messages as
+    without a cap."""
+    link = Link(bucket)
+    got = settle_stream(link, 1000, 1000.0, 1e-4, cap_s=1e-5)
+    assert link.trials == list(BUCKET_UNITS) and got.settled
+
+
+def test_the_cap_without_a_fall_is_the_budgets_share_of_one_trial():
+    """20 s over 15 sizes of 6 trials: 0.222 s; never under the trial time asked, never
+    over 4 s; no budget: 4 s."""
+    cfg = SweepConfig(sizes=[1] * 15, mode="stream", time_budget=20.0, min_trials=6)
+    assert no_fall_cap(cfg) == pytest.approx(20.0 / 90)
+    assert no_fall_cap(SweepConfig(sizes=[1] * 15, time_budget=0.01, trial_time=0.002)) \
+        == 0.002
+    assert no_fall_cap(SweepConfig(sizes=[1], time_budget=1000.0)) == 4.0
+    assert no_fall_cap(SweepConfig(sizes=[1], time_budget=None)) == 4.0

@@ -120,7 +120,7 @@ class PingPongMeasurer:
         if self.cfg.mode == "stream" and self.stream is None and self.cfg.settle:
             probe = settle_size(self.cfg.sizes)
             self.stream = settle_confirmed(self, probe, estimate_ns * probe / size,
-                                           self.cfg.trial_time)
+                                           self.cfg.trial_time, cap_s=no_fall_cap(self.cfg))
         reps = reps_for(estimate_ns, self.trial_seconds(size), self.cfg.min_reps)
         first = self.trial(size, reps)
         return self.cost(first), first, reps
@@ -139,6 +139,19 @@ BURST_RATE = 1.5  # trials this much faster than the sustained rate carried burs
 WANDER = 0.15  # a bucket's fall may wobble up this much between trials (a busy machine)
 MAX_REFILL = 2.0  # seconds at most to wait for a bucket to refill before the second
 FIRST_MESSAGES = 2  # settle_stream's first trial: so few messages that a burst holds them
+NO_FALL_TRIAL = 0.25  # seconds: a settling that shows no fall grows its trials no longer
+
+
+def no_fall_cap(cfg: SweepConfig) -> float:
+    """The longest stream trial a sweep's settling grows to while the rate shows no
+    shaper's fall: the budget's share of one trial (every size runs min_trials of them),
+    at least the configured trial time, at most MAX_STREAM_TRIAL.  A busy machine's rate
+    wanders and never settles within 1%; growing the trials to MAX_STREAM_TRIAL then made
+    a 15-size stream sweep on loopback take 2 minutes against a 20 s budget."""
+    if cfg.time_budget is None:
+        return MAX_STREAM_TRIAL
+    share = cfg.time_budget / (max(1, len(cfg.sizes)) * max(1, cfg.min_trials))
+    return min(MAX_STREAM_TRIAL, max(cfg.trial_time, share))
 
 
 @dataclass
@@ -174,11 +187,7 @@ class Settled:
     def falls(self) -> bool:
         """The rate fell to under (1 - SHAPER_DROP) of the fastest trial's and never rose
         by more than WANDER on the way."""
-        rates = [r for _t, r in self.rates_bps]
-        top = rates.index(max(rates))
-        after = rates[top:]
-        return (len(after) > 1 and after[-1] < after[0] * (1 - SHAPER_DROP)
-                and all(b <= a * (1 + WANDER) for a, b in zip(after, after[1:], strict=False)))
+        return falls(self.rates_bps)
 
     def refill_s(self) -> float:
         """How long a bucket of the burst seen takes to refill at the sustained rate
@@ -198,6 +207,17 @@ class Settled:
 SETTLE_SIZE = 64 * 1024
 
 
+def falls(rates_bps: list[tuple[float, float]]) -> bool:
+    """A token bucket's signature in a settling's (trial seconds, rate) pairs: the rate
+    fell to under (1 - SHAPER_DROP) of the fastest trial's and never rose by more than
+    WANDER on the way."""
+    rates = [r for _t, r in rates_bps]
+    top = rates.index(max(rates))
+    after = rates[top:]
+    return (len(after) > 1 and after[-1] < after[0] * (1 - SHAPER_DROP)
+            and all(b <= a * (1 + WANDER) for a, b in zip(after, after[1:], strict=False)))
+
+
 def settle_size(sizes: list[int]) -> int:
     """The message size to settle the stream trial's length with: small enough that the
     shortest trial fits in a shaper's burst (so that the fall shows), large enough to be
@@ -205,7 +225,8 @@ def settle_size(sizes: list[int]) -> int:
     return min(SETTLE_SIZE, max(sizes))
 
 
-def settle_stream(m: PingPongMeasurer, size: int, unit_ns: float, start_s: float) -> Settled:
+def settle_stream(m: PingPongMeasurer, size: int, unit_ns: float, start_s: float,
+                  cap_s: float = MAX_STREAM_TRIAL) -> Settled:
     """Double the stream trial's length until its rate stops changing.
 
     A shaper (tc tbf, a policed cloud or campus link) lets a burst through at line rate
@@ -218,7 +239,10 @@ def settle_stream(m: PingPongMeasurer, size: int, unit_ns: float, start_s: float
     length is measured as a trial is.  The first trial is FIRST_MESSAGES messages, so
     that a burst holds it on any machine (a first trial of ``start_s`` overflows a
     256 KB burst on a fast one and the fall goes unseen); no length shorter than
-    ``start_s`` counts as settled."""
+    ``start_s`` counts as settled.  While the rates show no fall (see falls) the trials
+    grow to ``cap_s`` at most (not settled then): without a bucket there is no burst to
+    outlast, and a busy machine's wander would otherwise double them to
+    MAX_STREAM_TRIAL."""
     rates: list[tuple[float, float]] = []
     length = min(start_s, FIRST_MESSAGES * unit_ns * 1e-9)
     while True:
@@ -228,7 +252,7 @@ def settle_stream(m: PingPongMeasurer, size: int, unit_ns: float, start_s: float
         rates.append((took, size * 8e9 / unit_ns))
         if took >= start_s and steady(rates):
             return Settled(took, unit_ns, rates, True)
-        if took * 2 > MAX_STREAM_TRIAL:
+        if took * 2 > MAX_STREAM_TRIAL or (took * 2 > cap_s and not falls(rates)):
             return Settled(took, unit_ns, rates, False)
         length = 2 * took
 
@@ -256,13 +280,14 @@ def replay_stream(m: PingPongMeasurer, size: int,
 
 
 def settle_confirmed(m: PingPongMeasurer, size: int, unit_ns: float, start_s: float,
-                     sleep: Callable[[float], None] = time.sleep) -> Settled:
+                     sleep: Callable[[float], None] = time.sleep,
+                     cap_s: float = MAX_STREAM_TRIAL) -> Settled:
     """settle_stream, and when it shows a shaper, its trials once more (the same message
     counts) after the bucket has had time to refill: a token bucket is deterministic and
     shows the same fall to the same rate again (within CONFIRM), while a busy machine
     that happened to slow down during the longer trials does not, as a rule.  The second
     series' rates are kept."""
-    first = settle_stream(m, size, unit_ns, start_s)
+    first = settle_stream(m, size, unit_ns, start_s, cap_s)
     seen = first.shaper(size)
     if seen is None:
         return first
@@ -289,7 +314,8 @@ def shaper_probe(peer: Peer, params: dict[str, Any], sizes: list[int], *,
     try:
         m = PingPongMeasurer(transport, cfg)
         unit = m.cost(m.trial(size, 1))
-        settled = settle_confirmed(m, size, unit, trial_time)
+        settled = settle_confirmed(m, size, unit, trial_time,
+                                   cap_s=max(trial_time, NO_FALL_TRIAL))
     finally:
         transport.close()
     return {"shaper": settled.shaper(size),
