@@ -195,12 +195,19 @@ static int dispatch(beo_mpi_loop *lp, const run_target *t, const int *to, int nt
         return beo_mpi_stream_recv(lp, t->peer);
     if (strcmp(t->role, "exchange") == 0)
         return beo_mpi_exchange(lp, to, nto, from, nfrom);
+    if (strncmp(t->role, "ring-", 5) == 0) { /* from the left, to the right */
+        if (nto != 1 || nfrom != 1)
+            return BEO_EINVAL;
+        return beo_mpi_ring(lp, from[0], to[0], strcmp(t->role, "ring-sendrecv") == 0
+                                                     ? BEO_RING_SENDRECV : BEO_RING_NONBLOCKING);
+    }
     return beo_mpi_barrier(lp);
 }
 
 static const char *const ROLES[] = {"pingpong-initiator", "pingpong-responder", "stream-send",
-                                    "stream-recv", "exchange", "barrier", NULL};
-static const int TIMED_ROLES[] = {1, 0, 0, 0, 1, 0};
+                                    "stream-recv", "exchange", "barrier", "ring-sendrecv",
+                                    "ring-nonblocking", NULL};
+static const int TIMED_ROLES[] = {1, 0, 0, 0, 1, 0, 1, 1};
 
 static int role_index(const char *role)
 {
@@ -214,7 +221,8 @@ static PyObject *loop_error(int rc, int mpi_error)
 {
     if (rc == BEO_EINVAL)
         return PyErr_Format(PyExc_ValueError, "the loop cannot run with these arguments "
-                            "(size over the pool, window < 1, too few pool slots or ranks)");
+                            "(size over the pool, window < 1, too few pool slots or ranks; "
+                            "a ring needs 4 slots and one rank each side)");
     if (rc == BEO_ENOMEM)
         return PyErr_NoMemory();
     PyObject *exc = PyObject_CallFunction(MpiError, "si", "an MPI call failed", mpi_error);
@@ -227,9 +235,9 @@ static PyObject *loop_error(int rc, int mpi_error)
 
 typedef struct {
     uintptr_t comm, byte;
-    unsigned long long reps, seq0;
+    unsigned long long reps, seq0, warmup;
     Py_ssize_t size;
-    int tag, integrity, sync, nonblocking, window, timed;
+    int tag, integrity, sync, nonblocking, window, timed, barrier;
 } run_args;
 
 static PyObject *run_loop(LibraryObject *self, const run_args *a, const run_target *t,
@@ -249,6 +257,8 @@ static PyObject *run_loop(LibraryObject *self, const run_args *a, const run_targ
     if (a->timed && TIMED_ROLES[role])
         samples = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(a->reps * sizeof(uint64_t)));
     int window = a->window > nto + nfrom ? a->window : nto + nfrom;
+    if (strncmp(t->role, "ring-", 5) == 0 && window < 2)
+        window = 2; /* the ring's four requests: window + 2 */
     void *scratch = calloc(1, beo_mpi_scratch_bytes(&self->mpi, window + 2));
     if ((a->timed && TIMED_ROLES[role] && samples == NULL) || scratch == NULL) {
         PyBuffer_Release(&view);
@@ -260,7 +270,7 @@ static PyObject *run_loop(LibraryObject *self, const run_args *a, const run_targ
         .mpi = &self->mpi, .comm = a->comm, .byte = a->byte, .tag = a->tag, .pool = &bp,
         .size = (size_t)a->size, .reps = a->reps, .seq0 = a->seq0, .integrity = a->integrity,
         .flags = (a->sync ? BEO_MPI_SYNC : 0) | (a->nonblocking ? BEO_MPI_NONBLOCKING : 0),
-        .window = window, .scratch = scratch,
+        .window = window, .scratch = scratch, .warmup = a->warmup, .barrier = a->barrier,
         .samples = samples ? (uint64_t *)PyBytes_AS_STRING(samples) : NULL,
     };
     int rc;
@@ -285,23 +295,25 @@ static PyObject *Library_run(LibraryObject *self, PyObject *args, PyObject *kwds
 {
     static char *kwlist[] = {"role", "comm", "byte", "pool", "reps", "peer", "size", "seq0",
                              "tag", "integrity", "sync", "nonblocking", "window", "timed",
-                             "to", "from_", NULL};
+                             "to", "from_", "warmup", "barrier", NULL};
     run_args a = {.tag = 7, .window = 1, .timed = 1};
     run_target t = {.peer = -1};
     unsigned long long comm, byte;
     PyObject *pool;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sKKOK|$inKipppipOO", kwlist, &t.role, &comm,
-                                     &byte, &pool, &a.reps, &t.peer, &a.size, &a.seq0, &a.tag,
-                                     &a.integrity, &a.sync, &a.nonblocking, &a.window, &a.timed,
-                                     &t.to, &t.from))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sKKOK|$inKipppipOOKp", kwlist, &t.role,
+                                     &comm, &byte, &pool, &a.reps, &t.peer, &a.size, &a.seq0,
+                                     &a.tag, &a.integrity, &a.sync, &a.nonblocking, &a.window,
+                                     &a.timed, &t.to, &t.from, &a.warmup, &a.barrier))
         return NULL;
     if (!library_ready(self))
         return NULL;
-    if (a.reps < 1 || a.reps > (1ULL << 27))
-        return PyErr_Format(PyExc_ValueError, "reps must be in 1..%llu", 1ULL << 27);
+    if (a.reps < 1 || a.reps > (1ULL << 27) || a.warmup > (1ULL << 27))
+        return PyErr_Format(PyExc_ValueError, "reps must be in 1..%llu, warmup at most that",
+                            1ULL << 27);
     if (a.size < 0 || a.tag < 0 || a.tag > 32000 || a.window < 1 || a.window > 4096)
         return PyErr_Format(PyExc_ValueError, "size >= 0, tag 0..32000, window 1..4096");
-    if (strcmp(t.role, "exchange") != 0 && strcmp(t.role, "barrier") != 0 && t.peer < 0)
+    if (strcmp(t.role, "exchange") != 0 && strcmp(t.role, "barrier") != 0 &&
+        strncmp(t.role, "ring-", 5) != 0 && t.peer < 0)
         return PyErr_Format(PyExc_ValueError, "role %s needs a peer rank", t.role);
     a.comm = (uintptr_t)comm;
     a.byte = (uintptr_t)byte;
@@ -322,7 +334,8 @@ static PyMethodDef Library_methods[] = {
      "MPI is initialised and not finalised"},
     {"run", (PyCFunction)(void (*)(void))Library_run, METH_VARARGS | METH_KEYWORDS,
      "run(role, comm, byte, pool, reps, *, peer, size, seq0, tag, integrity, sync, "
-     "nonblocking, window, timed, to, from_) -> (samples_ns bytes | None, elapsed_ns, corrupt)"},
+     "nonblocking, window, timed, to, from_, warmup, barrier) -> (samples_ns bytes | None, "
+     "elapsed_ns, corrupt)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -41,7 +41,9 @@ MODULES = {"pingpong": "pingpong", "comparison": "compare", "audit": "audit",
            "fleet-audit": "fleet", "tune-plan": "tune", "rollback": "tune", "procedure": "tune",
            "monitor-report": "monitor", "monitor-session": "monitor_session",
            "prediction": "prediction", "replay": "prediction",
-           "cluster": "cluster", "scaling": "cluster", "hpcc-comparison": "cluster"}
+           "cluster": "cluster", "scaling": "cluster", "hpcc-comparison": "cluster",
+           "cluster-ring": "cluster_mpi", "cluster-pairs": "cluster_mpi",
+           "cluster-mbw": "cluster_mpi"}
 
 
 HTML_FORMATS = ("html", "title", "warnings")  # a kind's section of the HTML report

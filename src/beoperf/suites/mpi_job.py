@@ -125,19 +125,28 @@ class Job:
                  and not set(ln.strip()) <= {"-"}]
         return " / ".join(lines[-3:])[-600:] if lines else "no message"
 
-    def measured(self, name: str) -> Measured:
-        """Rank 0's document and error (if it sent them), with what went wrong around."""
+    def result(self, name: str) -> tuple[Document, errors.BeoperfError | None, list[str]]:
+        """Rank 0's document (any kind) and error, and what went wrong around them (how
+        the job ended after the result); the error of the job when it sent no document."""
         doc, error = self._result()
         if doc is None:
             raise self._no_result(name)
-        run = RunResult.from_document(doc)
+        warnings = []
         if self.hung_after_result or self.timed_out:
-            run.warnings.append(f"the MPI job did not end within {FINALIZE_GRACE_S:g} s of "
-                                "rank 0 sending its result (a rank hung, e.g. in "
-                                "MPI_Finalize): it was ended")
+            warnings.append(f"the MPI job did not end within {FINALIZE_GRACE_S:g} s of rank 0 "
+                            "sending its result (a rank hung, e.g. in MPI_Finalize): it was "
+                            "ended")
         elif self.returncode not in (0, None) and self.interrupt is None:
-            run.warnings.append(f"{name} exited with status {self.returncode} after rank 0 "
-                                f"sent its result: {self.last_error()}")
+            warnings.append(f"{name} exited with status {self.returncode} after rank 0 sent "
+                            f"its result: {self.last_error()}")
+        return doc, error, warnings
+
+    def measured(self, name: str) -> Measured:
+        """Rank 0's ping-pong document and error (if it sent them), with what went wrong
+        around."""
+        doc, error, warnings = self.result(name)
+        run = RunResult.from_document(doc)
+        run.warnings += warnings
         doc = document(run) if run.warnings != doc.body.get("warnings") else doc
         return Measured(doc, run, error, self.interrupt)
 
