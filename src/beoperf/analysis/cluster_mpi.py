@@ -18,8 +18,10 @@ least one while two fast nodes exist.  A node is slow when its figure is a robus
 among the nodes' figures (the modified z-score of Iglewicz and Hoaglin, 0.6745 (x -
 median) / MAD, over the logarithms, beyond Z_LIMIT) *and* worse than their median by
 more than the relative threshold (without which a matrix of near-equal figures, whose MAD
-is tiny, would flag noise).  A pair is expected to reach the worse of its two nodes'
-figures; a link is slow when it falls short of that by more than the threshold and its
+is tiny, would flag noise) even at the end of its pairs' 95% intervals most favourable to
+it (so that a busy spell that left a pair's trials spread out names nothing).  A pair is
+expected to reach the worse of its two nodes' figures; a link is slow when it falls short
+of that by more than the threshold, at the favourable end of its interval too, and its
 ratio is a robust outlier among the pairs' ratios.  A slow node thus explains its own
 pairs, and a slow link is one its two nodes do not explain.  Three nodes at least.
 """
@@ -51,9 +53,11 @@ MIN_NODES = 3
 # --------------------------------------------------------------------------- rings
 
 
-def random_rings(n: int, count: int, seed: int) -> list[list[int]]:
-    """``count`` orders of ranks 0..n-1, drawn as HPCC draws them (see the docstring)."""
-    rng = random.Random(seed)
+def random_rings(n: int, count: int, seed: int,
+                 rng: random.Random | None = None) -> list[list[int]]:
+    """``count`` orders of ranks 0..n-1, drawn as HPCC draws them (see the docstring),
+    from ``seed`` (or ``rng``)."""
+    rng = rng or random.Random(seed)
     rings = []
     for _ in range(count):
         slots = [-1] * n
@@ -166,11 +170,14 @@ def modified_z(values: Sequence[float]) -> list[float]:
 METRICS = {"bandwidth": ("bandwidth_Bps", 1), "latency": ("latency_s", -1)}  # +1: more is better
 
 
-def host_matrix(pairs: Sequence[Mapping[str, Any]], nodes: Sequence[str], field: str
-                ) -> list[list[float | None]]:
+def host_matrix(pairs: Sequence[Mapping[str, Any]], nodes: Sequence[str], field: str,
+                bound: int = 0) -> list[list[float | None]]:
     """The node x node matrix of a pair figure (``field``: "latency_s" or
     "bandwidth_Bps"): the median over the rank pairs between two nodes; on the diagonal
-    the pairs within a node (several ranks per node); None where none was measured."""
+    the pairs within a node (several ranks per node); None where none was measured.
+    ``bound`` +1: instead the highest upper end of their 95% intervals, -1: the lowest
+    lower end (the median where a pair has no interval): the most favourable figure the
+    measurements leave possible."""
     index = {n: i for i, n in enumerate(nodes)}
     cells: dict[tuple[int, int], list[float]] = {}
     for p in pairs:
@@ -178,10 +185,12 @@ def host_matrix(pairs: Sequence[Mapping[str, Any]], nodes: Sequence[str], field:
         if st is None:
             continue
         i, j = sorted((index[p["node_a"]], index[p["node_b"]]))
-        cells.setdefault((i, j), []).append(st["median"])
+        end = st["ci_high"] if bound > 0 else st["ci_low"] if bound < 0 else None
+        cells.setdefault((i, j), []).append(st["median"] if end is None else end)
     out: list[list[float | None]] = [[None] * len(nodes) for _ in nodes]
     for (i, j), vals in cells.items():
-        out[i][j] = out[j][i] = float(np.median(vals))
+        v = max(vals) if bound > 0 else min(vals) if bound < 0 else float(np.median(vals))
+        out[i][j] = out[j][i] = v
     return out
 
 
@@ -202,8 +211,11 @@ def _worse(sign: int, value: float, reference: float, relative: float) -> bool:
     return value < reference * (1 - relative) if sign > 0 else value > reference * (1 + relative)
 
 
-def slow_nodes(figures: Mapping[str, float], metric: str, sign: int, relative: float,
-               z_limit: float) -> list[dict[str, Any]]:
+def slow_nodes(figures: Mapping[str, float], best: Mapping[str, float], metric: str, sign: int,
+               relative: float, z_limit: float) -> list[dict[str, Any]]:
+    """``figures``: each node's best pair (medians); ``best``: the same from the ends of
+    the intervals most favourable to the node (it is named only if even those are worse
+    than the threshold)."""
     names = list(figures)
     values = [figures[n] for n in names]
     z = modified_z(values)
@@ -211,12 +223,12 @@ def slow_nodes(figures: Mapping[str, float], metric: str, sign: int, relative: f
     return [{"node": n, "metric": metric, "value": v, "median": med, "ratio": v / med,
              "z": zz if math.isfinite(zz) else None}
             for n, v, zz in zip(names, values, z, strict=True)
-            if _worse(sign, v, med, relative) and -sign * zz > z_limit]
+            if _worse(sign, best.get(n, v), med, relative) and -sign * zz > z_limit]
 
 
-def slow_links(matrix: list[list[float | None]], nodes: Sequence[str],
-               figures: Mapping[str, float], metric: str, sign: int, relative: float,
-               z_limit: float) -> list[dict[str, Any]]:
+def slow_links(matrix: list[list[float | None]], bounds: list[list[float | None]],
+               nodes: Sequence[str], figures: Mapping[str, float], metric: str, sign: int,
+               relative: float, z_limit: float) -> list[dict[str, Any]]:
     links = []
     for i in range(len(nodes)):
         for j in range(i + 1, len(nodes)):
@@ -225,23 +237,24 @@ def slow_links(matrix: list[list[float | None]], nodes: Sequence[str],
                 continue
             a, b = figures[nodes[i]], figures[nodes[j]]
             expected = min(a, b) if sign > 0 else max(a, b)
-            links.append((nodes[i], nodes[j], v, expected))
+            links.append((nodes[i], nodes[j], v, expected, bounds[i][j]))
     if not links:
         return []
-    z = modified_z([v / e for _, _, v, e in links])
+    z = modified_z([v / e for _, _, v, e, _ in links])
     return [{"a": a, "b": b, "metric": metric, "value": v, "expected": e, "ratio": v / e,
              "z": zz if math.isfinite(zz) else None}
-            for (a, b, v, e), zz in zip(links, z, strict=True)
-            if _worse(sign, v, e, relative) and -sign * zz > z_limit]
+            for (a, b, v, e, end), zz in zip(links, z, strict=True)
+            if _worse(sign, v if end is None else end, e, relative) and -sign * zz > z_limit]
 
 
 def rule(relative: float, z_limit: float) -> str:
     return (f"a node's figure is its best pair with another node; a node is slow when its "
-            f"figure is worse than the nodes' median by more than {relative:.0%} and its "
-            f"modified z-score (0.6745 x deviation / MAD, on logarithms) is beyond "
-            f"{z_limit:g}; a pair is expected to reach the worse of its two nodes' figures, "
-            f"and a link is slow when it falls short of that by more than {relative:.0%} "
-            f"with its ratio's modified z-score beyond {z_limit:g}")
+            f"figure is worse than the nodes' median by more than {relative:.0%} (even at the "
+            f"end of the 95% intervals most favourable to it) and its modified z-score "
+            f"(0.6745 x deviation / MAD, on logarithms) is beyond {z_limit:g}; a pair is "
+            f"expected to reach the worse of its two nodes' figures, and a link is slow when "
+            f"it falls short of that by more than {relative:.0%} (so does the favourable end "
+            f"of its interval) with its ratio's modified z-score beyond {z_limit:g}")
 
 
 def findings(pairs: Sequence[Mapping[str, Any]], nodes: Sequence[str],
@@ -254,13 +267,16 @@ def findings(pairs: Sequence[Mapping[str, Any]], nodes: Sequence[str],
                            "note": None}
     for metric, (field, sign) in METRICS.items():
         matrix = host_matrix(pairs, nodes, field)
+        bounds = host_matrix(pairs, nodes, field, bound=sign)
         figures = _node_figures(matrix, nodes, sign)
         out["matrix"][field] = matrix
         out["node_figures"][field] = figures
         if len(figures) < MIN_NODES:
             continue
-        out["slow_nodes"] += slow_nodes(figures, metric, sign, relative, z_limit)
-        out["slow_links"] += slow_links(matrix, nodes, figures, metric, sign, relative, z_limit)
+        best = _node_figures(bounds, nodes, sign)
+        out["slow_nodes"] += slow_nodes(figures, best, metric, sign, relative, z_limit)
+        out["slow_links"] += slow_links(matrix, bounds, nodes, figures, metric, sign,
+                                        relative, z_limit)
     if len(nodes) < MIN_NODES:
         plural = "s" if len(nodes) != 1 else ""
         out["note"] = (f"{len(nodes)} node{plural}: slow nodes and links are named from "

@@ -72,6 +72,7 @@ typedef struct {
     void *scratch;    /* requests and statuses: beo_mpi_scratch_bytes(window + 2) bytes */
     uint64_t *samples;   /* out: reps entries (ns), or NULL */
     uint64_t elapsed_ns; /* out: whole loop */
+    uint64_t elapsed2_ns; /* out: beo_mpi_ring_hpcc's second (non-blocking) loop */
     uint64_t corrupt;    /* out: messages that failed verification */
     int mpi_error;       /* out: error code of a failed MPI call */
 } beo_mpi_loop;
@@ -109,9 +110,16 @@ int beo_mpi_exchange(beo_mpi_loop *lp, const int *to, int nto, const int *from, 
  * the right and the left, then MPI_Waitall.  Messages to the right carry lp->tag, to the
  * left lp->tag + 1 (so that a ring of two, where left == right, keeps them apart).
  * Buffers: slot 0 to the right, 1 to the left, 2 from the left, 3 from the right
- * (BEO_EINVAL with fewer than 4 pool slots). */
+ * (BEO_EINVAL with fewer than 4 pool slots).  lp->warmup steps first (not timed), then
+ * the barrier if asked. */
 typedef enum { BEO_RING_SENDRECV = 0, BEO_RING_NONBLOCKING = 1 } beo_ring_variant;
 int beo_mpi_ring(beo_mpi_loop *lp, int left, int right, beo_ring_variant variant);
+
+/* HPCC's ring measurement as bench_lat_bw does it, with no pause between its parts: the
+ * barrier if asked (HPCC: MPI_Allreduce of the loop length), then lp->warmup steps and
+ * lp->reps timed steps of the Sendrecv variant (elapsed_ns), then as many of the
+ * non-blocking variant (elapsed2_ns).  Samples: 2 x reps entries, Sendrecv's first. */
+int beo_mpi_ring_hpcc(beo_mpi_loop *lp, int left, int right);
 
 /* MPI_Barrier on the loop's communicator, timed (elapsed_ns). */
 int beo_mpi_barrier(beo_mpi_loop *lp);

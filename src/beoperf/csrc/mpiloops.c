@@ -475,17 +475,23 @@ static int ring_step(beo_mpi_loop *lp, int left, int right, beo_ring_variant var
     return rc;
 }
 
-int beo_mpi_ring(beo_mpi_loop *lp, int left, int right, beo_ring_variant variant)
+static int ring_valid(const beo_mpi_loop *lp, int left, int right)
 {
     int rc = valid(lp);
-    if (rc != BEO_OK)
-        return rc;
-    if (lp->pool->slots < 4 || lp->window < 2 || left < 0 || right < 0 ||
-        (variant != BEO_RING_SENDRECV && variant != BEO_RING_NONBLOCKING))
-        return BEO_EINVAL;
+    if (rc == BEO_OK && (lp->pool->slots < 4 || lp->window < 2 || left < 0 || right < 0))
+        rc = BEO_EINVAL;
+    return rc;
+}
+
+/* lp->warmup untimed steps, the barrier if `settled` asks, then lp->reps timed steps
+ * (their samples into `samples`, the loop's time into `elapsed`). */
+static int ring_loop(beo_mpi_loop *lp, int left, int right, beo_ring_variant variant,
+                     int settled, uint64_t *samples, uint64_t *elapsed)
+{
+    int rc = BEO_OK;
     for (uint64_t w = 0; w < lp->warmup && rc == BEO_OK; w++)
         rc = ring_step(lp, left, right, variant, w);
-    if (rc == BEO_OK)
+    if (rc == BEO_OK && settled)
         rc = settle(lp);
     if (rc != BEO_OK)
         return rc;
@@ -496,11 +502,34 @@ int beo_mpi_ring(beo_mpi_loop *lp, int left, int right, beo_ring_variant variant
         uint64_t t1 = beo_now_ns();
         if (rc != BEO_OK)
             return rc;
-        if (lp->samples)
-            lp->samples[i] = interval(t0, t1);
+        if (samples)
+            samples[i] = interval(t0, t1);
     }
-    lp->elapsed_ns = interval(start, beo_now_ns());
+    *elapsed = interval(start, beo_now_ns());
     return BEO_OK;
+}
+
+int beo_mpi_ring(beo_mpi_loop *lp, int left, int right, beo_ring_variant variant)
+{
+    int rc = ring_valid(lp, left, right);
+    if (rc != BEO_OK)
+        return rc;
+    if (variant != BEO_RING_SENDRECV && variant != BEO_RING_NONBLOCKING)
+        return BEO_EINVAL;
+    return ring_loop(lp, left, right, variant, 1, lp->samples, &lp->elapsed_ns);
+}
+
+int beo_mpi_ring_hpcc(beo_mpi_loop *lp, int left, int right)
+{
+    int rc = ring_valid(lp, left, right);
+    if (rc == BEO_OK)
+        rc = settle(lp);
+    if (rc == BEO_OK)
+        rc = ring_loop(lp, left, right, BEO_RING_SENDRECV, 0, lp->samples, &lp->elapsed_ns);
+    if (rc == BEO_OK)
+        rc = ring_loop(lp, left, right, BEO_RING_NONBLOCKING, 0,
+                       lp->samples ? lp->samples + lp->reps : NULL, &lp->elapsed2_ns);
+    return rc;
 }
 
 int beo_mpi_barrier(beo_mpi_loop *lp)

@@ -5,17 +5,20 @@ With N pairs, rank i sends to rank i + N (i < N; the other ranks only meet the o
 the barrier): windows of ``window`` non-blocking sends, each window acknowledged by a
 4-byte message; one window of warm-up, then every rank in MPI_Barrier, then the timed
 windows.  The aggregate bandwidth is N x size x messages / the senders' mean time, the
-message rate N x messages / that time (osu_mbw_mr's); each pair's own rate shows how
-evenly they shared.  Each (N, size) is a point of the precision loop; figures are the
-median of the trials, with its 95% interval.  Ranks are placed by node, so with one
-rank per node pair i runs from node i to node i + N; with two per node, two pairs leave
-each sending node.
+message rate N x messages / that time (osu_mbw_mr's: every pair sends as much, so a slow
+pair weighs on it); each pair's own rate (its bytes over its own time), the slowest, the
+fastest and their sum, shows how evenly they shared and what they reached together.
+Each (N, size) is a point of the precision loop; figures are the median of the trials,
+with its 95% interval.  Ranks are placed by node, so with one rank per node pair i runs
+from node i to node i + N; with two per node, two pairs leave each sending node.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from beoperf import errors
 from beoperf.analysis.cluster_mpi import default_pair_counts, pairings, stat_of
@@ -72,16 +75,10 @@ def body(p: dict[str, Any], label: str | None, series: list[dict[str, Any]]) -> 
             "statistic": STATISTIC, "series": series}
 
 
-def body_of_plan(plan: dict[str, Any], series: list[dict[str, Any]]) -> dict[str, Any]:
-    return body(plan["params"], plan["label"], series)
-
-
 def run(spec: Spec) -> Outcome | None:
     """Every series; None on a rank other than 0."""
     check(spec)
-    p = params(spec)
-    return run_series("mbw", KIND, p, spec.common,
-                      lambda series: body(p, spec.common.label, series))
+    return run_series("mbw", KIND, params(spec), spec.common, body)
 
 
 # --------------------------------------------------------------------------- rank 0
@@ -92,14 +89,16 @@ def point(measurer: MbwMeasurer, count: int, size: int) -> dict[str, Any] | None
     if not trials:
         return None
     mean = [sum(t["elapsed_ns"]) / len(t["elapsed_ns"]) / 1e9 for t in trials]
-    per_pair = [size * t["reps"] / (e / 1e9) for t in trials for e in t["elapsed_ns"]]
+    rates = [[size * t["reps"] / (e / 1e9) for e in t["elapsed_ns"]] for t in trials]
+    per_pair = [r for trial in rates for r in trial]
     return {"pairs": count, "size": size, "trials": len(trials),
             "messages": trials[-1]["reps"],
             "bandwidth_Bps": stat_of([count * size * t["reps"] / m
                                       for t, m in zip(trials, mean, strict=True)]),
             "rate_per_s": stat_of([count * t["reps"] / m for t, m in zip(trials, mean,
                                                                           strict=True)]),
-            "pair_Bps": {"min": min(per_pair), "max": max(per_pair)}}
+            "pair_Bps": {"min": min(per_pair), "max": max(per_pair),
+                         "sum": float(np.median([sum(trial) for trial in rates]))}}
 
 
 def measure(leader: Any, plan: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:

@@ -214,11 +214,14 @@ def launch_series(plan: dict[str, Any], c: Common, w: Where, deadline: float | N
     return doc, error, job.interrupt
 
 
-def run_series(test: str, kind: str, params: dict[str, Any], c: Common,
-               body_of: Callable[[list[dict[str, Any]]], dict[str, Any]],
+Body = Callable[[dict[str, Any], str | None, list[dict[str, Any]]], dict[str, Any]]
+
+
+def run_series(test: str, kind: str, params: dict[str, Any], c: Common, body_of: Body,
                repeat: int = 1) -> Outcome | None:
-    """Every series of a test (one job per ranks-per-node value) as one document; as a
-    rank of the user's job, that job's one series (None on ranks other than 0)."""
+    """Every series of a test (one job per ranks-per-node value) as one document of
+    ``kind`` (``body_of(params, label, series)``); as a rank of the user's job, that
+    job's one series (None on ranks other than 0)."""
     check_common(c)
     info = ranks.rank_of()
     if info is not None:
@@ -237,7 +240,7 @@ def run_series(test: str, kind: str, params: dict[str, Any], c: Common,
             break
     with interrupts.deferred():
         meta = make_meta(list(c.command_line), utc_start=started, hosts=w.source)
-        document = Document(kind, body_of(series), meta)
+        document = Document(kind, body_of(params, c.label, series), meta)
     return Outcome(document, error, interrupt)
 
 
@@ -246,12 +249,12 @@ def run_series(test: str, kind: str, params: dict[str, Any], c: Common,
 RankMeasure = Callable[[Any, dict[str, Any], dict[str, Any]], dict[str, Any]]
 
 
-def measure_function(test: str) -> tuple[RankMeasure, str, Callable[..., dict[str, Any]]]:
+def measure_function(test: str) -> tuple[RankMeasure, str, Body]:
     """The test's rank-0 measurement, its document kind and its body builder."""
     import importlib
 
     module = importlib.import_module(f"beoperf.suites.cluster_{test}")
-    return module.measure, module.KIND, module.body_of_plan
+    return module.measure, module.KIND, module.body
 
 
 def as_rank(plan: dict[str, Any], info: ranks.RankInfo) -> Outcome | None:
@@ -280,7 +283,8 @@ def as_rank(plan: dict[str, Any], info: ranks.RankInfo) -> Outcome | None:
     error, interrupt = series.pop("_stopped", (None, None))
     meta = make_meta(plan["command_line"], utc_start=started,
                      duration_s=round(time.monotonic() - t0, 3))
-    return Outcome(Document(kind, body_of(plan, [series]), meta), error, interrupt)
+    body = body_of(plan["params"], plan["label"], [series])
+    return Outcome(Document(kind, body, meta), error, interrupt)
 
 
 def node_names(plan: dict[str, Any], facts: list[dict[str, Any]]) -> tuple[list[str], list[str]]:

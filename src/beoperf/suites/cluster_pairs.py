@@ -82,16 +82,10 @@ def body(p: dict[str, Any], label: str | None, series: list[dict[str, Any]]) -> 
             "bandwidth_bytes": p["bandwidth_bytes"], "statistic": STATISTIC, "series": series}
 
 
-def body_of_plan(plan: dict[str, Any], series: list[dict[str, Any]]) -> dict[str, Any]:
-    return body(plan["params"], plan["label"], series)
-
-
 def run(spec: Spec) -> Outcome | None:
     """Every series; None on a rank other than 0."""
     check(spec)
-    p = params(spec)
-    return run_series("pairs", KIND, p, spec.common,
-                      lambda series: body(p, spec.common.label, series))
+    return run_series("pairs", KIND, params(spec), spec.common, body)
 
 
 # --------------------------------------------------------------------------- rank 0

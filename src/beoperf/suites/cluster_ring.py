@@ -43,7 +43,7 @@ KIND = "cluster-ring"
 LATENCY_BYTES = 8
 BANDWIDTH_BYTES = 2_000_000
 RANDOM_RINGS = (30, 10)  # HPCC: random rings for latency, for bandwidth
-LOOP_LENGTH = {"latency": 5, "bandwidth": 2}  # HPCC's loop lengths: steps per trial at least
+LOOP_LENGTH = {"latency": 5, "bandwidth": 2}  # HPCC's loop lengths: timed steps per trial
 MAX_SIZE = 1 << 30
 STATISTIC = ("Per step each rank's faster variant (two MPI_Sendrecv, or non-blocking "
              "receives and sends), the slowest rank, halved; per ring the minimum over its "
@@ -93,16 +93,10 @@ def body(p: dict[str, Any], label: str | None, series: list[dict[str, Any]]) -> 
         "series": series}
 
 
-def body_of_plan(plan: dict[str, Any], series: list[dict[str, Any]]) -> dict[str, Any]:
-    return body(plan["params"], plan["label"], series)
-
-
 def run(spec: Spec) -> Outcome | None:
     """Every series (see the module's docstring); None on a rank other than 0."""
     check(spec)
-    p = params(spec)
-    return run_series("ring", KIND, p, spec.common,
-                      lambda series: body(p, spec.common.label, series), spec.repeat)
+    return run_series("ring", KIND, params(spec), spec.common, body, spec.repeat)
 
 
 # --------------------------------------------------------------------------- rank 0
@@ -131,13 +125,13 @@ def ring_entries(measurer: RingMeasurer, keys: list[tuple[int, int]]) -> list[di
 def measure(leader: Any, plan: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     """Rank 0: every repeat of every ring at both sizes (see the module's docstring)."""
     p, n = plan["params"], base["np"]
-    min_reps = {p["latency_bytes"]: LOOP_LENGTH["latency"],
-                p["bandwidth_bytes"]: LOOP_LENGTH["bandwidth"]}
+    loop_length = {p["latency_bytes"]: LOOP_LENGTH["latency"],
+                   p["bandwidth_bytes"]: LOOP_LENGTH["bandwidth"]}
     repeats, loops, status = [], [], status_of_none()
     for r in range(p["repeat"]):
         seed = p["seed"] + r
         rings = [list(range(n)), *random_rings(n, max(p["random_rings"]), seed)]
-        measurer = RingMeasurer(leader, rings, min_reps, plan["integrity"])
+        measurer = RingMeasurer(leader, rings, loop_length, plan["integrity"])
         keys = keys_of(p)
         out = run_loop(keys, measurer, plan)
         entries = ring_entries(measurer, keys)
