@@ -91,8 +91,11 @@ def run_beoperf(hosts: list[netns.Host] | None, agent: str, ranks: int, extra: l
         ["--ranks-per-node", str(ranks)]
     argv = here(hosts, [sys.executable, "-m", "beoperf", "cluster", "ring", *where, *extra,
                         "-o", str(out), "--format", "json"])
-    proc = subprocess.run(argv, check=True, timeout=TIMEOUT_S, capture_output=True, text=True,
+    proc = subprocess.run(argv, check=False, timeout=TIMEOUT_S, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(SRC)}, start_new_session=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"beoperf cluster ring failed ({proc.returncode}): "
+                           f"{proc.stderr[-2000:]}")
     series = json.loads(proc.stdout)["body"]["series"][0]
     assert series["status"] == "complete", series["status_reason"]
     return dict(series["repeats"][0]["figures"])

@@ -70,6 +70,10 @@ def test_ring_figures_are_the_minimum_and_the_geometric_mean():
     assert got["RandomlyOrderedRingLatency_usec"] == pytest.approx(math.sqrt(4 * 9))
     assert got["NaturallyOrderedRingBandwidth_GBytes"] == pytest.approx(1000 / 1e-3 / 1e9)
     assert got["RandomlyOrderedRingBandwidth_GBytes"] == pytest.approx(1000 / 4e-3 / 1e9)
+    # as many as HPCC measures: the least of the first ones, the median of all
+    assert A.ring_stat([5.0, 4.0, 3.0, 2.0, 1.0], 3)["hpcc_s"] == 3.0
+    assert A.ring_stat([5.0, 4.0, 3.0, 2.0, 1.0], 3)["median_s"] == 3.0
+    assert A.ring_stat([5.0, 4.0, 3.0, 2.0, 1.0])["hpcc_s"] == 1.0
     medians = A.ring_figures(rings, 8, 1000, "median_s")
     assert medians["NaturallyOrderedRingLatency_usec"] == pytest.approx(3.0)
     assert A.ring_figures([], 8, 1000) == dict.fromkeys(A.HPCC_KEYS)

@@ -162,11 +162,13 @@ def test_rings_run_at_the_slow_links_rate(ring, cluster):
         assert figures[key] * 1e9 <= ceiling(SLOW, 2 * SIZE), (key, figures)
         assert figures[key] * 1e9 > 0.4 * SLOW, (key, figures)
     # HPCC's figure is the minimum over the trials, the median's figure cannot beat it
-    assert figures["NaturallyOrderedRingLatency_usec"] <= \
-        repeat["median_figures"]["NaturallyOrderedRingLatency_usec"]
+    lat = next(r for r in repeat["rings"] if r["name"] == "natural" and r["size"] == 8)
+    assert len(lat["trials"]) >= 8 and figures["NaturallyOrderedRingLatency_usec"] == \
+        pytest.approx(min(t["latency_s"] for t in lat["trials"][:8]) * 1e6)
     natural = next(r for r in repeat["rings"] if r["name"] == "natural" and r["size"] == SIZE)
+    # HPCC's figure: the least of its 3 measurements at the bandwidth size
     assert figures["NaturallyOrderedRingBandwidth_GBytes"] == pytest.approx(
-        SIZE / min(t["latency_s"] for t in natural["trials"]) / 1e9)
+        SIZE / min(t["latency_s"] for t in natural["trials"][:3]) / 1e9)
 
 
 def test_ring_records_the_launch_and_the_ranks(ring, cluster):

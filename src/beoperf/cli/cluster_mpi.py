@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from beoperf import errors, interrupts, report, safeio, units
@@ -116,6 +117,8 @@ def _parser(sub: argparse._SubParsersAction, name: str, helptext: str, descripti
     g.add_argument("--format", choices=FORMATS, default="text",
                    help="what is printed (default: text)")
     g.add_argument("--label", help="the study's name")
+    g.add_argument("--quiet", action="store_true",
+                   help="no progress lines on stderr (errors still)")
     return p
 
 
@@ -252,13 +255,20 @@ def _save(doc: Document, path: Path) -> None:
                                  f"the result was saved to {fallback}") from None
 
 
+def progress_of(args: argparse.Namespace) -> Callable[[str], None] | None:
+    """Rank 0's progress lines, on stderr as they come (unless --quiet)."""
+    if args.quiet:
+        return None
+    return lambda line: print(line, file=sys.stderr, flush=True)
+
+
 def run_ring(args: argparse.Namespace) -> int:
     spec = cluster_ring.Spec(common=common_of(args),
                              latency_bytes=_size(args.latency_size, "--latency-size"),
                              bandwidth_bytes=_size(args.bandwidth_size, "--bandwidth-size"),
                              random_rings=_two(args.random_rings, "--random-rings"),
                              repeat=args.repeat)
-    return finish(cluster_ring.run(spec), args)
+    return finish(cluster_ring.run(spec, progress_of(args)), args)
 
 
 def run_pairs(args: argparse.Namespace) -> int:
@@ -268,7 +278,7 @@ def run_pairs(args: argparse.Namespace) -> int:
                               concurrent=args.concurrent,
                               relative=_fraction(args.threshold, "--threshold"),
                               z_limit=args.z_limit)
-    outcome = cluster_pairs.run(spec)
+    outcome = cluster_pairs.run(spec, progress_of(args))
     if outcome is not None and args.plot:
         write_heatmap(outcome.document, Path(args.plot))
     return finish(outcome, args)
@@ -290,4 +300,4 @@ def run_mbw(args: argparse.Namespace) -> int:
     spec = cluster_mbw.Spec(common=common_of(args), sizes=sizes,
                             pairs=_counts(args.pairs, "--pairs") if args.pairs else None,
                             window=args.window)
-    return finish(cluster_mbw.run(spec), args)
+    return finish(cluster_mbw.run(spec, progress_of(args)), args)

@@ -441,36 +441,48 @@ int beo_mpi_exchange(beo_mpi_loop *lp, const int *to, int nto, const int *from, 
 
 /* ------------------------------------------------------------------ rings */
 
-/* One step of the ring, both directions (see beo_mpi.h); message i of the session. */
-static int ring_step(beo_mpi_loop *lp, int left, int right, beo_ring_variant variant,
+/* A ring's two neighbours and four buffers (see beo_mpi.h), found once per loop. */
+typedef struct {
+    int left, right;
+    unsigned char *to_right, *to_left, *from_left, *from_right;
+} ring_ends;
+
+static ring_ends ends_of(const beo_mpi_loop *lp, int left, int right)
+{
+    return (ring_ends){left, right, beo_pool_msg(lp->pool, 0), beo_pool_msg(lp->pool, 1),
+                       beo_pool_msg(lp->pool, 2), beo_pool_msg(lp->pool, 3)};
+}
+
+/* One step of the ring, both directions; message i of the session. */
+static int ring_step(beo_mpi_loop *lp, const ring_ends *e, beo_ring_variant variant,
                      uint64_t i)
 {
-    unsigned char *to_right = beo_pool_msg(lp->pool, 0), *to_left = beo_pool_msg(lp->pool, 1);
-    unsigned char *from_left = beo_pool_msg(lp->pool, 2);
-    unsigned char *from_right = beo_pool_msg(lp->pool, 3);
     unsigned char status[BEO_MPI_STATUS_MAX];
     int n = (int)lp->size, rc;
-    fill(lp, to_right, i);
-    fill(lp, to_left, i);
+    fill(lp, e->to_right, i);
+    fill(lp, e->to_left, i);
     if (variant == BEO_RING_SENDRECV) {
-        rc = checked(lp, x_sendrecv(lp, to_right, right, from_left, left, n, lp->tag, status));
+        rc = checked(lp, x_sendrecv(lp, e->to_right, e->right, e->from_left, e->left, n,
+                                    lp->tag, status));
         if (rc == BEO_OK)
-            rc = checked(lp, x_sendrecv(lp, to_left, left, from_right, right, n, lp->tag + 1,
-                                        status));
+            rc = checked(lp, x_sendrecv(lp, e->to_left, e->left, e->from_right, e->right, n,
+                                        lp->tag + 1, status));
     } else {
-        rc = checked(lp, x_irecv(lp, from_left, n, left, lp->tag, request_at(lp, 0)));
+        rc = checked(lp, x_irecv(lp, e->from_left, n, e->left, lp->tag, request_at(lp, 0)));
         if (rc == BEO_OK)
-            rc = checked(lp, x_irecv(lp, from_right, n, right, lp->tag + 1, request_at(lp, 1)));
+            rc = checked(lp, x_irecv(lp, e->from_right, n, e->right, lp->tag + 1,
+                                     request_at(lp, 1)));
         if (rc == BEO_OK)
-            rc = checked(lp, x_isend(lp, to_right, n, right, lp->tag, request_at(lp, 2)));
+            rc = checked(lp, x_isend(lp, e->to_right, n, e->right, lp->tag, request_at(lp, 2)));
         if (rc == BEO_OK)
-            rc = checked(lp, x_isend(lp, to_left, n, left, lp->tag + 1, request_at(lp, 3)));
+            rc = checked(lp, x_isend(lp, e->to_left, n, e->left, lp->tag + 1,
+                                     request_at(lp, 3)));
         if (rc == BEO_OK)
             rc = checked(lp, x_waitall(lp, 4, request_at(lp, 0), statuses(lp)));
     }
     if (rc == BEO_OK) {
-        verify(lp, from_left, i);
-        verify(lp, from_right, i);
+        verify(lp, e->from_left, i);
+        verify(lp, e->from_right, i);
     }
     return rc;
 }
@@ -484,29 +496,32 @@ static int ring_valid(const beo_mpi_loop *lp, int left, int right)
 }
 
 /* lp->warmup untimed steps, the barrier if `settled` asks, then lp->reps timed steps
- * (their samples into `samples`, the loop's time into `elapsed`). */
+ * (the loop's time into `elapsed`; each step's into `samples` if it is not NULL: without
+ * samples the clock is read only around the loop, as HPCC reads MPI_Wtime, for a step of a
+ * ring on one host is a few clock reads long). */
 static int ring_loop(beo_mpi_loop *lp, int left, int right, beo_ring_variant variant,
                      int settled, uint64_t *samples, uint64_t *elapsed)
 {
+    ring_ends e = ends_of(lp, left, right);
     int rc = BEO_OK;
     for (uint64_t w = 0; w < lp->warmup && rc == BEO_OK; w++)
-        rc = ring_step(lp, left, right, variant, w);
+        rc = ring_step(lp, &e, variant, w);
     if (rc == BEO_OK && settled)
         rc = settle(lp);
     if (rc != BEO_OK)
         return rc;
     uint64_t start = beo_now_ns();
-    for (uint64_t i = 0; i < lp->reps; i++) {
+    for (uint64_t i = 0; i < lp->reps && rc == BEO_OK; i++) {
+        if (!samples) {
+            rc = ring_step(lp, &e, variant, lp->warmup + i);
+            continue;
+        }
         uint64_t t0 = beo_now_ns();
-        rc = ring_step(lp, left, right, variant, lp->warmup + i);
-        uint64_t t1 = beo_now_ns();
-        if (rc != BEO_OK)
-            return rc;
-        if (samples)
-            samples[i] = interval(t0, t1);
+        rc = ring_step(lp, &e, variant, lp->warmup + i);
+        samples[i] = interval(t0, beo_now_ns());
     }
     *elapsed = interval(start, beo_now_ns());
-    return BEO_OK;
+    return rc;
 }
 
 int beo_mpi_ring(beo_mpi_loop *lp, int left, int right, beo_ring_variant variant)

@@ -26,6 +26,7 @@ from beoperf.suites.cluster_mpi import (
     HINT,
     Common,
     Outcome,
+    Progress,
     loop_facts,
     run_loop,
     run_series,
@@ -75,10 +76,11 @@ def body(p: dict[str, Any], label: str | None, series: list[dict[str, Any]]) -> 
             "statistic": STATISTIC, "series": series}
 
 
-def run(spec: Spec) -> Outcome | None:
+def run(spec: Spec, progress: Progress | None = None) -> Outcome | None:
     """Every series; None on a rank other than 0."""
     check(spec)
-    return run_series("mbw", KIND, params(spec), spec.common, body)
+    return run_series("mbw", KIND, params(spec), spec.common, body,
+                      progress=progress)
 
 
 # --------------------------------------------------------------------------- rank 0
@@ -110,7 +112,7 @@ def measure(leader: Any, plan: dict[str, Any], base: dict[str, Any]) -> dict[str
                              HINT)
     measurer = MbwMeasurer(leader, p["window"], plan["integrity"])
     keys = [(c, s) for c in counts for s in p["sizes"]]
-    out = run_loop(keys, measurer, plan)
+    out = run_loop(keys, measurer, plan, f"pairs at once, {n} ranks")
     node = [r["node"] for r in base["ranks"]]
     points = [pt for c, s in keys if (pt := point(measurer, c, s)) is not None]
     return {"pairings": [{"sender": a, "receiver": b, "sender_node": node[a],

@@ -39,7 +39,7 @@ from beoperf.launch import ranks
 from beoperf.launch.base import LaunchSpec
 from beoperf.model.document import Document, make_meta, utc_now
 from beoperf.suites import cluster_plan
-from beoperf.suites.mpi_job import Job
+from beoperf.suites.mpi_job import PROGRESS_MARKER, Job
 from beoperf.suites.mpi_pingpong import (
     ROOT_NOTE,
     choose_launcher,
@@ -192,9 +192,14 @@ def deadline_of(c: Common, repeat: int = 1) -> float | None:
     return 3 * c.time_budget * repeat + START_MARGIN_S
 
 
-def launch_series(plan: dict[str, Any], c: Common, w: Where, deadline: float | None
+Progress = Callable[[str], None]
+
+
+def launch_series(plan: dict[str, Any], c: Common, w: Where, deadline: float | None,
+                  progress: Progress | None = None
                   ) -> tuple[Document, errors.BeoperfError | None, KeyboardInterrupt | None]:
-    """One MPI job: its series' document (rank 0's), its error, and an interrupt."""
+    """One MPI job: its series' document (rank 0's), its error, and an interrupt;
+    ``progress`` gets rank 0's lines of progress as they come."""
     launcher, name, impl = _launcher(c, w)
     try:
         made = launcher.command(_launch_spec(plan, c, w, impl, name))
@@ -205,7 +210,7 @@ def launch_series(plan: dict[str, Any], c: Common, w: Where, deadline: float | N
               "argv": list(made.argv[:-1]) + ["PLAN"],
               "environment": dict(made.env) | rank_environment(c.mpi, impl), "notes": notes}
     env = {**os.environ, **made.env, "BEOPERF_MPI_LAUNCH": json.dumps(record)}
-    job = Job(list(made.argv), env, deadline)
+    job = Job(list(made.argv), env, deadline, progress)
     job.run()
     doc, error, warnings = job.result(name)
     if warnings:
@@ -218,7 +223,7 @@ Body = Callable[[dict[str, Any], str | None, list[dict[str, Any]]], dict[str, An
 
 
 def run_series(test: str, kind: str, params: dict[str, Any], c: Common, body_of: Body,
-               repeat: int = 1) -> Outcome | None:
+               repeat: int = 1, progress: Progress | None = None) -> Outcome | None:
     """Every series of a test (one job per ranks-per-node value) as one document of
     ``kind`` (``body_of(params, label, series)``); as a rank of the user's job, that
     job's one series (None on ranks other than 0)."""
@@ -234,7 +239,7 @@ def run_series(test: str, kind: str, params: dict[str, Any], c: Common, body_of:
     interrupt: KeyboardInterrupt | None = None
     for k in c.ranks_per_node:
         doc, error, interrupt = launch_series(plan_of(test, params, c, w, k), c, w,
-                                              deadline_of(c, repeat))
+                                              deadline_of(c, repeat), progress)
         series += doc.body["series"]
         if error is not None or interrupt is not None:
             break
@@ -335,13 +340,31 @@ def common_series(plan: dict[str, Any], facts: list[dict[str, Any]], session: An
 # --------------------------------------------------------------------------- the loop
 
 
-def run_loop(keys: list[Any], measurer: Any, plan: dict[str, Any],
-             on_pass: Callable[[int, list[Any]], None] | None = None) -> LoopOutcome:
-    """The precision loop over ``keys`` with the plan's settings."""
+def announce(text: str) -> None:
+    """A line of rank 0's progress: to the process that launched the job (a marked line
+    of standard output, which it passes on), or to standard error under the user's own
+    launcher."""
+    if os.environ.get("BEOPERF_MPI_LAUNCH"):
+        print(PROGRESS_MARKER + text, flush=True)
+    else:
+        print(text, file=sys.stderr, flush=True)
+
+
+def run_loop(keys: list[Any], measurer: Any, plan: dict[str, Any], what: str,
+             min_trials: int = 1) -> LoopOutcome:
+    """The precision loop over ``keys`` with the plan's settings (and ``min_trials`` at
+    least); a line of progress after each pass (``what`` is measured)."""
     cfg = plan["loop"]
+
+    def on_pass(n: int, points: list[Any]) -> None:
+        done = sum(1 for p in points if p.converged or p.capped)
+        announce(f"{what}: pass {n}, {done} of {len(points)} figures within "
+                 f"{cfg['precision']:.0%}")
+
     loop = PrecisionLoop(keys, measurer, LoopConfig(
         precision=cfg["precision"], trial_time=cfg["trial_time"],
-        min_trials=cfg["min_trials"], time_budget=cfg["time_budget"], seed=cfg["seed"]),
+        min_trials=max(min_trials, cfg["min_trials"]), time_budget=cfg["time_budget"],
+        seed=cfg["seed"]),
         on_pass=on_pass)
     return loop.run()
 

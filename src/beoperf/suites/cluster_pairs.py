@@ -28,6 +28,7 @@ from beoperf.suites.cluster_mpi import (
     HINT,
     Common,
     Outcome,
+    Progress,
     loop_facts,
     run_loop,
     run_series,
@@ -82,10 +83,11 @@ def body(p: dict[str, Any], label: str | None, series: list[dict[str, Any]]) -> 
             "bandwidth_bytes": p["bandwidth_bytes"], "statistic": STATISTIC, "series": series}
 
 
-def run(spec: Spec) -> Outcome | None:
+def run(spec: Spec, progress: Progress | None = None) -> Outcome | None:
     """Every series; None on a rank other than 0."""
     check(spec)
-    return run_series("pairs", KIND, params(spec), spec.common, body)
+    return run_series("pairs", KIND, params(spec), spec.common, body,
+                      progress=progress)
 
 
 # --------------------------------------------------------------------------- rank 0
@@ -137,7 +139,7 @@ def measure(leader: Any, plan: dict[str, Any], base: dict[str, Any]) -> dict[str
     measurer = PairsMeasurer(leader, rounds, plan["integrity"])
     keys = [(i, size) for size in (p["latency_bytes"], p["bandwidth_bytes"])
             for i in range(len(rounds))]
-    out = run_loop(keys, measurer, plan)
+    out = run_loop(keys, measurer, plan, f"pairs of {base['np']} ranks")
     pairs = pair_entries(measurer, p, base)
     return {"pairs": pairs, "findings": findings(pairs, base["nodes"], p["relative"],
                                                  p["z_limit"]),

@@ -32,6 +32,7 @@ from beoperf.suites.cluster_mpi import (
     HINT,
     Common,
     Outcome,
+    Progress,
     loop_facts,
     run_loop,
     run_series,
@@ -44,11 +45,14 @@ LATENCY_BYTES = 8
 BANDWIDTH_BYTES = 2_000_000
 RANDOM_RINGS = (30, 10)  # HPCC: random rings for latency, for bandwidth
 LOOP_LENGTH = {"latency": 5, "bandwidth": 2}  # HPCC's loop lengths: timed steps per trial
+MEASUREMENTS = {"latency": 8, "bandwidth": 3}  # HPCC's: its figure is the least of these
 MAX_SIZE = 1 << 30
 STATISTIC = ("Per step each rank's faster variant (two MPI_Sendrecv, or non-blocking "
              "receives and sends), the slowest rank, halved; per ring the minimum over its "
-             "trials; random rings by their geometric mean; bandwidth = message size / "
-             "latency (each process's bytes per second); as HPCC 1.5")
+             "first 8 trials at the latency size, 3 at the bandwidth size (HPCC's "
+             "measurements; the median uses every trial); random rings by their geometric "
+             "mean; bandwidth = message size / latency (each process's bytes per second); "
+             "as HPCC 1.5")
 
 
 @dataclass(frozen=True)
@@ -88,28 +92,34 @@ def body(p: dict[str, Any], label: str | None, series: list[dict[str, Any]]) -> 
     return {"label": label or "ring", "definition": {
         "latency_bytes": p["latency_bytes"], "bandwidth_bytes": p["bandwidth_bytes"],
         "random_rings": {"latency": p["random_rings"][0], "bandwidth": p["random_rings"][1]},
-        "loop_length": dict(LOOP_LENGTH), "directions": "both", "statistic": STATISTIC,
+        "loop_length": dict(LOOP_LENGTH), "measurements": dict(MEASUREMENTS),
+        "directions": "both", "statistic": STATISTIC,
         "keys": list(HPCC_KEYS), "seed": p["seed"], "repeat": p["repeat"]},
         "series": series}
 
 
-def run(spec: Spec) -> Outcome | None:
+def run(spec: Spec, progress: Progress | None = None) -> Outcome | None:
     """Every series (see the module's docstring); None on a rank other than 0."""
     check(spec)
-    return run_series("ring", KIND, params(spec), spec.common, body, spec.repeat)
+    return run_series("ring", KIND, params(spec), spec.common, body, spec.repeat,
+                      progress)
 
 
 # --------------------------------------------------------------------------- rank 0
 
 
-def keys_of(p: dict[str, Any]) -> list[tuple[int, int]]:
-    """(ring, size): the natural ring (0) and the random ones, at each size."""
+def parts_of(p: dict[str, Any]) -> list[tuple[str, int, list[tuple[int, int]]]]:
+    """(latency or bandwidth, HPCC's measurements, its keys (ring, size)): the natural
+    ring (0) and the random ones at each size, measured one size after the other as
+    HPCC does."""
     lat, bw = p["latency_bytes"], p["bandwidth_bytes"]
     n_lat, n_bw = p["random_rings"]
-    return [(i, lat) for i in range(n_lat + 1)] + [(i, bw) for i in range(n_bw + 1)]
+    return [("latency", MEASUREMENTS["latency"], [(i, lat) for i in range(n_lat + 1)]),
+            ("bandwidth", MEASUREMENTS["bandwidth"], [(i, bw) for i in range(n_bw + 1)])]
 
 
-def ring_entries(measurer: RingMeasurer, keys: list[tuple[int, int]]) -> list[dict[str, Any]]:
+def ring_entries(measurer: RingMeasurer, keys: list[tuple[int, int]], measurements: int
+                 ) -> list[dict[str, Any]]:
     out = []
     for index, size in keys:
         trials = measurer.log.get((index, size), [])
@@ -118,7 +128,7 @@ def ring_entries(measurer: RingMeasurer, keys: list[tuple[int, int]]) -> list[di
         entry = {"name": "natural" if index == 0 else f"random {index}",
                  "kind": "natural" if index == 0 else "random", "size": size,
                  "order": measurer.rings[index], "trials": trials}
-        out.append(entry | ring_stat([t["latency_s"] for t in trials]))
+        out.append(entry | ring_stat([t["latency_s"] for t in trials], measurements))
     return out
 
 
@@ -132,16 +142,20 @@ def measure(leader: Any, plan: dict[str, Any], base: dict[str, Any]) -> dict[str
         seed = p["seed"] + r
         rings = [list(range(n)), *random_rings(n, max(p["random_rings"]), seed)]
         measurer = RingMeasurer(leader, rings, loop_length, plan["integrity"])
-        keys = keys_of(p)
-        out = run_loop(keys, measurer, plan)
-        entries = ring_entries(measurer, keys)
+        entries = []
+        for what, measurements, keys in parts_of(p):
+            out = run_loop(keys, measurer, plan, f"rings at the {what} size, {n} ranks, "
+                           f"repeat {r + 1}", min_trials=measurements)
+            entries += ring_entries(measurer, keys, measurements)
+            loops.append(loop_facts(out))
+            status = status_of(out)
+            if status["status"] != "complete":
+                break
         repeats.append({
             "repeat": r + 1, "seed": seed, "rings": entries,
             "figures": ring_figures(entries, p["latency_bytes"], p["bandwidth_bytes"]),
             "median_figures": ring_figures(entries, p["latency_bytes"], p["bandwidth_bytes"],
                                            "median_s")})
-        loops.append(loop_facts(out))
-        status = status_of(out)
         if status["status"] != "complete":
             break
     return {"repeats": repeats, "summary": ring_summary(repeats), "loop": loops, **status}

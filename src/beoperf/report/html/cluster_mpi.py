@@ -180,9 +180,13 @@ def heatmap(found: dict[str, Any], field: str, i: int, title: str, scale: float,
     nodes, m = found["nodes"], found["matrix"][field]
     values = [v for row in m for v in row if v is not None]
     n = len(nodes)
-    width, height = LABEL_W + CELL * n + 10, TOP + CELL * n + LABEL_W
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart heat" viewBox="0 0 {width} '
-           f'{height}" role="img" aria-label="{esc(title)}"><title>{esc(title)}</title>']
+    width = max(LABEL_W + CELL * n + 10, 8 * len(title) + 20)
+    height = TOP + CELL * n + 90  # room for the slanted labels
+    # drawn at its own size (not stretched to the page's width), shrunk if it must
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="heat" width="{width}" '
+           f'height="{height}" viewBox="0 0 {width} {height}" style="max-width:100%;'
+           f'height:auto;display:block;background:#fff" role="img" '
+           f'aria-label="{esc(title)}"><title>{esc(title)}</title>']
     lo, hi, bright_high = _brightness(values, field) if values else (0.0, 1.0, True)
     metric = METRIC_OF[field]
     slow = {(s["a"], s["b"]) for s in found["slow_links"] if s["metric"] == metric}
@@ -203,12 +207,12 @@ def heatmap(found: dict[str, Any], field: str, i: int, title: str, scale: float,
                        f'fill="{_colour(frac)}"{stroke} data-value="{v!r}" '
                        f'data-key="body.series.{i}.findings.matrix.{field}.{r}.{c}">'
                        f"<title>{esc(tip)}</title></rect>")
-            ink = "#fff" if frac < 0.5 else "#000"
+            ink = "#fff" if frac < 0.5 else "#000"  # (a style: the page's CSS sets fill)
             out.append(f'<text x="{x + CELL / 2}" y="{y + CELL / 2 + 4}" text-anchor="middle" '
-                       f'font-size="11" fill="{ink}">{esc(_g(v * scale))}</text>')
+                       f'style="fill:{ink}">{esc(_g(v * scale))}</text>')
     slow_nodes = {s["node"] for s in found["slow_nodes"] if s["metric"] == metric}
     for k, node in enumerate(nodes):
-        colour = ' fill="#c0392b" font-weight="bold"' if node in slow_nodes else ""
+        colour = ' style="fill:#c0392b;font-weight:bold"' if node in slow_nodes else ""
         short = node if len(node) <= 14 else node[:13] + "…"
         out.append(f'<text class="tick" x="{LABEL_W - 6}" y="{TOP + k * CELL + CELL / 2 + 4}" '
                    f'text-anchor="end"{colour}>{esc(short)}</text>')
