@@ -12,7 +12,8 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "beoperf"
 
-BASE = {"beoperf", "units", "safeio", "interrupts", "sysinfo", "pools", "_core", "_mpi", "errors"}
+BASE = {"beoperf", "units", "safeio", "interrupts", "sysinfo", "pools", "_core", "_mpi", "_node",
+        "errors"}
 ALLOWED: dict[str, set[str]] = {
     **{name: BASE for name in BASE},
     "model": BASE | {"model"},
@@ -41,7 +42,8 @@ def package_of(path: Path) -> str:
 
 
 def is_module(name: str) -> bool:
-    return (SRC / f"{name}.py").exists() or (SRC / name).is_dir() or name in ("_core", "_mpi")
+    return (SRC / f"{name}.py").exists() or (SRC / name).is_dir() or \
+        name in ("_core", "_mpi", "_node")
 
 
 def imported_packages(path: Path) -> set[str]:

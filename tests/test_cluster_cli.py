@@ -90,7 +90,12 @@ def test_sigterm_keeps_what_was_measured_and_ends_the_running_job(tmp_path):
         while not (out / "runs" / "np1-r1.json").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert (out / "runs" / "np1-r1.json").exists(), proc.stderr.read() if proc.poll() else ""
-        time.sleep(0.5)  # the second run (2 processes) is under way
+        # the second run (2 processes) is under way once a process works in its directory
+        # (a fixed wait raced with it: on a quiet machine it ended within 0.5 s)
+        second = out / "runs" / "np2-r1"
+        while not processes_in(second) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not (out / "runs" / "np2-r1.json").exists(), "the second run ended first"
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     finally:

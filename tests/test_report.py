@@ -112,6 +112,9 @@ def folder(tmp_path_factory) -> Path:
     (results / "cluster").mkdir()
     for f in FIXTURES.glob("*-issue14.json"):  # an HPCC run, a scaling study, a comparison
         shutil.copy(f, results / "cluster" / f.name)
+    (results / "node").mkdir()
+    for f in FIXTURES.glob("node*-issue13.json"):  # node, node-fleet, node-comparison
+        shutil.copy(f, results / "node" / f.name)
     monitor_report(results / "monitor.json")
     runs = [str(results / "runs" / "loopback.json"),
             str(results / "audits" / "pingpong-v1-after-issue9.json")]

@@ -30,7 +30,7 @@ class Parser(argparse.ArgumentParser):
 
 # a module each in beoperf.cli
 COMMANDS = ("serve", "pingpong", "plot", "compare", "audit", "tune", "monitor", "report",
-            "predict", "replay", "cluster")
+            "predict", "replay", "cluster", "node")
 
 
 def command_of(argv: Sequence[str]) -> str | None:

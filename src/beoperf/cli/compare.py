@@ -21,6 +21,11 @@ EXAMPLES = """examples:
   beoperf compare runs/medusa/scaling.json --reference XC4000 --reference P575
       # HPC Challenge results (cluster/scaling documents, hpccoutf.txt): per metric
       # beside other runs and reference systems, with the ratio
+  beoperf compare node-before.json node-after.json   # beoperf node documents
+
+Node documents (beoperf node -o FILE): one row per metric, each run's mean, its change
+against the baseline and a verdict (Mann-Whitney U over the repetitions, p < 0.05 and a
+change over --min-change; fewer than 4 repetitions a side: "too few samples").
 
 Figures: latency (median, p99; one-way, us: the median time of the middle
 size among sizes <= 16 B), peak Mbit/s (SI, 10^6 bit/s) and the size it is
@@ -83,7 +88,10 @@ def run(args: argparse.Namespace) -> int:
                         baseline=args.baseline, min_change=parse_min_change(args.min_change),
                         command_line=tuple(args.argv))
     doc = compare.run(spec)
+    if doc.kind != "comparison" and args.format == "impact":
+        raise UsageError("--format impact is for ping-pong runs; node documents: table, "
+                         "markdown, csv or json")
     sys.stdout.write(report.render(doc, args.format))
     if args.format == "csv":  # the table stays machine-readable; the test goes to stderr
-        print(compare.describe_test(spec.min_change)["statement"], file=sys.stderr)
+        print(doc.body["test"]["statement"], file=sys.stderr)
     return ExitStatus.OK

@@ -10,6 +10,7 @@ from beoperf.model import (  # noqa: F401  (register their kinds)
     comparison,
     fleet,
     monitor,
+    node,
     pingpong,
     prediction,
     tune,

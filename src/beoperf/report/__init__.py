@@ -43,7 +43,8 @@ MODULES = {"pingpong": "pingpong", "comparison": "compare", "audit": "audit",
            "prediction": "prediction", "replay": "prediction",
            "cluster": "cluster", "scaling": "cluster", "hpcc-comparison": "cluster",
            "cluster-ring": "cluster_mpi", "cluster-pairs": "cluster_mpi",
-           "cluster-mbw": "cluster_mpi"}
+           "cluster-mbw": "cluster_mpi",
+           "node": "node", "node-fleet": "node", "node-comparison": "node"}
 
 
 HTML_FORMATS = ("html", "title", "warnings")  # a kind's section of the HTML report

@@ -10,6 +10,7 @@ from beoperf.analysis import compare
 from beoperf.analysis.compare import DEFAULT_MIN_CHANGE, describe_test
 from beoperf.model.document import Document, make_meta
 from beoperf.model.pingpong import RunResult
+from beoperf.suites import node_compare
 from beoperf.suites.results import check_label_count, labels_for, load_result
 
 __all__ = ["DEFAULT_MIN_CHANGE", "Spec", "run", "describe_test"]
@@ -50,6 +51,9 @@ def run(spec: Spec) -> Document:
         raise errors.BadSpec(f"--min-change {spec.min_change}: expected a fraction such as "
                              "0.02, or 2%", "see 'beoperf COMMAND --help'")
     check_label_count(spec.labels, spec.files)  # before any file is read
+    if any(node_compare.is_node_file(f) for f in spec.files):
+        return node_compare.run(spec.files, spec.labels, spec.baseline, spec.min_change,
+                                spec.command_line)
     runs = [load_result(f) for f in spec.files]
     names = labels_for(spec.labels, spec.files, runs)
     table = compare.rows(runs, baseline_index(spec, names), spec.min_change, names)

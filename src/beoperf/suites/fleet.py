@@ -109,15 +109,22 @@ def launch_spec(spec: Spec, nodes: NodeSet) -> LaunchSpec:
 def parse_answer(text: str | bytes, limit: int = ANSWER_LIMIT) -> Document:
     """One node's audit document (current, schema-valid); ValueError saying why not
     (OtherVersion for a document of another beoperf version, which is not read further)."""
+    return parse_document(text, limit, "audit", audit_doc.is_audit, audit_doc.writer_version)
+
+
+def parse_document(text: str | bytes, limit: int, what: str, is_kind: Callable[[Any], bool],
+                   version_of: Callable[[Any], str | None]) -> Document:
+    """One node's document of a kind (``is_kind`` tells it, ``version_of`` gives the
+    beoperf that wrote it), current and schema-valid; ValueError saying why not."""
     if len(text) > limit:
         raise ValueError(f"output over {limit:,} bytes")
     try:
         raw = safeio.parse_json(text, "output")
     except safeio.FileInputError as exc:
         raise ValueError(f"unparsable {exc}") from None
-    if not audit_doc.is_audit(raw):
-        raise ValueError("output is not a beoperf audit document")
-    version = audit_doc.writer_version(raw)
+    if not is_kind(raw):
+        raise ValueError(f"output is not a beoperf {what} document")
+    version = version_of(raw)
     if version != __version__:
         raise OtherVersion(version if version is not None else "of unknown version")
     try:

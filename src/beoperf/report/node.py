@@ -1,0 +1,341 @@
+"""Renderers of the node documents: the suite's tables (text, Markdown, CSV), a fleet's
+outliers, and node runs compared.
+
+The text is what cluster people publish: STREAM by thread count (best, per core, and the
+spread), the PEAK kernels x loop lengths table with the cache level of each length and
+the drops between levels, DGEMM / RandomAccess / FFT, and the I/O patterns with
+min/avg/max MB/s per directory side by side; with ``--reference`` the published system's
+figures sit in their own columns.  Everything that came from a document (directory names,
+node names) is shown with control characters escaped.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from beoperf import units
+from beoperf.analysis.node import describe_test
+from beoperf.model.document import Document
+from beoperf.report import renderer
+from beoperf.report.compare import _aligned as aligned
+from beoperf.report.fleet import printable
+
+REF_LENGTH_TOLERANCE = 0.01  # the source prints 262114 for 262144
+REF_SIZE_TOLERANCE = 0.1  # 10MB (10^7) against a 10 MiB file
+
+
+def _f(value: float | None, digits: int = 4) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:.0f}"
+
+
+def _spread(m: Mapping[str, Any]) -> str:
+    rel = m["stdev"] / m["mean"] * 100 if m["mean"] else 0.0
+    return f"{_f(m['mean'])} ±{rel:.1f}%"
+
+
+def _by_part(body: Mapping[str, Any], part: str) -> list[dict[str, Any]]:
+    return [m for m in body["metrics"] if m["part"] == part]
+
+
+# --------------------------------------------------------------------------- conditions
+
+
+def condition_lines(body: Mapping[str, Any], meta: Mapping[str, Any]) -> list[str]:
+    c = body["conditions"]
+    caches = ", ".join(f"L{x['level']}{'d' if x.get('type') == 'Data' else ''} "
+                       f"{units.format_size(x['size'])}" for x in c.get("caches", [])
+                       if x.get("type") != "Instruction" and x.get("size"))
+    numa = c.get("numa") or []
+    gov = c.get("governor")
+    blas = c.get("blas") or {}
+    env = " ".join(f"{k}={v}" for k, v in (blas.get("environment") or {}).items())
+    build = c.get("build") or {}
+    core = next((r["blas"].get("corename") for r in body["parts"].get("dgemm", {})
+                 .get("runs", []) if r.get("blas")), None)
+    mem = c.get("memory")
+    lines = [
+        f"node {printable(str(meta.get('host', '?')))}: {printable(str(c.get('cpu_model')))}, "
+        f"{c.get('cores_used')} of {c.get('cpus')} cores used; caches {caches or 'unknown'}; "
+        f"memory {units.format_size(mem) if mem else 'unknown'}; NUMA "
+        f"{len(numa)} node{'s' if len(numa) != 1 else ''}; governor "
+        + (", ".join(f"{g} ({cpus})" for g, cpus in gov.items()) if gov else
+           "n/a (no cpufreq)"),
+        f"kernels built by {build.get('compiler')} with {build.get('flags')}; BLAS "
+        f"{blas.get('library')} {blas.get('version')}"
+        + (f" (core type {core})" if core else "") + (f"; {env}" if env else ""),
+        f"status: {body['status']}" + (f" ({printable(body['status_reason'])})"
+                                        if body.get("status_reason") else "")
+        + f"; --repeat {body['repeat']}; {_f(c.get('elapsed_s'), 3)} s",
+    ]
+    return lines
+
+
+# --------------------------------------------------------------------------- parts
+
+
+def stream_lines(body: Mapping[str, Any]) -> list[str]:
+    ms = _by_part(body, "stream")
+    if not ms:
+        return []
+    d = body["parts"].get("stream", {})
+    head = ("threads", "test", "best GB/s", "per core", "mean", "stdev", "min", "max",
+            "avg time", "min time", "max time", "n")
+    rows = [[str(m["params"]["threads"]), m["name"], _f(m["best"]), _f(m["per_core"]),
+             _f(m["mean"]), _f(m["stdev"], 2), _f(m["min"]), _f(m["max"]),
+             units.format_time(m["avg_time_s"]), units.format_time(m["min_time_s"]),
+             units.format_time(m["max_time_s"]), str(m["repeat"])] for m in ms]
+    ok = "passed" if d.get("ok") else "FAILED"
+    title = (f"STREAM: 3 arrays of {units.format_size(d.get('array_bytes', 0))} "
+             f"({printable(str(d.get('size_rule')))}; {d.get('stores')} stores); "
+             "GB/s = 10^9 B/s, copy/scale 16 B, "
+             f"add/triad 24 B an element; first iteration dropped; validation {ok} "
+             f"(average relative error <= {d.get('epsilon')})")
+    lines = ["", title, *aligned(head, rows, set(range(2, 12)))]
+    if d.get("below_4x_cache"):
+        lines.append("note: the arrays are smaller than 4 x the last-level cache: this is "
+                     "cache bandwidth, not memory bandwidth")
+    return lines
+
+
+def _ref_kernel(ref: Mapping[str, Any] | None, kernel: str, length: int) -> float | None:
+    for r in (ref or {}).get("kernels", []):
+        if r["kernel"] == kernel and abs(r["length"] - length) <= REF_LENGTH_TOLERANCE * length:
+            return r["mflops"]
+    return None
+
+
+def kernel_lines(body: Mapping[str, Any]) -> list[str]:
+    ms = _by_part(body, "kernels")
+    if not ms:
+        return []
+    ref = body.get("reference")
+    kernels = list(dict.fromkeys(m["name"] for m in ms))
+    lengths = sorted({m["params"]["length"] for m in ms})
+    cell = {(m["name"], m["params"]["length"]): m for m in ms}
+    with_ref = bool(ref and ref.get("kernels"))
+    head = ["length", "level", *kernels,
+            *([f"{ref['name']} {k}" for k in kernels] if with_ref else [])]
+    rows = []
+    for n in lengths:
+        level = next((cell[(k, n)]["level"] for k in kernels if (k, n) in cell), "?")
+        row = [f"{n:,}", level, *(_spread(cell[(k, n)]) if (k, n) in cell else "-"
+                                  for k in kernels)]
+        if with_ref:
+            row += [_f(_ref_kernel(ref, k, n)) for k in kernels]
+        rows.append(row)
+    repeats = sorted({m["repeat"] for m in ms})
+    count = str(repeats[0]) if len(repeats) == 1 else f"{repeats[0]}-{repeats[-1]}"
+    lines = ["", f"PEAK kernels, MFLOP/s (mean ±stdev over {count} trials; flops/element: "
+             "div 1, daxpy 2, dot 2, "
+             "poly 10; level: the cache of cpu0 that holds the working set)",
+             *aligned(head, rows, set(range(2, len(head))))]
+    drops = body["parts"].get("kernels", {}).get("drops", [])
+    if drops:
+        lines.append("drops between levels: " + "; ".join(
+            f"{d['kernel']} {d['from']}->{d['to']} {d['change_pct']:+.0f}%"
+            for d in drops if d["change_pct"] is not None))
+    return lines
+
+
+HPCC_REF = {("dgemm", 1): "SingleDGEMM", ("randomaccess", 1): "SingleRandomAccess",
+            ("fft", None): "SingleFFT"}
+
+
+def compute_lines(body: Mapping[str, Any]) -> list[str]:
+    ms = [m for m in body["metrics"] if m["part"] in ("dgemm", "randomaccess", "fft")]
+    if not ms:
+        return []
+    ref = {r["metric"]: r["value"] for r in (body.get("reference") or {}).get("hpcc", [])}
+    head = ["figure", "unit", "mean", "stdev", "min", "max", "n", "check",
+            *(["reference"] if ref else [])]
+    rows = []
+    for m in ms:
+        params = ", ".join(f"{k} {v}" for k, v in m["params"].items())
+        check = "ok" if m["ok"] else "FAILED"
+        row = [f"{m['part']} ({params})", m["unit"], _f(m["mean"]), _f(m["stdev"], 2),
+               _f(m["min"]), _f(m["max"]), str(m["repeat"]), check]
+        if ref:
+            name = HPCC_REF.get((m["part"], m["params"].get("threads")))
+            row.append(_f(ref.get(name)) + f" ({name})" if name in ref else "-")
+        rows.append(row)
+    return ["", "DGEMM (numpy BLAS, 2N^3 flops), RandomAccess (HPCC updates), FFT "
+            "(5 N log2 N flops)", *aligned(head, rows, {2, 3, 4, 5, 6})]
+
+
+def _ref_io(ref: Mapping[str, Any] | None, where: str, size: int,
+            test: str) -> float | None:
+    for r in ((ref or {}).get("io") or {}).get(where, []):
+        if r["test"] == test and abs(r["file_size"] - size) <= REF_SIZE_TOLERANCE * size:
+            return r["mb_s"]
+    return None
+
+
+def io_lines(body: Mapping[str, Any]) -> list[str]:
+    ms = _by_part(body, "io")
+    if not ms:
+        return []
+    d = body["parts"].get("io", {})
+    dirs = [e["dir"] for e in d.get("dirs", [])]
+    ref = body.get("reference")
+    refs = [w for w in ("local", "nfs") if ((ref or {}).get("io") or {}).get(w)]
+    cell = {(m["params"]["dir"], m["params"]["file_size"], m["name"]): m for m in ms}
+    head = ["file", "test", *(f"{printable(x)} min/avg/max" for x in dirs),
+            *(f"{ref['name']} {w}" for w in refs)]
+    rows = []
+    for size in d.get("file_sizes", []):
+        for test in d.get("patterns", []):
+            row = [units.format_size(size), test]
+            for x in dirs:
+                m = cell.get((x, size, test))
+                row.append(f"{_f(m['min'], 3)}/{_f(m['mean'], 3)}/{_f(m['max'], 3)}"
+                           if m else "-")
+            row += [_f(_ref_io(ref, w, size, test)) for w in refs]
+            rows.append(row)
+    lines = ["", f"I/O: {units.format_size(d.get('block', 0))} blocks, MB/s = 10^6 B/s"]
+    for e in d.get("dirs", []):
+        m = e.get("mount") or {}
+        methods = ", ".join(sorted({str(v) for v in e.get("method", {}).values()}))
+        lines.append(f"  {printable(e['dir'])}: {printable(str(m.get('fstype')))} "
+                     f"{printable(str(m.get('source')))} on "
+                     f"{printable(str(m.get('mount_point')))} "
+                     f"({printable(str(m.get('options')))}); cache: {methods}")
+    return [*lines, *aligned(head, rows, set(range(2, len(head))))]
+
+
+def report_lines(doc: Document) -> list[str]:
+    body = doc.body
+    lines = condition_lines(body, doc.meta)
+    for part in (stream_lines, kernel_lines, compute_lines, io_lines):
+        lines += part(body)
+    if body.get("reference"):
+        lines += ["", f"reference: {body['reference']['name']} "
+                  f"({printable(body['reference']['system'])}), from "
+                  f"{body['reference']['source']}"]
+    return lines
+
+
+@renderer("node", "text")
+def text(doc: Document, **_options: Any) -> str:
+    return "\n".join(report_lines(doc)) + "\n"
+
+
+@renderer("node", "markdown")
+def markdown(doc: Document, **_options: Any) -> str:
+    return "```\n" + text(doc) + "```\n"
+
+
+CSV_FIELDS = ("id", "part", "name", "params", "unit", "repeat", "mean", "stdev", "min", "max",
+              "ok")
+
+
+@renderer("node", "csv")
+def csv_text(doc: Document, **_options: Any) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_FIELDS)
+    for m in doc.body["metrics"]:
+        params = ";".join(f"{k}={v}" for k, v in m["params"].items())
+        writer.writerow([m["id"], m["part"], m["name"], params, m["unit"], m["repeat"],
+                         f"{m['mean']:.10g}", f"{m['stdev']:.10g}", f"{m['min']:.10g}",
+                         f"{m['max']:.10g}", "" if m["ok"] is None else int(m["ok"])])
+    return buf.getvalue()
+
+
+# --------------------------------------------------------------------------- fleets
+
+
+def fleet_lines(body: Mapping[str, Any]) -> list[str]:
+    lines = [f"did not answer: {ns} ({printable(reason)})"
+             for reason, ns in body["no_answer"].items()]
+    lines += [f"another beoperf version, not used: {ns} (beoperf {printable(v)})"
+              for v, ns in body["other_version"].items()]
+    lines.append(f"answered: {body['answered'] or '-'}")
+    outliers = body["outliers"]
+    if outliers:
+        lines.append(f"outlier nodes: {', '.join(printable(n) for n in outliers)}")
+        for node, ids in outliers.items():
+            lines.append(f"  {printable(node)}: {len(ids)} metric(s): "
+                         + ", ".join(printable(i) for i in ids[:8])
+                         + (" ..." if len(ids) > 8 else ""))
+    else:
+        lines.append("outlier nodes: none")
+    head = ["metric", "unit", "median", "MAD", "lowest", "highest", "outliers (z)"]
+    rows = []
+    for m in body["metrics"]:
+        values = m["values"]
+        low = min(values, key=values.get)
+        high = max(values, key=values.get)
+        rows.append([printable(m["id"]), m["unit"], _f(m["median"]), _f(m["mad"], 2),
+                     f"{_f(values[low])} {printable(low)}", f"{_f(values[high])} {printable(high)}",
+                     ", ".join(f"{printable(n)} ({m['z'][n]:+.1f})" for n in m["outliers"])
+                     or "-"])
+    return [*lines, "", *aligned(head, rows, {2, 3}), "", body["method"]["statement"]]
+
+
+@renderer("node-fleet", "text")
+def fleet_text(doc: Document, **_options: Any) -> str:
+    return "\n".join(fleet_lines(doc.body)) + "\n"
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def comparison_rows(body: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    labels = body["labels"]
+    base = labels.index(body["baseline"])
+    head = ["metric", "unit"]
+    for i, label in enumerate(labels):
+        head += [printable(label)] if i == base else [printable(label), "change", "verdict"]
+    rows = []
+    for r in body["rows"]:
+        row = [printable(r["id"]), r["unit"]]
+        for i in range(len(labels)):
+            row.append(_f(r["means"][i]))
+            if i != base:
+                change = r["changes"][i]
+                row += ["-" if change is None else f"{change:+.1f}%", r["verdicts"][i] or "-"]
+        rows.append(row)
+    return head, rows
+
+
+@renderer("node-comparison", "table")
+def comparison_table(doc: Document, **_options: Any) -> str:
+    head, rows = comparison_rows(doc.body)
+    numeric = {i for i, h in enumerate(head) if i >= 2 and h != "verdict"}
+    return "\n".join([*aligned(head, rows, numeric), "",
+                      f"Baseline: {printable(doc.body['baseline'])}; change of the mean, "
+                      "+ = faster (every figure is a rate).", doc.body["test"]["statement"]]) + "\n"
+
+
+@renderer("node-comparison", "text")
+def comparison_text(doc: Document, **options: Any) -> str:
+    return comparison_table(doc, **options)
+
+
+@renderer("node-comparison", "markdown")
+def comparison_markdown(doc: Document, **_options: Any) -> str:
+    head, rows = comparison_rows(doc.body)
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    return "\n".join([line(head), line(["---"] * len(head)), *(line(r) for r in rows), "",
+                      doc.body["test"]["statement"]]) + "\n"
+
+
+@renderer("node-comparison", "csv")
+def comparison_csv(doc: Document, **_options: Any) -> str:
+    head, rows = comparison_rows(doc.body)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(head)
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+__all__ = ["describe_test", "text", "fleet_text", "comparison_table"]

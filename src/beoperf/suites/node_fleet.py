@@ -1,0 +1,115 @@
+"""`beoperf node -w NODES`: the node suite on every node at once, and the outliers.
+
+Each node runs ``beoperf node --json`` with the same options (through the ClusterShell
+launcher, as the fleet audit does: ssh, or a local command per node with an exec
+template such as ``ip netns exec %h``); each answer is read bounded, parsed once and
+validated as a node document of this beoperf version.  Per metric, the nodes' means are
+judged against the fleet's median (``beoperf.analysis.node.robust_z``): a node whose
+robust z-score is beyond the threshold is an outlier (a bad DIMM in STREAM, a throttled
+CPU in the kernels, another BLAS in DGEMM, a slow disk in I/O).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+
+from beoperf import errors
+from beoperf.analysis import node as analysis
+from beoperf.launch import clush
+from beoperf.launch.base import LaunchSpec
+from beoperf.model import node as node_doc
+from beoperf.model.document import Document, make_meta, utc_now
+from beoperf.suites.fleet import DEFAULT_REMOTE, OtherVersion, node_argv, parse_document
+
+DEFAULT_TIMEOUT_S = 900.0
+ANSWER_LIMIT = 16 << 20
+CONDITION_KEYS = ("cpu_model", "cores_used", "memory", "llc_total")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """The nodes, the ``node`` options each runs (``args``, without --json), and how
+    they are reached (as the fleet audit's Spec)."""
+
+    nodes: str
+    args: tuple[str, ...] = ()
+    exec_template: str | None = None
+    fanout: int = clush.DEFAULT_FANOUT
+    timeout: float = DEFAULT_TIMEOUT_S
+    remote_command: str = DEFAULT_REMOTE
+    threshold: float = analysis.THRESHOLD
+    limit: int = ANSWER_LIMIT
+    command_line: tuple[str, ...] = field(default=())
+
+
+def parse_answer(text: bytes, limit: int = ANSWER_LIMIT) -> Document:
+    """One node's document; ValueError saying why not (OtherVersion: another beoperf)."""
+    return parse_document(text, limit, "node", node_doc.is_node, node_doc.writer_version)
+
+
+def launch_spec(spec: Spec, nodes: NodeSet) -> LaunchSpec:
+    if spec.fanout < 1:
+        raise errors.BadSpec(f"--fanout {spec.fanout}: give at least 1")
+    problem = None if spec.exec_template is None else clush.template_problem(spec.exec_template)
+    if problem:
+        raise errors.BadSpec(f"--exec-template {spec.exec_template!r} {problem}",
+                             "e.g. --exec-template 'ip netns exec %h'")
+    argv = node_argv(spec.remote_command, ["node", "--json", "--no-progress", *spec.args])
+    return LaunchSpec(argv, hosts=tuple(nodes), agent=spec.exec_template)
+
+
+def sort_answers(outcome: clush.Outcome, limit: int) -> tuple[dict[str, Document],
+                                                               dict[str, NodeSet],
+                                                               dict[str, NodeSet]]:
+    """node -> document; reason -> nodes without one; version -> nodes of another."""
+    docs: dict[str, Document] = {}
+    no_answer = dict(outcome.failed)
+    other: dict[str, NodeSet] = {}
+    for output, nodes in outcome.outputs.items():
+        try:
+            doc = parse_answer(output, limit) if output else None
+            if doc is None:
+                raise ValueError("no output")
+        except OtherVersion as exc:
+            other.setdefault(exc.version, NodeSet()).update(nodes)
+            continue
+        except ValueError as exc:
+            no_answer.setdefault(str(exc), NodeSet()).update(nodes)
+            continue
+        docs.update(dict.fromkeys(nodes, doc))
+    return docs, no_answer, other
+
+
+def run(spec: Spec, progress: Callable[[str], None] | None = None) -> Document:
+    """The node-fleet document of ``spec.nodes`` (nodes that did not answer included)."""
+    started = utc_now()
+    try:
+        nodes = NodeSet(spec.nodes)
+    except NodeSetParseError as exc:
+        raise errors.BadSpec(f"-w/--nodes {spec.nodes!r}: {exc}") from None
+    if not spec.threshold > 0:
+        raise errors.BadSpec(f"--threshold {spec.threshold}: give a positive z-score")
+    if progress:
+        progress(f"node suite on {len(nodes)} node(s), {spec.fanout} at a time")
+    outcome = clush.run(launch_spec(spec, nodes), timeout=spec.timeout, fanout=spec.fanout,
+                        limit=spec.limit)
+    docs, no_answer, other = sort_answers(outcome, spec.limit)
+    per_node = {n: node_doc.metrics_by_id(d.body) for n, d in sorted(docs.items())}
+    metrics = analysis.fleet_metrics(per_node, spec.threshold)
+    conditions = {n: {k: d.body["conditions"].get(k) for k in CONDITION_KEYS}
+                  | {"status": d.body["status"]} for n, d in sorted(docs.items())}
+    body: dict[str, Any] = {
+        "nodes": str(nodes), "answered": str(NodeSet.fromlist(list(docs))),
+        "no_answer": clush.group_reasons(no_answer), "other_version": clush.group_reasons(other),
+        "method": analysis.method(spec.threshold), "metrics": metrics,
+        "outliers": analysis.outlier_nodes(metrics), "conditions": conditions}
+    meta = make_meta(list(spec.command_line), utc_start=started, utc_end=utc_now())
+    return Document(node_doc.FLEET_KIND, body, meta)
+
+
+def answer_counts(body: dict[str, Any]) -> tuple[int, int]:
+    return len(NodeSet(body["answered"])), len(NodeSet(body["nodes"]))
