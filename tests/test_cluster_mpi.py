@@ -192,7 +192,7 @@ def test_the_ring_table_compares_the_series():
     doc = model.load(FIXTURES / "cluster-ring-v1-issue14.json")
     assert len(doc.body["series"]) == 2
     text = report.render(doc, "text")
-    assert "2/1 per node" in text and "natural ring latency (us)" in text
+    assert "3/2 per node" in text and "natural ring latency (us)" in text
     assert "median of trials" in text
 
 
