@@ -129,3 +129,26 @@ def test_srun_with_named_nodes_outside_an_allocation(slurm, tmp_path):
     assert body["status"] == "ok" and body["launch"]["allocation"] is None
     assert body["launch"]["argv"][:8] == ["srun", "-N", "2", "-n", "2", "--ntasks-per-node",
                                           "1", "--nodelist"]
+
+
+def test_the_ring_of_beoperfs_own_mpi_loops_runs_through_srun(slurm):
+    """`beoperf cluster ring` inside an allocation: one rank on each node through
+    ``srun --mpi=pmix`` (beoperf's ranks are mpi4py over Open MPI), the nodes named by the
+    allocation, the launch recorded."""
+    proc = slurm.controller.run(
+        ["salloc", "-N", "2", *beoperf_argv(
+            "cluster", "ring", "--bandwidth-size", "64K", "--random-rings", "1,1",
+            "--min-trials", "2", "--time-budget", "2", "--format", "json")],
+        env=source_env(slurm.env), check=False, timeout=TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr[-3000:] + slurm.logs()
+    doc = json.loads(proc.stdout)
+    assert doc["meta"]["hosts"].startswith("Slurm allocation ")
+    (series,) = doc["body"]["series"]
+    assert series["status"] == "complete" and series["np"] == 2
+    assert series["nodes"] == ["n1", "n2"]
+    assert len({r["net_namespace"] for r in series["ranks"]}) == 2
+    argv = series["launch"]["argv"]
+    assert argv[:1] == ["srun"] and "--mpi=pmix" in argv and argv[-1] == "PLAN"
+    assert series["launch"]["launcher"] == "srun"
+    figures = series["repeats"][0]["figures"]
+    assert all(v is not None and v > 0 for v in figures.values())

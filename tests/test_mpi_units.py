@@ -81,7 +81,7 @@ def test_hosts_from_lists_node_sets_and_hostfiles(tmp_path):
         mpi_pingpong.hosts_from("a", str(hostfile))
     with pytest.raises(errors.BadSpec):
         mpi_pingpong.hosts_from("node[", None)
-    with pytest.raises(errors.BadSpec, match="no usable host"):
+    with pytest.raises(errors.BadSpec, match="is not a host name"):
         mpi_pingpong.hosts_from("-oProxyCommand=x", None)
     with pytest.raises(errors.InputError):
         mpi_pingpong.hosts_from(None, str(tmp_path / "missing"))

@@ -287,7 +287,8 @@ def test_every_kind_on_main_has_a_view():
 # --------------------------------------------------------------------------- in chromium
 
 UNITS = {"ns": 1e-3, "µs": 1.0, "us": 1.0, "ms": 1e3, "s": 1e6, "µs²": 1.0,  # in us
-         "bit/s": 1.0, "kbit/s": 1e3, "Mbit/s": 1e6, "Gbit/s": 1e9, "Tbit/s": 1e12}
+         "bit/s": 1.0, "kbit/s": 1e3, "Mbit/s": 1e6, "Gbit/s": 1e9, "Tbit/s": 1e12,
+         "MB/s": 8e6}  # rates in bit/s
 TIME_BASE = {"us": 1.0, "ms": 1e3, "s": 1e6}
 
 
@@ -302,6 +303,8 @@ def base_scale(key: str) -> float:
     """The unit of a stored value, in the scale UNITS uses (us for times, bit/s)."""
     parts = key.split(".")
     for part in reversed(parts):
+        if part.endswith("_Bps"):  # bytes per second: 8 bit/s each
+            return 8.0
         for suffix, scale in TIME_BASE.items():
             if part.endswith(f"_{suffix}") or part == f"time_{suffix}":
                 return scale

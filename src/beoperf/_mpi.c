@@ -6,7 +6,8 @@
  * mpi4py's MPI extension module (dlopen'ed with RTLD_NOLOAD: the copy already loaded,
  * whose dependency tree holds libmpi), the sizes are mpi4py's MPI._sizeof of a
  * communicator, a request and a status.  Library.run(...) runs one loop with the GIL
- * released.  MPI must be initialised (by mpi4py) and not finalised.
+ * released: ping-pong, stream, exchange, the ring steps (one variant, or HPCC's sequence of
+ * both) and a barrier, with an optional warm-up and barrier before the timed part.  MPI must be initialised (by mpi4py) and not finalised.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -182,6 +183,11 @@ typedef struct {
     int peer;
 } run_target;
 
+static int is_ring(const char *role)
+{
+    return strcmp(role, "ring") == 0 || strncmp(role, "ring-", 5) == 0;
+}
+
 static int dispatch(beo_mpi_loop *lp, const run_target *t, const int *to, int nto,
                     const int *from, int nfrom)
 {
@@ -195,12 +201,21 @@ static int dispatch(beo_mpi_loop *lp, const run_target *t, const int *to, int nt
         return beo_mpi_stream_recv(lp, t->peer);
     if (strcmp(t->role, "exchange") == 0)
         return beo_mpi_exchange(lp, to, nto, from, nfrom);
+    if (is_ring(t->role)) { /* from the left, to the right */
+        if (nto != 1 || nfrom != 1)
+            return BEO_EINVAL;
+        if (strcmp(t->role, "ring") == 0)
+            return beo_mpi_ring_hpcc(lp, from[0], to[0]);
+        return beo_mpi_ring(lp, from[0], to[0], strcmp(t->role, "ring-sendrecv") == 0
+                                                     ? BEO_RING_SENDRECV : BEO_RING_NONBLOCKING);
+    }
     return beo_mpi_barrier(lp);
 }
 
 static const char *const ROLES[] = {"pingpong-initiator", "pingpong-responder", "stream-send",
-                                    "stream-recv", "exchange", "barrier", NULL};
-static const int TIMED_ROLES[] = {1, 0, 0, 0, 1, 0};
+                                    "stream-recv", "exchange", "barrier", "ring-sendrecv",
+                                    "ring-nonblocking", "ring", NULL};
+static const int TIMED_ROLES[] = {1, 0, 0, 0, 1, 0, 1, 1, 2}; /* samples per repetition */
 
 static int role_index(const char *role)
 {
@@ -214,7 +229,8 @@ static PyObject *loop_error(int rc, int mpi_error)
 {
     if (rc == BEO_EINVAL)
         return PyErr_Format(PyExc_ValueError, "the loop cannot run with these arguments "
-                            "(size over the pool, window < 1, too few pool slots or ranks)");
+                            "(size over the pool, window < 1, too few pool slots or ranks; "
+                            "a ring needs 4 slots and one rank each side)");
     if (rc == BEO_ENOMEM)
         return PyErr_NoMemory();
     PyObject *exc = PyObject_CallFunction(MpiError, "si", "an MPI call failed", mpi_error);
@@ -227,9 +243,9 @@ static PyObject *loop_error(int rc, int mpi_error)
 
 typedef struct {
     uintptr_t comm, byte;
-    unsigned long long reps, seq0;
+    unsigned long long reps, seq0, warmup;
     Py_ssize_t size;
-    int tag, integrity, sync, nonblocking, window, timed;
+    int tag, integrity, sync, nonblocking, window, timed, barrier;
 } run_args;
 
 static PyObject *run_loop(LibraryObject *self, const run_args *a, const run_target *t,
@@ -247,8 +263,11 @@ static PyObject *run_loop(LibraryObject *self, const run_args *a, const run_targ
         return NULL;
     PyObject *samples = NULL;
     if (a->timed && TIMED_ROLES[role])
-        samples = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(a->reps * sizeof(uint64_t)));
+        samples = PyBytes_FromStringAndSize(
+            NULL, (Py_ssize_t)(a->reps * (uint64_t)TIMED_ROLES[role] * sizeof(uint64_t)));
     int window = a->window > nto + nfrom ? a->window : nto + nfrom;
+    if (is_ring(t->role) && window < 2)
+        window = 2; /* the ring's four requests: window + 2 */
     void *scratch = calloc(1, beo_mpi_scratch_bytes(&self->mpi, window + 2));
     if ((a->timed && TIMED_ROLES[role] && samples == NULL) || scratch == NULL) {
         PyBuffer_Release(&view);
@@ -260,7 +279,7 @@ static PyObject *run_loop(LibraryObject *self, const run_args *a, const run_targ
         .mpi = &self->mpi, .comm = a->comm, .byte = a->byte, .tag = a->tag, .pool = &bp,
         .size = (size_t)a->size, .reps = a->reps, .seq0 = a->seq0, .integrity = a->integrity,
         .flags = (a->sync ? BEO_MPI_SYNC : 0) | (a->nonblocking ? BEO_MPI_NONBLOCKING : 0),
-        .window = window, .scratch = scratch,
+        .window = window, .scratch = scratch, .warmup = a->warmup, .barrier = a->barrier,
         .samples = samples ? (uint64_t *)PyBytes_AS_STRING(samples) : NULL,
     };
     int rc;
@@ -277,6 +296,9 @@ static PyObject *run_loop(LibraryObject *self, const run_args *a, const run_targ
         samples = Py_None;
         Py_INCREF(samples);
     }
+    if (strcmp(t->role, "ring") == 0)
+        return Py_BuildValue("(NKKK)", samples, (unsigned long long)lp.elapsed_ns,
+                             (unsigned long long)lp.corrupt, (unsigned long long)lp.elapsed2_ns);
     return Py_BuildValue("(NKK)", samples, (unsigned long long)lp.elapsed_ns,
                          (unsigned long long)lp.corrupt);
 }
@@ -285,23 +307,25 @@ static PyObject *Library_run(LibraryObject *self, PyObject *args, PyObject *kwds
 {
     static char *kwlist[] = {"role", "comm", "byte", "pool", "reps", "peer", "size", "seq0",
                              "tag", "integrity", "sync", "nonblocking", "window", "timed",
-                             "to", "from_", NULL};
+                             "to", "from_", "warmup", "barrier", NULL};
     run_args a = {.tag = 7, .window = 1, .timed = 1};
     run_target t = {.peer = -1};
     unsigned long long comm, byte;
     PyObject *pool;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sKKOK|$inKipppipOO", kwlist, &t.role, &comm,
-                                     &byte, &pool, &a.reps, &t.peer, &a.size, &a.seq0, &a.tag,
-                                     &a.integrity, &a.sync, &a.nonblocking, &a.window, &a.timed,
-                                     &t.to, &t.from))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sKKOK|$inKipppipOOKp", kwlist, &t.role,
+                                     &comm, &byte, &pool, &a.reps, &t.peer, &a.size, &a.seq0,
+                                     &a.tag, &a.integrity, &a.sync, &a.nonblocking, &a.window,
+                                     &a.timed, &t.to, &t.from, &a.warmup, &a.barrier))
         return NULL;
     if (!library_ready(self))
         return NULL;
-    if (a.reps < 1 || a.reps > (1ULL << 27))
-        return PyErr_Format(PyExc_ValueError, "reps must be in 1..%llu", 1ULL << 27);
+    if (a.reps < 1 || a.reps > (1ULL << 27) || a.warmup > (1ULL << 27))
+        return PyErr_Format(PyExc_ValueError, "reps must be in 1..%llu, warmup at most that",
+                            1ULL << 27);
     if (a.size < 0 || a.tag < 0 || a.tag > 32000 || a.window < 1 || a.window > 4096)
         return PyErr_Format(PyExc_ValueError, "size >= 0, tag 0..32000, window 1..4096");
-    if (strcmp(t.role, "exchange") != 0 && strcmp(t.role, "barrier") != 0 && t.peer < 0)
+    if (strcmp(t.role, "exchange") != 0 && strcmp(t.role, "barrier") != 0 &&
+        !is_ring(t.role) && t.peer < 0)
         return PyErr_Format(PyExc_ValueError, "role %s needs a peer rank", t.role);
     a.comm = (uintptr_t)comm;
     a.byte = (uintptr_t)byte;
@@ -322,7 +346,9 @@ static PyMethodDef Library_methods[] = {
      "MPI is initialised and not finalised"},
     {"run", (PyCFunction)(void (*)(void))Library_run, METH_VARARGS | METH_KEYWORDS,
      "run(role, comm, byte, pool, reps, *, peer, size, seq0, tag, integrity, sync, "
-     "nonblocking, window, timed, to, from_) -> (samples_ns bytes | None, elapsed_ns, corrupt)"},
+     "nonblocking, window, timed, to, from_, warmup, barrier) -> (samples_ns bytes | None, "
+     "elapsed_ns, corrupt); role 'ring' (HPCC's: Sendrecv then non-blocking steps) adds the "
+     "second loop's elapsed_ns and gives 2 x reps samples"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,9 +1,10 @@
 """`beoperf cluster`: tests of the whole cluster, one subcommand each.
 
 ``hpcc`` runs HPC Challenge over process counts (cli/cluster_hpcc.py); ``import``, ``show``,
-``plot`` and ``references`` read what it and HPCC wrote (cli/cluster_docs.py).  A new
-subcommand (``ring``, ``pairs``, ``mbw``: MPI tests of beoperf's own) is one module
-``beoperf.cli.cluster_<name>`` with an ``add_parser(sub)`` and its name in SUBCOMMANDS.
+``plot`` and ``references`` read what it and HPCC wrote (cli/cluster_docs.py); ``ring``,
+``pairs`` and ``mbw``, MPI tests of beoperf's own, are cli/cluster_mpi.py.  A new
+subcommand is one module ``beoperf.cli.cluster_<name>`` with an ``add_parsers(sub)`` and
+its name in SUBCOMMANDS.
 """
 
 from __future__ import annotations
@@ -13,14 +14,17 @@ import importlib
 
 # subcommand -> the module that adds its parser
 SUBCOMMANDS = {"hpcc": "cluster_hpcc", "import": "cluster_docs", "show": "cluster_docs",
-               "plot": "cluster_docs", "references": "cluster_docs"}
+               "plot": "cluster_docs", "references": "cluster_docs", "ring": "cluster_mpi",
+               "pairs": "cluster_mpi", "mbw": "cluster_mpi"}
 
 DESCRIPTION = """Cluster-wide tests. 'hpcc' runs HPC Challenge at several process counts,
 several times each, through mpirun (Open MPI, MPICH) or srun, and writes one document per
 run and a scaling document (mean and spread per metric and count, speedup, parallel
 efficiency, the metrics that stopped scaling). 'import' reads existing hpccoutf.txt files
 into the same documents; 'show' and 'plot' render them; 'references' lists the published
-systems --reference puts beside a run."""
+systems --reference puts beside a run. 'ring', 'pairs' and 'mbw' are MPI tests of
+beoperf's own, with statistics: HPCC's ring latency and bandwidth, the all-pairs
+ping-pong matrix with the slow nodes and links named, and N pairs streaming at once."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -30,12 +30,12 @@ int beo_mpi_bind(beo_mpi *m, void *dl, int ptr_handles, size_t request_size,
     static const char *const names[] = {
         "MPI_Send", "MPI_Ssend", "MPI_Recv", "MPI_Isend", "MPI_Issend", "MPI_Irecv",
         "MPI_Wait", "MPI_Waitall", "MPI_Barrier", "MPI_Initialized", "MPI_Finalized",
-        "MPI_Get_library_version",
+        "MPI_Get_library_version", "MPI_Sendrecv",
     };
     beo_mpi_fn *slots[] = {
         &m->send, &m->ssend, &m->recv, &m->isend, &m->issend, &m->irecv,
         &m->wait, &m->waitall, &m->barrier, &m->initialized, &m->finalized,
-        &m->get_library_version,
+        &m->get_library_version, &m->sendrecv,
     };
     *missing = NULL;
     if (request_size == 0 || status_size == 0 || status_size > BEO_MPI_STATUS_MAX) {
@@ -87,12 +87,16 @@ typedef int (*recv_p)(void *, int, void *, int, int, void *, void *);
 typedef int (*isend_p)(const void *, int, void *, int, int, void *, void *);
 typedef int (*irecv_p)(void *, int, void *, int, int, void *, void *);
 typedef int (*barrier_p)(void *);
+typedef int (*sendrecv_p)(const void *, int, void *, int, int, void *, int, void *, int, int,
+                          void *, void *);
 /* MPICH ABI: handles are ints */
 typedef int (*send_i)(const void *, int, int, int, int, int);
 typedef int (*recv_i)(void *, int, int, int, int, int, void *);
 typedef int (*isend_i)(const void *, int, int, int, int, int, void *);
 typedef int (*irecv_i)(void *, int, int, int, int, int, void *);
 typedef int (*barrier_i)(int);
+typedef int (*sendrecv_i)(const void *, int, int, int, int, void *, int, int, int, int, int,
+                          void *);
 /* the same in both: requests and statuses are passed by address */
 typedef int (*wait_fn)(void *, void *);
 typedef int (*waitall_fn)(int, void *, void *);
@@ -161,6 +165,18 @@ static int x_barrier(const beo_mpi_loop *lp)
     return ((barrier_i)m->barrier)(INT(lp->comm));
 }
 
+/* MPI_Sendrecv of n bytes: `out` to `dest` with `tag`, `in` from `source` with `tag` */
+static int x_sendrecv(const beo_mpi_loop *lp, const void *out, int dest, void *in, int source,
+                      int n, int tag, void *status)
+{
+    const beo_mpi *m = lp->mpi;
+    if (m->ptr_handles)
+        return ((sendrecv_p)m->sendrecv)(out, n, PTR(lp->byte), dest, tag, in, n, PTR(lp->byte),
+                                         source, tag, PTR(lp->comm), status);
+    return ((sendrecv_i)m->sendrecv)(out, n, INT(lp->byte), dest, tag, in, n, INT(lp->byte),
+                                     source, tag, INT(lp->comm), status);
+}
+
 /* ------------------------------------------------------------------ helpers */
 
 size_t beo_mpi_scratch_bytes(const beo_mpi *m, int n)
@@ -212,6 +228,12 @@ static void verify(beo_mpi_loop *lp, const unsigned char *buf, uint64_t i)
         lp->corrupt++;
 }
 
+/* The barrier between the warm-up and the timed repetitions, when asked for. */
+static int settle(beo_mpi_loop *lp)
+{
+    return lp->barrier ? checked(lp, x_barrier(lp)) : BEO_OK;
+}
+
 /* ------------------------------------------------------------------ ping-pong */
 
 static int round_trip(beo_mpi_loop *lp, const unsigned char *out, unsigned char *in, int peer)
@@ -229,21 +251,37 @@ static int round_trip(beo_mpi_loop *lp, const unsigned char *out, unsigned char 
     return rc == BEO_OK ? checked(lp, x_recv(lp, in, n, peer, lp->tag, status)) : rc;
 }
 
+/* Message j of the session (warm-up ones first): sent from slot 2j, echoed into 2j + 1. */
+static int initiate_one(beo_mpi_loop *lp, int peer, uint64_t j, uint64_t *took)
+{
+    unsigned char *out = beo_pool_msg(lp->pool, 2 * j);
+    unsigned char *in = beo_pool_msg(lp->pool, 2 * j + 1);
+    fill(lp, out, j);
+    uint64_t t0 = beo_now_ns();
+    int rc = round_trip(lp, out, in, peer);
+    *took = interval(t0, beo_now_ns());
+    if (rc == BEO_OK)
+        verify(lp, in, j);
+    return rc;
+}
+
 static int initiate(beo_mpi_loop *lp, int peer)
 {
+    uint64_t took;
+    int rc = BEO_OK;
+    for (uint64_t j = 0; j < lp->warmup && rc == BEO_OK; j++)
+        rc = initiate_one(lp, peer, j, &took);
+    if (rc == BEO_OK)
+        rc = settle(lp);
+    if (rc != BEO_OK)
+        return rc;
     uint64_t start = beo_now_ns();
     for (uint64_t i = 0; i < lp->reps; i++) {
-        unsigned char *out = beo_pool_msg(lp->pool, 2 * i);
-        unsigned char *in = beo_pool_msg(lp->pool, 2 * i + 1);
-        fill(lp, out, i);
-        uint64_t t0 = beo_now_ns();
-        int rc = round_trip(lp, out, in, peer);
-        uint64_t t1 = beo_now_ns();
+        rc = initiate_one(lp, peer, lp->warmup + i, &took);
         if (rc != BEO_OK)
             return rc;
         if (lp->samples)
-            lp->samples[i] = interval(t0, t1);
-        verify(lp, in, i);
+            lp->samples[i] = took;
     }
     lp->elapsed_ns = interval(start, beo_now_ns());
     return BEO_OK;
@@ -255,19 +293,21 @@ static int respond(beo_mpi_loop *lp, int peer)
 {
     unsigned char status[BEO_MPI_STATUS_MAX];
     int n = (int)lp->size, nb = (lp->flags & BEO_MPI_NONBLOCKING) != 0, rc = BEO_OK;
-    uint64_t start = beo_now_ns();
-    if (nb && lp->reps > 0)
+    uint64_t start = beo_now_ns(), total = lp->warmup + lp->reps;
+    if (nb && total > 0)
         rc = checked(lp, x_irecv(lp, beo_pool_msg(lp->pool, 0), n, peer, lp->tag,
                                  request_at(lp, 0)));
-    for (uint64_t i = 0; i < lp->reps && rc == BEO_OK; i++) {
+    for (uint64_t i = 0; i < total && rc == BEO_OK; i++) {
         unsigned char *buf = beo_pool_msg(lp->pool, i);
         void *req = request_at(lp, (int)(i & 1));
+        if (i == lp->warmup && (rc = settle(lp)) != BEO_OK)
+            break;
         rc = nb ? checked(lp, x_wait(lp, req, status))
                 : checked(lp, x_recv(lp, buf, n, peer, lp->tag, status));
         if (rc != BEO_OK)
             break;
         verify(lp, buf, i);
-        if (nb && i + 1 < lp->reps)
+        if (nb && i + 1 < total)
             rc = checked(lp, x_irecv(lp, beo_pool_msg(lp->pool, i + 1), n, peer, lp->tag,
                                      request_at(lp, (int)((i + 1) & 1))));
         if (rc == BEO_OK)
@@ -289,18 +329,17 @@ int beo_mpi_pingpong(beo_mpi_loop *lp, int peer, int initiator)
 
 #define ACK_BYTES 4
 
-int beo_mpi_stream_send(beo_mpi_loop *lp, int peer)
+/* Messages first .. first + count - 1 of the session, in windows, each acknowledged. */
+static int send_windows(beo_mpi_loop *lp, int peer, uint64_t first, uint64_t count)
 {
     unsigned char ack[ACK_BYTES], status[BEO_MPI_STATUS_MAX];
-    int rc = valid(lp), n = (int)lp->size;
-    if (rc != BEO_OK)
-        return rc;
-    uint64_t start = beo_now_ns();
-    for (uint64_t i = 0; i < lp->reps && rc == BEO_OK;) {
-        int k = lp->reps - i < (uint64_t)lp->window ? (int)(lp->reps - i) : lp->window;
+    int rc = BEO_OK, n = (int)lp->size;
+    for (uint64_t i = 0; i < count && rc == BEO_OK;) {
+        int k = count - i < (uint64_t)lp->window ? (int)(count - i) : lp->window;
         for (int j = 0; j < k && rc == BEO_OK; j++) {
-            unsigned char *out = beo_pool_msg(lp->pool, i + (uint64_t)j);
-            fill(lp, out, i + (uint64_t)j);
+            uint64_t m = first + i + (uint64_t)j;
+            unsigned char *out = beo_pool_msg(lp->pool, m);
+            fill(lp, out, m);
             rc = checked(lp, x_isend(lp, out, n, peer, lp->tag, request_at(lp, j)));
         }
         if (rc == BEO_OK)
@@ -309,34 +348,61 @@ int beo_mpi_stream_send(beo_mpi_loop *lp, int peer)
             rc = checked(lp, x_recv(lp, ack, ACK_BYTES, peer, lp->tag + 1, status));
         i += (uint64_t)k;
     }
-    lp->elapsed_ns = interval(start, beo_now_ns());
     return rc;
 }
 
-int beo_mpi_stream_recv(beo_mpi_loop *lp, int peer)
+static int recv_windows(beo_mpi_loop *lp, int peer, uint64_t first, uint64_t count)
 {
     unsigned char ack[ACK_BYTES] = {0};
-    int rc = valid(lp), n = (int)lp->size;
-    if (rc != BEO_OK)
-        return rc;
-    if (lp->integrity && (size_t)lp->window > lp->pool->slots)
-        return BEO_EINVAL; /* two receives of a window would share a buffer */
-    uint64_t start = beo_now_ns();
-    for (uint64_t i = 0; i < lp->reps && rc == BEO_OK;) {
-        int k = lp->reps - i < (uint64_t)lp->window ? (int)(lp->reps - i) : lp->window;
+    int rc = BEO_OK, n = (int)lp->size;
+    for (uint64_t i = 0; i < count && rc == BEO_OK;) {
+        int k = count - i < (uint64_t)lp->window ? (int)(count - i) : lp->window;
         for (int j = 0; j < k && rc == BEO_OK; j++)
-            rc = checked(lp, x_irecv(lp, beo_pool_msg(lp->pool, i + (uint64_t)j), n, peer,
-                                     lp->tag, request_at(lp, j)));
+            rc = checked(lp, x_irecv(lp, beo_pool_msg(lp->pool, first + i + (uint64_t)j), n,
+                                     peer, lp->tag, request_at(lp, j)));
         if (rc == BEO_OK)
             rc = checked(lp, x_waitall(lp, k, request_at(lp, 0), statuses(lp)));
-        for (int j = 0; j < k && rc == BEO_OK; j++)
-            verify(lp, beo_pool_msg(lp->pool, i + (uint64_t)j), i + (uint64_t)j);
+        for (int j = 0; j < k && rc == BEO_OK; j++) {
+            uint64_t m = first + i + (uint64_t)j;
+            verify(lp, beo_pool_msg(lp->pool, m), m);
+        }
         if (rc == BEO_OK)
             rc = checked(lp, x_send_plain(lp, ack, ACK_BYTES, peer, lp->tag + 1));
         i += (uint64_t)k;
     }
+    return rc;
+}
+
+typedef int (*windows_fn)(beo_mpi_loop *, int, uint64_t, uint64_t);
+
+/* Warm-up windows, the barrier if asked, then the timed windows. */
+static int stream(beo_mpi_loop *lp, int peer, windows_fn windows)
+{
+    int rc = windows(lp, peer, 0, lp->warmup);
+    if (rc == BEO_OK)
+        rc = settle(lp);
+    if (rc != BEO_OK)
+        return rc;
+    uint64_t start = beo_now_ns();
+    rc = windows(lp, peer, lp->warmup, lp->reps);
     lp->elapsed_ns = interval(start, beo_now_ns());
     return rc;
+}
+
+int beo_mpi_stream_send(beo_mpi_loop *lp, int peer)
+{
+    int rc = valid(lp);
+    return rc == BEO_OK ? stream(lp, peer, send_windows) : rc;
+}
+
+int beo_mpi_stream_recv(beo_mpi_loop *lp, int peer)
+{
+    int rc = valid(lp);
+    if (rc != BEO_OK)
+        return rc;
+    if (lp->integrity && (size_t)lp->window > lp->pool->slots)
+        return BEO_EINVAL; /* two receives of a window would share a buffer */
+    return stream(lp, peer, recv_windows);
 }
 
 /* ------------------------------------------------------------------ exchanges */
@@ -371,6 +437,114 @@ int beo_mpi_exchange(beo_mpi_loop *lp, const int *to, int nto, const int *from, 
     }
     lp->elapsed_ns = interval(start, beo_now_ns());
     return BEO_OK;
+}
+
+/* ------------------------------------------------------------------ rings */
+
+/* A ring's two neighbours and four buffers (see beo_mpi.h), found once per loop. */
+typedef struct {
+    int left, right;
+    unsigned char *to_right, *to_left, *from_left, *from_right;
+} ring_ends;
+
+static ring_ends ends_of(const beo_mpi_loop *lp, int left, int right)
+{
+    return (ring_ends){left, right, beo_pool_msg(lp->pool, 0), beo_pool_msg(lp->pool, 1),
+                       beo_pool_msg(lp->pool, 2), beo_pool_msg(lp->pool, 3)};
+}
+
+/* One step of the ring, both directions; message i of the session. */
+static int ring_step(beo_mpi_loop *lp, const ring_ends *e, beo_ring_variant variant,
+                     uint64_t i)
+{
+    unsigned char status[BEO_MPI_STATUS_MAX];
+    int n = (int)lp->size, rc;
+    fill(lp, e->to_right, i);
+    fill(lp, e->to_left, i);
+    if (variant == BEO_RING_SENDRECV) {
+        rc = checked(lp, x_sendrecv(lp, e->to_right, e->right, e->from_left, e->left, n,
+                                    lp->tag, status));
+        if (rc == BEO_OK)
+            rc = checked(lp, x_sendrecv(lp, e->to_left, e->left, e->from_right, e->right, n,
+                                        lp->tag + 1, status));
+    } else {
+        rc = checked(lp, x_irecv(lp, e->from_left, n, e->left, lp->tag, request_at(lp, 0)));
+        if (rc == BEO_OK)
+            rc = checked(lp, x_irecv(lp, e->from_right, n, e->right, lp->tag + 1,
+                                     request_at(lp, 1)));
+        if (rc == BEO_OK)
+            rc = checked(lp, x_isend(lp, e->to_right, n, e->right, lp->tag, request_at(lp, 2)));
+        if (rc == BEO_OK)
+            rc = checked(lp, x_isend(lp, e->to_left, n, e->left, lp->tag + 1,
+                                     request_at(lp, 3)));
+        if (rc == BEO_OK)
+            rc = checked(lp, x_waitall(lp, 4, request_at(lp, 0), statuses(lp)));
+    }
+    if (rc == BEO_OK) {
+        verify(lp, e->from_left, i);
+        verify(lp, e->from_right, i);
+    }
+    return rc;
+}
+
+static int ring_valid(const beo_mpi_loop *lp, int left, int right)
+{
+    int rc = valid(lp);
+    if (rc == BEO_OK && (lp->pool->slots < 4 || lp->window < 2 || left < 0 || right < 0))
+        rc = BEO_EINVAL;
+    return rc;
+}
+
+/* lp->warmup untimed steps, the barrier if `settled` asks, then lp->reps timed steps
+ * (the loop's time into `elapsed`; each step's into `samples` if it is not NULL: without
+ * samples the clock is read only around the loop, as HPCC reads MPI_Wtime, for a step of a
+ * ring on one host is a few clock reads long). */
+static int ring_loop(beo_mpi_loop *lp, int left, int right, beo_ring_variant variant,
+                     int settled, uint64_t *samples, uint64_t *elapsed)
+{
+    ring_ends e = ends_of(lp, left, right);
+    int rc = BEO_OK;
+    for (uint64_t w = 0; w < lp->warmup && rc == BEO_OK; w++)
+        rc = ring_step(lp, &e, variant, w);
+    if (rc == BEO_OK && settled)
+        rc = settle(lp);
+    if (rc != BEO_OK)
+        return rc;
+    uint64_t start = beo_now_ns();
+    for (uint64_t i = 0; i < lp->reps && rc == BEO_OK; i++) {
+        if (!samples) {
+            rc = ring_step(lp, &e, variant, lp->warmup + i);
+            continue;
+        }
+        uint64_t t0 = beo_now_ns();
+        rc = ring_step(lp, &e, variant, lp->warmup + i);
+        samples[i] = interval(t0, beo_now_ns());
+    }
+    *elapsed = interval(start, beo_now_ns());
+    return rc;
+}
+
+int beo_mpi_ring(beo_mpi_loop *lp, int left, int right, beo_ring_variant variant)
+{
+    int rc = ring_valid(lp, left, right);
+    if (rc != BEO_OK)
+        return rc;
+    if (variant != BEO_RING_SENDRECV && variant != BEO_RING_NONBLOCKING)
+        return BEO_EINVAL;
+    return ring_loop(lp, left, right, variant, 1, lp->samples, &lp->elapsed_ns);
+}
+
+int beo_mpi_ring_hpcc(beo_mpi_loop *lp, int left, int right)
+{
+    int rc = ring_valid(lp, left, right);
+    if (rc == BEO_OK)
+        rc = settle(lp);
+    if (rc == BEO_OK)
+        rc = ring_loop(lp, left, right, BEO_RING_SENDRECV, 0, lp->samples, &lp->elapsed_ns);
+    if (rc == BEO_OK)
+        rc = ring_loop(lp, left, right, BEO_RING_NONBLOCKING, 0,
+                       lp->samples ? lp->samples + lp->reps : NULL, &lp->elapsed2_ns);
+    return rc;
 }
 
 int beo_mpi_barrier(beo_mpi_loop *lp)

@@ -6,6 +6,7 @@ Importing the package registers every kind, so :func:`load` reads any of them.
 from beoperf.model import (  # noqa: F401  (register their kinds)
     audit,
     cluster,
+    cluster_mpi,
     comparison,
     fleet,
     monitor,

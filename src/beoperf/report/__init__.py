@@ -42,6 +42,8 @@ MODULES = {"pingpong": "pingpong", "comparison": "compare", "audit": "audit",
            "monitor-report": "monitor", "monitor-session": "monitor_session",
            "prediction": "prediction", "replay": "prediction",
            "cluster": "cluster", "scaling": "cluster", "hpcc-comparison": "cluster",
+           "cluster-ring": "cluster_mpi", "cluster-pairs": "cluster_mpi",
+           "cluster-mbw": "cluster_mpi",
            "node": "node", "node-fleet": "node", "node-comparison": "node"}
 
 

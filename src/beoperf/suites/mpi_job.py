@@ -18,6 +18,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from beoperf import errors, safeio
@@ -28,6 +29,7 @@ from beoperf.suites.pingpong import Measured
 
 MARKER = "BEOPERF-MPI-RESULT "  # rank 0's line with the document
 ERROR_MARKER = "BEOPERF-MPI-ERROR "  # rank 0's line with why it stopped
+PROGRESS_MARKER = "BEOPERF-MPI-PROGRESS "  # rank 0's lines of progress, passed on as they come
 FINALIZE_GRACE_S = 8.0  # the launching process ends a job this long after the result
 OUTPUT_LINES = 10000  # lines of the job's output kept (each stream)
 STOP_GRACE_S = 15.0  # after Ctrl-C: how long rank 0 has to send what it measured
@@ -42,8 +44,9 @@ class Job:
     (a rank hung in MPI_Finalize) is ended after FINALIZE_GRACE_S instead of at the
     deadline."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], deadline: float | None) -> None:
-        self.argv, self.env, self.deadline = argv, env, deadline
+    def __init__(self, argv: list[str], env: dict[str, str], deadline: float | None,
+                 progress: Callable[[str], None] | None = None) -> None:
+        self.argv, self.env, self.deadline, self.progress = argv, env, deadline, progress
         self.lines: list[str] = []
         self.errors: list[str] = []
         self.result_at: float | None = None  # when rank 0's result arrived
@@ -65,6 +68,8 @@ class Job:
                 into.append(line.rstrip("\n"))
             if watch and line.startswith(MARKER):
                 self.result_at = time.monotonic()
+            elif watch and self.progress and line.startswith(PROGRESS_MARKER):
+                self.progress(line[len(PROGRESS_MARKER):].rstrip())
 
     def run(self) -> None:
         try:
@@ -125,19 +130,28 @@ class Job:
                  and not set(ln.strip()) <= {"-"}]
         return " / ".join(lines[-3:])[-600:] if lines else "no message"
 
-    def measured(self, name: str) -> Measured:
-        """Rank 0's document and error (if it sent them), with what went wrong around."""
+    def result(self, name: str) -> tuple[Document, errors.BeoperfError | None, list[str]]:
+        """Rank 0's document (any kind) and error, and what went wrong around them (how
+        the job ended after the result); the error of the job when it sent no document."""
         doc, error = self._result()
         if doc is None:
             raise self._no_result(name)
-        run = RunResult.from_document(doc)
+        warnings = []
         if self.hung_after_result or self.timed_out:
-            run.warnings.append(f"the MPI job did not end within {FINALIZE_GRACE_S:g} s of "
-                                "rank 0 sending its result (a rank hung, e.g. in "
-                                "MPI_Finalize): it was ended")
+            warnings.append(f"the MPI job did not end within {FINALIZE_GRACE_S:g} s of rank 0 "
+                            "sending its result (a rank hung, e.g. in MPI_Finalize): it was "
+                            "ended")
         elif self.returncode not in (0, None) and self.interrupt is None:
-            run.warnings.append(f"{name} exited with status {self.returncode} after rank 0 "
-                                f"sent its result: {self.last_error()}")
+            warnings.append(f"{name} exited with status {self.returncode} after rank 0 sent "
+                            f"its result: {self.last_error()}")
+        return doc, error, warnings
+
+    def measured(self, name: str) -> Measured:
+        """Rank 0's ping-pong document and error (if it sent them), with what went wrong
+        around."""
+        doc, error, warnings = self.result(name)
+        run = RunResult.from_document(doc)
+        run.warnings += warnings
         doc = document(run) if run.warnings != doc.body.get("warnings") else doc
         return Measured(doc, run, error, self.interrupt)
 

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from beoperf import errors, interrupts, launch, safeio
+from beoperf import errors, interrupts, launch
 from beoperf.analysis.pingpong import document
 from beoperf.engines.base import Peer
 from beoperf.launch import ranks
@@ -58,36 +58,18 @@ ROOT_NOTE = ("Open MPI refuses to run as root unless told: beoperf passed "
 
 # --------------------------------------------------------------------------- checking
 
-HOSTFILE_LIMIT = 1024 * 1024
-
-
 def hosts_from(text: str | None, hostfile: str | None) -> tuple[str, ...]:
     """The hosts of --hosts (a list or a ClusterShell node set: 'node[01-02]') or of a
-    hostfile (the first word of each line, without Open MPI's slots or MPICH's ':N'),
-    in order, duplicates dropped; BadSpec for a set that cannot be read."""
-    if text and hostfile:
-        raise errors.BadSpec("give --hosts or --hostfile, not both", HINT)
-    if hostfile:
-        try:
-            content = safeio.read_text(hostfile, HOSTFILE_LIMIT, "a hostfile")
-        except safeio.FileInputError as exc:
-            raise errors.InputError(str(exc)) from None
-        words = [line.split("#")[0].split() for line in content.splitlines()]
-        names = [w[0].split(":")[0] for w in words if w]
-    elif text:
-        from ClusterShell.NodeSet import NodeSet, NodeSetException
-
-        try:  # a plain list keeps its order (rank 0 on the first host)
-            names = list(NodeSet(text.strip())) if "[" in text else \
-                [p.strip() for p in text.split(",") if p.strip()]
-        except NodeSetException as exc:
-            raise errors.BadSpec(f"--hosts {text!r}: {exc}", HINT) from None
-    else:
+    hostfile (Open MPI's 'host slots=N', MPICH's 'host:N' or plain lines), in order, each
+    once (launch/hosts.py, the one host parser); none named: () (both ranks here, not
+    the Slurm allocation).  BadSpec for names that cannot be hosts, InputError for a
+    hostfile that cannot be read."""
+    if text is None and hostfile is None:
         return ()
-    bad = [n for n in names if not n or n.startswith("-") or any(c.isspace() for c in n)]
-    if bad or not names:
-        raise errors.BadSpec(f"no usable host names in {text or hostfile!r}", HINT)
-    return tuple(dict.fromkeys(names))
+    from beoperf.suites.cluster_plan import resolve_hosts
+
+    found = resolve_hosts(text, hostfile, environ={})
+    return found.names if found is not None else ()
 
 
 def validate_mpi(spec: Spec) -> MpiOptions:

@@ -1,0 +1,209 @@
+"""Every rank of an MPI job measuring together (the cluster tests: rings, all pairs, N
+pairs at once): rank 0 gives each rank its order, each runs its part of a C loop
+(``beoperf._mpi``), and rank 0 gathers what each one measured.
+
+Orders and replies are mpi4py's small pickled objects on CONTROL_TAG, outside every
+timed loop.  A rank with nothing to do waits for its next message *quietly*: it probes
+for it and sleeps between probes (from POLL_MIN_S, doubling up to POLL_MAX_S), instead of
+spinning in MPI_Recv as MPI libraries do.  So the ranks that are not being measured leave
+the CPUs of their node to those that are: HPCC's all-pairs test keeps its idle processes
+in MPI_Recv, and where they share a node's cores with a measured pair their polling
+becomes part of what it measures.  The loops themselves spin, as every MPI benchmark's do.
+
+A rank answers with what its loop measured, summarised (elapsed time, the median and
+minimum of its samples, corrupted messages): a reply stays a few hundred bytes whatever
+the repetitions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from beoperf import _core, errors
+from beoperf.engines.mpi import (
+    CONTROL_TAG,
+    DATA_TAG,
+    Session,
+    chosen_transport,
+    mpi_environment,
+    rank_facts,
+)
+
+POLL_MIN_S = 50e-6
+POLL_MAX_S = 2e-3
+RING_SLOTS = 4  # a ring step's buffers: to the right, to the left, from each side
+ROLES = ("pingpong-initiator", "pingpong-responder", "stream-send", "stream-recv",
+         "ring", "ring-sendrecv", "ring-nonblocking", "barrier")
+
+
+@dataclass(frozen=True)
+class Order:
+    """One rank's part of a trial: the C loop's role and arguments.  ``peer`` for a
+    ping-pong or a stream; ``left``/``right`` for a ring; ``warmup`` repetitions before
+    the timed ones; ``barrier``: every rank given an order meets in MPI_Barrier after its
+    warm-up (each must then have ``barrier`` set, or the role "barrier")."""
+
+    role: str
+    size: int = 0
+    reps: int = 1
+    warmup: int = 0
+    barrier: bool = False
+    peer: int | None = None
+    left: int | None = None
+    right: int | None = None
+    window: int = 1
+    integrity: bool = False
+    seq0: int = 0
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"unknown MPI loop role {self.role!r}")
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one rank's loop measured: the timed repetitions' elapsed time, its samples'
+    median and minimum (None for roles without samples) and count, corrupted messages;
+    for HPCC's ring (role "ring"), ``elapsed_ns`` is its Sendrecv loop's and
+    ``elapsed2_ns`` its non-blocking loop's."""
+
+    rank: int
+    elapsed_ns: int
+    median_ns: float | None
+    min_ns: float | None
+    samples: int
+    corrupt: int
+    elapsed2_ns: int | None = None
+
+
+def quiet_recv(comm: Any, source: int, tag: int = CONTROL_TAG) -> Any:
+    """The next pickled message from ``source``, waited for by probing and sleeping."""
+    delay = POLL_MIN_S
+    while not comm.iprobe(source=source, tag=tag):
+        time.sleep(delay)
+        delay = min(POLL_MAX_S, delay * 2)
+    return comm.recv(source=source, tag=tag)
+
+
+def pool_for(size: int, slots: int) -> _core.Pool:
+    """A pool of at least ``slots`` buffers of ``size`` bytes."""
+    stride = max(64, -(-size // 64) * 64)
+    pool = _core.Pool(max(size, 1), slots * stride)
+    if pool.slots < slots:
+        raise errors.Failed(f"a pool of {slots} buffers of {size} B could not be made")
+    return pool
+
+
+class Member:
+    """This rank's side: its pool (grown as orders need) and the loop it runs."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.pool: _core.Pool | None = None
+
+    def _pool(self, order: Order) -> _core.Pool:
+        slots = max(RING_SLOTS, order.window if order.role == "stream-recv" else 2)
+        pool = self.pool
+        if pool is None or pool.size < order.size or pool.slots < slots:
+            size = max(order.size, pool.size if pool is not None else 0)
+            self.pool = pool = pool_for(size, slots)
+        return pool
+
+    def run(self, order: Order) -> Result:
+        """Run this rank's loop of ``order`` (MpiError, ValueError on failure)."""
+        s = self.session
+        kwargs: dict[str, Any] = dict(size=order.size, tag=DATA_TAG, warmup=order.warmup,
+                                      barrier=order.barrier, window=order.window,
+                                      integrity=order.integrity, seq0=order.seq0)
+        if order.role.startswith("ring"):
+            kwargs.update(to=(order.right,), from_=(order.left,))
+        elif order.role != "barrier":
+            kwargs["peer"] = order.peer
+        samples, elapsed, corrupt, *second = s.lib.run(order.role, s.handle(), s.byte,
+                                                       self._pool(order), order.reps, **kwargs)
+        elapsed2 = int(second[0]) if second else None
+        if samples is None:
+            return Result(s.rank, int(elapsed), None, None, 0, int(corrupt), elapsed2)
+        arr = np.frombuffer(samples, dtype=np.uint64)
+        return Result(s.rank, int(elapsed), float(np.median(arr)), float(arr.min()), len(arr),
+                      int(corrupt), elapsed2)
+
+    def facts(self) -> dict[str, Any]:
+        s = self.session
+        return rank_facts(s) | {"transport": chosen_transport(s.facts),
+                                "environment": mpi_environment()}
+
+
+def serve(session: Session) -> None:
+    """A rank other than 0: carry out rank 0's orders until it says bye."""
+    member, comm = Member(session), session.comm
+    while True:
+        message = quiet_recv(comm, 0)
+        op = message.get("op") if isinstance(message, dict) else None
+        if op == "bye":
+            return
+        if op == "facts":
+            comm.send({"op": "facts", "facts": member.facts()}, dest=0, tag=CONTROL_TAG)
+            continue
+        try:
+            result = member.run(message["order"])
+            reply: dict[str, Any] = {"op": "done", "result": result}
+        except Exception as exc:  # noqa: BLE001 - told to rank 0, which decides
+            reply = {"op": "error", "reason": session.error_text(exc)}
+        comm.send(reply, dest=0, tag=CONTROL_TAG)
+
+
+class Leader:
+    """Rank 0's side: orders the ranks, runs its own part, gathers the results."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.member = Member(session)
+        self.size = session.size
+
+    def execute(self, orders: Mapping[int, Order]) -> dict[int, Result]:
+        """Each rank named runs its order (rank 0 its own, here); every result, by rank.
+        Failed (naming the rank) when any loop failed, after all have answered."""
+        comm = self.session.comm
+        for rank, order in orders.items():
+            if rank != 0:
+                comm.send({"op": "run", "order": order}, dest=rank, tag=CONTROL_TAG)
+        results: dict[int, Result] = {}
+        failures: list[str] = []
+        if 0 in orders:
+            try:
+                results[0] = self.member.run(orders[0])
+            except Exception as exc:  # noqa: BLE001 - the others still answer first
+                failures.append(f"rank 0: {self.session.error_text(exc)}")
+        for rank in orders:
+            if rank == 0:
+                continue
+            reply = quiet_recv(comm, rank)
+            if reply.get("op") == "done":
+                results[rank] = reply["result"]
+            else:
+                failures.append(f"rank {rank}: {reply.get('reason', reply)}")
+        if failures:
+            raise errors.Failed("an MPI loop failed: " + "; ".join(failures[:4]))
+        return results
+
+    def facts(self) -> list[dict[str, Any]]:
+        """Every rank's facts (host, CPUs, network namespace, what carries the messages),
+        in rank order."""
+        comm = self.session.comm
+        for rank in range(1, self.size):
+            comm.send({"op": "facts"}, dest=rank, tag=CONTROL_TAG)
+        out = [self.member.facts()]
+        for rank in range(1, self.size):
+            out.append(quiet_recv(comm, rank)["facts"])
+        return out
+
+    def close(self) -> None:
+        """Every other rank's serve() returns (also after a failure)."""
+        for rank in range(1, self.size):
+            self.session.comm.send({"op": "bye"}, dest=rank, tag=CONTROL_TAG)

@@ -1,0 +1,389 @@
+"""What `beoperf cluster ring | pairs | mbw` share: where the ranks run, launching one MPI
+job per ranks-per-node setting, the rank side of that job, and the document the series
+make together.
+
+**Where.**  Hosts from ``--hosts`` (a list or a ClusterShell node set), ``--hostfile``,
+else the Slurm allocation this runs in, else this host alone; ``--ranks-per-node 1,2``
+runs one series per value (the published study compared one and two processes per
+node), each an MPI job of its own with hosts x K ranks, placed by node (ranks 0..K-1 on
+the first host ...).  Each rank says where it runs (host, network namespace, CPUs);
+nodes are named by the host list in the order the ranks show them.
+
+**Launching** goes through the launcher layer as `pingpong --transport mpi` does: mpirun of
+Open MPI or MPICH, or srun (inside an allocation by default; ``--mpi=pmix`` for Open
+MPI, ``pmi2`` for MPICH).  Each rank runs :mod:`beoperf.suites.cluster_mpi_rank`; rank 0
+measures, and prints its series' document on one marked line before MPI_Finalize (the
+launching process reads it back: :mod:`beoperf.suites.mpi_job`), with the job's deadline.
+The launcher's argv and the variables it passed, and each rank's MPI environment, go into
+the document.  Started by the user's own ``mpirun``/``srun`` instead, this process is a
+rank: rank 0 measures the one series the job is, the others serve.
+
+**Measuring**: the precision loop (``sweep/precision.py``) over the test's keys, each trial
+one C loop per rank (``sweep/cluster_mpi.py``).  Ctrl-C or SIGTERM stops after the current
+trial and keeps what was measured (status "interrupted").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from beoperf import errors, interrupts, launch
+from beoperf.launch import ranks
+from beoperf.launch.base import LaunchSpec
+from beoperf.model.document import Document, make_meta, utc_now
+from beoperf.suites import cluster_plan
+from beoperf.suites.mpi_job import PROGRESS_MARKER, Job
+from beoperf.suites.mpi_pingpong import (
+    ROOT_NOTE,
+    choose_launcher,
+    finalize_at_exit,
+    launch_meta,
+    rank_environment,
+)
+from beoperf.suites.mpi_spec import BINDINGS, IMPLEMENTATIONS, LAUNCHERS, MpiOptions
+from beoperf.sweep.precision import LoopConfig, LoopOutcome, PrecisionLoop
+
+HINT = "see 'beoperf cluster ring --help'"
+START_MARGIN_S = 120.0
+MAX_RANKS_PER_NODE = 256
+MAX_RANKS = 4096
+
+
+@dataclass(frozen=True)
+class Common:
+    """Where and how the ranks run, and how precisely each figure is measured.
+
+    ``hosts``/``hostfile``: the nodes (None: the Slurm allocation, else this host);
+    ``ranks_per_node``: one series per value; ``mpi``: the MPI, its launcher and what it
+    passes on (its ``hosts`` are ignored: ``hosts`` here say where); ``precision``: the
+    95% interval of each figure's median the loop aims for, relative; ``min_trials`` per
+    figure; ``trial_time``: seconds a trial should last at least; ``time_budget`` per
+    series (soft: every figure gets its minimum trials); ``integrity``: verify every
+    message; ``seed``: of the random rings and the loop's order."""
+
+    hosts: str | None = None
+    hostfile: str | None = None
+    ranks_per_node: tuple[int, ...] = (1,)
+    mpi: MpiOptions = field(default_factory=lambda: MpiOptions(bind="none"))
+    precision: float = 0.05
+    min_trials: int = 6
+    trial_time: float = 0.05
+    time_budget: float | None = 120.0
+    integrity: bool = False
+    seed: int | None = None
+    label: str | None = None
+    command_line: tuple[str, ...] = ()
+
+
+@dataclass
+class Outcome:
+    """The document, and why the measurement stopped early (None: it did not)."""
+
+    document: Document
+    error: errors.BeoperfError | None = None
+    interrupt: KeyboardInterrupt | None = None
+
+
+def check_common(c: Common) -> None:
+    """BadSpec for values no test can use (before anything runs)."""
+    if not c.ranks_per_node or min(c.ranks_per_node) < 1 or \
+            max(c.ranks_per_node) > MAX_RANKS_PER_NODE:
+        raise errors.BadSpec(f"--ranks-per-node: from 1 to {MAX_RANKS_PER_NODE}", HINT)
+    if not 0 < c.precision < 1:
+        raise errors.BadSpec(f"--precision {c.precision:g}: between 0 and 1 (e.g. 0.05)", HINT)
+    if not 1 <= c.min_trials <= 1000:
+        raise errors.BadSpec(f"--min-trials {c.min_trials}: from 1 to 1000", HINT)
+    if not 0 < c.trial_time <= 60:
+        raise errors.BadSpec(f"--trial-time {c.trial_time:g}: above 0 s, at most 60 s", HINT)
+    if c.time_budget is not None and not c.time_budget > 0:
+        raise errors.BadSpec(f"--time-budget {c.time_budget:g}: above 0 s", HINT)
+    opts = c.mpi
+    if opts.implementation not in (None, *IMPLEMENTATIONS):
+        raise errors.BadSpec(f"--mpi {opts.implementation!r}: choose "
+                             f"{', '.join(IMPLEMENTATIONS)}", HINT)
+    if opts.launcher not in (None, *LAUNCHERS):
+        raise errors.BadSpec(f"--launcher {opts.launcher!r}: choose {', '.join(LAUNCHERS)}",
+                             HINT)
+    if opts.bind not in BINDINGS:
+        raise errors.BadSpec(f"--bind-to {opts.bind!r}: choose {', '.join(BINDINGS)}", HINT)
+
+
+def loop_config(c: Common) -> dict[str, Any]:
+    """The precision loop's settings, as the ranks receive them."""
+    return {"precision": c.precision, "min_trials": c.min_trials, "trial_time": c.trial_time,
+            "time_budget": c.time_budget, "seed": c.seed}
+
+
+# --------------------------------------------------------------------------- hosts
+
+
+@dataclass(frozen=True)
+class Where:
+    """The nodes (empty: this host), where they came from, and whether srun should use
+    the allocation it runs in rather than name them."""
+
+    nodes: tuple[str, ...]
+    source: str
+    in_allocation: bool
+
+
+def where(c: Common) -> Where:
+    found = cluster_plan.resolve_hosts(c.hosts, c.hostfile)
+    if found is None:
+        return Where((), "this host", False)
+    return Where(found.names, found.source, found.source.startswith("Slurm allocation"))
+
+
+def ranks_of(w: Where, per_node: int) -> int:
+    n = max(1, len(w.nodes)) * per_node
+    if n < 2:
+        raise errors.BadSpec(f"{n} rank: these tests need two ranks at least",
+                             "give two hosts or more (--hosts), or --ranks-per-node 2")
+    if n > MAX_RANKS:
+        raise errors.BadSpec(f"{n} ranks: at most {MAX_RANKS}", HINT)
+    return n
+
+
+# --------------------------------------------------------------------------- launching
+
+
+def plan_of(test: str, params: dict[str, Any], c: Common, w: Where, per_node: int
+            ) -> dict[str, Any]:
+    """What the ranks are told (as JSON on their command line)."""
+    return {"test": test, "params": params, "loop": loop_config(c), "nodes": list(w.nodes),
+            "ranks_per_node": per_node, "integrity": c.integrity, "label": c.label,
+            "command_line": list(c.command_line)}
+
+
+def _launch_spec(plan: dict[str, Any], c: Common, w: Where, impl: str, name: str
+                 ) -> LaunchSpec:
+    argv = (sys.executable, "-m", "beoperf.suites.cluster_mpi_rank",
+            json.dumps(plan, separators=(",", ":")))
+    hosts = () if (name == "srun" and w.in_allocation) else w.nodes
+    if not hosts and name != "srun":  # this host: as many slots as ranks (mpirun would
+        hosts = ("localhost",)        # refuse more ranks than cores)
+    try:
+        return LaunchSpec(argv, hosts=hosts, ranks_per_host=plan["ranks_per_node"],
+                          env=rank_environment(c.mpi, impl), bind=c.mpi.bind,
+                          agent=c.mpi.agent, interface=c.mpi.interface,
+                          extra=c.mpi.launcher_args)
+    except ValueError as exc:
+        raise errors.BadSpec(str(exc), HINT) from None
+
+
+def _launcher(c: Common, w: Where) -> tuple[launch.Launcher, str, str]:
+    """(launcher, its name, the MPI): srun by default inside an allocation."""
+    opts = dataclasses.replace(c.mpi, hosts=() if w.in_allocation else w.nodes)
+    return choose_launcher(opts)
+
+
+def deadline_of(c: Common, repeat: int = 1) -> float | None:
+    if c.mpi.deadline is not None:
+        return c.mpi.deadline
+    if c.time_budget is None:
+        return None
+    return 3 * c.time_budget * repeat + START_MARGIN_S
+
+
+Progress = Callable[[str], None]
+
+
+def launch_series(plan: dict[str, Any], c: Common, w: Where, deadline: float | None,
+                  progress: Progress | None = None
+                  ) -> tuple[Document, errors.BeoperfError | None, KeyboardInterrupt | None]:
+    """One MPI job: its series' document (rank 0's), its error, and an interrupt;
+    ``progress`` gets rank 0's lines of progress as they come."""
+    launcher, name, impl = _launcher(c, w)
+    try:
+        made = launcher.command(_launch_spec(plan, c, w, impl, name))
+    except ValueError as exc:
+        raise errors.BadSpec(f"{name}: {exc}", HINT) from None
+    notes = [ROOT_NOTE] if "--allow-run-as-root" in made.argv else []
+    record = {"started_by": "beoperf", "launcher": name,
+              "argv": list(made.argv[:-1]) + ["PLAN"],
+              "environment": dict(made.env) | rank_environment(c.mpi, impl), "notes": notes}
+    env = {**os.environ, **made.env, "BEOPERF_MPI_LAUNCH": json.dumps(record)}
+    job = Job(list(made.argv), env, deadline, progress)
+    job.run()
+    doc, error, warnings = job.result(name)
+    if warnings:
+        for series in doc.body["series"]:
+            series["warnings"] += warnings
+    return doc, error, job.interrupt
+
+
+Body = Callable[[dict[str, Any], str | None, list[dict[str, Any]]], dict[str, Any]]
+
+
+def run_series(test: str, kind: str, params: dict[str, Any], c: Common, body_of: Body,
+               repeat: int = 1, progress: Progress | None = None) -> Outcome | None:
+    """Every series of a test (one job per ranks-per-node value) as one document of
+    ``kind`` (``body_of(params, label, series)``); as a rank of the user's job, that
+    job's one series (None on ranks other than 0)."""
+    check_common(c)
+    info = ranks.rank_of()
+    if info is not None:
+        return as_rank(plan_of(test, params, c, Where((), "the MPI job", False), 0), info)
+    w = where(c)
+    for k in c.ranks_per_node:
+        ranks_of(w, k)
+    started, series = utc_now(), []
+    error: errors.BeoperfError | None = None
+    interrupt: KeyboardInterrupt | None = None
+    for k in c.ranks_per_node:
+        doc, error, interrupt = launch_series(plan_of(test, params, c, w, k), c, w,
+                                              deadline_of(c, repeat), progress)
+        series += doc.body["series"]
+        if error is not None or interrupt is not None:
+            break
+    with interrupts.deferred():
+        meta = make_meta(list(c.command_line), utc_start=started, hosts=w.source)
+        document = Document(kind, body_of(params, c.label, series), meta)
+    return Outcome(document, error, interrupt)
+
+
+# --------------------------------------------------------------------------- as a rank
+
+RankMeasure = Callable[[Any, dict[str, Any], dict[str, Any]], dict[str, Any]]
+
+
+def measure_function(test: str) -> tuple[RankMeasure, str, Body]:
+    """The test's rank-0 measurement, its document kind and its body builder."""
+    import importlib
+
+    module = importlib.import_module(f"beoperf.suites.cluster_{test}")
+    return module.measure, module.KIND, module.body
+
+
+def as_rank(plan: dict[str, Any], info: ranks.RankInfo) -> Outcome | None:
+    """This process is a rank: rank 0 measures (the series of this job), others serve."""
+    from beoperf.engines import mpi, mpi_group
+
+    ranks.prepare(ranks.implementation_here())  # may restart this process (MPICH)
+    session = mpi.Session.open()
+    ranks.remove_shim()
+    finalize_at_exit(session)
+    if session.rank != 0:
+        mpi_group.serve(session)
+        return None
+    measure, kind, body_of = measure_function(plan["test"])
+    started, t0 = utc_now(), time.monotonic()
+    leader = mpi_group.Leader(session)
+    try:
+        if session.size < 2:
+            raise errors.BadSpec(f"the MPI job has {session.size} rank: these tests need two "
+                                 "at least", HINT)
+        base = common_series(plan, leader.facts(), session, info)
+        series = base | measure(leader, plan, base)
+    finally:
+        with interrupts.deferred():
+            leader.close()
+    error, interrupt = series.pop("_stopped", (None, None))
+    meta = make_meta(plan["command_line"], utc_start=started,
+                     duration_s=round(time.monotonic() - t0, 3))
+    body = body_of(plan["params"], plan["label"], [series])
+    return Outcome(Document(kind, body, meta), error, interrupt)
+
+
+def node_names(plan: dict[str, Any], facts: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """(each rank's node, the nodes in order, with warnings in the series if the ranks'
+    placement does not match the hosts given).  A node is a (host name, network
+    namespace) seen by the ranks; named by the host list in order of first appearance."""
+    seen: list[tuple[Any, Any]] = []
+    for f in facts:
+        ident = (f.get("host"), f.get("net_namespace"))
+        if ident not in seen:
+            seen.append(ident)
+    given = list(plan["nodes"])
+    if len(given) == len(seen):
+        names = given
+    else:
+        hosts = [str(h) for h, _ in seen]
+        names = [h if hosts.count(h) == 1 else f"{h}#{hosts[:i + 1].count(h)}"
+                 for i, h in enumerate(hosts)]
+    by_ident = dict(zip(seen, names, strict=True))
+    return [by_ident[(f.get("host"), f.get("net_namespace"))] for f in facts], names
+
+
+def common_series(plan: dict[str, Any], facts: list[dict[str, Any]], session: Any,
+                  info: ranks.RankInfo) -> dict[str, Any]:
+    """What every series records: its ranks and where they ran, the launch, the MPI."""
+    rank_nodes, nodes = node_names(plan, facts)
+    counts = {n: rank_nodes.count(n) for n in nodes}
+    per_node = plan["ranks_per_node"] or max(counts.values())
+    warnings = []
+    if plan["nodes"] and len(nodes) != len(plan["nodes"]):
+        warnings.append(f"the ranks ran on {len(nodes)} distinct nodes, not the "
+                        f"{len(plan['nodes'])} hosts given: nodes are named by what the "
+                        "ranks saw (host name, network namespace)")
+    if len(set(counts.values())) > 1 or (plan["ranks_per_node"] and
+                                          set(counts.values()) != {plan["ranks_per_node"]}):
+        warnings.append(f"ranks per node as placed: {counts}")
+    keep = ("rank", "host", "processor_name", "pid", "cpus", "net_namespace")
+    return {
+        "ranks_per_node": per_node, "np": session.size, "nodes": nodes,
+        "ranks": [{k: f.get(k) for k in keep} | {"node": n}
+                  for f, n in zip(facts, rank_nodes, strict=True)],
+        "launch": launch_meta(info), "mpi": session.facts,
+        "transport": facts[0].get("transport"), "environment": facts[0].get("environment"),
+        "warnings": warnings,
+    }
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def announce(text: str) -> None:
+    """A line of rank 0's progress: to the process that launched the job (a marked line
+    of standard output, which it passes on), or to standard error under the user's own
+    launcher."""
+    if os.environ.get("BEOPERF_MPI_LAUNCH"):
+        print(PROGRESS_MARKER + text, flush=True)
+    else:
+        print(text, file=sys.stderr, flush=True)
+
+
+def run_loop(keys: list[Any], measurer: Any, plan: dict[str, Any], what: str,
+             min_trials: int = 1) -> LoopOutcome:
+    """The precision loop over ``keys`` with the plan's settings (and ``min_trials`` at
+    least); a line of progress after each pass (``what`` is measured)."""
+    cfg = plan["loop"]
+
+    def on_pass(n: int, points: list[Any]) -> None:
+        done = sum(1 for p in points if p.converged or p.capped)
+        announce(f"{what}: pass {n}, {done} of {len(points)} figures within "
+                 f"{cfg['precision']:.0%}")
+
+    loop = PrecisionLoop(keys, measurer, LoopConfig(
+        precision=cfg["precision"], trial_time=cfg["trial_time"],
+        min_trials=max(min_trials, cfg["min_trials"]), time_budget=cfg["time_budget"],
+        seed=cfg["seed"]),
+        on_pass=on_pass)
+    return loop.run()
+
+
+def loop_facts(out: LoopOutcome) -> dict[str, Any]:
+    return {"passes": out.passes, "elapsed_s": round(out.elapsed_s, 3),
+            "over_budget": out.over_budget, "drift": out.drift,
+            "inflation": out.inflation}
+
+
+def status_of(out: LoopOutcome) -> dict[str, Any]:
+    """The series' status from how the loop ended, and what stopped it (kept aside for
+    rank 0 to report: ``_stopped``)."""
+    exc = out.stopped
+    if exc is None:
+        return {"status": "complete", "status_reason": None, "_stopped": (None, None)}
+    if isinstance(exc, KeyboardInterrupt):
+        return {"status": "interrupted", "status_reason": interrupts.reason(exc),
+                "_stopped": (None, exc)}
+    error = exc if isinstance(exc, errors.BeoperfError) else errors.Failed(
+        f"{type(exc).__name__}: {exc}", "the figures measured before it were kept")
+    return {"status": "failed", "status_reason": str(error), "_stopped": (error, None)}

@@ -1,0 +1,165 @@
+"""`beoperf cluster ring`: HPCC's ring latency and bandwidth, naturally and randomly
+ordered, both directions, repeated with their spread.
+
+The definitions are HPCC 1.5's (``bench_lat_bw``; see :mod:`beoperf.analysis.cluster_mpi`):
+8-byte messages for latency and 2,000,000-byte ones for bandwidth; the naturally ordered
+ring and 30 random rings for latency, 10 for bandwidth; per step each rank exchanges a
+message with both neighbours, by two MPI_Sendrecv and by non-blocking calls, the faster
+counting; a trial is the slowest rank's time per step halved; a ring's figure the
+minimum over its trials; the random figure the geometric mean over the random rings.
+Each ring at each size is a point of the precision loop: trials until the median's 95%
+interval is within ``precision`` (or the time budget is spent), at least ``min_trials``.
+Each repeat draws new random rings (from ``seed`` + repeat); the document keeps every
+ring's trials, HPCC's four figures per repeat (also from the trials' medians) and each
+figure's mean and standard deviation over the repeats, per ranks-per-node series.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from beoperf import errors
+from beoperf.analysis.cluster_mpi import (
+    HPCC_KEYS,
+    random_rings,
+    ring_figures,
+    ring_stat,
+    ring_summary,
+)
+from beoperf.suites.cluster_mpi import (
+    HINT,
+    Common,
+    Outcome,
+    Progress,
+    loop_facts,
+    run_loop,
+    run_series,
+    status_of,
+)
+from beoperf.sweep.cluster_mpi import RingMeasurer
+
+KIND = "cluster-ring"
+LATENCY_BYTES = 8
+BANDWIDTH_BYTES = 2_000_000
+RANDOM_RINGS = (30, 10)  # HPCC: random rings for latency, for bandwidth
+LOOP_LENGTH = {"latency": 5, "bandwidth": 2}  # HPCC's loop lengths: timed steps per trial
+MEASUREMENTS = {"latency": 8, "bandwidth": 3}  # HPCC's: its figure is the least of these
+MAX_SIZE = 1 << 30
+STATISTIC = ("Per step each rank's faster variant (two MPI_Sendrecv, or non-blocking "
+             "receives and sends), the slowest rank, halved; per ring the minimum over its "
+             "first 8 trials at the latency size, 3 at the bandwidth size (HPCC's "
+             "measurements; the median uses every trial); random rings by their geometric "
+             "mean; bandwidth = message size / latency (each process's bytes per second); "
+             "as HPCC 1.5")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """``latency_bytes``/``bandwidth_bytes``: the two message sizes; ``random_rings``:
+    how many random rings at each (latency, bandwidth); ``repeat``: whole measurements,
+    each with new random rings."""
+
+    common: Common = field(default_factory=Common)
+    latency_bytes: int = LATENCY_BYTES
+    bandwidth_bytes: int = BANDWIDTH_BYTES
+    random_rings: tuple[int, int] = RANDOM_RINGS
+    repeat: int = 1
+
+
+def check(spec: Spec) -> None:
+    for name, size in (("--latency-size", spec.latency_bytes),
+                       ("--bandwidth-size", spec.bandwidth_bytes)):
+        if not 1 <= size <= MAX_SIZE:
+            raise errors.BadSpec(f"{name} {size}: from 1 B to 1 GiB", HINT)
+    if spec.latency_bytes == spec.bandwidth_bytes:
+        raise errors.BadSpec("--latency-size and --bandwidth-size must differ", HINT)
+    if min(spec.random_rings) < 0 or max(spec.random_rings) > 1000:
+        raise errors.BadSpec("--random-rings: from 0 to 1000", HINT)
+    if not 1 <= spec.repeat <= 100:
+        raise errors.BadSpec(f"--repeat {spec.repeat}: from 1 to 100", HINT)
+
+
+def params(spec: Spec) -> dict[str, Any]:
+    seed = spec.common.seed
+    return {"latency_bytes": spec.latency_bytes, "bandwidth_bytes": spec.bandwidth_bytes,
+            "random_rings": list(spec.random_rings), "repeat": spec.repeat,
+            "seed": seed if seed is not None else int.from_bytes(os.urandom(4), "big")}
+
+
+def body(p: dict[str, Any], label: str | None, series: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"label": label or "ring", "definition": {
+        "latency_bytes": p["latency_bytes"], "bandwidth_bytes": p["bandwidth_bytes"],
+        "random_rings": {"latency": p["random_rings"][0], "bandwidth": p["random_rings"][1]},
+        "loop_length": dict(LOOP_LENGTH), "measurements": dict(MEASUREMENTS),
+        "directions": "both", "statistic": STATISTIC,
+        "keys": list(HPCC_KEYS), "seed": p["seed"], "repeat": p["repeat"]},
+        "series": series}
+
+
+def run(spec: Spec, progress: Progress | None = None) -> Outcome | None:
+    """Every series (see the module's docstring); None on a rank other than 0."""
+    check(spec)
+    return run_series("ring", KIND, params(spec), spec.common, body, spec.repeat,
+                      progress)
+
+
+# --------------------------------------------------------------------------- rank 0
+
+
+def parts_of(p: dict[str, Any]) -> list[tuple[str, int, list[tuple[int, int]]]]:
+    """(latency or bandwidth, HPCC's measurements, its keys (ring, size)): the natural
+    ring (0) and the random ones at each size, measured one size after the other as
+    HPCC does."""
+    lat, bw = p["latency_bytes"], p["bandwidth_bytes"]
+    n_lat, n_bw = p["random_rings"]
+    return [("latency", MEASUREMENTS["latency"], [(i, lat) for i in range(n_lat + 1)]),
+            ("bandwidth", MEASUREMENTS["bandwidth"], [(i, bw) for i in range(n_bw + 1)])]
+
+
+def ring_entries(measurer: RingMeasurer, keys: list[tuple[int, int]], measurements: int
+                 ) -> list[dict[str, Any]]:
+    out = []
+    for index, size in keys:
+        trials = measurer.log.get((index, size), [])
+        if not trials:
+            continue
+        entry = {"name": "natural" if index == 0 else f"random {index}",
+                 "kind": "natural" if index == 0 else "random", "size": size,
+                 "order": measurer.rings[index], "trials": trials}
+        out.append(entry | ring_stat([t["latency_s"] for t in trials], measurements))
+    return out
+
+
+def measure(leader: Any, plan: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """Rank 0: every repeat of every ring at both sizes (see the module's docstring)."""
+    p, n = plan["params"], base["np"]
+    loop_length = {p["latency_bytes"]: LOOP_LENGTH["latency"],
+                   p["bandwidth_bytes"]: LOOP_LENGTH["bandwidth"]}
+    repeats, loops, status = [], [], status_of_none()
+    for r in range(p["repeat"]):
+        seed = p["seed"] + r
+        rings = [list(range(n)), *random_rings(n, max(p["random_rings"]), seed)]
+        measurer = RingMeasurer(leader, rings, loop_length, plan["integrity"])
+        entries = []
+        for what, measurements, keys in parts_of(p):
+            out = run_loop(keys, measurer, plan, f"rings at the {what} size, {n} ranks, "
+                           f"repeat {r + 1}", min_trials=measurements)
+            entries += ring_entries(measurer, keys, measurements)
+            loops.append(loop_facts(out))
+            status = status_of(out)
+            if status["status"] != "complete":
+                break
+        repeats.append({
+            "repeat": r + 1, "seed": seed, "rings": entries,
+            "figures": ring_figures(entries, p["latency_bytes"], p["bandwidth_bytes"]),
+            "median_figures": ring_figures(entries, p["latency_bytes"], p["bandwidth_bytes"],
+                                           "median_s")})
+        if status["status"] != "complete":
+            break
+    return {"repeats": repeats, "summary": ring_summary(repeats), "loop": loops, **status}
+
+
+def status_of_none() -> dict[str, Any]:
+    return {"status": "complete", "status_reason": None, "_stopped": (None, None)}
