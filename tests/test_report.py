@@ -400,6 +400,12 @@ def test_chromium_numbers_equal_the_stored_documents(loaded, folder):
     run = next(s for s in docs if s.endswith("loopback.json"))
     keys = {k for s, k, _, _, _ in figures if s == run}
     assert "body.sizes.0.time_us.median" in keys and "body.sizes.4.time_us.median" in keys
+    node = next(s for s in docs if s.endswith("node-v1-issue13.json"))
+    shown = {k for s, k, _, text, _ in figures if s == node and text is not None}
+    plotted = {k for s, k, _, text, _ in figures if s == node and text is None}
+    metrics = len(docs[node]["body"]["metrics"])
+    assert {f"body.metrics.{i}.mean" for i in range(metrics)} <= shown  # every node figure
+    assert len(plotted) == sum(m["part"] == "kernels" for m in docs[node]["body"]["metrics"])
 
 
 def test_chromium_plots_carry_hover_values(loaded):
