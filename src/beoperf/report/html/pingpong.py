@@ -57,8 +57,12 @@ def title(doc: Document, **_options: Any) -> str:
     if run.source:
         return f"Imported result {run.label()} ({run.source.get('format', 'other tool')})"
     p = run.parameters
-    here = (run.local.get("host") or {}).get("hostname") or doc.meta.get("host", "?")
-    peer = str(doc.meta.get("peer", "?")).split(" port ")[0]
+    host = run.local.get("host")
+    if isinstance(host, str):  # MPI: rank 0's host to rank 1's
+        here, peer = f"rank 0 on {host}", f"rank 1 on {run.remote.get('host', '?')}"
+    else:
+        here = (host or {}).get("hostname") or doc.meta.get("host", "?")
+        peer = str(doc.meta.get("peer", "?")).split(" port ")[0]
     mtu = (run.local.get("interface") or {}).get("mtu")
     return (f"Ping-pong {p.get('mode', '?')} over {p.get('transport', 'tcp')}: {here} to "
             f"{peer}" + (f", MTU {mtu}" if mtu else ""))
@@ -186,7 +190,20 @@ def conditions(run: RunResult, doc: Document) -> Markup:
     ])
 
 
+def _rank(end: dict[str, Any]) -> str:
+    """An MPI rank's end: where it ran and what carried its messages."""
+    carried = end.get("transport") or {}
+    via = ", ".join(f"{k} {'/'.join(map(str, v))}" for k, v in carried.items()
+                    if k != "how" and isinstance(v, list) and v)
+    return "; ".join(x for x in (
+        f"rank {end.get('rank')} on {end.get('host')}",
+        f"cpus {text_of(end.get('cpus'))}" if end.get("cpus") is not None else None,
+        f"carried by {via}" if via else None) if x)
+
+
 def _end(end: dict[str, Any]) -> str | None:
+    if isinstance(end.get("host"), str):  # an MPI rank (transport mpi)
+        return _rank(end)
     host, iface, sock = end.get("host") or {}, end.get("interface") or {}, end.get("socket") or {}
     if not (host or iface or sock):
         return None
