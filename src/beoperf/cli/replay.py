@@ -14,6 +14,8 @@ from beoperf.suites import replay
 EXAMPLES = """examples:
   beoperf replay app.csv node02                  # against 'beoperf serve' on node02
   beoperf replay app.csv                         # an embedded server on loopback
+  beoperf replay app.csv --transport mpi         # two MPI ranks here (shared memory)
+  mpirun -np 2 --host a,b beoperf replay app.csv --transport mpi   # ranks on a and b
   beoperf replay app.csv node02 --repeats 5 -o replay.json
 
 Sends every message class of PROFILE (see 'beoperf predict --help' for the
@@ -37,7 +39,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-p", "--port", type=int, default=replay.DEFAULT_PORT)
     p.add_argument("-6", dest="family", action="store_const", const=socket.AF_INET6,
                    default=socket.AF_UNSPEC, help="IPv6 only")
-    p.add_argument("--transport", default="tcp", help="transport by name (default: tcp)")
+    p.add_argument("--transport", default="tcp",
+                   help="transport by name (default: tcp; mpi: between two MPI ranks "
+                        "started here, or the ranks of the job this runs in)")
+    p.add_argument("--mpi", choices=("openmpi", "mpich"),
+                   help="with --transport mpi: the MPI to launch (default: Open MPI if "
+                        "installed)")
     p.add_argument("--repeats", type=int, default=3, help="times the whole profile is sent "
                                                           "(default 3)")
     p.add_argument("--timeout", default="10", metavar="SECONDS",
@@ -57,8 +64,15 @@ def run(args: argparse.Namespace) -> int:
     spec = replay.Spec(profile=args.profile, host=args.host, port=args.port,
                        family=args.family, transport=args.transport, repeats=args.repeats,
                        timeout=timeout, profile_format=args.profile_format,
-                       command_line=tuple(args.argv))
+                       command_line=tuple(args.argv), mpi=args.mpi)
+    if args.mpi and args.transport != "mpi":
+        raise UsageError("--mpi goes with --transport mpi")
+    if args.transport == "mpi" and args.host:
+        raise UsageError("with --transport mpi the peer is rank 1 of the job: give no HOST "
+                         "(start the ranks with mpirun or srun to place them)")
     done = replay.run(spec, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    if done is None:  # an MPI rank other than 0: rank 0 reports
+        return ExitStatus.OK
     with interrupts.deferred():
         if args.output:
             try:

@@ -39,6 +39,7 @@ class Spec:
     timeout: float = 10.0
     profile_format: str = "auto"
     command_line: tuple[str, ...] = ()
+    mpi: str | None = None  # transport mpi: openmpi or mpich (None: Open MPI if installed)
 
 
 class Replayed(NamedTuple):
@@ -70,26 +71,36 @@ def peer(spec: Spec, profile: Profile) -> Iterator[tuple[str, int]]:
         yield loopback, port
 
 
-def run(spec: Spec, progress: Callable[[str], None] | None = None) -> Replayed:
+def run(spec: Spec, progress: Callable[[str], None] | None = None) -> Replayed | None:
+    """The replay; over MPI (suites/mpi_replay.py) None on ranks other than 0."""
+    if spec.transport == "mpi":
+        from beoperf.suites import mpi_replay
+
+        return mpi_replay.run(spec, progress)
     profile = load(spec)
     started_utc, started = utc_now(), time.monotonic()
     with peer(spec, profile) as (host, port):
         out = replay(Peer(host, port, spec.family), profile, repeats=spec.repeats,
                      transport=spec.transport, timeout=spec.timeout, progress=progress)
-    meta = make_meta(list(spec.command_line), utc_start=started_utc,
-                     duration_s=round(time.monotonic() - started, 3),
-                     peer=f"{host} port {port}")
-    body = {"profile": profile.to_dict(), "transport": spec.transport,
-            "peer": f"{host} port {port}", "repeats": spec.repeats,
-            "classes": [class_row(c) for c in out.classes], "total_s": totals(out),
-            "local": out.facts[0], "remote": out.facts[1], "status": out.status,
-            "status_reason": out.reason, "warnings": out.warnings, "method": METHOD}
-    doc = Document(REPLAY, body, meta)
+    doc = replay_document(spec, profile, out, started_utc, started, f"{host} port {port}")
     if isinstance(out.error, KeyboardInterrupt):
         return Replayed(doc, None, out.error)
     if out.error is not None:
         return Replayed(doc, engines.get(spec.transport).failure(out.error, host))
     return Replayed(doc)
+
+
+def replay_document(spec: Spec, profile: Profile, out: ReplayOutcome, started_utc: str,
+                    started: float, peer_text: str, **meta_extra: object) -> Document:
+    meta = make_meta(list(spec.command_line), utc_start=started_utc,
+                     duration_s=round(time.monotonic() - started, 3), peer=peer_text,
+                     **meta_extra)
+    body = {"profile": profile.to_dict(), "transport": spec.transport,
+            "peer": peer_text, "repeats": spec.repeats,
+            "classes": [class_row(c) for c in out.classes], "total_s": totals(out),
+            "local": out.facts[0], "remote": out.facts[1], "status": out.status,
+            "status_reason": out.reason, "warnings": out.warnings, "method": METHOD}
+    return Document(REPLAY, body, meta)
 
 
 def class_row(c: ClassReplay) -> dict:

@@ -13,10 +13,10 @@ Before each class's timed trial one untimed repetition of its size warms the pat
 the sweep's warm-up does: the model it is compared with is of warm messages).  The whole
 profile runs ``repeats`` times, class after class; every repeat's time is kept.
 
-The transport is looked up by name (``engines.get``), so an MPI transport registered
-later replays the same profile; the server serves one session at a time, so patterns
-run one session after another, and concurrency above 1 (several pairs at once) is not
-replayed.
+The transport is looked up by name (``engines.get``), or opened by the caller's
+``opener`` (MPI: a session on the job's two ranks, suites/mpi_replay.py); the server
+serves one session at a time, so patterns run one session after another, and
+concurrency above 1 (several pairs at once) is not replayed.
 """
 
 from __future__ import annotations
@@ -56,6 +56,11 @@ class ReplayOutcome:
     error: BaseException | None = None
 
 
+Opener = Callable[[dict[str, Any]], Transport]
+"""Opens a connected session of a pattern's parameters (for a transport that needs more
+than a peer to open, e.g. MPI's session of the job)."""
+
+
 def plan(e: Entry) -> tuple[int, int]:
     """(repetitions of the trial, messages they move) for one class."""
     if e.pattern == "pingpong":
@@ -68,10 +73,11 @@ class _Session:
     """One transport session of one pattern, with its pool and sequence numbers."""
 
     def __init__(self, peer: Peer, pattern: str, max_size: int, transport: str,
-                 timeout: float) -> None:
+                 timeout: float, opener: Opener | None = None) -> None:
         params = {"mode": pattern, "max_size": max_size, "transport": transport,
                   "integrity": False, "nocache": False, "nodelay": True}
-        self.client: Transport = open_transport(peer, params, timeout=timeout)
+        self.client: Transport = opener(params) if opener is not None else \
+            open_transport(peer, params, timeout=timeout)
         self.pool = _core.Pool(max_size)
         self.seq = 0
 
@@ -91,8 +97,9 @@ class _Session:
 
 def _run_pattern(peer: Peer, pattern: str, classes: list[ClassReplay], repeats: int,
                  transport: str, timeout: float, out: ReplayOutcome,
-                 progress: Callable[[str], None] | None) -> None:
-    session = _Session(peer, pattern, max(c.entry.size for c in classes), transport, timeout)
+                 progress: Callable[[str], None] | None, opener: Opener | None = None) -> None:
+    session = _Session(peer, pattern, max(c.entry.size for c in classes), transport, timeout,
+                       opener)
     try:
         if not out.facts[0]:
             out.facts = session.client.facts()
@@ -111,8 +118,8 @@ def _run_pattern(peer: Peer, pattern: str, classes: list[ClassReplay], repeats: 
 
 
 def replay(peer: Peer, profile: Profile, *, repeats: int = 3, transport: str = "tcp",
-           timeout: float = 10.0,
-           progress: Callable[[str], None] | None = None) -> ReplayOutcome:
+           timeout: float = 10.0, progress: Callable[[str], None] | None = None,
+           opener: Opener | None = None) -> ReplayOutcome:
     """Every class of ``profile`` timed ``repeats`` times (see the module docstring).
     Whatever stops it (Ctrl-C, SIGTERM, a lost peer), the classes timed so far are kept
     and the outcome says why it stopped."""
@@ -127,7 +134,8 @@ def replay(peer: Peer, profile: Profile, *, repeats: int = 3, transport: str = "
         for pattern in PATTERNS:
             mine = [c for c in out.classes if c.entry.pattern == pattern]
             if mine:
-                _run_pattern(peer, pattern, mine, repeats, transport, timeout, out, progress)
+                _run_pattern(peer, pattern, mine, repeats, transport, timeout, out, progress,
+                             opener)
     except KeyboardInterrupt as exc:
         out.status, out.reason, out.error = "interrupted", interrupts.reason(exc), exc
     except (errors.BeoperfError, OSError, TransportError) as exc:

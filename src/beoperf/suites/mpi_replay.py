@@ -1,0 +1,196 @@
+"""`beoperf replay --transport mpi`: an application's message profile between two MPI
+ranks, timed by the MPI transport's C loops (no Python between messages).
+
+Without a launcher around it, :func:`run` starts the two ranks on this machine (shared
+memory: the embedded default, as `beoperf pingpong --transport mpi` does) through the
+launcher layer (mpirun of Open MPI or MPICH, ``Spec.mpi``) and reads rank 0's document
+from its marked output line (suites/mpi_job.py: bounded, a rank hung in MPI_Finalize is
+ended).  Started as a rank (`mpirun -np 2 beoperf replay --transport mpi PROFILE`), it
+runs as one: rank 0 replays (sweep/replay.py, each pattern a session of the MPI
+transport on the job's session), rank 1 answers, other ranks wait.
+
+``python -m beoperf.suites.mpi_replay SPEC`` is what the launcher starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from beoperf import errors, interrupts, launch, safeio
+from beoperf.engines.base import Peer
+from beoperf.launch import ranks
+from beoperf.launch.base import LaunchSpec
+from beoperf.model.document import utc_now
+from beoperf.suites.mpi_job import ERROR_MARKER, MARKER, Job, error_text
+from beoperf.suites.mpi_pingpong import (
+    ROOT_NOTE,
+    finalize_at_exit,
+    launch_meta,
+    on_stop_signal,
+    rank_environment,
+)
+from beoperf.suites.mpi_spec import MpiOptions
+from beoperf.suites.replay import Replayed, Spec, load, replay_document
+from beoperf.sweep.replay import replay
+
+START_MARGIN_S = 60.0  # the job's deadline beyond its own bound: starting, finalizing
+PER_MESSAGE_S = 0.01  # a generous bound on one message on any link two local ranks use
+
+
+def run(spec: Spec, progress: Callable[[str], None] | None = None) -> Replayed | None:
+    """As a rank when a launcher started this process (None for ranks other than 0), else
+    by launching two ranks here."""
+    info = ranks.rank_of()
+    if info is not None:
+        return run_as_rank(spec, info, progress)
+    return run_launched(spec)
+
+
+# --------------------------------------------------------------------------- as a rank
+
+
+def run_as_rank(spec: Spec, info: ranks.RankInfo,
+                progress: Callable[[str], None] | None = None) -> Replayed | None:
+    profile = load(spec)
+    from beoperf.engines import mpi
+
+    ranks.prepare(ranks.implementation_here())  # may restart this process (MPICH)
+    session = mpi.Session.open()
+    ranks.remove_shim()
+    finalize_at_exit(session)
+    if session.size < 2:
+        raise errors.BadSpec(f"the MPI job has {session.size} rank: a replay needs 2",
+                             "mpirun -np 2 beoperf replay --transport mpi PROFILE")
+    if session.rank != 0:
+        if session.rank == 1:
+            mpi.serve(session)
+        mpi.idle(session)
+        return None
+    started_utc, started = utc_now(), time.monotonic()
+
+    class Session(mpi.MpiTransport):
+        def close(self, abort: bool = False) -> None:
+            """Each pattern's session ends here; the responder's ends once, at the end."""
+
+    def opener(params: dict[str, Any]) -> mpi.MpiTransport:
+        transport = Session(Peer("rank 1", 1), params, timeout=spec.timeout, session=session)
+        transport.connect()
+        return transport
+
+    try:
+        out = replay(Peer("rank 1", 1), profile, repeats=spec.repeats, transport="mpi",
+                     timeout=spec.timeout, progress=progress, opener=opener)
+    finally:
+        session.comm.send({"op": "bye"}, dest=1, tag=mpi.CONTROL_TAG)
+        session.comm.Barrier()  # every rank: the replay is over
+    local = out.facts[0]
+    if local:
+        local["mpi"] = session.facts
+    peer = f"MPI rank 1 on {out.facts[1].get('host', '?')}" if out.facts[1] else "MPI rank 1"
+    doc = replay_document(spec, profile, out, started_utc, started, peer,
+                          launch=launch_meta(info))
+    if isinstance(out.error, KeyboardInterrupt):
+        return Replayed(doc, None, out.error)
+    if out.error is not None:
+        error = out.error if isinstance(out.error, errors.BeoperfError) else \
+            errors.Failed(f"the MPI replay stopped: {out.error}")
+        return Replayed(doc, error)
+    return Replayed(doc)
+
+
+# --------------------------------------------------------------------------- launching
+
+
+def options(spec: Spec) -> MpiOptions:
+    if spec.mpi not in (None, "openmpi", "mpich"):
+        raise errors.BadSpec(f"--mpi {spec.mpi}: openmpi or mpich", "see 'beoperf replay "
+                             "--help'")
+    impl = spec.mpi or ("openmpi" if launch.get("openmpi").available() else "mpich")
+    return MpiOptions(implementation=impl)
+
+
+def deadline_of(spec: Spec, messages: int) -> float:
+    """The job's bound: every message of every repeat at PER_MESSAGE_S, and the margin."""
+    return START_MARGIN_S + spec.repeats * messages * PER_MESSAGE_S + 2 * spec.timeout
+
+
+def run_launched(spec: Spec) -> Replayed:
+    """Start the two ranks here, wait (bounded), read rank 0's document."""
+    profile = load(spec)  # a bad profile is said here, before any rank starts
+    opts = options(spec)
+    impl = opts.implementation or "openmpi"
+    launcher = launch.get(impl)
+    if not launcher.available():
+        raise errors.BadSpec(f"no mpirun of {impl} here (Debian: mpirun.{impl})",
+                             "apt-get install openmpi-bin (or mpich), or choose --mpi")
+    argv = (sys.executable, "-m", "beoperf.suites.mpi_replay",
+            json.dumps(dataclasses.asdict(spec), separators=(",", ":")))
+    made = launcher.command(LaunchSpec(argv, ranks_per_host=2, env=rank_environment(opts, impl),
+                                       bind=opts.bind))
+    notes = [ROOT_NOTE] if "--allow-run-as-root" in made.argv else []
+    record = {"started_by": "beoperf", "launcher": impl,
+              "argv": list(made.argv[:-1]) + ["SPEC"],
+              "environment": dict(made.env) | rank_environment(opts, impl), "notes": notes}
+    env = {**os.environ, **made.env, "BEOPERF_MPI_LAUNCH": json.dumps(record)}
+    messages = sum(e.count for e in profile.entries)
+    job = Job(list(made.argv), env, deadline_of(spec, messages))
+    job.run()
+    doc, error, warnings = job.result(impl)
+    if warnings:
+        doc.body["warnings"] = list(doc.body.get("warnings") or []) + warnings
+    return Replayed(doc, error, job.interrupt)
+
+
+# --------------------------------------------------------------------------- a rank
+
+
+def spec_from_text(text: str) -> Spec:
+    data = json.loads(text)
+    data["command_line"] = tuple(data["command_line"])
+    return Spec(**data)
+
+
+def _stop(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    """A rank of the job run_launched starts: rank 0 prints its document and any error
+    on marked lines before MPI_Finalize (see suites/mpi_rank.py)."""
+    args = sys.argv[1:] if argv is None else argv
+    info = ranks.rank_of()
+    if info is None or len(args) != 1:
+        print("beoperf.suites.mpi_replay: run by 'beoperf replay --transport mpi' as a rank "
+              "of an MPI job", file=sys.stderr)
+        return 2
+    spec = spec_from_text(args[0])
+    if info.rank == 0:
+        on_stop_signal(_stop)
+    else:
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    with interrupts.handling():
+        try:
+            done = run_as_rank(spec, info)
+        except errors.BeoperfError as exc:
+            if info.rank == 0:
+                print(ERROR_MARKER + error_text(exc), flush=True)
+            else:
+                print(f"beoperf rank {info.rank}: {exc}", file=sys.stderr)
+            return 1
+    if done is not None:
+        print(MARKER + safeio.dump_json(done.document.to_json(), indent=None).rstrip(),
+              flush=True)
+        if done.error is not None:
+            print(ERROR_MARKER + error_text(done.error), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
