@@ -106,8 +106,15 @@ def beoperf(*args: str) -> list[str]:
 def write_agent(path: Path, hosts) -> str:
     """An rsh/ssh-like agent for mpirun: ``AGENT [-opts] HOST COMMAND...`` runs COMMAND
     (joined, through sh as ssh would) inside the namespace of the host with that
-    address."""
-    cases = "\n".join(f"  {h.addr4}) ns={h.name};;" for h in hosts)
+    address, with a temporary directory of its own (TMPDIR): separate machines have
+    separate /tmp, and Open MPI daemons of one job on one machine, all named after its
+    host name, raced for the same session directory (orte_session_dir failed, "ORTE does
+    not know how to route a message", or mpirun's SIGSEGV in hwloc's shared topology) in
+    about one start in ten with four hosts."""
+    for h in hosts:
+        (path.parent / f"tmp-{h.name}").mkdir(mode=0o700, exist_ok=True)
+    cases = "\n".join(f"  {h.addr4}) ns={h.name}; tmp={path.parent / f'tmp-{h.name}'};;"
+                      for h in hosts)
     path.write_text(f"""#!/bin/sh
 while [ $# -gt 0 ]; do case "$1" in -*) shift;; *) break;; esac; done
 host=$1; shift
@@ -115,7 +122,7 @@ case "$host" in
 {cases}
   *) echo "agent: unknown host $host" >&2; exit 255;;
 esac
-exec ip netns exec "$ns" sh -c "$*"
+TMPDIR=$tmp exec ip netns exec "$ns" env TMPDIR="$tmp" sh -c "$*"
 """)
     path.chmod(0o755)
     return str(path)
