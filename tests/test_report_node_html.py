@@ -88,3 +88,14 @@ def test_a_network_file_system_beside_a_local_disk(tmp_path):
     first = len(metrics) - len(added)
     keys = set(re.findall(r'data-key="(body\.metrics\.\d+\.mean)"', markup))
     assert {f"body.metrics.{first + k}.mean" for k in range(len(added))} <= keys
+
+
+def test_a_length_whose_kernels_sit_in_different_caches_says_so(tmp_path):
+    """At 4096 elements div's arrays (8 B an element) fit the 48 KiB L1, daxpy's (16 B)
+    do not: the level column names both."""
+    markup, _ = render(fixture(), tmp_path)
+    rows = rows_of(markup, "PEAK kernels, MFLOP/s")
+    by_length = {re.search(r"<td>([\d,]+)</td>", r)[1]: r for r in rows[1:]}
+    assert "<td>L1: div; L2: daxpy, dot, poly</td>" in by_length["4,096"]
+    assert "<td>L1</td>" in by_length["1,024"]
+    assert "<td>L3: div; memory: daxpy, dot, poly</td>" in by_length["4,194,304"]

@@ -41,7 +41,7 @@ from beoperf.units import size_tick
 
 STATS = ("mean", "stdev", "min", "max")
 KERNEL_NOTE = ("flops per element: div 1, daxpy 2, dot 2, poly 10; level: the cache of "
-               "cpu0 that holds the working set")
+               "cpu0 that holds each kernel's working set")
 COMPUTE = (("dgemm", "DGEMM", "numpy's BLAS, 2N³ flops"),
            ("randomaccess", "RandomAccess", "HPCC's updates of a random table"),
            ("fft", "FFT", "complex 1-D, 5 N log2 N flops"))
@@ -230,11 +230,11 @@ def _conditions(doc: Document) -> Markup:
          if clock.get("source") else None),
         *((f"file system {k + 1}" if len(dirs) > 1 else "file system", _mount(e))
           for k, e in enumerate(dirs)),
-        ("run", join([status_mark("ok" if b["status"] == "complete" else b["status"]),
+        ("run", join([status_mark(b["status"]) if b["status"] != "complete" else Markup(""),
                       esc(f" {b['status']}" + (f" ({b['status_reason']})" if
                                                b.get("status_reason") else "")
-                          + f"; --repeat {b['repeat']}; "
-                          + (f"{c['elapsed_s']:.3g} s" if _is_number(c.get("elapsed_s"))
+                          + f"; --repeat {b['repeat']}"
+                          + (f"; {c['elapsed_s']:.3g} s" if _is_number(c.get("elapsed_s"))
                              else ""))])),
     ]
     return pairs(items)
@@ -371,6 +371,18 @@ def _ref_kernel(b: Mapping[str, Any], kernel: str, length: int) -> Markup:
                                              f"body.reference.kernels.{j}.mflops")
 
 
+def _levels(by_kernel: Mapping[str, str]) -> str:
+    """The cache level of a loop length: one word when every kernel's working set is in
+    the same level, else each level with its kernels (div moves 8 B an element, the
+    others 16 B: at one length they may sit in different caches)."""
+    groups: dict[str, list[str]] = {}
+    for k, level in by_kernel.items():
+        groups.setdefault(str(level), []).append(k)
+    if len(groups) <= 1:
+        return next(iter(groups), "?")
+    return "; ".join(f"{level}: {', '.join(ks)}" for level, ks in groups.items())
+
+
 def _kernel_table(b: Mapping[str, Any]) -> Markup:
     ms = _metrics(b, "kernels")
     if not ms:
@@ -380,8 +392,8 @@ def _kernel_table(b: Mapping[str, Any]) -> Markup:
     ref = b.get("reference") if (b.get("reference") or {}).get("kernels") else None
     rows, classes = [], []
     for n in sorted({m["params"]["length"] for _, m in ms}):
-        level = next((cell[(k, n)][1].get("level") for k in kernels if (k, n) in cell), "?")
-        row: list[Any] = [f"{n:,}", level]
+        row: list[Any] = [f"{n:,}", _levels({k: cell[(k, n)][1].get("level", "?")
+                                             for k in kernels if (k, n) in cell})]
         bad = False
         for k in kernels:
             if (k, n) not in cell:
@@ -420,9 +432,9 @@ def _drops_table(b: Mapping[str, Any]) -> Markup:
                 pct, f"{pct:+.0f}", f"body.parts.kernels.drops.{j}.change_pct", unit="%",
                 title=f"median {_shown(d['from_mflops'])} → {_shown(d['to_mflops'])} MFLOP/s"))
         rows.append(row)
-    return table(["kernel", *steps], rows, numeric=range(1, len(steps) + 1),
-                 caption="Change of each kernel's median MFLOP/s from one cache level to the "
-                 "next, % (hover for the two medians)")
+    return join([para(esc("Change of each kernel's median MFLOP/s from one cache level to "
+                          "the next, in % (hover a figure for the two medians):")),
+                 table(["kernel", *steps], rows, numeric=range(1, len(steps) + 1))])
 
 
 # --------------------------------------------------------------------------- compute
