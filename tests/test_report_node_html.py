@@ -99,3 +99,13 @@ def test_a_length_whose_kernels_sit_in_different_caches_says_so(tmp_path):
     assert "<td>L1: div; L2: daxpy, dot, poly</td>" in by_length["4,096"]
     assert "<td>L1</td>" in by_length["1,024"]
     assert "<td>L3: div; memory: daxpy, dot, poly</td>" in by_length["4,194,304"]
+
+
+def test_the_text_report_names_both_levels_too(tmp_path):
+    from beoperf import report
+
+    path = tmp_path / "node.json"
+    path.write_text(json.dumps(fixture()))
+    out = report.render(model.load(path), "text")
+    line = next(x for x in out.splitlines() if x.startswith("4,096 "))
+    assert "L1: div; L2: daxpy, dot, poly" in line

@@ -371,18 +371,6 @@ def _ref_kernel(b: Mapping[str, Any], kernel: str, length: int) -> Markup:
                                              f"body.reference.kernels.{j}.mflops")
 
 
-def _levels(by_kernel: Mapping[str, str]) -> str:
-    """The cache level of a loop length: one word when every kernel's working set is in
-    the same level, else each level with its kernels (div moves 8 B an element, the
-    others 16 B: at one length they may sit in different caches)."""
-    groups: dict[str, list[str]] = {}
-    for k, level in by_kernel.items():
-        groups.setdefault(str(level), []).append(k)
-    if len(groups) <= 1:
-        return next(iter(groups), "?")
-    return "; ".join(f"{level}: {', '.join(ks)}" for level, ks in groups.items())
-
-
 def _kernel_table(b: Mapping[str, Any]) -> Markup:
     ms = _metrics(b, "kernels")
     if not ms:
@@ -392,7 +380,7 @@ def _kernel_table(b: Mapping[str, Any]) -> Markup:
     ref = b.get("reference") if (b.get("reference") or {}).get("kernels") else None
     rows, classes = [], []
     for n in sorted({m["params"]["length"] for _, m in ms}):
-        row: list[Any] = [f"{n:,}", _levels({k: cell[(k, n)][1].get("level", "?")
+        row: list[Any] = [f"{n:,}", text.levels({k: cell[(k, n)][1].get("level", "?")
                                              for k in kernels if (k, n) in cell})]
         bad = False
         for k in kernels:
