@@ -333,7 +333,7 @@ def _cache_marks(b: Mapping[str, Any], lo: float, hi: float) -> tuple[list[svg.S
         x = c["size"] / bpe
         if lo < x < hi:
             label = f"L{c['level']} {units.format_size(c['size'])}"
-            spans.append(svg.Span(x, x, f"{label}", cls="gap"))
+            spans.append(svg.Span(x, x, label, cls="gap"))
     others = [f"{k} ({v} B an element) at {bpe / v:g}x the length" for k, v in per.items()
               if k in shown and _is_number(v) and v > 0 and v != bpe]
     note = (f" Grey marks: the loop length past which the arrays of {names} ({bpe} B an "
