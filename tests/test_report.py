@@ -406,6 +406,24 @@ def test_chromium_numbers_equal_the_stored_documents(loaded, folder):
     metrics = len(docs[node]["body"]["metrics"])
     assert {f"body.metrics.{i}.mean" for i in range(metrics)} <= shown  # every node figure
     assert len(plotted) == sum(m["part"] == "kernels" for m in docs[node]["body"]["metrics"])
+    body = docs[node]["body"]
+    assert {f"body.metrics.{i}.{f}" for i, m in enumerate(body["metrics"])
+            for f in ("min", "max") if m["part"] in ("stream", "io")} <= shown
+    assert {f"body.metrics.{i}.best" for i, m in enumerate(body["metrics"])
+            if m["part"] == "stream"} <= shown
+    # the reference system's figures beside ours are the stored ones too
+    assert {k.split(".")[2] for k in shown if k.startswith("body.reference.")} == {
+        "hpcc", "kernels", "io"}
+    fleet = next(s for s in docs if s.endswith("node-fleet-v1-issue13.json"))
+    shown = {k for s, k, _, _, _ in figures if s == fleet}
+    for i, m in enumerate(docs[fleet]["body"]["metrics"]):
+        assert {f"body.metrics.{i}.median", f"body.metrics.{i}.mad"} <= shown
+        assert {f"body.metrics.{i}.z.{n}" for n in m["outliers"]} <= shown
+    compared = next(s for s in docs if s.endswith("node-comparison-v1-issue13.json"))
+    shown = {k for s, k, _, _, _ in figures if s == compared}
+    rows = docs[compared]["body"]["rows"]
+    assert {f"body.rows.{k}.means.{i}" for k, r in enumerate(rows)
+            for i in range(len(r["means"]))} <= shown
 
 
 def test_chromium_plots_carry_hover_values(loaded):

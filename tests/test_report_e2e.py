@@ -3,8 +3,8 @@ ping-pong on loopback, an MPI ping-pong between two local ranks, the node suite 
 and the PEAK kernels, small), HPC Challenge through mpirun (one process, a small N) —
 then `beoperf report` makes one file of it, and a real headless Chromium shows a section
 per document, asks for nothing but the file, logs no error, and every number it shows
-that is marked with where it is stored equals the stored value.  The first screen is
-kept as a test artifact beside test_report.py's.
+that is marked with where it is stored equals the stored value.  The first screen and
+the node section are kept as test artifacts beside test_report.py's.
 """
 
 from __future__ import annotations
@@ -97,3 +97,6 @@ def test_chromium_shows_every_study_with_the_stored_numbers(study, loaded):
     shot = tab.screenshot()
     assert shot.startswith(b"\x89PNG")
     (ARTIFACTS / "e2e-first-screen.png").write_bytes(shot)
+    node = tab.screenshot(tab.element_clip('section[data-kind="node"]'))
+    assert node.startswith(b"\x89PNG") and len(node) > 5000
+    (ARTIFACTS / "e2e-node-section.png").write_bytes(node)

@@ -109,6 +109,18 @@ def _ref_kernel(ref: Mapping[str, Any] | None, kernel: str, length: int) -> floa
     return None
 
 
+def levels(by_kernel: Mapping[str, str]) -> str:
+    """The cache level of a loop length: one word when every kernel's working set is in
+    the same level, else each level with its kernels (div moves 8 B an element, the
+    others 16 B: at one length they may sit in different caches)."""
+    groups: dict[str, list[str]] = {}
+    for k, level in by_kernel.items():
+        groups.setdefault(str(level), []).append(k)
+    if len(groups) <= 1:
+        return next(iter(groups), "?")
+    return "; ".join(f"{level}: {', '.join(ks)}" for level, ks in groups.items())
+
+
 def kernel_lines(body: Mapping[str, Any]) -> list[str]:
     ms = _by_part(body, "kernels")
     if not ms:
@@ -122,7 +134,7 @@ def kernel_lines(body: Mapping[str, Any]) -> list[str]:
             *([f"{ref['name']} {k}" for k in kernels] if with_ref else [])]
     rows = []
     for n in lengths:
-        level = next((cell[(k, n)]["level"] for k in kernels if (k, n) in cell), "?")
+        level = levels({k: cell[(k, n)].get("level", "?") for k in kernels if (k, n) in cell})
         row = [f"{n:,}", level, *(_spread(cell[(k, n)]) if (k, n) in cell else "-"
                                   for k in kernels)]
         if with_ref:
