@@ -37,10 +37,10 @@ import tempfile
 import time
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src"
-sys.path.insert(0, str(SRC))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from beoperf.model import hpcc  # noqa: E402
+from helpers import child_env  # noqa: E402
 
 COUNTS = (1, 2)
 REPEAT = 5
@@ -73,7 +73,7 @@ def with_beoperf(n: int, out: Path) -> tuple[float, float]:
             str(out), "--quiet", "--format", "json"]
     start = time.perf_counter()
     proc = subprocess.run(argv, check=True, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(SRC)})
+                          env=child_env())
     wall = time.perf_counter() - start
     runs = json.loads(proc.stdout)["body"]["runs"]
     assert len(runs) == len(COUNTS) * REPEAT and all(r["status"] == "ok" for r in runs)

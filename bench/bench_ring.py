@@ -40,13 +40,13 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SRC = HERE.parent / "src"
-sys.path[:0] = [str(SRC), str(HERE.parent / "tests"), str(HERE)]
+sys.path[:0] = [str(HERE.parent / "tests"), str(HERE)]
 
 from bench_pingpong import LoadSampler  # noqa: E402
 
 import netns  # noqa: E402
 from beoperf.model import hpcc  # noqa: E402
+from helpers import child_env  # noqa: E402
 from mpi_helpers import write_agent  # noqa: E402
 
 KEYS = ("NaturallyOrderedRingLatency_usec", "RandomlyOrderedRingLatency_usec",
@@ -92,7 +92,7 @@ def run_beoperf(hosts: list[netns.Host] | None, agent: str, ranks: int, extra: l
     argv = here(hosts, [sys.executable, "-m", "beoperf", "cluster", "ring", *where, *extra,
                         "-o", str(out), "--format", "json"])
     proc = subprocess.run(argv, check=False, timeout=TIMEOUT_S, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(SRC)}, start_new_session=True)
+                          env=child_env(), start_new_session=True)
     if proc.returncode != 0:
         raise RuntimeError(f"beoperf cluster ring failed ({proc.returncode}): "
                            f"{proc.stderr[-2000:]}")

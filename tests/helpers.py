@@ -5,13 +5,16 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import beoperf
 from beoperf.cli import main
 from beoperf.engines import protocol
 from beoperf.engines.tcp_server import Server, ServerConfig
@@ -32,6 +35,14 @@ class CliResult:
     @property
     def error_lines(self) -> list[str]:
         return [line for line in self.stderr.splitlines() if line.strip()]
+
+
+def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """ENV (default: this process's) for a child `python -m beoperf`, which must import the
+    same beoperf as the tests: an editable checkout or an installed package (the C core
+    is built only in the latter's directory, never in a plain clone's src/)."""
+    root = str(Path(beoperf.__file__).resolve().parents[1])
+    return {**(os.environ if env is None else env), "PYTHONPATH": root}
 
 
 def cli(*argv: str) -> CliResult:

@@ -17,10 +17,9 @@ import pytest
 
 from beoperf import model
 from beoperf.model import hpcc
-from helpers import checked, cli
+from helpers import checked, child_env, cli
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hpcc"
-SRC = Path(__file__).resolve().parents[1] / "src"
 N = 240
 
 needs_hpcc = pytest.mark.tools("hpcc", "mpirun.openmpi")
@@ -63,7 +62,7 @@ def test_a_study_on_this_host(tmp_path):
 def beoperf_process(*argv: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "beoperf", *argv], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(SRC)})
+                            env=child_env())
 
 
 def processes_in(directory: Path) -> list[int]:

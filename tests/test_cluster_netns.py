@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 
 import pytest
 
 import netns
 from beoperf.model import cluster, hpcc
 from beoperf.model import load as load_document
+from helpers import child_env
 
 pytestmark = [pytest.mark.netns, pytest.mark.tools("hpcc", "mpirun.openmpi", "tc")]
 
@@ -44,9 +44,8 @@ exec ip netns exec "$host" env OMPI_MCA_orte_tmpdir_base="{tmp}/orte-$host" /bin
 
 def beoperf(host: netns.Host, *argv: str, timeout: float = RUN_TIMEOUT_S):
     """`beoperf ARGV` run inside a namespace host (this checkout's beoperf)."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     return host.run([sys.executable, "-m", "beoperf", *argv], check=False, timeout=timeout,
-                    env=env)
+                    env=child_env())
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -20,6 +19,7 @@ import netns
 from beoperf.model import hpcc
 from beoperf.model import load as load_document
 from beoperf.suites.cluster_plan import local_memory
+from helpers import child_env
 from slurm import SlurmCluster
 
 pytestmark = [pytest.mark.netns,
@@ -42,7 +42,7 @@ def beoperf_argv(*argv: str) -> list[str]:
 
 
 def source_env(env: dict[str, str]) -> dict[str, str]:
-    return {**env, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    return child_env(env)
 
 
 @pytest.fixture(scope="module")
