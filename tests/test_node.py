@@ -103,6 +103,46 @@ def test_kernel_results_are_checked(kernel):
 
 
 @pytest.mark.parametrize("kernel", node_kernels.KERNELS)
+@pytest.mark.parametrize("narrow", [False, True])
+def test_both_vector_widths_compute_the_same_checked_result(kernel, narrow):
+    m = node_kernels.KernelMeasurer(kernel)
+    m.run(1003, 5, narrow)  # a length with a tail past the last full vector
+    assert m.failed is None
+
+
+def test_the_calibration_keeps_the_faster_width_and_the_trials_use_it(monkeypatch):
+    """Times per build scripted: the narrow build twice as fast at 4K, the wide one at 1K;
+    widths compared only in L1 and L2."""
+    calls = []
+
+    def peak(kernel, a, b, reps, s, narrow):
+        calls.append((len(a), narrow))
+        fast = narrow == (len(a) == 4096)
+        return (reps * len(a) * (1 if fast else 2), float(reps * np.dot(a, b)))
+
+    monkeypatch.setattr(node_kernels._node, "peak", peak)
+    monkeypatch.setattr(node_kernels, "WIDTHS", 2)
+    caches = [{"level": 1, "type": "Data", "size": 48 << 10},
+              {"level": 2, "type": "Unified", "size": 64 << 10},
+              {"level": 3, "type": "Unified", "size": 32 << 20}]
+    m = node_kernels.KernelMeasurer("dot", caches=caches)
+    assert m.calibrate(4096, None) == pytest.approx(4096)  # 64 KiB: in L2
+    assert m.calibrate(1024, None) == pytest.approx(1024)
+    assert m.narrow == {4096: True, 1024: False}
+    assert node_kernels.KernelMeasurer("dot", caches=caches[:1]).calibrate(4096, None) \
+        == pytest.approx(2 * 4096), "past L2 (here past L1, the last cache) the wide build"
+    calls.clear()
+    m.trial(4096, 3), m.trial(1024, 3)
+    assert calls == [(4096, True), (1024, False)] and m.failed is None
+
+
+def test_one_lengths_arrays_are_one_aligned_block():
+    a, b = node_kernels.KernelMeasurer("dot")._arrays(4096)
+    assert a.ctypes.data % node_kernels.ALIGNMENT == 0 == b.ctypes.data % 64
+    assert b.ctypes.data - a.ctypes.data == 8 * (4096 + node_kernels.GAP)
+
+
+@pytest.mark.parametrize("kernel", node_kernels.KERNELS)
 def test_a_removed_kernel_fails_its_check(kernel, monkeypatch):
     """A loop that did nothing (as if the compiler had removed it) is caught."""
     monkeypatch.setattr(node_kernels._node, "peak", lambda *a, **k: (1000, 0.0))

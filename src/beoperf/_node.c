@@ -73,13 +73,15 @@ static PyObject *node_stream(PyObject *self, PyObject *args, PyObject *kwds)
 
 static PyObject *node_peak(PyObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"kernel", "a", "b", "reps", "s", NULL};
+    static char *kwlist[] = {"kernel", "a", "b", "reps", "s", "narrow", NULL};
     const char *name;
     Py_buffer a, b;
     unsigned long long reps;
     double s = 0.0;
+    int narrow = 0;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sw*w*K|d", kwlist, &name, &a, &b, &reps, &s))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sw*w*K|dp", kwlist, &name, &a, &b, &reps, &s,
+                                     &narrow))
         return NULL;
     PyObject *out = NULL;
     int kernel = find(PEAK_NAMES, BEO_PEAK_KERNELS, name);
@@ -94,7 +96,7 @@ static PyObject *node_peak(PyObject *self, PyObject *args, PyObject *kwds)
         double got;
         size_t n = (size_t)a.len / sizeof(double);
         Py_BEGIN_ALLOW_THREADS
-        got = beo_peak(kernel, a.buf, b.buf, n, reps, s, &ns);
+        got = beo_peak(kernel, narrow, a.buf, b.buf, n, reps, s, &ns);
         Py_END_ALLOW_THREADS
         out = Py_BuildValue("(Kd)", (unsigned long long)ns, got);
     }
@@ -193,7 +195,7 @@ static PyObject *node_build(PyObject *self, PyObject *noargs)
 #else
     int openmp = 0;
 #endif
-    return Py_BuildValue("{s:s,s:s,s:i,s:O,s:(dddddd)}", "compiler",
+    return Py_BuildValue("{s:s,s:s,s:i,s:O,s:i,s:(dddddd)}", "compiler",
 #ifdef __VERSION__
                          "gcc-compatible " __VERSION__,
 #else
@@ -201,7 +203,7 @@ static PyObject *node_build(PyObject *self, PyObject *noargs)
 #endif
                          "flags", BEO_NODE_CFLAGS, "openmp", openmp, "streaming_stores",
                          beo_stream_nontemporal_available() ? Py_True : Py_False,
-                         "poly_coefficients",
+                         "peak_widths", beo_peak_widths(), "poly_coefficients",
                          BEO_POLY_COEF[0], BEO_POLY_COEF[1], BEO_POLY_COEF[2], BEO_POLY_COEF[3],
                          BEO_POLY_COEF[4], BEO_POLY_COEF[5]);
 }
@@ -211,7 +213,7 @@ static PyMethodDef node_methods[] = {
      "stream(n, threads, ntimes, reps=1, nontemporal=False) -> (times_ns[4][ntimes], errors(a,b,c),"
      " expected(a,b,c))"},
     {"peak", (PyCFunction)(void (*)(void))node_peak, METH_VARARGS | METH_KEYWORDS,
-     "peak(kernel, a, b, reps, s=0.0) -> (elapsed_ns, result)"},
+     "peak(kernel, a, b, reps, s=0.0, narrow=False) -> (elapsed_ns, result)"},
     {"gups", (PyCFunction)(void (*)(void))node_gups, METH_VARARGS | METH_KEYWORDS,
      "gups(log2_size, threads=1, verify=True) -> (updates, elapsed_ns, errors)"},
     {"gups_starts", node_gups_starts, METH_O, "HPCC_starts(n): the n-th random number"},

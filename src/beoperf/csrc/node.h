@@ -44,9 +44,13 @@ extern const double BEO_POLY_COEF[6];
 /* `reps` passes of one kernel over a (and b) of n elements; *elapsed_ns the whole time.
  * div: s = s / a[i] from s = 1 each pass; dot: s = sum a[i] * b[i]; both return the sum
  * over the passes of the pass's s, so that no pass can be left out.  daxpy: a[i] += s *
- * b[i] (returns 0); poly: b[i] = p(a[i]) (returns 0). */
-double beo_peak(int kernel, double *a, double *b, size_t n, uint64_t reps, double s,
-                uint64_t *elapsed_ns);
+ * b[i] (returns 0); poly: b[i] = p(a[i]) (returns 0).  `narrow`: the build with at most
+ * 256-bit vectors instead of the widest the CPU has (where there are two builds). */
+double beo_peak(int kernel, int narrow, double *a, double *b, size_t n, uint64_t reps,
+                double s, uint64_t *elapsed_ns);
+
+/* How many vector widths beo_peak has: 2 (widest, at most 256-bit) or 1. */
+int beo_peak_widths(void);
 
 /* ------------------------------------------------------------------ RandomAccess */
 

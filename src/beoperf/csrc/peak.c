@@ -7,7 +7,7 @@
  *
  * The dot keeps 32 partial sums (as vectorised library dots do); division is a chain of
  * dependent divides, as PEAK's.  The loops are built for the CPU found at run time
- * (target_clones) where GCC on x86-64 can.
+ * (target_clones) where GCC on x86-64 can, in two vector widths (below).
  */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
@@ -17,90 +17,117 @@
 const double BEO_POLY_COEF[6] = {0.5, 0.25, -0.125, 0.0625, -0.03125, 0.015625};
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define CLONES_WIDE __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define CLONES_NARROW __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define HAVE_NARROW 1
 #else
-#define CLONES
+#define CLONES_WIDE
+#define CLONES_NARROW
+#define HAVE_NARROW 0
 #endif
 
 #define BARRIER() __asm__ __volatile__("" ::: "memory")
 #define PARTS 32
 
-CLONES static double k_div(const double *restrict a, size_t n, uint64_t reps)
-{
-    double total = 0.0;
-    for (uint64_t r = 0; r < reps; r++) {
-        double s = 1.0;
-        for (size_t i = 0; i < n; i++)
-            s = s / a[i];
-        total += s;
-        BARRIER();
+/* The four loops, defined once per build: WIDE with the widest vectors the CPU has
+ * (AVX-512 where it has them), NARROW with at most 256-bit ones.  Neither width wins
+ * everywhere: on an AMD EPYC (Zen 4) the 512-bit dot was twice the 256-bit one at 1,024
+ * elements (in L1) and 8-12% slower at 16,384 (from L2); the caller times both and keeps
+ * the faster (suites/node_kernels.py). */
+#define DEFINE_LOOPS(W, ATTR)                                                               \
+    ATTR static double k_div_##W(const double *restrict a, size_t n, uint64_t reps)        \
+    {                                                                                       \
+        double total = 0.0;                                                                 \
+        for (uint64_t r = 0; r < reps; r++) {                                               \
+            double s = 1.0;                                                                 \
+            for (size_t i = 0; i < n; i++)                                                  \
+                s = s / a[i];                                                               \
+            total += s;                                                                     \
+            BARRIER();                                                                      \
+        }                                                                                   \
+        return total;                                                                       \
+    }                                                                                       \
+    ATTR static void k_daxpy_##W(double *restrict a, const double *restrict b, size_t n,   \
+                                 uint64_t reps, double s)                                   \
+    {                                                                                       \
+        for (uint64_t r = 0; r < reps; r++) {                                               \
+            for (size_t i = 0; i < n; i++)                                                  \
+                a[i] = a[i] + s * b[i];                                                     \
+            BARRIER();                                                                      \
+        }                                                                                   \
+    }                                                                                       \
+    ATTR static double k_dot_##W(const double *restrict a, const double *restrict b,       \
+                                 size_t n, uint64_t reps)                                   \
+    {                                                                                       \
+        double total = 0.0;                                                                 \
+        for (uint64_t r = 0; r < reps; r++) {                                               \
+            double part[PARTS] = {0};                                                       \
+            size_t i = 0;                                                                   \
+            for (; i + PARTS <= n; i += PARTS)                                              \
+                for (size_t j = 0; j < PARTS; j++)                                          \
+                    part[j] += a[i + j] * b[i + j];                                         \
+            for (size_t w = PARTS / 2; w > 0; w /= 2) /* a tree: few dependent adds */      \
+                for (size_t j = 0; j < w; j++)                                              \
+                    part[j] += part[j + w];                                                 \
+            double s = part[0];                                                             \
+            for (; i < n; i++)                                                              \
+                s += a[i] * b[i];                                                           \
+            total += s;                                                                     \
+            BARRIER();                                                                      \
+        }                                                                                   \
+        return total;                                                                       \
+    }                                                                                       \
+    ATTR static void k_poly_##W(const double *restrict a, double *restrict b, size_t n,    \
+                                uint64_t reps)                                              \
+    {                                                                                       \
+        const double *c = BEO_POLY_COEF;                                                    \
+        for (uint64_t r = 0; r < reps; r++) {                                               \
+            for (size_t i = 0; i < n; i++) {                                                \
+                double x = a[i];                                                            \
+                b[i] = ((((c[5] * x + c[4]) * x + c[3]) * x + c[2]) * x + c[1]) * x + c[0]; \
+            }                                                                               \
+            BARRIER();                                                                      \
+        }                                                                                   \
+    }                                                                                       \
+    static double run_##W(int kernel, double *a, double *b, size_t n, uint64_t reps,       \
+                          double s)                                                         \
+    {                                                                                       \
+        switch (kernel) {                                                                   \
+        case BEO_PEAK_DIV:                                                                  \
+            return k_div_##W(a, n, reps);                                                   \
+        case BEO_PEAK_DAXPY:                                                                \
+            k_daxpy_##W(a, b, n, reps, s);                                                  \
+            return 0.0;                                                                     \
+        case BEO_PEAK_DOT:                                                                  \
+            return k_dot_##W(a, b, n, reps);                                                \
+        default:                                                                            \
+            k_poly_##W(a, b, n, reps);                                                      \
+            return 0.0;                                                                     \
+        }                                                                                   \
     }
-    return total;
+
+DEFINE_LOOPS(wide, CLONES_WIDE)
+#if HAVE_NARROW
+DEFINE_LOOPS(narrow, CLONES_NARROW)
+#endif
+
+int beo_peak_widths(void)
+{
+    return HAVE_NARROW ? 2 : 1;
 }
 
-CLONES static void k_daxpy(double *restrict a, const double *restrict b, size_t n,
-                           uint64_t reps, double s)
+double beo_peak(int kernel, int narrow, double *a, double *b, size_t n, uint64_t reps,
+                double s, uint64_t *elapsed_ns)
 {
-    for (uint64_t r = 0; r < reps; r++) {
-        for (size_t i = 0; i < n; i++)
-            a[i] = a[i] + s * b[i];
-        BARRIER();
-    }
-}
-
-CLONES static double k_dot(const double *restrict a, const double *restrict b, size_t n,
-                           uint64_t reps)
-{
-    double total = 0.0;
-    for (uint64_t r = 0; r < reps; r++) {
-        double part[PARTS] = {0};
-        size_t i = 0;
-        for (; i + PARTS <= n; i += PARTS)
-            for (size_t j = 0; j < PARTS; j++)
-                part[j] += a[i + j] * b[i + j];
-        for (size_t w = PARTS / 2; w > 0; w /= 2) /* a tree: few dependent adds */
-            for (size_t j = 0; j < w; j++)
-                part[j] += part[j + w];
-        double s = part[0];
-        for (; i < n; i++)
-            s += a[i] * b[i];
-        total += s;
-        BARRIER();
-    }
-    return total;
-}
-
-CLONES static void k_poly(const double *restrict a, double *restrict b, size_t n, uint64_t reps)
-{
-    const double *c = BEO_POLY_COEF;
-    for (uint64_t r = 0; r < reps; r++) {
-        for (size_t i = 0; i < n; i++) {
-            double x = a[i];
-            b[i] = ((((c[5] * x + c[4]) * x + c[3]) * x + c[2]) * x + c[1]) * x + c[0];
-        }
-        BARRIER();
-    }
-}
-
-double beo_peak(int kernel, double *a, double *b, size_t n, uint64_t reps, double s,
-                uint64_t *elapsed_ns)
-{
-    double out = 0.0;
+    double out;
     uint64_t t0 = beo_now_ns();
-    switch (kernel) {
-    case BEO_PEAK_DIV:
-        out = k_div(a, n, reps);
-        break;
-    case BEO_PEAK_DAXPY:
-        k_daxpy(a, b, n, reps, s);
-        break;
-    case BEO_PEAK_DOT:
-        out = k_dot(a, b, n, reps);
-        break;
-    default:
-        k_poly(a, b, n, reps);
-        break;
-    }
+#if HAVE_NARROW
+    if (narrow)
+        out = run_narrow(kernel, a, b, n, reps, s);
+    else
+#endif
+        out = run_wide(kernel, a, b, n, reps, s);
+    (void)narrow;
     uint64_t t1 = beo_now_ns();
     *elapsed_ns = t1 > t0 ? t1 - t0 : 1;
     return out;

@@ -9,6 +9,13 @@ median is wider than ``PRECISION`` while the kernel's time budget lasts.  A tria
 kernel ``reps`` times over the same arrays (so a short loop is timed long enough against
 the clock); its figure is MFLOP/s = flops x length x reps / time.
 
+Each loop is built twice where the compiler can: with the widest vectors the CPU has and
+with at most 256-bit ones.  Neither wins everywhere (on an AMD EPYC the 512-bit dot was
+twice the 256-bit one in L1 and 8-12% slower from L2), so the calibration of each length
+times both and its trials use the faster; the figure says which (``vectors``).  The two
+arrays of a length are one block, b 128 bytes after a's end, as likwid-bench lays out its
+streams (apart, at 4,096 elements, dot and daxpy ran 12-13% slower from L2).
+
 Every trial's result is checked against numpy, so a kernel the compiler had removed or
 broken cannot pass: div and dot return the sum of every pass's result (reps x 1/prod(a),
 reps x a.b), daxpy must have moved a by reps x s x b, and poly must have filled b (zeroed
@@ -21,7 +28,7 @@ kernel's median MFLOP/s from one level to the next.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,6 +48,13 @@ CALIBRATE_S = 0.002
 DEFAULT_BUDGET_S = 3.0  # per kernel
 DAXPY_S = 1e-9
 ALIGNMENT = 64
+GAP = 16  # float64 between a's end and b's start
+WIDTHS = _node.build().get("peak_widths", 1)
+VECTORS = {False: "widest", True: "256-bit at most"}
+NARROW_MARGIN = 0.97  # the narrower build is kept when its best time is under 0.97x
+# where the widths are compared: past L2 the wide build was never the slower, and a 2 ms
+# run from L3 is noisy enough to pick the narrow one (daxpy at 1M elements: -12 to -20%)
+IN_CORE = ("L1", "L2")
 COEF = np.array(_node.build()["poly_coefficients"])
 
 
@@ -62,27 +76,33 @@ def aligned(n: int, alignment: int = ALIGNMENT) -> np.ndarray:
 class KernelMeasurer:
     """One kernel over loop lengths: arrays per length, trials checked against numpy."""
 
-    def __init__(self, kernel: str, seed: int = 13) -> None:
+    def __init__(self, kernel: str, seed: int = 13,
+                 caches: Sequence[Mapping[str, Any]] = ()) -> None:
         self.kernel = kernel
+        self.caches = caches
         self.rng = np.random.default_rng(seed)
         self.arrays: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.narrow: dict[int, bool] = {}
         self.failed: str | None = None
 
     def _arrays(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         if n not in self.arrays:
-            a, b = aligned(n), aligned(n)
+            block = aligned(2 * n + GAP)
+            a, b = block[:n], block[n + GAP:]
             a[:] = 1.0 + self.rng.random(n) * 1e-7  # products over a stay near 1 (div)
             b[:] = self.rng.random(n)
             self.arrays[n] = (a, b)
         return self.arrays[n]
 
-    def run(self, n: int, reps: int) -> float:
-        """ns per repetition of one checked run."""
+    def run(self, n: int, reps: int, narrow: bool | None = None) -> float:
+        """ns per repetition of one checked run (in the width chosen for ``n``)."""
         a, b = self._arrays(n)
         before = a.copy() if self.kernel == "daxpy" else None
         if self.kernel == "poly":
             b[:] = 0.0
-        ns, result = _node.peak(self.kernel, a, b, reps, DAXPY_S)
+        if narrow is None:
+            narrow = self.narrow.get(n, False)
+        ns, result = _node.peak(self.kernel, a, b, reps, DAXPY_S, narrow)
         problem = self._verify(a, b, reps, result, before)
         if problem and self.failed is None:
             self.failed = f"{self.kernel} at length {n}: {problem}"
@@ -110,13 +130,23 @@ class KernelMeasurer:
         return None if ok else f"result {result!r} where {expected!r} was due"
 
     def calibrate(self, key: int, estimate_ns: float | None) -> float:
-        self.run(key, 1)  # first touch, warm caches
+        self.run(key, 1, False)  # first touch, warm caches
         reps = 1
         while True:
-            per = self.run(key, reps)
+            per = self.run(key, reps, False)
             if per * reps >= CALIBRATE_S * 1e9 or reps >= 1 << 24:
-                return per
+                break
             reps = min(1 << 24, max(reps * 2, int(CALIBRATE_S * 1e9 / max(per, 1.0)) + 1))
+        if WIDTHS > 1 and level_of(BYTES[self.kernel] * key, self.caches) in IN_CORE:
+            # both builds, alternating, three times each
+            times: dict[bool, list[float]] = {False: [per], True: []}
+            for _ in range(3):
+                times[True].append(self.run(key, reps, True))
+                times[False].append(self.run(key, reps, False))
+            # the narrower only when clearly faster
+            self.narrow[key] = min(times[True]) < NARROW_MARGIN * min(times[False])
+            per = min(times[self.narrow[key]])
+        return per
 
     def trial(self, key: int, reps: int) -> np.ndarray:
         return np.array([self.run(key, reps)])
@@ -127,11 +157,13 @@ class KernelMeasurer:
 
 
 def measure(kernel: str, lengths: list[int], repeat: int, budget: float,
-            progress: Callable[[str], None]) -> tuple[list[Any], BaseException | None]:
-    """The loop's points for one kernel, and what stopped it early (None)."""
+            progress: Callable[[str], None], caches: Sequence[Mapping[str, Any]] = ()
+            ) -> tuple[list[Any], BaseException | None, dict[int, bool]]:
+    """The loop's points for one kernel, what stopped it early (None), and the lengths
+    whose trials ran the narrower build."""
     cfg = LoopConfig(precision=PRECISION, trial_time=TRIAL_S, min_trials=repeat,
                      time_budget=budget, order="axis")
-    measurer = KernelMeasurer(kernel)
+    measurer = KernelMeasurer(kernel, caches=caches)
 
     def on_pass(n: int, points: list[Any]) -> None:
         done = sum(1 for p in points if p.converged)
@@ -140,7 +172,7 @@ def measure(kernel: str, lengths: list[int], repeat: int, budget: float,
 
     out = PrecisionLoop(lengths, measurer, cfg, on_pass=on_pass).run()
     measurer.arrays.clear()
-    return out.points, out.stopped
+    return out.points, out.stopped, measurer.narrow
 
 
 def run(lengths: list[int], repeat: int, budget: float, conditions: dict[str, Any],
@@ -153,7 +185,7 @@ def run(lengths: list[int], repeat: int, budget: float, conditions: dict[str, An
                    "precision": PRECISION, "budget_s": budget, "rows": rows, "drops": []})
     for kernel in KERNELS:
         progress(f"kernels: {kernel}")
-        points, stopped = measure(kernel, lengths, repeat, budget, progress)
+        points, stopped, narrow = measure(kernel, lengths, repeat, budget, progress, caches)
         for p in points:
             if not p.trial_medians:
                 continue
@@ -162,7 +194,8 @@ def run(lengths: list[int], repeat: int, budget: float, conditions: dict[str, An
             m = metric("kernels", kernel, "MFLOP/s", rates, params={"length": p.key},
                        ok=not isinstance(stopped, errors.IntegrityError), level=level,
                        working_set=BYTES[kernel] * p.key, converged=p.converged,
-                       median=float(np.median(rates)))
+                       median=float(np.median(rates)),
+                       vectors=VECTORS[narrow.get(p.key, False)])
             metrics.append(m)
             rows.append({"kernel": kernel, "length": p.key, "level": level,
                          "mflops": m["median"]})
