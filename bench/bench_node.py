@@ -98,6 +98,18 @@ def stream_section(rounds: int, report: list[str], raw: dict) -> None:
         mine = max(ours[t])
         others = ", ".join(f"{k} {max(theirs[(t, k)]):.1f}" for k in LIKWID_TRIAD)
         report.append(f"| {t} | {mine:.1f} | {ref:.1f} ({best_k}) | {mine / ref:.2f} | {others} |")
+    # The memory bandwidth of a shared VM can change state for minutes (2 threads here:
+    # about 60 or 110 GB/s for every tool), so the best of each tool over the rounds may
+    # compare two states; each round's beoperf run against the likwid runs right after it
+    # compares one.
+    report += ["", "Paired by round (beoperf / the best likwid kernel of the same round):", "",
+               "| threads | ratio per round | median |", "|---:|---|---:|"]
+    for t in (1, 2):
+        paired = [ours[t][r] / max(theirs[(t, k)][r] for k in LIKWID_TRIAD)
+                  for r in range(len(ours[t]))]
+        raw["stream"].setdefault("paired", {})[str(t)] = paired
+        report.append(f"| {t} | {', '.join(f'{x:.2f}' for x in paired)} | "
+                      f"{statistics.median(paired):.2f} |")
 
 
 def hpcc(np_: int, work: Path) -> dict[str, float]:
