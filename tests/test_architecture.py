@@ -105,3 +105,15 @@ def test_every_kind_has_its_renderer_module():
     assert set(report.MODULES) == set(model.KINDS)
     for kind in model.KINDS:
         assert "text" in report.formats(kind) or "markdown" in report.formats(kind), kind
+
+
+def test_no_child_beoperf_is_pointed_at_the_checkouts_src():
+    """CI installs the package (not editable): src/ there has no compiled C core, so a child
+    `python -m beoperf` with PYTHONPATH=<checkout>/src fails to import it (the cluster
+    tests did, and only under CI).  Children take helpers.child_env()."""
+    repo = SRC.parent.parent
+    offenders = [f"{path.name}:{n}" for path in [*repo.glob("tests/*.py"), *repo.glob("bench/*.py")]
+                 if path.name not in ("helpers.py", "test_architecture.py")
+                 for n, line in enumerate(path.read_text().splitlines(), 1)
+                 if '"PYTHONPATH"' in line]
+    assert offenders == []
