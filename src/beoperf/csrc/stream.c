@@ -6,7 +6,7 @@
  * relative error with 1e-13, as stream.c checks doubles.
  *
  * With `nontemporal` (arrays far larger than the caches) the stores are streaming stores
- * (AVX-512 or AVX where the CPU has it, else SSE2; each thread its own contiguous share of lines), as STREAM builds with streaming stores do: the written line goes to memory
+ * (AVX where the CPU has it, else SSE2; each thread its own contiguous share of lines), as STREAM builds with streaming stores do: the written line goes to memory
  * without being read first, so the traffic is what STREAM counts (no write-allocate).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -129,33 +129,6 @@ __attribute__((target("avx"))) static void range_nt_avx(int which, double *a, do
     }
     _mm_sfence();
 }
-
-/* And with 64-byte AVX-512 streaming stores: one store writes a whole line (with two
- * threads on an AMD EPYC, AVX streaming stores left triad 7% under likwid-bench's
- * stream_mem_avx512). */
-__attribute__((target("avx512f"))) static void range_nt_avx512(int which, double *a, double *b,
-                                                               double *c, size_t lo, size_t hi)
-{
-    const __m512d q = _mm512_set1_pd(BEO_STREAM_SCALAR);
-    for (size_t i = lo * 8; i < hi * 8; i += 8) {
-        switch (which) {
-        case BEO_STREAM_COPY:
-            _mm512_stream_pd(c + i, _mm512_load_pd(a + i));
-            break;
-        case BEO_STREAM_SCALE:
-            _mm512_stream_pd(b + i, _mm512_mul_pd(q, _mm512_load_pd(c + i)));
-            break;
-        case BEO_STREAM_ADD:
-            _mm512_stream_pd(c + i, _mm512_add_pd(_mm512_load_pd(a + i), _mm512_load_pd(b + i)));
-            break;
-        default:
-            _mm512_stream_pd(a + i, _mm512_add_pd(_mm512_load_pd(b + i),
-                                                  _mm512_mul_pd(q, _mm512_load_pd(c + i))));
-            break;
-        }
-    }
-    _mm_sfence();
-}
 #endif
 
 #if HAVE_NT
@@ -163,13 +136,12 @@ static void test_nt(int which, double *a, double *b, double *c, size_t n, int th
 {
     size_t lines = n / 8;
 #if HAVE_AVX_NT
-    int avx = __builtin_cpu_supports("avx"), avx512 = __builtin_cpu_supports("avx512f");
+    int avx = __builtin_cpu_supports("avx");
 #else
-    int avx = 0, avx512 = 0;
+    int avx = 0;
 #endif
     (void)threads;
     (void)avx;
-    (void)avx512;
 #pragma omp parallel num_threads(threads)
     {
         size_t id = 0, count = 1;
@@ -179,9 +151,7 @@ static void test_nt(int which, double *a, double *b, double *c, size_t n, int th
 #endif
         size_t lo = lines * id / count, hi = lines * (id + 1) / count; /* as static does */
 #if HAVE_AVX_NT
-        if (avx512)
-            range_nt_avx512(which, a, b, c, lo, hi);
-        else if (avx)
+        if (avx)
             range_nt_avx(which, a, b, c, lo, hi);
         else
 #endif
