@@ -242,7 +242,12 @@ s.finalize()
     got = run_bounded(["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "-np", "3",
                        "--bind-to", "none", PYTHON, "-c", script], 60)
     assert got.returncode == 0, got.stderr
-    lines = sorted((json.loads(line) for line in got.stdout.splitlines() if line.startswith("{")),
+    # mpirun forwards each rank's output as it comes: two ranks' records can share a line
+    # ('{"rank": 1, ...}{"rank": 2, ...}' seen under CI), so each record is decoded where
+    # it starts
+    decoder = json.JSONDecoder()
+    starts = [i for i in range(len(got.stdout)) if got.stdout.startswith('{"rank"', i)]
+    lines = sorted((decoder.raw_decode(got.stdout, i)[0] for i in starts),
                    key=lambda x: x["rank"])
     assert [x["rank"] for x in lines] == [0, 1, 2]
     for x in lines:
