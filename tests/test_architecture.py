@@ -12,8 +12,8 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "beoperf"
 
-BASE = {"beoperf", "units", "safeio", "interrupts", "sysinfo", "pools", "_core", "_mpi", "_node",
-        "errors"}
+BASE = {"beoperf", "units", "safeio", "interrupts", "procwait", "sysinfo", "pools", "_core",
+        "_mpi", "_node", "errors"}
 ALLOWED: dict[str, set[str]] = {
     **{name: BASE for name in BASE},
     "model": BASE | {"model"},

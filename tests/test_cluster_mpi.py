@@ -100,6 +100,63 @@ def matrix(values, nodes, lat=10e-6, spread=0.01):
 NODES = ["n1", "n2", "n3", "n4"]
 
 
+class RingLeader:
+    """Two ranks that answer each ring order at once; a trial "takes" ``step_s`` of the
+    fake clock per timed step, a cold one (after a pause of the ranks) ``cold`` times
+    as long."""
+
+    size = 2
+
+    def __init__(self, clock, step_s=1e-5, cold=1.5):
+        self.clock, self.step_s, self.cold, self.calls = clock, step_s, cold, []
+
+    def execute(self, orders):
+        from beoperf.engines.mpi_group import Result
+        order = next(iter(orders.values()))
+        paused = self.clock.last is None or self.clock.now - self.clock.last > 1e-3
+        took = order.reps * self.step_s * (self.cold if paused else 1.0)
+        self.calls.append((order.size, paused))
+        self.clock.now += took
+        self.clock.last = self.clock.now
+        ns = int(took * 1e9)
+        return {r: Result(r, ns, None, None, 0, 0, ns) for r in orders}
+
+
+class Clock:
+    def __init__(self):
+        self.now, self.last = 100.0, None
+
+    def __call__(self):
+        return self.now
+
+
+def test_a_ring_trial_after_a_pause_follows_untimed_warm_trials():
+    from beoperf.sweep.cluster_mpi import FIRST_WARM_S, REWARM_S, RingMeasurer
+    clock = Clock()
+    leader = RingLeader(clock)
+    m = RingMeasurer(leader, [[0, 1], [1, 0]], {8: 5, 2_000_000: 2}, clock=clock)
+    first = m.trial((0, 8), 5)
+    assert m.warm_trials == pytest.approx(FIRST_WARM_S / (5 * leader.step_s), abs=2)
+    assert leader.calls[0][1] and not leader.calls[-1][1]  # the timed trial was warm
+    assert first[0] == pytest.approx(5e3)  # ns: 10 us a step, halved, not the cold 15
+    before = m.warm_trials
+    m.trial((1, 8), 5)  # right after: no warm-up
+    assert m.warm_trials == before
+    clock.now += 0.5  # rank 0's bookkeeping between passes
+    m.trial((0, 8), 5)
+    assert m.warm_trials - before == pytest.approx(REWARM_S / (5 * leader.step_s), abs=2)
+    assert [t["latency_s"] for t in m.log[(0, 8)]] == [pytest.approx(5e-6)] * 2
+    # a long trial is not worth warming: one warm trial finds it long, none after that
+    leader.step_s = 0.1
+    clock.now += 0.5
+    before = m.warm_trials
+    m.trial((0, 2_000_000), 2)
+    assert m.warm_trials == before + 1
+    clock.now += 0.5
+    m.trial((0, 2_000_000), 2)
+    assert m.warm_trials == before + 1
+
+
 def test_a_slow_node_explains_its_own_pairs():
     found = A.findings(matrix({(0, 3): 4e6, (1, 3): 4.1e6, (2, 3): 3.9e6}, NODES), NODES)
     assert [(s["node"], s["metric"]) for s in found["slow_nodes"]] == [("n4", "bandwidth")]

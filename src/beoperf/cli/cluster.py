@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from collections.abc import Sequence
 
 # subcommand -> the module that adds its parser
 SUBCOMMANDS = {"hpcc": "cluster_hpcc", "import": "cluster_docs", "show": "cluster_docs",
@@ -28,11 +29,18 @@ ping-pong matrix with the slow nodes and links named, and N pairs streaming at o
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    add_parser_for(sub, ())
+
+
+def add_parser_for(sub: argparse._SubParsersAction, rest: Sequence[str]) -> None:
+    """The `cluster` parser; when ``rest`` (the arguments after `cluster`) starts with a
+    subcommand, only that subcommand's module is imported and adds its parsers."""
     p = sub.add_parser("cluster", help="HPC Challenge over process counts, with statistics",
                        description=DESCRIPTION)
     inner = p.add_subparsers(dest="cluster_command", metavar="SUBCOMMAND",
                              parser_class=type(p))
-    for module in dict.fromkeys(SUBCOMMANDS.values()):
+    named = SUBCOMMANDS.get(rest[0]) if rest else None
+    for module in (named,) if named else dict.fromkeys(SUBCOMMANDS.values()):
         importlib.import_module(f"beoperf.cli.{module}").add_parsers(inner)
     p.set_defaults(func=_no_subcommand)
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from beoperf import errors, interrupts, safeio
+from beoperf import errors, interrupts, procwait, safeio
 from beoperf.analysis import scaling
 from beoperf.launch import binary
 from beoperf.launch.base import LaunchSpec
@@ -221,10 +221,8 @@ def _stop(proc: subprocess.Popen) -> None:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             return
-        try:
-            proc.wait(wait)
-        except subprocess.TimeoutExpired:
-            continue
+        if procwait.wait(proc, wait) is not None:
+            return
 
 
 @dataclass
@@ -249,11 +247,11 @@ def execute(argv: tuple[str, ...], env: dict[str, str], cwd: str,
                             stderr=subprocess.PIPE, start_new_session=True)
     out, err = _Tail(proc.stdout), _Tail(proc.stderr)
     try:
-        status: int | None = proc.wait(timeout)
+        status = procwait.wait(proc, timeout)
         why = ""
-    except subprocess.TimeoutExpired:
-        _stop(proc)
-        status, why = None, f"stopped after the --timeout of {timeout:g} s"
+        if status is None:
+            _stop(proc)
+            why = f"stopped after the --timeout of {timeout:g} s"
     except KeyboardInterrupt:
         _stop(proc)
         raise

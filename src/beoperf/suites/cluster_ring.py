@@ -9,6 +9,9 @@ counting; a trial is the slowest rank's time per step halved; a ring's figure th
 minimum over its trials; the random figure the geometric mean over the random rings.
 Each ring at each size is a point of the precision loop: trials until the median's 95%
 interval is within ``precision`` (or the time budget is spent), at least ``min_trials``.
+As HPCC's measurements follow one another without a pause, a trial that follows one (the
+run's start, rank 0's bookkeeping between passes) comes after untimed trials of its ring
+(``RingMeasurer.rewarm``; counted in the document's ``loop`` as ``warm_trials``).
 Each repeat draws new random rings (from ``seed`` + repeat); the document keeps every
 ring's trials, HPCC's four figures per repeat (also from the trials' medians) and each
 figure's mean and standard deviation over the repeats, per ranks-per-node series.
@@ -144,10 +147,11 @@ def measure(leader: Any, plan: dict[str, Any], base: dict[str, Any]) -> dict[str
         measurer = RingMeasurer(leader, rings, loop_length, plan["integrity"])
         entries = []
         for what, measurements, keys in parts_of(p):
+            warm = measurer.warm_trials
             out = run_loop(keys, measurer, plan, f"rings at the {what} size, {n} ranks, "
                            f"repeat {r + 1}", min_trials=measurements)
             entries += ring_entries(measurer, keys, measurements)
-            loops.append(loop_facts(out))
+            loops.append(loop_facts(out) | {"warm_trials": measurer.warm_trials - warm})
             status = status_of(out)
             if status["status"] != "complete":
                 break

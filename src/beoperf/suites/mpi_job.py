@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from beoperf import errors, safeio
+from beoperf import errors, procwait, safeio
 from beoperf.analysis.pingpong import document
 from beoperf.model.document import Document, from_json
 from beoperf.model.pingpong import RunResult
@@ -110,8 +110,7 @@ class Job:
                 self.timed_out = until is None
                 self._end(proc)
             else:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(0.1)
+                procwait.wait(proc, 0.1)
 
     def _end(self, proc: subprocess.Popen) -> None:
         """End the launcher and every process of its group (the ranks it started here):
@@ -119,11 +118,8 @@ class Job:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, sig)
-            try:
-                proc.wait(5)
+            if procwait.wait(proc, 5) is not None:
                 return
-            except subprocess.TimeoutExpired:
-                continue
 
     def last_error(self) -> str:
         lines = [ln.strip() for ln in self.err.splitlines() if ln.strip()
