@@ -159,6 +159,21 @@ def test_no_subcommand():
     assert result.status == 2 and "no subcommand given" in result.stderr
 
 
+def test_a_subcommand_brings_only_its_own_modules():
+    code = ("import sys\nfrom beoperf.cli import build_parser\n"
+            "build_parser('cluster', {rest!r}).parse_args({argv!r})\n"
+            "print(sorted(m for m in sys.modules if m.startswith('beoperf.suites.cluster_')))")
+
+    def loaded(rest, argv):
+        proc = subprocess.run([sys.executable, "-c", code.format(rest=rest, argv=argv)],
+                              capture_output=True, text=True, env=child_env(), check=True)
+        return proc.stdout
+    hpcc_only = loaded(["hpcc"], ["cluster", "hpcc", "--np", "1", "-o", "x"])
+    assert "cluster_mbw" not in hpcc_only and "cluster_ring" not in hpcc_only
+    assert "cluster_ring" in loaded(["ring"], ["cluster", "ring"])
+    assert "cluster_ring" in loaded([], ["cluster", "hpcc", "--np", "1", "-o", "x"])  # all, without rest
+
+
 # --------------------------------------------------------------------------- import
 
 
