@@ -171,7 +171,8 @@ def test_a_subcommand_brings_only_its_own_modules():
     hpcc_only = loaded(["hpcc"], ["cluster", "hpcc", "--np", "1", "-o", "x"])
     assert "cluster_mbw" not in hpcc_only and "cluster_ring" not in hpcc_only
     assert "cluster_ring" in loaded(["ring"], ["cluster", "ring"])
-    assert "cluster_ring" in loaded([], ["cluster", "hpcc", "--np", "1", "-o", "x"])  # all, without rest
+    # without the rest of the arguments: every subcommand
+    assert "cluster_ring" in loaded([], ["cluster", "hpcc", "--np", "1", "-o", "x"])
 
 
 # --------------------------------------------------------------------------- import

@@ -44,10 +44,22 @@ def replay(ntimes: int) -> tuple[float, float, float]:
 @pytest.mark.parametrize("nontemporal", [False, True])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_stream_validates_against_the_scalar_replay(threads, nontemporal):
-    times, errs, expected = _node.stream(10_003, threads, 4, 2, nontemporal)  # a partial line
+    # 10,003 elements: a partial line
+    times, errs, expected, warmed = _node.stream(10_003, threads, 4, 2, nontemporal)
     assert len(times) == 4 and all(len(row) == 4 and min(row) > 0 for row in times)
     assert errs == (0.0, 0.0, 0.0)
-    assert expected == replay(4)
+    assert expected == replay(4) and warmed == 0
+
+
+def test_stream_warms_up_untimed_and_validates_the_timed_iterations_alone():
+    began = time.monotonic()
+    times, errs, expected, warmed = _node.stream(10_003, 2, 3, 1, True, 0.2)
+    assert time.monotonic() - began >= 0.2
+    # every warm-up iteration and the array reset after it take longer than the timed tests
+    assert warmed >= 2 and sum(map(sum, times)) * 1e-9 < 0.2
+    assert errs == (0.0, 0.0, 0.0) and expected == replay(3)  # values as if not warmed
+    with pytest.raises(ValueError, match="warm_s"):
+        _node.stream(10_003, 1, 3, 1, False, -1.0)
 
 
 def test_stream_counts_bytes_as_stream_does():
@@ -64,6 +76,7 @@ def test_stream_counts_bytes_as_stream_does():
         assert m["min_time_s"] * run["inner_passes"] >= node_stream.MIN_TIMING_S * 0.999
         assert m["repeat"] == 2 and m["unit"] == "GB/s" and m["ok"] is True
     assert detail["below_4x_cache"] is False and detail["ok"] is True
+    assert detail["warm_s"] == node_stream.WARM_S and run["warm_iterations"] >= 1
 
 
 def test_stream_refuses_arrays_that_do_not_fit():
@@ -370,3 +383,10 @@ def test_fleet_node_args_drop_fleet_options():
     argv = ["beoperf", "node", "kernels", "-w", "n[1-3]", "--exec-template", "x %h",
             "--repeat", "3", "--json", "--fanout=2", "--threshold", "4"]
     assert node_args(argv) == ("kernels", "--repeat", "3")
+
+
+def test_the_stream_title_says_the_warm_up_when_the_document_has_one():
+    from beoperf.report.node import warm_phrase
+    assert warm_phrase({"warm_s": 1.0}) == "after 1 s of untimed iterations, "
+    assert warm_phrase({}) == "" and warm_phrase({"warm_s": 0}) == ""
+    assert warm_phrase({"warm_s": "1; rm -rf /"}) == ""  # a crafted document: not printed

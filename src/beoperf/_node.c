@@ -30,21 +30,25 @@ static int find(const char *const *names, int count, const char *name)
 
 static PyObject *node_stream(PyObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"n", "threads", "ntimes", "reps", "nontemporal", NULL};
+    static char *kwlist[] = {"n", "threads", "ntimes", "reps", "nontemporal", "warm_s", NULL};
     Py_ssize_t n;
     int threads, ntimes, nontemporal = 0;
     unsigned long long reps = 1;
+    double warm_s = 0.0;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nii|Kp", kwlist, &n, &threads, &ntimes, &reps,
-                                     &nontemporal))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nii|Kpd", kwlist, &n, &threads, &ntimes, &reps,
+                                     &nontemporal, &warm_s))
         return NULL;
     if (n < 1 || threads < 1 || threads > 4096 || ntimes < 1 || ntimes > 10000 || reps < 1)
         return PyErr_Format(PyExc_ValueError, "stream: n, threads, ntimes and reps must be >= 1");
+    if (!(warm_s >= 0.0 && warm_s <= 3600.0))
+        return PyErr_Format(PyExc_ValueError, "stream: warm_s from 0 to 3600 seconds");
     uint64_t *times = PyMem_Calloc((size_t)BEO_STREAM_TESTS * (size_t)ntimes, sizeof(uint64_t));
     if (!times)
         return PyErr_NoMemory();
     beo_stream_run run = {.n = (size_t)n, .threads = threads, .ntimes = ntimes, .reps = reps,
-                          .nontemporal = nontemporal, .times_ns = times};
+                          .nontemporal = nontemporal, .warm_ns = (uint64_t)(warm_s * 1e9),
+                          .times_ns = times};
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = beo_stream(&run);
@@ -67,8 +71,9 @@ static PyObject *node_stream(PyObject *self, PyObject *args, PyObject *kwds)
     PyMem_Free(times);
     if (!out)
         return NULL;
-    return Py_BuildValue("(N(ddd)(ddd))", out, run.errors[0], run.errors[1], run.errors[2],
-                         run.expected[0], run.expected[1], run.expected[2]);
+    return Py_BuildValue("(N(ddd)(ddd)K)", out, run.errors[0], run.errors[1], run.errors[2],
+                         run.expected[0], run.expected[1], run.expected[2],
+                         (unsigned long long)run.warm_iterations);
 }
 
 static PyObject *node_peak(PyObject *self, PyObject *args, PyObject *kwds)
@@ -210,8 +215,9 @@ static PyObject *node_build(PyObject *self, PyObject *noargs)
 
 static PyMethodDef node_methods[] = {
     {"stream", (PyCFunction)(void (*)(void))node_stream, METH_VARARGS | METH_KEYWORDS,
-     "stream(n, threads, ntimes, reps=1, nontemporal=False) -> (times_ns[4][ntimes], errors(a,b,c),"
-     " expected(a,b,c))"},
+     "stream(n, threads, ntimes, reps=1, nontemporal=False, warm_s=0.0) -> (times_ns[4][ntimes], errors(a,b,c),"
+     " expected(a,b,c), warm_iterations); first untimed iterations of the four tests for"
+     " warm_s seconds"},
     {"peak", (PyCFunction)(void (*)(void))node_peak, METH_VARARGS | METH_KEYWORDS,
      "peak(kernel, a, b, reps, s=0.0, narrow=False) -> (elapsed_ns, result)"},
     {"gups", (PyCFunction)(void (*)(void))node_gups, METH_VARARGS | METH_KEYWORDS,

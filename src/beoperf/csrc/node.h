@@ -25,6 +25,8 @@ typedef struct {
     int ntimes;         /* timed iterations of the four tests */
     uint64_t reps;      /* passes of a test inside one timing (>= 1; small arrays) */
     int nontemporal;    /* streaming stores (when beo_stream_nontemporal_available) */
+    uint64_t warm_ns;   /* untimed iterations first, for this long (0: none) */
+    uint64_t warm_iterations; /* out: how many that was */
     uint64_t *times_ns; /* out: BEO_STREAM_TESTS * ntimes, test-major */
     double errors[3];   /* out: average relative error of a, b, c against the replay */
     double expected[3]; /* out: what a, b, c should hold */

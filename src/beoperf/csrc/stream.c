@@ -192,6 +192,27 @@ static void validate(beo_stream_run *run, const double *a, const double *b, cons
     run->errors[2] = avg_error(c, run->n, cj);
 }
 
+/* The four tests once each, `reps` passes of each; timed into iteration k's slots unless
+ * k < 0. */
+static void iteration(beo_stream_run *run, double *a, double *b, double *c, int k)
+{
+    for (int t = 0; t < BEO_STREAM_TESTS; t++) {
+        uint64_t t0 = beo_now_ns();
+        for (uint64_t r = 0; r < run->reps; r++) {
+#if HAVE_NT
+            if (run->nontemporal)
+                test_nt(t, a, b, c, run->n, run->threads);
+            else
+#endif
+                test(t, a, b, c, run->n, run->threads);
+            __asm__ __volatile__("" ::: "memory");
+        }
+        uint64_t t1 = beo_now_ns();
+        if (k >= 0)
+            run->times_ns[(size_t)t * (size_t)run->ntimes + (size_t)k] = t1 > t0 ? t1 - t0 : 1;
+    }
+}
+
 int beo_stream(beo_stream_run *run)
 {
     if (run->n < 1 || run->threads < 1 || run->ntimes < 1 || run->reps < 1)
@@ -207,21 +228,17 @@ int beo_stream(beo_stream_run *run)
         return BEO_ENOMEM;
     }
     init(a, b, c, run->n, run->threads);
+    run->warm_iterations = 0;
+    if (run->warm_ns) { /* the memory system brought to the state the timed loops will see */
+        uint64_t start = beo_now_ns();
+        do {
+            iteration(run, a, b, c, -1);
+            init(a, b, c, run->n, run->threads); /* STREAM's values again, kept finite */
+            run->warm_iterations++;
+        } while (beo_now_ns() - start < run->warm_ns);
+    }
     for (int k = 0; k < run->ntimes; k++)
-        for (int t = 0; t < BEO_STREAM_TESTS; t++) {
-            uint64_t t0 = beo_now_ns();
-            for (uint64_t r = 0; r < run->reps; r++) {
-#if HAVE_NT
-                if (run->nontemporal)
-                    test_nt(t, a, b, c, run->n, run->threads);
-                else
-#endif
-                    test(t, a, b, c, run->n, run->threads);
-                __asm__ __volatile__("" ::: "memory");
-            }
-            uint64_t t1 = beo_now_ns();
-            run->times_ns[(size_t)t * (size_t)run->ntimes + (size_t)k] = t1 > t0 ? t1 - t0 : 1;
-        }
+        iteration(run, a, b, c, k);
     validate(run, a, b, c);
     free(a);
     free(b);

@@ -78,6 +78,14 @@ def condition_lines(body: Mapping[str, Any], meta: Mapping[str, Any]) -> list[st
 # --------------------------------------------------------------------------- parts
 
 
+def warm_phrase(detail: dict) -> str:
+    """'after 1 s of untimed iterations, ' (documents before the warm-up have none)."""
+    warm = detail.get("warm_s")
+    if isinstance(warm, int | float) and warm > 0:
+        return f"after {warm:g} s of untimed iterations, "
+    return ""
+
+
 def stream_lines(body: Mapping[str, Any]) -> list[str]:
     ms = _by_part(body, "stream")
     if not ms:
@@ -93,7 +101,7 @@ def stream_lines(body: Mapping[str, Any]) -> list[str]:
     title = (f"STREAM: 3 arrays of {units.format_size(d.get('array_bytes', 0))} "
              f"({printable(str(d.get('size_rule')))}; {d.get('stores')} stores); "
              "GB/s = 10^9 B/s, copy/scale 16 B, "
-             f"add/triad 24 B an element; first iteration dropped; validation {ok} "
+             f"add/triad 24 B an element; {warm_phrase(d)}first iteration dropped; validation {ok} "
              f"(average relative error <= {d.get('epsilon')})")
     lines = ["", title, *aligned(head, rows, set(range(2, 12)))]
     if d.get("below_4x_cache"):

@@ -5,7 +5,12 @@ instances together), STREAM's rule, rounded up to a whole MiB of elements; or th
 ``array_size`` asked for (in bytes per array).  A size whose three arrays do not fit in
 the memory available now (MemAvailable, less a 10% margin) is refused with the figures.
 
-Timing: ``repeat + 1`` iterations of the four tests, the first dropped (it warms pages and
+Timing: first, untimed iterations of the four tests for ``WARM_S`` (1 s), the arrays set
+to STREAM's starting values again after each: a memory system can take a while under
+load to reach its sustained state (on the 2-vCPU VM of bench/RESULTS.md N10, some runs
+began at half the bandwidth for their first 0.15 s, 9 iterations, then doubled; a
+STREAM of 6 iterations, 0.26 s, never left that state, and likwid-bench's 6 s runs
+did); then ``repeat + 1`` iterations of the four tests, the first dropped (it warms pages and
 caches, as McCalpin drops it); each test of each iteration timed on its own, and long
 enough against the clock: a test shorter than ``MIN_TIMING_S`` (small arrays) repeats
 its loop inside the timing until it is not.  Bytes are counted as STREAM counts them
@@ -31,6 +36,7 @@ BYTES_PER_ELEMENT = {"copy": 16, "scale": 16, "add": 24, "triad": 24}
 FLOPS_PER_ELEMENT = {"copy": 0, "scale": 1, "add": 1, "triad": 2}
 EPSILON = 1e-13
 MIN_TIMING_S = 0.001
+WARM_S = 1.0  # untimed iterations before the timed ones (see the module's docstring)
 DEFAULT_ELEMENTS = 10_000_000  # when the cache size is unknown (HPCC's order of size)
 MEMORY_MARGIN = 0.9
 
@@ -61,23 +67,27 @@ def streaming(elements: int, llc_total: int | None) -> bool:
     return bool(_node.build()["streaming_stores"] and llc_total and elements * 8 >= llc_total)
 
 
-def timed(elements: int, threads: int, ntimes: int,
-          nontemporal: bool = False) -> tuple[list[list[int]], Any, Any, int]:
-    """One STREAM run; inner passes added until every test lasts MIN_TIMING_S."""
-    reps = 1
+def timed(elements: int, threads: int, ntimes: int, nontemporal: bool = False,
+          warm_s: float = WARM_S) -> tuple[list[list[int]], Any, Any, int, int]:
+    """One STREAM run, after ``warm_s`` of untimed iterations; inner passes added until
+    every test lasts MIN_TIMING_S (the runs that find the passes follow the first at
+    once, and are not warmed again).  The last element: the warm-up iterations."""
+    reps, warm_iterations = 1, 0
     floor_ns = max(MIN_TIMING_S * 1e9, 10_000 * _core.clock_overhead_ns(100))
     while True:
-        times, errs, expected = _node.stream(elements, threads, ntimes, reps, nontemporal)
+        times, errs, expected, warmed = _node.stream(elements, threads, ntimes, reps,
+                                                     nontemporal, warm_s)
+        warm_iterations, warm_s = warm_iterations + warmed, 0.0
         shortest = min(min(row) for row in times)
         if shortest >= floor_ns or reps >= 1 << 20:
-            return times, errs, expected, reps
+            return times, errs, expected, reps, warm_iterations
         reps = max(reps * 2, math.ceil(reps * floor_ns / shortest))
 
 
 def run_threads(elements: int, threads: int, repeat: int,
                 nontemporal: bool = False) -> tuple[list[dict], dict]:
     """The four metrics at one thread count, and the run's details."""
-    times, errs, expected, reps = timed(elements, threads, repeat + 1, nontemporal)
+    times, errs, expected, reps, warmed = timed(elements, threads, repeat + 1, nontemporal)
     ok = all(e <= EPSILON for e in errs)
     metrics = []
     for name, row in zip(TESTS, times, strict=True):
@@ -89,7 +99,7 @@ def run_threads(elements: int, threads: int, repeat: int,
             best=max(rates), per_core=max(rates) / threads,
             avg_time_s=sum(kept) / len(kept) / reps, min_time_s=min(kept) / reps,
             max_time_s=max(kept) / reps))
-    detail = {"threads": threads, "inner_passes": reps,
+    detail = {"threads": threads, "inner_passes": reps, "warm_iterations": warmed,
               "errors": {"a": errs[0], "b": errs[1], "c": errs[2]},
               "expected": {"a": expected[0], "b": expected[1], "c": expected[2]}, "ok": ok}
     return metrics, detail
@@ -110,7 +120,7 @@ def run(elements: int | None, threads: list[int], repeat: int, conditions: dict[
         "array_elements": elements, "array_bytes": elements * 8, "size_rule": why,
         "below_4x_cache": bool(llc and elements * 8 < 4 * llc), "epsilon": EPSILON,
         "bytes_per_element": BYTES_PER_ELEMENT, "flops_per_element": FLOPS_PER_ELEMENT,
-        "dropped_iterations": 1, "gb": 1e9, "runs": []})
+        "dropped_iterations": 1, "warm_s": WARM_S, "gb": 1e9, "runs": []})
     for t in threads:
         progress(f"stream: {t} thread{'s' if t > 1 else ''}, "
                  f"3 x {units.format_size(elements * 8)}")

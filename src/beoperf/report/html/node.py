@@ -282,7 +282,8 @@ def _stream_table(b: Mapping[str, Any]) -> Markup:
                                            if ref else [])]
     size = units.format_size(d["array_bytes"]) if d.get("array_bytes") else "?"
     caption = (f"STREAM, GB/s (10^9 B/s): best = STREAM's figure; mean, min, max, sample "
-               f"standard deviation over the repetitions (first iteration dropped); 3 "
+               f"standard deviation over the repetitions ({text.warm_phrase(d)}first iteration "
+               f"dropped); 3 "
                f"arrays of {size} ({d.get('size_rule', '?')}), {d.get('stores', '?')} "
                f"stores; copy and scale move 16 B an element, add and triad 24 B; "
                f"validation: average relative error within {d.get('epsilon', '?')}")
