@@ -46,7 +46,10 @@ class Order:
     """One rank's part of a trial: the C loop's role and arguments.  ``peer`` for a
     ping-pong or a stream; ``left``/``right`` for a ring; ``warmup`` repetitions before
     the timed ones; ``barrier``: every rank given an order meets in MPI_Barrier after its
-    warm-up (each must then have ``barrier`` set, or the role "barrier")."""
+    warm-up (each must then have ``barrier`` set, or the role "barrier"); ``samples``: each
+    timed repetition's own time kept (two clock reads a repetition; HPCC's rings read the
+    clock only around their loops, and at 0.1 us a message over shared memory two reads
+    of 20 ns a step are a fifth of the figure)."""
 
     role: str
     size: int = 0
@@ -59,6 +62,7 @@ class Order:
     window: int = 1
     integrity: bool = False
     seq0: int = 0
+    samples: bool = True
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -119,7 +123,8 @@ class Member:
         s = self.session
         kwargs: dict[str, Any] = dict(size=order.size, tag=DATA_TAG, warmup=order.warmup,
                                       barrier=order.barrier, window=order.window,
-                                      integrity=order.integrity, seq0=order.seq0)
+                                      integrity=order.integrity, seq0=order.seq0,
+                                      timed=order.samples)
         if order.role.startswith("ring"):
             kwargs.update(to=(order.right,), from_=(order.left,))
         elif order.role != "barrier":

@@ -152,7 +152,7 @@ class RingMeasurer(_Base):
             left, right = neighbours(order, rank)
             orders[rank] = Order("ring", size=size, reps=reps, warmup=RING_WARMUP, barrier=True,
                                  left=left, right=right, window=2, integrity=self.integrity,
-                                 seq0=seq0)
+                                 seq0=seq0, samples=False)
         began = time.monotonic()
         results = self.leader.execute(orders)
         self._timed(reps, began)
