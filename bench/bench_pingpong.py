@@ -3,7 +3,8 @@
 One run measures, on each link (loopback, and a veth pair between two network
 namespaces built with tests/netns.py), and with one pair of tools at a time:
 
-1. latency at 16 B: beoperf vs sockperf ping-pong vs NPtcp, interleaved rounds;
+1. latency at 16 B: beoperf vs sockperf ping-pong vs NPtcp, interleaved rounds (beoperf
+   also in a sweep's 2 ms trials, ``--short-trial-time``);
 2. throughput: beoperf --mode stream vs iperf3 (one stream), beoperf pingpong
    peak vs NPtcp's default-run peak;
 3. wall time of a full default sweep: beoperf pingpong vs NPtcp, the sizes beoperf
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import functools
 import json
 import os
 import platform
@@ -230,9 +232,10 @@ def beoperf_run(ctx: Ctx, what: str, extra: Sequence[str], timeout: float) -> di
             "meta": envelope["meta"]}
 
 
-def beoperf_latency(ctx: Ctx) -> dict:
+def beoperf_latency(ctx: Ctx, trial_time: float | None = None) -> dict:
     a = ctx.args
-    extra = ["--sizes", str(LAT_SIZE), "--trial-time", str(a.beoperf_trial_time),
+    trial = a.beoperf_trial_time if trial_time is None else trial_time
+    extra = ["--sizes", str(LAT_SIZE), *(["--trial-time", str(trial)] if trial else []),
              "--precision", str(a.beoperf_precision), "--time-budget", str(a.sockperf_time)]
     res = beoperf_run(ctx, "lat", extra, 60)
     size = res["doc"]["sizes"][0]
@@ -374,8 +377,12 @@ def min_of(results: list[dict], key: str) -> float | None:
 
 def bench_link(ctx: Ctx) -> dict:
     a = ctx.args
-    lat = interleave(ctx, {"beoperf": beoperf_latency, "sockperf": sockperf_latency,
-                           "NPtcp": nptcp_latency}, a.rounds)
+    tools: dict[str, Callable[[Ctx], dict]] = {
+        "beoperf": beoperf_latency, "sockperf": sockperf_latency, "NPtcp": nptcp_latency}
+    if a.short_trial_time > 0:  # a sweep's trials, the client pausing between them
+        tools["beoperf-short"] = functools.partial(beoperf_latency,
+                                                   trial_time=a.short_trial_time)
+    lat = interleave(ctx, tools, a.rounds)
     tput = interleave(ctx, {"beoperf-stream": beoperf_stream, "iperf3": iperf3_tput},
                       a.tput_rounds)
     sweep = interleave(ctx, {"beoperf": beoperf_sweep, "NPtcp": nptcp_sweep}, a.sweep_rounds)
@@ -502,6 +509,7 @@ def summarize(res: dict) -> dict:
         "lat_sockperf_avg_us": median_of(lat["sockperf"], "mean_us"),
         "lat_nptcp_us": median_of(lat["NPtcp"], "us"),
         "lat_beoperf_best_us": min_of(lat["beoperf"], "us"),
+        "lat_beoperf_short_us": median_of(lat.get("beoperf-short", []), "us"),
         "lat_sockperf_best_us": min_of(lat["sockperf"], "us"),
         "stream_bps": median_of(tput["beoperf-stream"], "bps"),
         "stream_128k_bps": median_of(tput["beoperf-stream"], "bps_128k"),
@@ -517,6 +525,7 @@ def summarize(res: dict) -> dict:
     s["r_lat_sockperf"] = ratio(s["lat_beoperf_us"], s["lat_sockperf_us"])
     s["r_lat_best_sockperf"] = ratio(s["lat_beoperf_best_us"], s["lat_sockperf_best_us"])
     s["r_lat_nptcp"] = ratio(s["lat_beoperf_us"], s["lat_nptcp_us"])
+    s["r_lat_short_sockperf"] = ratio(s["lat_beoperf_short_us"], s["lat_sockperf_us"])
     s["r_stream_iperf3"] = ratio(s["stream_bps"], s["iperf3_bps"])
     s["r_stream128k_iperf3"] = ratio(s["stream_128k_bps"], s["iperf3_bps"])
     s["r_peak_nptcp"] = ratio(s["pp_peak_bps"], s["np_peak_bps"])
@@ -546,6 +555,8 @@ def table_rows(link: str, s: dict) -> list[str]:
          None),
         ("16 B one-way median, us", s["lat_beoperf_us"], 1, "NPtcp -l16 -u16",
          s["lat_nptcp_us"], s["r_lat_nptcp"], "-", None),
+        ("16 B one-way median, a sweep's 2 ms trials, us", s.get("lat_beoperf_short_us"), 1,
+         "sockperf p50", s["lat_sockperf_us"], s.get("r_lat_short_sockperf"), "-", None),
         ("16 B one-way, fastest round, us", s["lat_beoperf_best_us"], 1, "sockperf p50",
          s["lat_sockperf_best_us"], s["r_lat_best_sockperf"], "-", None),
         ("stream peak, Gbit/s", s["stream_bps"], g, "iperf3 1 stream", s["iperf3_bps"],
@@ -667,9 +678,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=REPO / "bench" / "out")
     p.add_argument("--sockperf-time", type=float, default=3.0)
     p.add_argument("--iperf-time", type=int, default=5)
-    p.add_argument("--beoperf-trial-time", type=float, default=0.002,
-                   help="beoperf --trial-time for the latency test (default 0.002; the run "
-                        "lasts --sockperf-time, as sockperf's does)")
+    p.add_argument("--beoperf-trial-time", type=float, default=None,
+                   help="beoperf --trial-time for the latency test (default: beoperf's own, "
+                        "for one size 0.25 s; the run lasts --sockperf-time, as sockperf's "
+                        "does)")
+    p.add_argument("--short-trial-time", type=float, default=0.002,
+                   help="also beoperf's latency in trials this short, a sweep's (default "
+                        "0.002 s; 0: not): on a VM whose cross-CPU wake-ups are cheap just "
+                        "after a pause, they read lower than a sustained ping-pong")
     p.add_argument("--beoperf-precision", type=float, default=0.005)
     p.add_argument("--stream-start", default="64K", help="first size of the stream sweep")
     p.add_argument("--pin", action="store_true",

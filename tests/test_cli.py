@@ -202,3 +202,23 @@ def test_back_to_back_sessions_are_never_told_busy():
             res = cli("pingpong", "127.0.0.1", "--port", str(srv.port), "--sizes", "1",
                       "--max-time", "0.05", "--json")
             assert res.status == 0, res.stderr
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    ([], 0.002),  # the default sweep
+    (["--sizes", "16,4K"], 0.002),  # a sweep of a few sizes
+    (["--sizes", "16"], 0.25),  # one size: sustained, NetPIPE-length trials
+    (["--sizes", "16", "--time-budget", "1.2"], 0.1),  # what the budget affords twice
+    (["--sizes", "16", "--max-time", "0.06"], 0.005),  # ... or the cap
+    (["--sizes", "16", "--time-budget", "0.01"], 0.002),  # never below a sweep's
+    (["--sizes", "16", "--time-budget", "none"], 0.25),
+    (["--sizes", "16", "--trial-time", "0.01"], 0.01),  # asked for
+    (["--trial-time", "0.03"], 0.03),
+])
+def test_trial_time_default(argv, expected):
+    from beoperf.cli import build_parser
+    from beoperf.cli.pingpong import spec_from
+
+    args = build_parser("pingpong").parse_args(["pingpong", *argv])
+    args.argv = ["pingpong", *argv]
+    assert spec_from(args).trial_time == pytest.approx(expected)

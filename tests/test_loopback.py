@@ -124,6 +124,21 @@ def test_embedded_default_and_ipv6():
     assert res6.json["body"]["local"]["socket"]["family"] == "ipv6"
 
 
+def test_one_size_is_measured_in_sustained_trials():
+    """One size (a latency) is measured in trials as long as NetPIPE's, without the
+    client's pause every 2 ms, which on a VM's two CPUs read 0.7x of a sustained
+    ping-pong (bench/RESULTS.md, L1); the trials' round trips add up to their length."""
+    from beoperf.suites.pingpong import SUSTAINED_TRIAL_S
+
+    res = cli("pingpong", "--sizes", "16", "--json")
+    assert res.status == 0, res.stderr
+    body = res.json["body"]
+    assert body["parameters"]["trial_time"] == SUSTAINED_TRIAL_S
+    size = body["sizes"][0]
+    measured_s = size["samples"] * 2 * size["time_us"]["median"] * 1e-6
+    assert measured_s >= 0.5 * size["trials"] * SUSTAINED_TRIAL_S, size
+
+
 def test_ctrl_c_keeps_completed_sizes(tmp_path):
     prefix = tmp_path / "partial"
     proc = subprocess.Popen([sys.executable, "-m", "beoperf", "pingpong", "-o", str(prefix),

@@ -78,8 +78,10 @@ def _add_schedule_options(p: argparse.ArgumentParser) -> None:
                    help="time cap per size (default: none, the budget decides)")
     g.add_argument("--seed", type=int, default=None,
                    help="seed of the passes' shuffled order (default: drawn; recorded)")
-    g.add_argument("--trial-time", type=float, default=0.002, metavar="SECONDS",
-                   help="target duration of one trial (default %(default)s)")
+    g.add_argument("--trial-time", type=float, default=None, metavar="SECONDS",
+                   help="target duration of one trial (default 0.002 for a sweep; for one "
+                        "size 0.25, sustained as NetPIPE's trials, or less if the budget is "
+                        "short)")
 
 
 def _add_mode_options(p: argparse.ArgumentParser) -> None:
@@ -143,11 +145,14 @@ def spec_from(args: argparse.Namespace) -> pingpong.Spec:
     """The options as a sweep spec (the suite checks what a value means)."""
     sizes = _sizes(args)
     client_cpu, server_cpu = _cpus(args.cpu)
+    budget = _budget(args.time_budget)
+    trial_time = args.trial_time if args.trial_time is not None else \
+        pingpong.default_trial_time(sizes, budget, args.max_time)
     return pingpong.Spec(
         sizes=tuple(sizes), host=args.host, port=args.port, family=args.family,
-        mode=args.mode, precision=args.precision, time_budget=_budget(args.time_budget),
+        mode=args.mode, precision=args.precision, time_budget=budget,
         max_time=args.max_time, seed=args.seed,
-        trial_time=args.trial_time, timeout=args.timeout, integrity=args.integrity,
+        trial_time=trial_time, timeout=args.timeout, integrity=args.integrity,
         nocache=args.nocache, sndbuf=_buffer(args.sndbuf, "--sndbuf"),
         rcvbuf=_buffer(args.rcvbuf, "--rcvbuf"), nodelay=not args.nagle,
         busy_poll=args.busy_poll, client_cpu=client_cpu, server_cpu=server_cpu,

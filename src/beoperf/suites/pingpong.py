@@ -40,11 +40,13 @@ from beoperf.sweep.precision import Point
 from beoperf.sweep.schedule import explicit_schedule, netpipe_schedule
 
 __all__ = ["MODES", "DEFAULT_PORT", "DEFAULT_TIME_BUDGET", "SWEEPABLE", "Spec", "Measured",
-           "run", "run_configs", "explicit_schedule", "netpipe_schedule"]
+           "run", "run_configs", "explicit_schedule", "netpipe_schedule", "default_trial_time"]
 
 DEFAULT_PORT = protocol.DEFAULT_PORT
 SWEEPABLE = ("sndbuf", "rcvbuf", "mode", "nocache")
 HINT = "see 'beoperf COMMAND --help'"
+SWEEP_TRIAL_S = 0.002  # a sweep's trials: short, many sizes share the budget
+SUSTAINED_TRIAL_S = 0.25  # one size's: about as long as NetPIPE's, sustained
 Progress = Callable[[int, list[Point]], None]  # after each pass: its number, the sizes
 
 
@@ -94,6 +96,23 @@ class Spec:
                            nocache=self.nocache, time_budget=self.time_budget,
                            seed=self.seed if self.seed is not None
                            else random.randrange(2**32))
+
+
+def default_trial_time(sizes: Sequence[int], time_budget: float | None,
+                       max_time: float | None, min_trials: int = 6) -> float:
+    """How long a trial lasts unless ``--trial-time`` says: SWEEP_TRIAL_S for a sweep;
+    for one size (a latency or a rate), trials as long as NetPIPE's, SUSTAINED_TRIAL_S,
+    as far as the budget (or the cap) affords its ``min_trials`` twice over.  Where a
+    wake-up of the other end is cheap just after a pause and dear in a sustained
+    exchange (two CPUs of a KVM guest that halts when idle), short trials with the
+    client's pauses between them read lower than every sustained ping-pong:
+    16 B one-way on two CPUs here, 19.5 us in 2 ms trials, 26-27 us in 0.2 s ones,
+    sockperf 27.1-27.5 (bench/RESULTS.md, L1)."""
+    if len(sizes) != 1:
+        return SWEEP_TRIAL_S
+    limits = [t for t in (time_budget, max_time) if t is not None]
+    afford = min(limits) / (2 * min_trials) if limits else SUSTAINED_TRIAL_S
+    return max(SWEEP_TRIAL_S, min(SUSTAINED_TRIAL_S, afford))
 
 
 class Measured(NamedTuple):
