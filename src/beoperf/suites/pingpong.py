@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from beoperf import _core, engines, errors, interrupts, pools, sysinfo, units
 from beoperf.analysis.pingpong import document
+from beoperf.analysis.stats import MIN_CI_SAMPLES
 from beoperf.engines import protocol
 from beoperf.engines.base import MODES, Peer
 from beoperf.model.document import Document, make_meta, utc_now
@@ -99,7 +100,7 @@ class Spec:
 
 
 def default_trial_time(sizes: Sequence[int], time_budget: float | None,
-                       max_time: float | None, min_trials: int = 6) -> float:
+                       max_time: float | None, min_trials: int = MIN_CI_SAMPLES) -> float:
     """How long a trial lasts unless ``--trial-time`` says: SWEEP_TRIAL_S for a sweep;
     for one size (a latency or a rate), trials as long as NetPIPE's, SUSTAINED_TRIAL_S,
     as far as the budget (or the cap) affords its ``min_trials`` twice over.  Where a
