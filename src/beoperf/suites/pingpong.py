@@ -64,7 +64,7 @@ class Spec:
     precision: float = 0.02
     time_budget: float | None = DEFAULT_TIME_BUDGET  # the whole sweep (None: no limit)
     max_time: float | None = None  # per size (None: no cap)
-    trial_time: float = 0.002
+    trial_time: float = SWEEP_TRIAL_S
     seed: int | None = None  # of the passes' shuffled order (None: drawn, then recorded)
     timeout: float = 10.0
     integrity: bool = False
