@@ -222,3 +222,25 @@ def test_trial_time_default(argv, expected):
     args = build_parser("pingpong").parse_args(["pingpong", *argv])
     args.argv = ["pingpong", *argv]
     assert spec_from(args).trial_time == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("argv, allowed, expected", [
+    ([], {0, 1, 2, 3}, (3, 2)),  # embedded peer: the last CPU and the one before
+    ([], {5}, (None, None)),  # one CPU: nothing to choose
+    (["--cpu", "none"], {0, 1}, (None, None)),  # left to the scheduler
+    (["--cpu", "NONE"], {0, 1}, (None, None)),
+    (["--cpu", "0,1"], {0, 1, 2}, (0, 1)),  # given: kept
+    (["--cpu", "1"], {0, 1, 2}, (1, None)),  # the client only: the server left alone
+    (["node02"], {0, 1}, (None, None)),  # a remote peer: its placement is its own
+    (["--transport", "mpi"], {0, 1}, (None, None)),  # MPI binds its own ranks
+])
+def test_embedded_placement(argv, allowed, expected, monkeypatch):
+    from beoperf.cli import build_parser
+    from beoperf.cli.pingpong import spec_from
+    from beoperf.suites import pingpong
+
+    monkeypatch.setattr(pingpong.os, "sched_getaffinity", lambda pid: set(allowed))
+    args = build_parser("pingpong").parse_args(["pingpong", *argv])
+    args.argv = ["pingpong", *argv]
+    spec = pingpong.placed(spec_from(args))
+    assert (spec.client_cpu, spec.server_cpu) == expected

@@ -178,6 +178,27 @@ def test_cpu_pinning_of_each_end():
     assert res.json["body"]["remote"]["cpus"] == [second]
 
 
+def test_embedded_peer_puts_the_ends_on_two_cpus():
+    """Without a host and without --cpu, the client goes on the last CPU it may use and
+    the embedded server on the one before; --cpu none leaves both to the scheduler."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs")
+    quick = ["--sizes", "64", "--trial-time", "0.002", "--json"]
+    placed = cli("pingpong", *quick)
+    assert placed.status == 0, placed.stderr
+    body = placed.json["body"]
+    assert body["local"]["cpus"] == [cpus[-1]]
+    assert body["remote"]["cpus"] == [cpus[-2]]
+    assert (body["parameters"]["client_cpu"], body["parameters"]["server_cpu"]) == \
+        (cpus[-1], cpus[-2])
+    free = cli("pingpong", *quick, "--cpu", "none")
+    assert free.status == 0, free.stderr
+    body = free.json["body"]
+    assert body["local"]["cpus"] == cpus and body["remote"]["cpus"] == cpus
+    assert body["parameters"]["client_cpu"] is None and body["parameters"]["server_cpu"] is None
+
+
 def test_busy_poll_is_requested_and_recorded():
     with running_server() as srv:
         doc = run_mode(srv.port, "pingpong", "--busy-poll", "50")

@@ -95,7 +95,9 @@ def _add_mode_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rcvbuf", metavar="SIZE", help="SO_RCVBUF at both ends")
     g.add_argument("--nagle", action="store_true", help="allow Nagle (TCP_NODELAY off)")
     g.add_argument("--busy-poll", type=int, metavar="USEC", help="SO_BUSY_POLL at both ends")
-    g.add_argument("--cpu", metavar="N[,M]", help="pin this end to CPU N (and the server to M)")
+    g.add_argument("--cpu", metavar="N[,M]|none",
+                   help="pin this end to CPU N (and the server to M); without a host the "
+                        "embedded server and this end go on two CPUs unless 'none'")
 
 
 def _sizes(args: argparse.Namespace) -> list[int]:
@@ -109,7 +111,7 @@ def _sizes(args: argparse.Namespace) -> list[int]:
 
 
 def _cpus(text: str | None) -> tuple[int | None, int | None]:
-    if not text:
+    if not text or text.strip().lower() == "none":
         return None, None
     try:
         parts = [int(x) for x in text.split(",")]
@@ -156,6 +158,7 @@ def spec_from(args: argparse.Namespace) -> pingpong.Spec:
         nocache=args.nocache, sndbuf=_buffer(args.sndbuf, "--sndbuf"),
         rcvbuf=_buffer(args.rcvbuf, "--rcvbuf"), nodelay=not args.nagle,
         busy_poll=args.busy_poll, client_cpu=client_cpu, server_cpu=server_cpu,
+        place_embedded=(args.cpu or "").strip().lower() != "none",
         perturbation=None if args.sizes is not None else args.perturbation,
         command_line=tuple(args.argv), transport=args.transport,
         mpi=mpi_options.mpi_options_from(args, mpi_pingpong.hosts_from(args.hosts,

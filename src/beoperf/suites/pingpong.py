@@ -41,7 +41,8 @@ from beoperf.sweep.precision import Point
 from beoperf.sweep.schedule import explicit_schedule, netpipe_schedule
 
 __all__ = ["MODES", "DEFAULT_PORT", "DEFAULT_TIME_BUDGET", "SWEEPABLE", "Spec", "Measured",
-           "run", "run_configs", "explicit_schedule", "netpipe_schedule", "default_trial_time"]
+           "run", "run_configs", "placed", "explicit_schedule", "netpipe_schedule",
+           "default_trial_time"]
 
 DEFAULT_PORT = protocol.DEFAULT_PORT
 SWEEPABLE = ("sndbuf", "rcvbuf", "mode", "nocache")
@@ -75,6 +76,7 @@ class Spec:
     busy_poll: int | None = None
     client_cpu: int | None = None
     server_cpu: int | None = None
+    place_embedded: bool = True  # the embedded peer and no --cpu: ends on two CPUs (placed)
     perturbation: int | None = None  # recorded: how the sizes were made
     command_line: tuple[str, ...] = ()
     mpi: MpiOptions | None = None  # transport mpi: hosts, launcher, loop variants
@@ -153,6 +155,23 @@ def _validate_socket(spec: Spec) -> None:
         raise errors.BadSpec(f"--cpu: CPU {spec.client_cpu} is not available here", HINT)
 
 
+def placed(spec: Spec) -> Spec:
+    """With the embedded server on loopback and no CPU given: the client on the last CPU
+    this process may use, the server on the one before (when there are two).  Left to
+    the scheduler, the two ends of a loopback ping-pong share one CPU in some runs and not
+    in others, and the figure moves with it: 16 B one-way 6.0-6.3 us on one CPU against
+    26-27 us on two of a 2-vCPU KVM guest (bench/RESULTS.md, L1).  Two CPUs is what two
+    processes talking on one host normally get, and what MPI's default binding gives two
+    ranks.  ``place_embedded=False`` (``--cpu none``) leaves both ends to the scheduler."""
+    if (spec.host or spec.transport != "tcp" or not spec.place_embedded
+            or spec.client_cpu is not None or spec.server_cpu is not None):
+        return spec
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return spec
+    return dataclasses.replace(spec, client_cpu=cpus[-1], server_cpu=cpus[-2])
+
+
 @contextlib.contextmanager
 def pinned(cpu: int | None) -> Iterator[None]:
     """Run this thread on one CPU, then give the old CPU set back."""
@@ -185,6 +204,7 @@ def run(spec: Spec, progress: Progress | None = None,
         hold: contextlib.ExitStack | None = None) -> Measured:
     """One sweep (see the module docstring); the embedded server, if any, is started
     before this end is pinned to its CPU, so that it does not inherit the pinning."""
+    spec = placed(spec)
     validate(spec)
     with peer([spec]) as (host, port), pinned(spec.client_cpu):
         return measure(spec, host, port, progress, hold)
@@ -303,7 +323,7 @@ def run_configs(spec: Spec, key: str, values: Sequence[Any],
     """One sweep per value, against the same peer; yields (value, measured, its hold) as
     each completes (the caller saves it, then closes the hold), and stops after the first
     that did not complete.  Every value is validated before the first sweep."""
-    specs = [configure(spec, key, v) for v in values]
+    specs = [placed(configure(spec, key, v)) for v in values]
     for one in specs:
         validate(one)
     with peer(specs) as (host, port), pinned(specs[0].client_cpu):
