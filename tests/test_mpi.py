@@ -195,7 +195,7 @@ def test_sweep_of_an_mpi_variable_moves_the_switch(tmp_path):
     require_mpi("openmpi")
     prefix = tmp_path / "eager"
     got = run_bounded(beoperf("pingpong", "--transport", "mpi", "--start", "1K", "--end", "128K",
-                              "--perturbation", "0", "--time-budget", "3",
+                              "--perturbation", "0", "--time-budget", "6",
                               "--sweep", "mpi-env:OMPI_MCA_btl_vader_eager_limit=4096,32768",
                               "-o", str(prefix)), 120)
     assert got.returncode == 0, got.stderr
@@ -203,7 +203,9 @@ def test_sweep_of_an_mpi_variable_moves_the_switch(tmp_path):
         doc = json.loads((tmp_path / f"eager-mpi-env-OMPI_MCA_btl_vader_eager_limit-{limit}"
                           ".json").read_text())
         switch = doc["body"]["summary"]["protocol_switch"]
-        assert switch["value_bytes"] == limit and switch["threshold"] == limit, switch
+        curve = [(x["size"], round(x["time_us"]["median"], 2)) for x in doc["body"]["sizes"]]
+        assert switch["value_bytes"] == limit and switch["threshold"] == limit, \
+            f"thresholds {switch['thresholds']}, curve {curve}"
     assert "eager/rendezvous switch at 4096 B" in got.stdout
     overhead = (tmp_path / "eager-overhead.md").read_text()
     assert "| 8192 |" in overhead
