@@ -159,11 +159,15 @@ def peak_section(rounds: int, report: list[str], raw: dict) -> None:
     ours: dict[tuple[str, int], list[float]] = {}
     theirs: dict[tuple[str, int], list[tuple[float, str, int]]] = {}
     lengths = ",".join(str(n) for n in LENGTHS)
+    runs_per_round = max(len(tests) for tests in LIKWID_KERNEL.values())
     for _ in range(rounds):
-        got = node("kernels", "--lengths", lengths)
+        # as many beoperf runs as likwid-bench variants run per length (see stream_section)
+        for got in (node("kernels", "--lengths", lengths) for _ in range(runs_per_round)):
+            for k in ("daxpy", "dot"):
+                for n in LENGTHS:
+                    ours.setdefault((k, n), []).append(got[f"kernels.{k}.n{n}"]["max"])
         for k in ("daxpy", "dot"):
             for n in LENGTHS:
-                ours.setdefault((k, n), []).append(got[f"kernels.{k}.n{n}"]["max"])
                 for test in LIKWID_KERNEL[k]:
                     _mb, mflops, length = likwid(test, 16 * n, 1)
                     theirs.setdefault((k, n), []).append((mflops, test, length))

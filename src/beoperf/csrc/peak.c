@@ -31,7 +31,7 @@ const double BEO_POLY_COEF[6] = {0.5, 0.25, -0.125, 0.0625, -0.03125, 0.015625};
  * with a load, a store, the loop's add and branch) ran at 38-41 GFLOP/s in L1 (1,024
  * elements) on an AMD EPYC (Zen 4) guest where likwid-bench's unrolled daxpy_avx512_fma
  * ran at 45-48, and the same loop had read 60 in another build of this file: its speed
- * moved with where the loop's code fell.  Unrolled four times it ran at 58-61 with the
+ * moved with where the loop's code fell.  Unrolled four times it ran at 59-61 with the
  * two arrays at any of eight distances; from 4,096 elements on (L1/L2 bandwidth-bound)
  * it made no difference (bench/RESULTS.md, N16). */
 #define PARTS 32
