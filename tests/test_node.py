@@ -149,6 +149,36 @@ def test_the_calibration_keeps_the_faster_width_and_the_trials_use_it(monkeypatc
     assert calls == [(4096, True), (1024, False)] and m.failed is None
 
 
+@pytest.mark.parametrize("kernel", node_kernels.KERNELS)
+def test_lengths_past_l2_get_an_untimed_runup_that_cannot_stand_in_for_the_trial(
+        kernel, monkeypatch):
+    """Past L2 each trial starts with a run-up of the same loop; the check still needs the
+    timed run itself (a run-up that worked and a timed run that did nothing fails)."""
+    caches = [{"level": 1, "type": "Data", "size": 32 << 10},
+              {"level": 2, "type": "Unified", "size": 64 << 10},
+              {"level": 3, "type": "Unified", "size": 8 << 20}]
+    real, calls = _node.peak, []
+
+    def peak(kernel_, a, b, reps, s, narrow, skip=None):
+        calls.append((len(a), reps))
+        return (1000, 0.0) if reps == skip else real(kernel_, a, b, reps, s, narrow)
+
+    monkeypatch.setattr(node_kernels._node, "peak", peak)
+    m = node_kernels.KernelMeasurer(kernel, caches=caches)
+    m.calibrate(1024, None)  # 16 KiB at most: L1
+    m.calibrate(32768, None)  # 256-512 KiB: L3
+    assert 1024 not in m.runup and m.runup[32768] >= 1
+    calls.clear()
+    m.trial(1024, 3), m.trial(32768, 3)
+    assert calls == [(1024, 3), (32768, m.runup[32768]), (32768, 3)] and m.failed is None
+    m.check(32768)
+    monkeypatch.setattr(node_kernels._node, "peak",
+                        lambda *args: peak(*args, skip=2))
+    m.trial(32768, 2)
+    with pytest.raises(errors.IntegrityError, match=kernel):
+        m.check(32768)
+
+
 def test_one_lengths_arrays_are_one_aligned_block():
     a, b = node_kernels.KernelMeasurer("dot")._arrays(4096)
     assert a.ctypes.data % node_kernels.ALIGNMENT == 0 == b.ctypes.data % 64
