@@ -224,6 +224,37 @@ def test_trial_time_default(argv, expected):
     assert spec_from(args).trial_time == pytest.approx(expected)
 
 
+@pytest.mark.parametrize(("argv", "expected"), [
+    ([], "reno"),
+    (["--mode", "bidir"], "reno"),
+    (["--mode", "stream"], None),
+    (["--congestion", "system"], None),
+    (["--congestion", "reno", "--mode", "stream"], "reno"),
+    (["--transport", "mpi"], None),
+])
+def test_congestion_control_by_mode(argv, expected):
+    from beoperf.cli import build_parser
+    from beoperf.cli.pingpong import spec_from
+    from beoperf.suites import pingpong
+
+    args = build_parser("pingpong").parse_args(["pingpong", *argv])
+    args.argv = ["pingpong", *argv]
+    spec = spec_from(args)
+    assert pingpong.arranged(spec).congestion == expected
+    if not argv:  # a sweep over modes: each mode its own
+        modes = [pingpong.arranged(pingpong.configure(spec, "mode", m)).congestion
+                 for m in ("pingpong", "stream")]
+        assert modes == ["reno", None]
+
+
+def test_congestion_control_bad_input_is_one_line():
+    for argv in (["--congestion", "no_such_cc"], ["--congestion", "x;y"],
+                 ["--congestion", "reno", "--transport", "mpi"]):
+        got = cli("pingpong", "--sizes", "1", *argv)
+        assert got.status == 2 and len(got.error_lines) == 1 and "congestion" in got.stderr, \
+            (argv, got.stderr)
+
+
 @pytest.mark.parametrize("argv, allowed, expected", [
     ([], {0, 1, 2, 3}, (3, 2)),  # embedded peer: the last CPU and the one before
     ([], {5}, (None, None)),  # one CPU: nothing to choose

@@ -210,6 +210,24 @@ def test_busy_poll_is_requested_and_recorded():
         assert granted == 50 or any("SO_BUSY_POLL" in w for w in doc["warnings"])
 
 
+def test_the_data_connections_congestion_control_is_set_at_both_ends_and_recorded():
+    """Reno by default in ping-pong (a fresh connection per pass must not start from a
+    pacing estimate), the system's in stream mode and with 'system'; both ends record
+    what their socket used."""
+    system = sysinfo._read_text("/proc/sys/net/ipv4/tcp_congestion_control")
+    with running_server() as srv:
+        ping = run_mode(srv.port, "pingpong")
+        stream = run_mode(srv.port, "stream")
+        kept = run_mode(srv.port, "pingpong", "--congestion", "system")
+    assert ping["parameters"]["congestion"] == "reno"
+    assert ping["local"]["socket"]["congestion"] == "reno" == \
+        ping["remote"]["socket"]["congestion"]
+    for doc in (stream, kept):
+        assert doc["parameters"]["congestion"] is None
+        assert doc["local"]["socket"]["congestion"] == system == \
+            doc["remote"]["socket"]["congestion"]
+
+
 def test_configuration_sweep_writes_each_run_a_table_and_graphs(tmp_path):
     prefix = tmp_path / "bufs"
     with running_server() as srv:

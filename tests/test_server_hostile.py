@@ -218,3 +218,19 @@ def test_serve_with_few_descriptors_under_abuse(tmp_path):
     assert len(lines) < 40, report + "\n" + "\n".join(lines[:60])
     assert any("accept failed: Too many open files" in line for line in lines), lines
     assert doc["status"] == "complete"
+
+
+def test_a_client_cannot_make_the_server_load_a_congestion_control(monkeypatch):
+    """As root, TCP_CONGESTION with a name the kernel has not loaded loads a module: the
+    server takes only loaded ones (and Reno, built in), by a strict name."""
+    monkeypatch.setattr(server.sysinfo, "congestion_controls", lambda: ("bbr", "cubic"))
+    cfg = ServerConfig()
+    ok = {"mode": "pingpong", "max_size": 1024}
+    for name in ("cubic", "bbr", "reno"):
+        assert server.check_params({**ok, "congestion": name}, cfg)["congestion"] == name
+    for name in ("vegas", "tcp_vegas", "../bbr", "BBR", "a" * 16, "", 7, ["bbr"]):
+        with pytest.raises(protocol.Refusal, match="congestion"):
+            server.check_params({**ok, "congestion": name}, cfg)
+    monkeypatch.setattr(server.sysinfo, "congestion_controls", lambda: ())
+    assert server.check_params({**ok, "congestion": "reno"}, cfg)["congestion"] == "reno"
+

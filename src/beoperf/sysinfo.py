@@ -352,6 +352,26 @@ def _sockname(sock: socket.socket, peer: bool) -> object:
         return None
 
 
+CONGESTION_CONTROLS = "/proc/sys/net/ipv4/tcp_available_congestion_control"
+
+
+def congestion_controls() -> tuple[str, ...]:
+    """The TCP congestion controls this kernel has loaded (TCP_CONGESTION takes these
+    without loading a module); none when the list cannot be read."""
+    return tuple((_read_text(CONGESTION_CONTROLS) or "").split())
+
+
+def congestion_of(sock: socket.socket) -> str | None:
+    """The congestion control a TCP socket uses (TCP_CONGESTION), None if unknown."""
+    option = getattr(socket, "TCP_CONGESTION", None)
+    if option is None:
+        return None
+    try:
+        return _cstr(sock.getsockopt(socket.IPPROTO_TCP, option, 16))
+    except (OSError, ValueError):
+        return None
+
+
 def socket_facts(sock: socket.socket) -> dict:
     """Report the socket options the kernel actually granted (Linux doubles SO_*BUF requests)."""
     nodelay = _sockopt(sock, socket.IPPROTO_TCP, socket.TCP_NODELAY)
@@ -365,6 +385,7 @@ def socket_facts(sock: socket.socket) -> dict:
         "rcvbuf": _sockopt(sock, socket.SOL_SOCKET, socket.SO_RCVBUF),
         "mss": _sockopt(sock, socket.IPPROTO_TCP, socket.TCP_MAXSEG),
         "nodelay": None if nodelay is None else bool(nodelay),
+        "congestion": congestion_of(sock) if family else None,
         "family": family,
         "local": _format_sockaddr(_sockname(sock, peer=False)),
         "peer": _format_sockaddr(peer),

@@ -95,9 +95,21 @@ def _add_mode_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rcvbuf", metavar="SIZE", help="SO_RCVBUF at both ends")
     g.add_argument("--nagle", action="store_true", help="allow Nagle (TCP_NODELAY off)")
     g.add_argument("--busy-poll", type=int, metavar="USEC", help="SO_BUSY_POLL at both ends")
+    g.add_argument("--congestion", metavar="NAME|system",
+                   help="TCP congestion control of the data connections at both ends "
+                        "(default: reno in pingpong and bidir modes, the system's in stream "
+                        "mode; 'system': the system's)")
     g.add_argument("--cpu", metavar="N[,M]|none",
                    help="pin this end to CPU N (and the server to M); without a host the "
                         "embedded server and this end go on two CPUs unless 'none'")
+
+
+def _congestion(args: argparse.Namespace) -> str | None:
+    """--congestion: a name, 'system' (None), or absent ("auto": the mode's)."""
+    if args.congestion is None:
+        return pingpong.AUTO  # the mode's, settled per configuration
+    name = args.congestion.strip()
+    return None if name.lower() == "system" else name
 
 
 def _sizes(args: argparse.Namespace) -> list[int]:
@@ -157,7 +169,8 @@ def spec_from(args: argparse.Namespace) -> pingpong.Spec:
         trial_time=trial_time, timeout=args.timeout, integrity=args.integrity,
         nocache=args.nocache, sndbuf=_buffer(args.sndbuf, "--sndbuf"),
         rcvbuf=_buffer(args.rcvbuf, "--rcvbuf"), nodelay=not args.nagle,
-        busy_poll=args.busy_poll, client_cpu=client_cpu, server_cpu=server_cpu,
+        busy_poll=args.busy_poll, congestion=_congestion(args),
+        client_cpu=client_cpu, server_cpu=server_cpu,
         place_embedded=(args.cpu or "").strip().lower() != "none",
         perturbation=None if args.sizes is not None else args.perturbation,
         command_line=tuple(args.argv), transport=args.transport,

@@ -4,6 +4,7 @@ C loops rely on, what each end records about it, and which C loop each end runs.
 
 from __future__ import annotations
 
+import re
 import socket
 import struct
 from dataclasses import dataclass
@@ -12,6 +13,9 @@ from typing import Any
 from beoperf import sysinfo
 
 SO_BUSY_POLL = getattr(socket, "SO_BUSY_POLL", 46)
+TCP_CONGESTION = getattr(socket, "TCP_CONGESTION", 13)
+CONGESTION_NAME = re.compile(r"[a-z][a-z0-9_]{0,14}")  # the kernel's names: 15 bytes at most
+ALWAYS_THERE = "reno"  # built into every Linux kernel, allowed to every user
 
 CLIENT_ROLE = {"pingpong": "pingpong-client", "stream": "stream-send", "bidir": "bidir"}
 SERVER_ROLE = {"pingpong": "pingpong-server", "stream": "stream-recv", "bidir": "bidir"}
@@ -25,11 +29,27 @@ class DataOptions:
     rcvbuf: int | None = None
     nodelay: bool = True
     busy_poll: int | None = None  # microseconds
+    congestion: str | None = None  # TCP_CONGESTION; None: the system's default
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> DataOptions:
         return cls(params.get("sndbuf"), params.get("rcvbuf"), bool(params.get("nodelay", True)),
-                   params.get("busy_poll"))
+                   params.get("busy_poll"), params.get("congestion"))
+
+
+def congestion_problem(name: object) -> str | None:
+    """Why ``name`` cannot be a data connection's congestion control here, or None.
+
+    Only a control the kernel has already loaded (or Reno, always built in) is taken: as
+    root, TCP_CONGESTION with another name would make the kernel load a module, which a
+    client's request must never make a server do."""
+    if not isinstance(name, str) or not CONGESTION_NAME.fullmatch(name):
+        return f"bad congestion control name {name!r}"
+    available = sysinfo.congestion_controls()
+    if name != ALWAYS_THERE and name not in available:
+        return (f"congestion control {name!r} is not loaded here (loaded: "
+                f"{', '.join(available) or 'unknown'})")
+    return None
 
 
 def apply_options(sock: socket.socket, opts: DataOptions) -> list[str]:
@@ -39,6 +59,11 @@ def apply_options(sock: socket.socket, opts: DataOptions) -> list[str]:
     for level, value in ((socket.SO_SNDBUF, opts.sndbuf), (socket.SO_RCVBUF, opts.rcvbuf)):
         if value:
             sock.setsockopt(socket.SOL_SOCKET, level, value)
+    if opts.congestion:
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, opts.congestion.encode())
+        except OSError as exc:
+            warnings.append(f"TCP_CONGESTION={opts.congestion} refused: {exc.strerror}")
     if opts.busy_poll:
         try:
             sock.setsockopt(socket.SOL_SOCKET, SO_BUSY_POLL, opts.busy_poll)

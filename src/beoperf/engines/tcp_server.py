@@ -45,6 +45,7 @@ from beoperf.engines.tcp_data import (
     SERVER_ROLE,
     DataOptions,
     apply_options,
+    congestion_problem,
     data_socket_facts,
     set_io_timeout,
 )
@@ -96,6 +97,10 @@ def check_params(params: Any, cfg: ServerConfig) -> dict[str, Any]:
         value = params.get(key)
         if value is not None and (not isinstance(value, int) or not 0 <= value <= cfg.max_memory):
             raise Refusal("bad-request", f"bad value for {key}: {value!r}")
+    if params.get("congestion") is not None:
+        problem = congestion_problem(params["congestion"])
+        if problem:
+            raise Refusal("bad-request", problem)
     if params.get("server_cpu") is not None and params["server_cpu"] not in os.sched_getaffinity(0):
         raise Refusal("bad-request", f"cpu {params['server_cpu']} is not available on the server")
     return params

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from beoperf import _core, engines, errors, interrupts, pools, sysinfo, units
 from beoperf.analysis.pingpong import document
 from beoperf.analysis.stats import MIN_CI_SAMPLES
-from beoperf.engines import protocol
+from beoperf.engines import protocol, tcp_data
 from beoperf.engines.base import MODES, Peer
 from beoperf.model.document import Document, make_meta, utc_now
 from beoperf.model.pingpong import RunResult
@@ -74,6 +74,8 @@ class Spec:
     rcvbuf: int | None = None
     nodelay: bool = True
     busy_poll: int | None = None
+    congestion: str | None = "auto"  # data connections' TCP_CONGESTION; None: the system's,
+    # "auto": the mode's (default_congestion)
     client_cpu: int | None = None
     server_cpu: int | None = None
     place_embedded: bool = True  # the embedded peer and no --cpu: ends on two CPUs (placed)
@@ -86,6 +88,7 @@ class Spec:
         return {"mode": self.mode, "max_size": self.sizes[-1], "integrity": self.integrity,
                 "nocache": self.nocache, "sndbuf": self.sndbuf, "rcvbuf": self.rcvbuf,
                 "nodelay": self.nodelay, "busy_poll": self.busy_poll,
+                "congestion": self.congestion,
                 "client_cpu": self.client_cpu, "server_cpu": self.server_cpu,
                 "transport": self.transport, "precision": self.precision,
                 "time_budget": self.time_budget, "max_time": self.max_time,
@@ -151,8 +154,44 @@ def _validate_socket(spec: Spec) -> None:
         value = getattr(spec, name)
         if value is not None and not 0 < value < 2**31:
             raise errors.BadSpec(f"--{name} must be between 1 byte and 2G", HINT)
+    if spec.congestion not in (None, AUTO):
+        if spec.transport != "tcp":
+            raise errors.BadSpec("--congestion is for the tcp transport", HINT)
+        problem = tcp_data.congestion_problem(spec.congestion)
+        if problem:
+            raise errors.BadSpec(f"--congestion: {problem}", HINT)
     if spec.client_cpu is not None and spec.client_cpu not in os.sched_getaffinity(0):
         raise errors.BadSpec(f"--cpu: CPU {spec.client_cpu} is not available here", HINT)
+
+
+PINGPONG_CONGESTION = tcp_data.ALWAYS_THERE
+AUTO = "auto"
+
+
+def default_congestion(mode: str, transport: str) -> str | None:
+    """The data connections' congestion control when none is asked for: Reno for the
+    ping-pong and bidirectional modes over TCP, the system's for stream mode.
+
+    Each pass of a sweep opens a fresh data connection (see ``PingPongMeasurer.start_pass``)
+    and gives each size milliseconds.  Under BBR (the default of many current systems) a
+    fresh connection sends at the rate it has estimated so far, and a ping-pong, idle
+    between messages, gives it few samples to raise that estimate: on a veth pair large
+    messages read 48 Gbit/s where NPtcp's one long connection read 87-93 and Reno's slow
+    start, which opens the window in a few round trips, 96 (bench/RESULTS.md, C1).  A
+    stream measures what the congestion control does with the link, so it keeps the
+    system's, as iperf3 does."""
+    if transport != "tcp" or mode == "stream":
+        return None
+    return PINGPONG_CONGESTION
+
+
+def arranged(spec: Spec) -> Spec:
+    """The spec as it runs: the mode's congestion control where it says "auto", and the
+    ends placed (``placed``)."""
+    if spec.congestion == AUTO:
+        spec = dataclasses.replace(spec, congestion=default_congestion(spec.mode,
+                                                                      spec.transport))
+    return placed(spec)
 
 
 def placed(spec: Spec) -> Spec:
@@ -204,7 +243,7 @@ def run(spec: Spec, progress: Progress | None = None,
         hold: contextlib.ExitStack | None = None) -> Measured:
     """One sweep (see the module docstring); the embedded server, if any, is started
     before this end is pinned to its CPU, so that it does not inherit the pinning."""
-    spec = placed(spec)
+    spec = arranged(spec)
     validate(spec)
     with peer([spec]) as (host, port), pinned(spec.client_cpu):
         return measure(spec, host, port, progress, hold)
@@ -323,7 +362,7 @@ def run_configs(spec: Spec, key: str, values: Sequence[Any],
     """One sweep per value, against the same peer; yields (value, measured, its hold) as
     each completes (the caller saves it, then closes the hold), and stops after the first
     that did not complete.  Every value is validated before the first sweep."""
-    specs = [placed(configure(spec, key, v)) for v in values]
+    specs = [arranged(configure(spec, key, v)) for v in values]
     for one in specs:
         validate(one)
     with peer(specs) as (host, port), pinned(specs[0].client_cpu):

@@ -213,7 +213,9 @@ def _end(end: dict[str, Any]) -> str | None:
                      f"MTU {iface.get('mtu')}, {iface.get('speed_mbps') or '?'} Mbit/s)")
     if sock:
         parts.append(f"socket buffers {sock.get('sndbuf')}/{sock.get('rcvbuf')} B granted, "
-                     f"MSS {sock.get('mss')}, nodelay {text_of(sock.get('nodelay'))}")
+                     f"MSS {sock.get('mss')}, nodelay {text_of(sock.get('nodelay'))}"
+                     + (f", congestion control {sock['congestion']}"
+                        if sock.get("congestion") else ""))
     return "; ".join(str(x) for x in parts if x)
 
 
