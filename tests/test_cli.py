@@ -241,6 +241,7 @@ def test_congestion_control_by_mode(argv, expected):
     args.argv = ["pingpong", *argv]
     spec = spec_from(args)
     assert pingpong.arranged(spec).congestion == expected
+    assert spec.params()["congestion"] == expected, "what a document records (mpi: no arranging)"
     if not argv:  # a sweep over modes: each mode its own
         modes = [pingpong.arranged(pingpong.configure(spec, "mode", m)).congestion
                  for m in ("pingpong", "stream")]

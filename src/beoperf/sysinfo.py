@@ -355,10 +355,11 @@ def _sockname(sock: socket.socket, peer: bool) -> object:
 CONGESTION_CONTROLS = "/proc/sys/net/ipv4/tcp_available_congestion_control"
 
 
-def congestion_controls() -> tuple[str, ...]:
-    """The TCP congestion controls this kernel has loaded (TCP_CONGESTION takes these
-    without loading a module); none when the list cannot be read."""
-    return tuple((_read_text(CONGESTION_CONTROLS) or "").split())
+def congestion_controls(path: str = CONGESTION_CONTROLS) -> tuple[str, ...]:
+    """The TCP congestion controls this kernel has loaded (TCP_CONGESTION and the
+    tcp_congestion_control sysctl take these without loading a module); none when the
+    list cannot be read."""
+    return tuple((_read_text(path) or "").split())
 
 
 def congestion_of(sock: socket.socket) -> str | None:

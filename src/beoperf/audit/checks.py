@@ -8,6 +8,7 @@ import platform
 import re
 from typing import Any, ClassVar
 
+from beoperf import sysinfo
 from beoperf.audit.base import (
     INT_MAX,
     ON_OFF,
@@ -24,7 +25,7 @@ from beoperf.audit.base import (
 )
 
 SYSCTL_CONF = "/etc/sysctl.d/90-beoperf.conf"
-CONGESTION_CONTROLS = "/proc/sys/net/ipv4/tcp_available_congestion_control"
+CONGESTION_CONTROLS = sysinfo.CONGESTION_CONTROLS
 IFACE_PERSIST = ("a systemd oneshot unit (After=network-online.target) running the command, "
                  "or a NetworkManager dispatcher script in /etc/NetworkManager/dispatcher.d/")
 
@@ -49,10 +50,7 @@ def _no_interface(keys: tuple[str, ...], reason: str) -> dict:
 def available_congestion_controls() -> tuple[str, ...]:
     """The congestion controls this kernel offers (what tcp_congestion_control takes);
     none when the list cannot be read (then no value is accepted)."""
-    try:
-        return tuple(read_file(CONGESTION_CONTROLS).split())
-    except Unavailable:
-        return ()
+    return sysinfo.congestion_controls(CONGESTION_CONTROLS)
 
 
 SIZE = Integers(0, INT_MAX)  # bytes; the kernel applies its own minimum

@@ -88,7 +88,8 @@ class Spec:
         return {"mode": self.mode, "max_size": self.sizes[-1], "integrity": self.integrity,
                 "nocache": self.nocache, "sndbuf": self.sndbuf, "rcvbuf": self.rcvbuf,
                 "nodelay": self.nodelay, "busy_poll": self.busy_poll,
-                "congestion": self.congestion,
+                "congestion": (default_congestion(self.mode, self.transport)
+                               if self.congestion == AUTO else self.congestion),
                 "client_cpu": self.client_cpu, "server_cpu": self.server_cpu,
                 "transport": self.transport, "precision": self.precision,
                 "time_budget": self.time_budget, "max_time": self.max_time,
@@ -189,8 +190,7 @@ def arranged(spec: Spec) -> Spec:
     """The spec as it runs: the mode's congestion control where it says "auto", and the
     ends placed (``placed``)."""
     if spec.congestion == AUTO:
-        spec = dataclasses.replace(spec, congestion=default_congestion(spec.mode,
-                                                                      spec.transport))
+        spec = dataclasses.replace(spec, congestion=spec.params()["congestion"])
     return placed(spec)
 
 
