@@ -126,10 +126,11 @@ static int failed(beo_loop *lp, int err)
  * far below any network worth measuring.  Messages are bounded as a whole (a small one
  * must arrive within the timeout), long transfers by their rate.
  *
- * The clock is read only when a wait ended with the transfer incomplete (a blocking call
- * that returned early, a poll wake-up), never on the fast path that the timed loops
- * measure: a blocking send/recv that returns early does so because its timeout passed
- * (or a signal came), so one such return opens a window and the next one judges it.
+ * The clock is read only when a call ended with the transfer incomplete: a blocking send
+ * that returned early (its timeout passed, or a signal came), a receive that took part of
+ * a message (what had arrived), a poll wake-up.  One such return opens a window and a
+ * later one judges it.  A clock read (vDSO, tens of ns) is small beside the system call it
+ * follows, so the receive's partial returns may pay it.
  */
 typedef struct {
     uint64_t start; /* when the window opened; 0: none open */
@@ -171,14 +172,18 @@ static int send_all(beo_loop *lp, const unsigned char *buf, size_t len)
     return BEO_OK;
 }
 
-/* Blocking receive of exactly len bytes; SO_RCVTIMEO bounds each wait, stalled()
- * the progress (MSG_WAITALL: a return short of len means the wait ran out). */
+/* Blocking receive of exactly len bytes; SO_RCVTIMEO bounds each wait, stalled() the
+ * progress.  Each recv takes what has arrived, as an application's read does (NetPIPE's
+ * too), not MSG_WAITALL: on a 1,500 B MTU link, where a large message is hundreds of
+ * segments, waiting for the whole of it in the kernel read about 10% less at the peak than
+ * taking it as it comes; at 9,000 B and on loopback the plain receive costs 1-3%
+ * (bench/RESULTS.md, runs W1 and P6). */
 static int recv_all(beo_loop *lp, unsigned char *buf, size_t len)
 {
     size_t done = 0;
     progress_window w = {0, 0};
     while (done < len) {
-        ssize_t n = recv(lp->fd, buf + done, len - done, MSG_WAITALL);
+        ssize_t n = recv(lp->fd, buf + done, len - done, 0);
         if (n > 0) {
             done += (size_t)n;
             if (done < len && stalled(lp, &w, done, len - done))
