@@ -56,6 +56,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="one run per value of sndbuf, rcvbuf, mode, nocache (on/off), "
                           "transport (tcp,mpi) or mpi-env:VARIABLE, then a comparison table "
                           "and the graphs; needs -o PREFIX")
+    out.add_argument("--history", metavar="DIR|off",
+                     help="earlier runs of the same setup, whose spread widens each size's "
+                          "interval so that it holds for the next run (default: "
+                          f"${pingpong.HISTORY_ENV}, else /var/lib/beoperf/history as root, "
+                          "~/.local/state/beoperf/history otherwise)")
     out.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                      help="give up on a silent peer after this long (default %(default)s)")
     p.set_defaults(func=run, family=socket.AF_UNSPEC)
@@ -174,6 +179,7 @@ def spec_from(args: argparse.Namespace) -> pingpong.Spec:
         place_embedded=(args.cpu or "").strip().lower() != "none",
         perturbation=None if args.sizes is not None else args.perturbation,
         command_line=tuple(args.argv), transport=args.transport,
+        history=pingpong.history_dir(args.history) if args.transport == "tcp" else None,
         mpi=mpi_options.mpi_options_from(args, mpi_pingpong.hosts_from(args.hosts,
                                                                         args.hostfile)))
 

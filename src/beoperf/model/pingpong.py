@@ -54,6 +54,8 @@ class SizeResult:
     trial_medians_us: list[float] | None = None  # one per trial: the independent observations
     ci95_us: list[float] | None = None  # [low, high]: where a repeat run's median falls
     ci95_median_us: list[float] | None = None  # [low, high]: this run's median's interval
+    # [low, high]: ci95_us before the spread between earlier runs was added (only then)
+    ci95_within_run_us: list[float] | None = None
 
     def central_time_us(self) -> float:
         """The figure to read: the median, or for imports what the source has."""

@@ -18,6 +18,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from beoperf import _core, engines, errors, interrupts, pools, sysinfo, units
@@ -29,6 +30,7 @@ from beoperf.model.document import Document, make_meta, utc_now
 from beoperf.model.pingpong import RunResult
 from beoperf.suites import serve
 from beoperf.suites.mpi_spec import MpiOptions
+from beoperf.sweep import history as run_history
 from beoperf.sweep.driver import (
     DEFAULT_TIME_BUDGET,
     SweepConfig,
@@ -37,6 +39,7 @@ from beoperf.sweep.driver import (
     run_sweep,
     shaper_probe,
 )
+from beoperf.sweep.history import History
 from beoperf.sweep.precision import Point
 from beoperf.sweep.schedule import explicit_schedule, netpipe_schedule
 
@@ -82,6 +85,7 @@ class Spec:
     perturbation: int | None = None  # recorded: how the sizes were made
     command_line: tuple[str, ...] = ()
     mpi: MpiOptions | None = None  # transport mpi: hosts, launcher, loop variants
+    history: Path | None = None  # earlier runs of this setup (beoperf.sweep.history); None: none
 
     def params(self) -> dict[str, Any]:
         """The session parameters both ends agree on (and the result records)."""
@@ -256,6 +260,8 @@ def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
     before the signal takes effect."""
     started_utc, started = utc_now(), time.monotonic()
     params = spec.params()
+    history = History.load(spec.history, "pingpong", history_setup(params, host)) \
+        if spec.history is not None else None
     client = open_transport(Peer(host, port, spec.family), params, timeout=spec.timeout)
     local, remote = client.facts()
     outcome = run_sweep(client, spec.sweep(), on_pass=progress)
@@ -272,7 +278,58 @@ def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
                        sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
                        warnings=warnings_of(client.warnings, outcome), sweep=outcome.facts)
     result.warnings += shaper_notes(result, local)
+    if history is not None:
+        result.warnings += across_runs(result, history, started_utc)
     return Measured(document(result), result, *_stopped(outcome, spec.transport, host))
+
+
+HISTORY_ENV = run_history.ENV
+
+
+def history_dir(option: str | None) -> Path | None:
+    """Where the runs' history goes (``--history``; beoperf.sweep.history.resolve)."""
+    return run_history.resolve(option)
+
+
+def history_setup(params: dict[str, Any], host: str) -> dict[str, Any]:
+    """What makes two runs the same setup for the history: every parameter that shapes
+    the figures (not the budget, precision or cap, which only decide how many trials),
+    and the peer (its address as given; not the port, which the embedded server draws)."""
+    drop = ("precision", "time_budget", "max_time")
+    return {"peer": host, **{k: v for k, v in params.items() if k not in drop}}
+
+
+def across_runs(result: RunResult, history: History, utc: str) -> list[str]:
+    """Widen every size's ``ci95_us`` by the spread between this run and the earlier runs
+    of its setup (beoperf.sweep.history), record what was done in ``sweep.between_runs``,
+    and add a complete run to the history; the notes for the result."""
+    medians = {s.size: s.time_us["median"] for s in result.sizes
+               if s.time_us.get("median") is not None and s.time_us["median"] > 0}
+    sd = run_history.between_run_sd(medians, history.runs)
+    notes = [history.note] if history.note else []
+    if sd is not None:
+        for s in result.sizes:
+            if s.ci95_us is None or s.time_us.get("median") is None:
+                continue
+            med = float(s.time_us["median"])
+            s.ci95_within_run_us = list(s.ci95_us)
+            low, high = run_history.widen(med, s.ci95_us, sd)
+            s.ci95_us = [low, high]
+            s.ci95_halfwidth_us = (high - low) / 2.0
+            s.ci95_relative = s.ci95_halfwidth_us / med if med > 0 else None
+    elif not history.note:
+        notes.append(f"no earlier run of this setup in {history.directory}: each interval "
+                     "(ci95_us) holds this run's own spread only, and a later run may sit "
+                     "5-15% away on a shared machine; the next run of this setup adds the "
+                     "spread between runs")
+    result.sweep = dict(result.sweep or {}, between_runs={
+        "history": str(history.path), "earlier_runs": len(history.runs),
+        "relative_sd": None if sd is None else round(sd, 5), "added_to_intervals": sd is not None})
+    if result.status == "complete" and medians:
+        kept = history.record(utc, medians)
+        if kept:
+            notes.append(kept)
+    return notes
 
 
 def _loopback(host: str) -> bool:

@@ -420,7 +420,9 @@ def sweep_facts(cfg: SweepConfig, result: LoopOutcome,
             "pass_autocorrelation": result.pass_autocorrelation,
             "interval": "ci95_us: where a repeat run's median falls (95%): the median's "
                         "order-statistic interval over trial medians (ci95_median_us), "
-                        "widened by sqrt(2) and by interval_inflation"}
+                        "widened by sqrt(2) and by interval_inflation, then (ping-pong "
+                        "over TCP, between_runs) by the spread between earlier runs of "
+                        "the same setup, when there are any (ci95_within_run_us: before)"}
 
 
 def _classify(out: SweepOutcome, stopped: BaseException | None) -> None:

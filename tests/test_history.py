@@ -1,0 +1,273 @@
+"""Earlier runs of a setup (beoperf.sweep.history): the spread between runs that widens
+each size's interval so that it holds for the next run, and the file that keeps them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import random
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from beoperf.model.pingpong import RunResult, SizeResult
+from beoperf.suites.pingpong import across_runs, history_setup
+from beoperf.sweep import history as h
+
+NOW = dt.datetime(2026, 11, 26, 12, 0, tzinfo=dt.UTC)
+SIZES = [1, 16, 256, 4096, 65536, 1048576]
+
+
+def utc(days_ago: float = 0.0) -> str:
+    return (NOW - dt.timedelta(days=days_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def size_at(size: int, median: float, half: float) -> SizeResult:
+    return SizeResult(size=size, samples=60, trials=12, reps=600,
+                      time_us={"median": median, "min": median * 0.9},
+                      ci95_halfwidth_us=half, ci95_relative=half / median, converged=True,
+                      throughput_bps={"from_median": size * 8 / (median * 1e-6)},
+                      ci95_us=[median - half, median + half])
+
+
+def sweep(level: float, *, rng: random.Random, noise: float = 0.005,
+          status: str = "complete") -> RunResult:
+    """A run whose every size sits at ``level`` times a base curve, with within-run
+    noise ``noise`` and a within-run interval of +-2%: a machine whose runs agree inside
+    and differ from each other, as a shared VM's do."""
+    sizes = []
+    for size in SIZES:
+        median = (10.0 + size / 1000.0) * level * (1.0 + rng.gauss(0.0, noise))
+        sizes.append(size_at(size, median, 0.02 * median))
+    return RunResult(parameters={"mode": "pingpong"}, local={}, remote={}, meta={},
+                     sizes=sizes, status=status)
+
+
+def covered(run: RunResult, nxt: RunResult) -> float:
+    at = {s.size: s.time_us["median"] for s in nxt.sizes}
+    return sum(s.ci95_us[0] <= at[s.size] <= s.ci95_us[1] for s in run.sizes) / len(run.sizes)
+
+
+# --- the arithmetic -------------------------------------------------------------------------
+
+
+def test_between_run_sd_is_the_rms_log_ratio_over_sqrt2_pooled_over_runs_and_points():
+    earlier = [h.Run(utc(), {1: 10.0, 2: 20.0}), h.Run(utc(), {1: 11.0, 3: 5.0})]
+    current = {1: 10.0, 2: 22.0, 4: 1.0}  # 1 and 2 match the first run, 1 the second
+    logs = [0.0, math.log(22 / 20), math.log(10 / 11)]
+    want = math.sqrt(sum(x * x for x in logs) / len(logs) / 2)
+    assert h.between_run_sd(current, earlier) == pytest.approx(want)
+    assert h.between_run_sd(current, []) is None
+    assert h.between_run_sd({9: 1.0}, earlier) is None  # no common point
+
+
+def test_widen_adds_the_between_run_term_in_quadrature_on_each_side():
+    low, high = h.widen(100.0, [97.0, 104.0], 0.05)
+    extra = 1.959964 * math.sqrt(2) * 0.05 * 100.0
+    assert low == pytest.approx(100.0 - math.hypot(3.0, extra))
+    assert high == pytest.approx(100.0 + math.hypot(4.0, extra))
+    assert h.widen(100.0, [97.0, 104.0], 0.0) == pytest.approx((97.0, 104.0))
+
+
+# --- what it does to intervals ---------------------------------------------------------------
+
+
+def test_a_run_after_a_shifted_one_covers_the_next_run_where_its_own_interval_did_not(tmp_path):
+    """Runs at levels 1.00, 1.10, 0.97: the second run's own +-2% interval misses the
+    third run at every size; widened by the spread the first two showed, it holds it."""
+    rng = random.Random(7)
+    hist_dir = tmp_path / "hist"
+    first, second, third = (sweep(level, rng=rng) for level in (1.00, 1.10, 0.97))
+    setup = {"peer": "127.0.0.1", "mode": "pingpong"}
+
+    notes = across_runs(first, h.History.load(hist_dir, "pingpong", setup, NOW), utc(0.02))
+    assert any("no earlier run of this setup" in n for n in notes)
+    assert first.sweep["between_runs"]["added_to_intervals"] is False
+    assert all(s.ci95_within_run_us is None for s in first.sizes)
+
+    own = [list(s.ci95_us) for s in second.sizes]
+    assert covered(second, third) == 0.0  # the within-run interval, as it stands
+    across_runs(second, h.History.load(hist_dir, "pingpong", setup, NOW), utc(0.01))
+    facts = second.sweep["between_runs"]
+    assert facts["earlier_runs"] == 1 and facts["added_to_intervals"] is True
+    assert facts["relative_sd"] == pytest.approx(math.log(1.10) / math.sqrt(2), rel=0.05)
+    assert [s.ci95_within_run_us for s in second.sizes] == own
+    for s in second.sizes:
+        assert s.ci95_us[0] < s.ci95_within_run_us[0] and s.ci95_us[1] > s.ci95_within_run_us[1]
+        assert s.ci95_halfwidth_us == pytest.approx((s.ci95_us[1] - s.ci95_us[0]) / 2)
+        assert s.ci95_relative == pytest.approx(s.ci95_halfwidth_us / s.time_us["median"])
+    assert covered(second, third) == 1.0
+    assert len(json.loads((hist_dir / f"{h.setup_key('pingpong', setup)}.json").read_text())
+               ["runs"]) == 2
+
+
+def test_a_setup_that_does_not_move_between_runs_keeps_narrow_intervals(tmp_path):
+    """The term is the spread runs showed, not a fixed allowance: three runs at one level
+    (0.5% noise) widen a +-2% interval by well under half of it."""
+    rng = random.Random(3)
+    setup = {"peer": "198.18.0.1"}
+    for _ in range(3):
+        run = sweep(1.0, rng=rng)
+        across_runs(run, h.History.load(tmp_path, "pingpong", setup, NOW), utc(0.01))
+    assert run.sweep["between_runs"]["earlier_runs"] == 2
+    for s in run.sizes:
+        assert s.ci95_relative < 0.02 * 1.45
+
+
+def test_an_unfinished_run_widens_by_the_history_but_is_not_added_to_it(tmp_path):
+    rng = random.Random(1)
+    setup = {"peer": "x"}
+    across_runs(sweep(1.0, rng=rng), h.History.load(tmp_path, "pingpong", setup, NOW), utc(1))
+    cut = sweep(1.2, rng=rng, status="interrupted")
+    across_runs(cut, h.History.load(tmp_path, "pingpong", setup, NOW), utc(0.5))
+    assert cut.sweep["between_runs"]["added_to_intervals"] is True
+    assert len(h.History.load(tmp_path, "pingpong", setup, NOW).runs) == 1
+
+
+def test_the_setup_key_separates_what_shapes_the_figures_and_ignores_the_budget():
+    base = {"mode": "pingpong", "congestion": "reno", "time_budget": 20.0, "precision": 0.02,
+            "max_time": None, "client_cpu": 1}
+    key = h.setup_key("pingpong", history_setup(base, "127.0.0.1"))
+    assert key == h.setup_key("pingpong", history_setup(dict(base, time_budget=5.0,
+                                                             precision=0.01), "127.0.0.1"))
+    assert key != h.setup_key("pingpong", history_setup(dict(base, congestion="bbr"),
+                                                        "127.0.0.1"))
+    assert key != h.setup_key("pingpong", history_setup(base, "198.18.0.2"))
+    assert key != h.setup_key("pingpong", history_setup(dict(base, client_cpu=0), "127.0.0.1"))
+
+
+# --- the file: bounded, validated, private, atomic ---------------------------------------------
+
+
+def write_doc(path: Path, runs: list) -> None:
+    path.write_text(json.dumps({"format": h.FORMAT, "setup": {}, "runs": runs}))
+
+
+def test_old_runs_are_dropped_and_at_most_max_runs_kept(tmp_path):
+    setup = {"peer": "p"}
+    path = tmp_path / f"{h.setup_key('pingpong', setup)}.json"
+    runs = [{"utc": utc(h.MAX_AGE_DAYS + 1), "medians": [[1, 5.0]]}]
+    runs += [{"utc": utc(10 - i * 0.1), "medians": [[1, 10.0 + i]]} for i in range(12)]
+    write_doc(path, runs)
+    os.chmod(tmp_path, 0o700)
+    hist = h.History.load(tmp_path, "pingpong", setup, NOW)
+    assert hist.note is None
+    assert [r.medians[1] for r in hist.runs] == [10.0 + i for i in range(4, 12)]
+    assert hist.record(utc(), {1: 30.0}) is None
+    again = h.History.load(tmp_path, "pingpong", setup, NOW)
+    assert len(again.runs) == h.MAX_RUNS and again.runs[-1].medians == {1: 30.0}
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("runs, why", [
+    ([{"utc": "yesterday", "medians": [[1, 2.0]]}], "utc"),
+    ([{"utc": "2026-11-26T00:00:00Z", "medians": [[1, -2.0]]}], "out of range"),
+    ([{"utc": "2026-11-26T00:00:00Z", "medians": [[1, True]]}], "not [point, value]"),
+    ([{"utc": "2026-11-26T00:00:00Z", "medians": [["1", 2.0]]}], "not [point, value]"),
+    ([{"utc": "2026-11-26T00:00:00Z", "medians": [[0, 2.0]]}], "out of range"),
+    ([{"utc": "2026-11-26T00:00:00Z", "medians": {"1": 2.0}}], "list of medians"),
+    ([[1, 2]], "not an object"),
+    ([{"utc": "2026-11-26T00:00:00Z", "medians": []}] * (4 * h.MAX_RUNS + 1), "too many"),
+])
+def test_a_crafted_history_is_not_used_and_says_why(tmp_path, runs, why):
+    setup = {"peer": "p"}
+    os.chmod(tmp_path, 0o700)
+    write_doc(tmp_path / f"{h.setup_key('pingpong', setup)}.json", runs)
+    hist = h.History.load(tmp_path, "pingpong", setup, NOW)
+    assert hist.runs == [] and hist.note is not None and why in hist.note
+
+
+def test_a_history_over_the_size_limit_or_not_json_is_not_used(tmp_path):
+    setup = {"peer": "p"}
+    os.chmod(tmp_path, 0o700)
+    path = tmp_path / f"{h.setup_key('pingpong', setup)}.json"
+    path.write_text(" " * (h.MAX_BYTES + 1))
+    assert "limit" in h.History.load(tmp_path, "pingpong", setup, NOW).note
+    path.write_text('{"format": "beoperf-history/1", "runs": [NaN]}')
+    assert h.History.load(tmp_path, "pingpong", setup, NOW).note is not None
+
+
+def test_a_planted_symlink_is_neither_read_nor_written_through(tmp_path):
+    setup = {"peer": "p"}
+    hist_dir = tmp_path / "h"
+    hist_dir.mkdir(mode=0o700)
+    target = tmp_path / "victim"
+    target.write_text("keep me\n")
+    link = hist_dir / f"{h.setup_key('pingpong', setup)}.json"
+    link.symlink_to(target)
+    hist = h.History.load(hist_dir, "pingpong", setup, NOW)
+    assert hist.runs == [] and "symbolic link" in hist.note
+    assert hist.record(utc(), {1: 1.0}) is None
+    assert target.read_text() == "keep me\n"  # the link was replaced, not followed
+    assert not link.is_symlink() and len(json.loads(link.read_text())["runs"]) == 1
+
+
+def test_a_directory_others_may_write_or_a_symlinked_one_is_refused(tmp_path):
+    setup = {"peer": "p"}
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    hist = h.History.load(shared, "pingpong", setup, NOW)
+    assert "not a private directory" in hist.note
+    assert "not a private directory" in hist.record(utc(), {1: 1.0})
+    assert list(shared.iterdir()) == []
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    (tmp_path / "alias").symlink_to(real)
+    assert "not a directory" in h.History.load(tmp_path / "alias", "pingpong", setup, NOW).note
+
+
+def test_the_directory_is_created_private(tmp_path):
+    hist = h.History.load(tmp_path / "a" / "b", "pingpong", {"peer": "p"}, NOW)
+    assert hist.note is None and hist.runs == []
+    assert hist.record(utc(), {1: 1.0}) is None
+    assert stat.S_IMODE((tmp_path / "a" / "b").stat().st_mode) == 0o700
+
+
+def test_resolve_takes_the_option_then_the_environment_then_the_default(monkeypatch, tmp_path):
+    monkeypatch.setenv(h.ENV, str(tmp_path / "env"))
+    assert h.resolve(str(tmp_path / "opt")) == tmp_path / "opt"
+    assert h.resolve(None) == tmp_path / "env"
+    assert h.resolve("OFF") is None
+    monkeypatch.setenv(h.ENV, "off")
+    assert h.resolve(None) is None
+    monkeypatch.delenv(h.ENV)
+    assert h.resolve(None) == h.default_dir()
+
+
+# --- the command ------------------------------------------------------------------------------
+
+
+def pingpong(out: Path, *extra: str) -> dict:
+    cmd = [sys.executable, "-m", "beoperf", "pingpong", "--sizes", "1K,64K", "--time-budget",
+           "1", "--cpu", "none", "-o", str(out), *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    body = json.loads(Path(f"{out}.json").read_text())["body"]
+    body["stdout"] = proc.stdout
+    return body
+
+
+def test_the_second_run_of_a_setup_widens_its_intervals_by_the_first(tmp_path):
+    hist_dir = tmp_path / "history"
+    first = pingpong(tmp_path / "one", "--history", str(hist_dir))
+    assert first["sweep"]["between_runs"]["earlier_runs"] == 0
+    assert any("no earlier run of this setup" in w for w in first["warnings"])
+    second = pingpong(tmp_path / "two", "--history", str(hist_dir))
+    facts = second["sweep"]["between_runs"]
+    assert facts["earlier_runs"] == 1 and facts["added_to_intervals"] is True
+    assert "intervals  include the spread between runs" in second["stdout"]
+    assert "from 1 earlier run of this setup" in second["stdout"]
+    assert "include the spread" not in first["stdout"]
+    for s in second["sizes"]:
+        (lo, hi), (wlo, whi) = s["ci95_us"], s["ci95_within_run_us"]
+        assert lo <= wlo and hi >= whi and (lo < wlo or facts["relative_sd"] == 0)
+    other = pingpong(tmp_path / "three", "--history", str(hist_dir), "--congestion", "system")
+    assert other["sweep"]["between_runs"]["earlier_runs"] == 0  # another setup
+    off = pingpong(tmp_path / "four", "--history", "off")
+    assert "between_runs" not in off["sweep"]
