@@ -263,7 +263,8 @@ def test_a_sizes_statistics_by_hand():
         "throughput_bps": {"from_median": 8000 / 3.5e-6, "from_min": 8000 / 1e-6,
                            "from_best_trial": 8000 / 2e-6},
         "corrupt": 3, "trial_medians_us": [2.0, 3.0, 4.0, 4.0, 2.0, 6.0],
-        "ci95_us": [3.5 - k * 1.5, 3.5 + k * 2.5], "ci95_median_us": [2.0, 6.0]}
+        "ci95_us": [3.5 - k * 1.5, 3.5 + k * 2.5], "ci95_median_us": [2.0, 6.0],
+        "ci95_within_run_us": None}
     close(vars(size_result(chunky_point(), "pingpong", 3, 1.5)), want)
     # by default: no corruption, no inflation (sqrt2 alone); bidir moves the message twice
     k = SQRT2
@@ -520,7 +521,9 @@ def test_the_loop_gets_every_setting_of_the_sweep():
 
 INTERVAL = ("ci95_us: where a repeat run's median falls (95%): the median's order-statistic "
             "interval over trial medians (ci95_median_us), widened by sqrt(2) and by "
-            "interval_inflation")
+            "interval_inflation, then (ping-pong over TCP, between_runs) by the spread "
+            "between earlier runs of the same setup, when there are any "
+            "(ci95_within_run_us: before)")
 
 
 def test_the_sweeps_facts():

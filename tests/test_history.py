@@ -271,3 +271,152 @@ def test_the_second_run_of_a_setup_widens_its_intervals_by_the_first(tmp_path):
     assert other["sweep"]["between_runs"]["earlier_runs"] == 0  # another setup
     off = pingpong(tmp_path / "four", "--history", "off")
     assert "between_runs" not in off["sweep"]
+
+
+# --- pinned by hand (each kills a mutant that would change a figure or what is kept) -------
+
+
+def test_across_runs_by_hand(tmp_path):
+    """Sizes at 0.5 us (below 1), without an interval (in the middle) and at 0 (never
+    kept: the file would refuse it); one earlier run.  s_b by hand over the three common
+    sizes with a positive median; every size with an interval widened, the others not."""
+    os.chmod(tmp_path, 0o700)
+    setup = {"peer": "p"}
+    hist = h.History(tmp_path, h.setup_key("pingpong", setup), setup,
+                     [h.Run(utc(1), {1: 0.6, 2: 11.0, 3: 22.0, 4: 1.0})])
+    sizes = [size_at(1, 0.5, 0.05), size_at(2, 10.0, 0.2), size_at(3, 20.0, 1.0),
+             size_at(4, 1.0, 0.01)]
+    sizes[1].ci95_us = None
+    sizes[3].time_us["median"] = 0.0
+    run = RunResult(parameters={}, local={}, remote={}, meta={}, sizes=sizes,
+                    status="complete", sweep={"passes": 9})
+    assert across_runs(run, hist, utc()) == []
+    logs = [math.log(0.5 / 0.6), math.log(10 / 11), math.log(20 / 22)]
+    sd = math.sqrt(sum(x * x for x in logs) / 3 / 2)
+    assert run.sweep == {"passes": 9, "between_runs": {
+        "history": str(tmp_path / f"{hist.key}.json"), "earlier_runs": 1,
+        "relative_sd": round(sd, 5), "added_to_intervals": True}}
+    extra = 1.959964 * math.sqrt(2) * sd
+    small, middle, last = sizes[0], sizes[1], sizes[2]
+    assert small.ci95_us == pytest.approx([0.5 - math.hypot(0.05, extra * 0.5),
+                                           0.5 + math.hypot(0.05, extra * 0.5)])
+    assert small.ci95_relative == pytest.approx(math.hypot(0.05, extra * 0.5) / 0.5)
+    assert middle.ci95_us is None and middle.ci95_within_run_us is None
+    assert last.ci95_us == pytest.approx([20 - math.hypot(1.0, extra * 20),
+                                          20 + math.hypot(1.0, extra * 20)])
+    kept = h.History.load(tmp_path, "pingpong", setup)  # the real clock: just recorded
+    assert kept.note is None and kept.runs[-1].medians == {1: 0.5, 2: 10.0, 3: 20.0}
+
+
+def test_the_notes_of_a_history_that_cannot_be_read_or_kept_reach_the_result(tmp_path):
+    rng = random.Random(5)
+    setup = {"peer": "p"}
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    notes = across_runs(sweep(1.0, rng=rng), h.History.load(shared, "pingpong", setup, NOW),
+                        utc())
+    assert len(notes) == 2
+    assert notes[0].startswith("history not used: ") and "not a private directory" in notes[0]
+    assert notes[1].startswith("this run was not added to the history: ")
+
+
+def test_between_run_sd_skips_a_zero_median_and_uses_one_below_1():
+    earlier = [h.Run(utc(), {1: 0.4, 2: 3.0})]
+    assert h.between_run_sd({1: 0.5, 2: 0.0}, earlier) == pytest.approx(
+        abs(math.log(0.5 / 0.4)) / math.sqrt(2))
+
+
+def test_the_age_and_future_limits_are_inclusive_and_read_with_the_offset():
+    day = dt.timedelta(days=1)
+    iso = dt.datetime.isoformat
+    at_limit = NOW - h.MAX_AGE_DAYS * day
+    west = dt.timezone(dt.timedelta(hours=-5))
+    runs = [
+        {"utc": iso(at_limit - dt.timedelta(seconds=1)), "medians": [[1, 1.0]]},  # too old
+        {"utc": iso(at_limit), "medians": [[1, 2.0]]},
+        {"utc": iso((at_limit + dt.timedelta(hours=3)).astimezone(west)), "medians": [[1, 3.0]]},
+        {"utc": iso((at_limit + dt.timedelta(hours=4)).replace(tzinfo=None)),
+         "medians": [[1, 4.0]]},  # no offset: UTC
+        {"utc": iso(NOW + day), "medians": [[1, 5.0]]},
+        {"utc": iso(NOW + 1.5 * day), "medians": [[1, 6.0]]},  # from the future: a bad clock
+    ]
+    got = h.parse({"format": h.FORMAT, "runs": runs}, NOW)
+    assert [r.medians[1] for r in got] == [2.0, 3.0, 4.0, 5.0]
+
+
+def test_the_bounds_of_a_file_are_inclusive_and_values_below_1_are_fine():
+    run = {"utc": utc(), "medians": [[k, 0.5] for k in range(1, h.MAX_POINTS + 1)]}
+    got = h.parse({"format": h.FORMAT, "runs": [run] * (4 * h.MAX_RUNS)}, NOW)
+    assert len(got) == h.MAX_RUNS and len(got[0].medians) == h.MAX_POINTS
+    for bad in ([[1, 0.0]], [[1, 0]], [5], [[1, 2.0, 3.0]]):
+        with pytest.raises(ValueError):
+            h.parse({"format": h.FORMAT, "runs": [{"utc": utc(), "medians": bad}]}, NOW)
+    for doc in ([], "x", {"format": "beoperf-history/2", "runs": []},
+                {"format": h.FORMAT, "runs": [{"utc": 5, "medians": []}]}):
+        with pytest.raises(ValueError):
+            h.parse(doc, NOW)
+
+
+def test_the_file_records_its_setup_and_names_itself_in_every_note(tmp_path):
+    setup = {"peer": "p", "mode": "bidir"}
+    os.chmod(tmp_path, 0o700)
+    hist = h.History.load(tmp_path, "pingpong", setup, NOW)
+    assert hist.record(utc(), {1: 1.0}) is None
+    doc = json.loads(hist.path.read_text())
+    assert doc["format"] == h.FORMAT and doc["setup"] == setup
+    hist.path.write_text(" " * (h.MAX_BYTES + 1))
+    note = h.History.load(tmp_path, "pingpong", setup, NOW).note
+    assert str(hist.path) in note and "limit for a history file" in note
+    hist.path.write_text('{"format": "beoperf-history/1", "runs": [NaN]}')
+    assert str(hist.path) in h.History.load(tmp_path, "pingpong", setup, NOW).note
+
+
+def test_a_dangling_symlink_is_refused_not_taken_for_a_first_run(tmp_path):
+    setup = {"peer": "p"}
+    os.chmod(tmp_path, 0o700)
+    path = tmp_path / f"{h.setup_key('pingpong', setup)}.json"
+    path.symlink_to(tmp_path / "nowhere")
+    note = h.History.load(tmp_path, "pingpong", setup, NOW).note
+    assert note is not None and "symbolic link" in note and str(path) in note
+
+
+def test_loading_does_not_create_the_directory_and_a_file_in_the_path_is_named(tmp_path):
+    assert h.History.load(tmp_path / "none", "pingpong", {}, NOW).note is None
+    assert not (tmp_path / "none").exists()
+    (tmp_path / "file").write_text("x")
+    hist = h.History.load(tmp_path / "file" / "h", "pingpong", {}, NOW)
+    assert hist.note == f"history not used: {hist.path}: {tmp_path / 'file' / 'h'}: " \
+                        "Not a directory"
+    assert hist.record(utc(), {1: 1.0}) == "this run was not added to the history: " \
+                                           f"{tmp_path / 'file' / 'h'}: Not a directory"
+
+
+def test_the_setup_key_is_the_suite_and_20_hex_digits_of_the_sorted_setup():
+    a = h.setup_key("pingpong", {"x": 1, "y": [1, 2]})
+    assert a == h.setup_key("pingpong", {"y": [1, 2], "x": 1})
+    assert len(a) == len("pingpong-") + 20 and a.startswith("pingpong-")
+    int(a[len("pingpong-"):], 16)
+    with pytest.raises(TypeError):  # only JSON values: nothing may stand in for another
+        h.setup_key("pingpong", {"x": object()})
+    setup = history_setup({"max_time": 3.0, "mode": "pingpong"}, "10.0.0.1")
+    assert setup == {"peer": "10.0.0.1", "mode": "pingpong"}
+
+
+def test_the_default_directory_is_root_s_or_the_user_s_state(monkeypatch, tmp_path):
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert h.default_dir() == Path("/var/lib/beoperf/history")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    assert h.default_dir() == tmp_path / "state" / "beoperf" / "history"
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert h.default_dir() == tmp_path / "home" / ".local" / "state" / "beoperf" / "history"
+
+
+def test_a_time_has_at_most_40_characters():
+    ok = "2026-11-26T00:00:00.000000+05:00:00.0000"  # 40: fromisoformat takes it
+    run = {"utc": ok, "medians": [[1, 1.0]]}
+    assert len(ok) == 40 and len(h.parse({"format": h.FORMAT, "runs": [run]}, NOW)) == 1
+    with pytest.raises(ValueError, match="utc"):
+        h.parse({"format": h.FORMAT, "runs": [dict(run, utc=ok + "0")]}, NOW)

@@ -70,7 +70,7 @@ def resolve(option: str | None) -> Path | None:
 
 def setup_key(suite: str, setup: Mapping[str, Any]) -> str:
     """A file name for one setup: the suite and a digest of what shapes its figures."""
-    canon = json.dumps(dict(setup), sort_keys=True, default=str)
+    canon = json.dumps(dict(setup), sort_keys=True)
     return f"{suite}-{hashlib.sha256(canon.encode()).hexdigest()[:20]}"
 
 
@@ -83,7 +83,7 @@ def _own_dir(path: Path, create: bool) -> Path | None:
         if not create:
             return None
         try:
-            os.makedirs(path, mode=0o700, exist_ok=True)
+            os.makedirs(path, mode=0o700)  # made by another meanwhile: "cannot create"
             st = os.lstat(path)
         except OSError as exc:
             raise HistoryError(f"{path}: cannot create ({exc.strerror or exc})") from None
@@ -107,7 +107,7 @@ def _parse_utc(text: Any) -> dt.datetime:
     try:
         if not isinstance(text, str) or len(text) > 40:
             raise ValueError
-        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        when = dt.datetime.fromisoformat(text)  # 3.11: "Z" too
     except ValueError:
         raise ValueError("a run's utc is not an ISO 8601 time") from None
     return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
