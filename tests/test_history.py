@@ -202,7 +202,12 @@ def test_a_planted_symlink_is_neither_read_nor_written_through(tmp_path):
     link.symlink_to(target)
     hist = h.History.load(hist_dir, "pingpong", setup, NOW)
     assert hist.runs == [] and "symbolic link" in hist.note
-    assert hist.record(utc(), {1: 1.0}) is None
+    assert hist.record(utc(), {1: 1.0}).endswith(f"{link} was left as it is")
+    assert link.is_symlink() and target.read_text() == "keep me\n"
+    link.unlink()  # planted between the run's reading and its writing:
+    fresh = h.History.load(hist_dir, "pingpong", setup, NOW)
+    link.symlink_to(target)
+    assert fresh.note is None and fresh.record(utc(), {1: 1.0}) is None
     assert target.read_text() == "keep me\n"  # the link was replaced, not followed
     assert not link.is_symlink() and len(json.loads(link.read_text())["runs"]) == 1
 
@@ -214,7 +219,9 @@ def test_a_directory_others_may_write_or_a_symlinked_one_is_refused(tmp_path):
     os.chmod(shared, 0o777)
     hist = h.History.load(shared, "pingpong", setup, NOW)
     assert "not a private directory" in hist.note
-    assert "not a private directory" in hist.record(utc(), {1: 1.0})
+    assert "was left as it is" in hist.record(utc(), {1: 1.0})
+    fresh = h.History(shared, h.setup_key("pingpong", setup), setup)
+    assert "not a private directory" in fresh.record(utc(), {1: 1.0})
     assert list(shared.iterdir()) == []
     real = tmp_path / "real"
     real.mkdir(mode=0o700)
@@ -388,8 +395,9 @@ def test_loading_does_not_create_the_directory_and_a_file_in_the_path_is_named(t
     hist = h.History.load(tmp_path / "file" / "h", "pingpong", {}, NOW)
     assert hist.note == f"history not used: {hist.path}: {tmp_path / 'file' / 'h'}: " \
                         "Not a directory"
-    assert hist.record(utc(), {1: 1.0}) == "this run was not added to the history: " \
-                                           f"{tmp_path / 'file' / 'h'}: Not a directory"
+    fresh = h.History(tmp_path / "file" / "h", "k", {})
+    assert fresh.record(utc(), {1: 1.0}) == "this run was not added to the history: " \
+                                            f"{tmp_path / 'file' / 'h'}: Not a directory"
 
 
 def test_the_setup_key_is_the_suite_and_20_hex_digits_of_the_sorted_setup():
@@ -401,6 +409,12 @@ def test_the_setup_key_is_the_suite_and_20_hex_digits_of_the_sorted_setup():
         h.setup_key("pingpong", {"x": object()})
     setup = history_setup({"max_time": 3.0, "mode": "pingpong"}, "10.0.0.1")
     assert setup == {"peer": "10.0.0.1", "mode": "pingpong"}
+    local = {"host": {"hostname": "n01", "kernel": "6.1"}, "socket": {"congestion": "bbr"},
+             "interface": {"mtu": 9000}}
+    assert history_setup({"mode": "pingpong", "congestion": None}, "10.0.0.1", local) == {
+        "peer": "10.0.0.1", "mode": "pingpong", "congestion": None, "local_host": "n01",
+        "kernel": "6.1", "congestion_used": "bbr", "mtu": 9000}
+    assert history_setup({}, "h", {"host": "crafted", "socket": None}) == {"peer": "h"}
 
 
 def test_the_default_directory_is_root_s_or_the_user_s_state(monkeypatch, tmp_path):
@@ -420,3 +434,71 @@ def test_a_time_has_at_most_40_characters():
     assert len(ok) == 40 and len(h.parse({"format": h.FORMAT, "runs": [run]}, NOW)) == 1
     with pytest.raises(ValueError, match="utc"):
         h.parse({"format": h.FORMAT, "runs": [dict(run, utc=ok + "0")]}, NOW)
+
+
+def test_extreme_medians_in_a_file_are_refused_not_a_crash(tmp_path):
+    """An integer beyond any float, a denormal: refused as out of range (a ratio to them
+    would be infinite, and an infinite interval cannot be written as JSON)."""
+    setup = {"peer": "p"}
+    os.chmod(tmp_path, 0o700)
+    path = tmp_path / f"{h.setup_key('pingpong', setup)}.json"
+    for value in ("1" + "0" * 400, "5e-324", "1e13"):
+        path.write_text('{"format": "beoperf-history/1", "runs": [{"utc": "' + utc()
+                        + '", "medians": [[1, ' + value + ']]}]}')
+        hist = h.History.load(tmp_path, "pingpong", setup, NOW)
+        assert hist.runs == [] and "out of range" in hist.note
+    assert h.between_run_sd({1: 5e-324, 2: math.inf}, [h.Run(utc(), {1: 1.0, 2: 1.0})]) is None
+
+
+def test_a_wide_spread_never_takes_the_interval_below_zero():
+    assert h.widen(10.0, [9.0, 11.0], 2.0)[0] == 0.0
+
+
+def test_made_directories_have_their_modes_whatever_the_umask(tmp_path):
+    old = os.umask(0)
+    try:
+        hist = h.History(tmp_path / "a" / "b" / "c", "k", {})
+        assert hist.record(utc(), {1: 1.0}) is None
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "a").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / "a" / "b").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / "a" / "b" / "c").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "a" / "b" / "c" / "k.json").stat().st_mode) == 0o600
+
+
+def test_the_default_state_directory_ignores_a_relative_xdg_state_home(monkeypatch, tmp_path):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setenv("XDG_STATE_HOME", "relative/state")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert h.default_dir() == tmp_path / ".local" / "state" / "beoperf" / "history"
+
+
+def test_a_history_directory_that_is_a_file_is_named_not_used(tmp_path):
+    (tmp_path / "plain").write_text("x")
+    os.chmod(tmp_path / "plain", 0o600)
+    hist = h.History.load(tmp_path / "plain", "pingpong", {}, NOW)
+    assert hist.note == f"history not used: {hist.path}: {tmp_path / 'plain'}: Not a directory"
+
+
+def test_the_median_range_and_the_size_count_are_inclusive(tmp_path):
+    run = {"utc": utc(), "medians": [[1, h.MIN_MEDIAN], [2, h.MAX_MEDIAN]]}
+    got = h.parse({"format": h.FORMAT, "runs": [run]}, NOW)
+    assert got[0].medians == {1: h.MIN_MEDIAN, 2: h.MAX_MEDIAN}
+    earlier = [h.Run(utc(), {1: 1.0, 2: 1.0})]
+    assert h.between_run_sd({1: h.MIN_MEDIAN}, earlier) == pytest.approx(
+        abs(math.log(h.MIN_MEDIAN)) / math.sqrt(2))
+    assert h.between_run_sd({2: h.MAX_MEDIAN}, earlier) == pytest.approx(
+        math.log(h.MAX_MEDIAN) / math.sqrt(2))
+    os.chmod(tmp_path, 0o700)
+    hist = h.History(tmp_path, "k", {})
+    assert hist.record(utc(), {k: 1.0 for k in range(1, h.MAX_POINTS + 1)}) is None
+    assert "more than" in hist.record(utc(), {k: 1.0 for k in range(1, h.MAX_POINTS + 2)})
+
+
+def test_a_write_that_fails_names_the_file(tmp_path):
+    os.chmod(tmp_path, 0o700)
+    (tmp_path / "k.json").mkdir()  # rename over a directory fails
+    note = h.History(tmp_path, "k", {}).record(utc(), {1: 1.0})
+    assert note.startswith("this run was not added to the history: ")
+    assert str(tmp_path / "k.json") in note

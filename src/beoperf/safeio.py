@@ -255,31 +255,39 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, overwrite: 
     directory, base = os.path.split(os.path.abspath(name))
     if not base:
         raise IsADirectoryError(21, "is a directory", name)
-    payload = data.encode("utf-8") if isinstance(data, str) else data
     dir_fd = _open_dir(directory)
     try:
-        fd, tmp = _create_temp(dir_fd, base, mode)
-        placed = False
-        try:
-            try:
-                _write_all(fd, payload)
-            finally:
-                os.close(fd)
-            if overwrite:
-                os.rename(tmp, base, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-                placed = True
-            else:
-                os.link(tmp, base, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-        except OSError as exc:
-            if exc.filename is None or exc.filename == tmp:
-                exc.filename = name
-            raise
-        finally:
-            if not placed:
-                os.unlink(tmp, dir_fd=dir_fd)
-        os.fsync(dir_fd)
+        write_atomic_at(dir_fd, base, data, overwrite=overwrite, mode=mode, shown=name)
     finally:
         os.close(dir_fd)
+
+
+def write_atomic_at(dir_fd: int, base: str, data: bytes | str, *, overwrite: bool = True,
+                    mode: int = 0o644, shown: str | None = None) -> None:
+    """write_atomic of ``base`` in the open directory ``dir_fd`` (the caller's, still
+    open after): for a directory the caller has opened and checked itself."""
+    name = shown or base
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = _create_temp(dir_fd, base, mode)
+    placed = False
+    try:
+        try:
+            _write_all(fd, payload)
+        finally:
+            os.close(fd)
+        if overwrite:
+            os.rename(tmp, base, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            placed = True
+        else:
+            os.link(tmp, base, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    except OSError as exc:
+        if exc.filename is None or exc.filename == tmp:
+            exc.filename = name
+        raise
+    finally:
+        if not placed:
+            os.unlink(tmp, dir_fd=dir_fd)
+    os.fsync(dir_fd)
 
 
 def write_via(path: str | os.PathLike[str], produce: Callable[[Any], None], *,

@@ -60,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="earlier runs of the same setup, whose spread widens each size's "
                           "interval so that it holds for the next run (default: "
                           f"${pingpong.HISTORY_ENV}, else /var/lib/beoperf/history as root, "
-                          "~/.local/state/beoperf/history otherwise)")
+                          "$XDG_STATE_HOME/beoperf/history otherwise; 'off': none)")
     out.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                      help="give up on a silent peer after this long (default %(default)s)")
     p.set_defaults(func=run, family=socket.AF_UNSPEC)

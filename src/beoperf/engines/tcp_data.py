@@ -83,7 +83,8 @@ def set_io_timeout(sock: socket.socket, seconds: float) -> None:
     """Blocking socket whose every send/recv gives up after `seconds` without progress.
 
     The C loops rely on this (SO_RCVTIMEO/SO_SNDTIMEO) rather than poll() so
-    that a message costs exactly one send and one recv system call.
+    that a message costs one send and as many recv calls as it takes to arrive
+    (each takes what has come), with no poll() between them.
     """
     sock.setblocking(True)
     tv = struct.pack("ll", int(seconds), int((seconds % 1) * 1e6))

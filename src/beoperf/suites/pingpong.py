@@ -260,10 +260,10 @@ def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
     before the signal takes effect."""
     started_utc, started = utc_now(), time.monotonic()
     params = spec.params()
-    history = History.load(spec.history, "pingpong", history_setup(params, host)) \
-        if spec.history is not None else None
     client = open_transport(Peer(host, port, spec.family), params, timeout=spec.timeout)
     local, remote = client.facts()
+    history = History.load(spec.history, "pingpong", history_setup(params, host, local)) \
+        if spec.history is not None else None
     outcome = run_sweep(client, spec.sweep(), on_pass=progress)
     if hold is not None:
         hold.enter_context(interrupts.deferred())
@@ -279,7 +279,10 @@ def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
                        warnings=warnings_of(client.warnings, outcome), sweep=outcome.facts)
     result.warnings += shaper_notes(result, local)
     if history is not None:
-        result.warnings += across_runs(result, history, started_utc)
+        try:
+            result.warnings += across_runs(result, history, started_utc)
+        except Exception as exc:  # noqa: BLE001 - the history never costs a measured run
+            result.warnings.append(f"history not used: {type(exc).__name__}: {exc}")
     return Measured(document(result), result, *_stopped(outcome, spec.transport, host))
 
 
@@ -291,12 +294,26 @@ def history_dir(option: str | None) -> Path | None:
     return run_history.resolve(option)
 
 
-def history_setup(params: dict[str, Any], host: str) -> dict[str, Any]:
+def history_setup(params: dict[str, Any], host: str,
+                  local: dict[str, Any] | None = None) -> dict[str, Any]:
     """What makes two runs the same setup for the history: every parameter that shapes
     the figures (not the budget, precision or cap, which only decide how many trials),
-    and the peer (its address as given; not the port, which the embedded server draws)."""
+    the peer (its address as given; not the port, which the embedded server draws), and
+    from this end's facts its host name and kernel, the congestion control its data
+    socket got and the interface's MTU (a history shared over NFS by several nodes, a
+    kernel update or "system" meaning another control start a new history).  Settings
+    that tune changes (sysctls, interrupt moderation) are not in it: a before-and-after
+    comparison wants --history off, or a history of its own."""
     drop = ("precision", "time_budget", "max_time")
-    return {"peer": host, **{k: v for k, v in params.items() if k not in drop}}
+    setup = {"peer": host, **{k: v for k, v in params.items() if k not in drop}}
+    facts = local or {}
+    machine, sock, iface = (facts.get(k) if isinstance(facts.get(k), dict) else {}
+                            for k in ("host", "socket", "interface"))
+    for name, value in (("local_host", machine.get("hostname")), ("kernel", machine.get("kernel")),
+                        ("congestion_used", sock.get("congestion")), ("mtu", iface.get("mtu"))):
+        if value is not None:
+            setup[name] = value
+    return setup
 
 
 def across_runs(result: RunResult, history: History, utc: str) -> list[str]:

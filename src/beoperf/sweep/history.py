@@ -26,6 +26,7 @@ cannot be used is skipped with a note.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import hashlib
 import json
 import math
@@ -45,6 +46,7 @@ MAX_RUNS = 8  # earlier runs kept per setup
 MAX_AGE_DAYS = 14  # older runs are dropped: the setup may have changed since
 MAX_BYTES = 1024 * 1024
 MAX_POINTS = 10_000  # per run
+MIN_MEDIAN, MAX_MEDIAN = 1e-6, 1e12  # a median's range (the unit's: us for the ping-pong)
 Z95 = 1.959964
 
 
@@ -55,7 +57,9 @@ class HistoryError(ValueError):
 def default_dir() -> Path:
     if os.geteuid() == 0:
         return Path("/var/lib/beoperf/history")
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    state = os.environ.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(state):  # unset or relative: the XDG default
+        state = str(Path.home() / ".local" / "state")
     return Path(state) / "beoperf" / "history"
 
 
@@ -74,27 +78,48 @@ def setup_key(suite: str, setup: Mapping[str, Any]) -> str:
     return f"{suite}-{hashlib.sha256(canon.encode()).hexdigest()[:20]}"
 
 
-def _own_dir(path: Path, create: bool) -> Path | None:
-    """``path`` if it is a directory of this user's that nobody else may write; created
-    (0700) if absent and ``create``; None if absent; HistoryError otherwise."""
+def _open_own_dir(path: Path, create: bool) -> int | None:
+    """An open descriptor of the directory ``path`` (O_NOFOLLOW: a link there is refused),
+    checked on the descriptor itself to be this user's and writable by nobody else; made
+    if absent and ``create`` (intermediate directories 0755, the last 0700, whatever the
+    umask); None if absent; HistoryError otherwise."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        st = os.lstat(path)
+        fd = os.open(path, flags)
     except FileNotFoundError:
         if not create:
             return None
-        try:
-            os.makedirs(path, mode=0o700)  # made by another meanwhile: "cannot create"
-            st = os.lstat(path)
-        except OSError as exc:
-            raise HistoryError(f"{path}: cannot create ({exc.strerror or exc})") from None
+        _make_dirs(path)
+        return _open_own_dir(path, create=False)
     except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(path):
+            raise HistoryError(f"{path}: is a symbolic link, not a directory") from None
         raise HistoryError(f"{path}: {exc.strerror or exc}") from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise HistoryError(f"{path}: is {safeio.kind_of(st.st_mode)}, not a directory")
+    st = os.fstat(fd)
     if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        os.close(fd)
         raise HistoryError(f"{path}: not a private directory of uid {os.geteuid()} "
                            f"(owner {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o})")
-    return path
+    return fd
+
+
+def _make_dirs(path: Path) -> None:
+    missing = []
+    at = path
+    while not os.path.lexists(at) and at != at.parent:
+        missing.append(at)
+        at = at.parent
+    for i, directory in enumerate(reversed(missing)):
+        mode = 0o700 if i == len(missing) - 1 else 0o755
+        try:
+            os.mkdir(directory, mode)
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.fchmod(fd, mode)  # the umask may have taken bits away, or left some
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise HistoryError(f"{directory}: cannot create ({exc.strerror or exc})") from None
 
 
 @dataclass
@@ -126,20 +151,29 @@ def parse(doc: Any, now: dt.datetime) -> list[Run]:
         if not isinstance(run, dict):
             raise ValueError("a run is not an object")
         when = _parse_utc(run.get("utc"))
-        points = run.get("medians")
-        if not isinstance(points, list) or len(points) > MAX_POINTS:
-            raise ValueError("a run has no list of medians, or too many")
-        medians: dict[int, float] = {}
-        for pair in points:
-            if (not isinstance(pair, list) or len(pair) != 2 or type(pair[0]) is not int
-                    or isinstance(pair[1], bool) or not isinstance(pair[1], int | float)):
-                raise ValueError("a median is not [point, value]")
-            if pair[0] < 1 or not (math.isfinite(pair[1]) and pair[1] > 0):
-                raise ValueError("a median is out of range")
-            medians[pair[0]] = float(pair[1])
+        medians = _medians(run.get("medians"))
         if now - when <= dt.timedelta(days=MAX_AGE_DAYS) and when <= now + dt.timedelta(1):
             out.append(Run(run["utc"], medians))
     return out[-MAX_RUNS:]
+
+
+def _medians(points: Any) -> dict[int, float]:
+    """A run's [[point, median], ...], checked; ValueError if it is not that."""
+    if not isinstance(points, list) or len(points) > MAX_POINTS:
+        raise ValueError("a run has no list of medians, or too many")
+    medians: dict[int, float] = {}
+    for pair in points:
+        if (not isinstance(pair, list) or len(pair) != 2 or type(pair[0]) is not int
+                or isinstance(pair[1], bool) or not isinstance(pair[1], int | float)):
+            raise ValueError("a median is not [point, value]")
+        try:
+            value = float(pair[1])
+        except OverflowError:  # an integer beyond any float
+            value = math.inf
+        if pair[0] < 1 or not MIN_MEDIAN <= value <= MAX_MEDIAN:
+            raise ValueError("a median is out of range")
+        medians[pair[0]] = value
+    return medians
 
 
 def between_run_sd(current: Mapping[int, float], earlier: Sequence[Run]) -> float | None:
@@ -148,8 +182,8 @@ def between_run_sd(current: Mapping[int, float], earlier: Sequence[Run]) -> floa
     total, count = 0.0, 0
     for run in earlier:
         for key, value in current.items():
-            if key in run.medians and value > 0:
-                total += math.log(value / run.medians[key]) ** 2
+            if key in run.medians and MIN_MEDIAN <= value <= MAX_MEDIAN:
+                total += (math.log(value) - math.log(run.medians[key])) ** 2
                 count += 1
     return math.sqrt(total / count / 2.0) if count else None
 
@@ -158,7 +192,8 @@ def widen(median: float, interval: Sequence[float], sd: float) -> tuple[float, f
     """The within-run repeat interval with the between-run spread added."""
     extra = Z95 * math.sqrt(2.0) * sd * median
     low, high = interval
-    return median - math.hypot(median - low, extra), median + math.hypot(high - median, extra)
+    return (max(0.0, median - math.hypot(median - low, extra)),
+            median + math.hypot(high - median, extra))
 
 
 @dataclass
@@ -181,9 +216,9 @@ class History:
         now = now or dt.datetime.now(dt.UTC)
         hist = cls(directory, setup_key(suite, setup), dict(setup))
         try:
-            if _own_dir(directory, create=False) is None:
+            fd = _open_own_dir(directory, create=False)
+            if fd is None:
                 return hist
-            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
             try:
                 try:
                     os.stat(hist.path.name, dir_fd=fd, follow_symlinks=False)
@@ -201,14 +236,25 @@ class History:
         return hist
 
     def record(self, utc: str, medians: Mapping[int, float]) -> str | None:
-        """Add this run (the oldest beyond MAX_RUNS go); a note if it could not be kept."""
+        """Add this run (the oldest beyond MAX_RUNS go); a note if it could not be kept.
+        A file that could not be read is left as it is."""
+        if self.note:
+            return f"this run was not added to the history: {self.path} was left as it is"
+        if len(medians) > MAX_POINTS:
+            return f"this run was not added to the history: more than {MAX_POINTS} sizes"
         runs = [*self.runs, Run(utc, dict(medians))][-MAX_RUNS:]
         doc = {"format": FORMAT, "setup": self.setup,
                "runs": [{"utc": r.utc, "medians": [[k, v] for k, v in sorted(r.medians.items())]}
                         for r in runs]}
         try:
-            _own_dir(self.directory, create=True)
-            safeio.write_atomic(self.path, safeio.dump_json(doc, indent=None), mode=0o600)
+            data = safeio.dump_json(doc, indent=None)
+            fd = _open_own_dir(self.directory, create=True)
+            assert fd is not None
+            try:
+                safeio.write_atomic_at(fd, self.path.name, data, mode=0o600,
+                                       shown=str(self.path))
+            finally:
+                os.close(fd)
         except (HistoryError, OSError, ValueError) as exc:
             return f"this run was not added to the history: {exc}"
         return None
