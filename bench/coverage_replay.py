@@ -23,20 +23,22 @@ import json
 import sys
 from pathlib import Path
 
-from beoperf.sweep.history import Run, between_run_sd, widen
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_pingpong import coverage as held  # noqa: E402
+
+from beoperf.sweep.history import Run, between_run_sd, widen  # noqa: E402
 
 
 def coverage(cur: list, nxt: list, earlier: list[list]) -> float | None:
-    medians = {size: med for size, med, *_ in cur}
-    sd = between_run_sd(medians, [Run("", {s: m for s, m, *_ in e}) for e in earlier])
-    nxt_at = {size: med for size, med, *_ in nxt}
-    hits = []
-    for size, med, lo, hi in cur:
-        if lo is None or size not in nxt_at:
-            continue
-        low, high = widen(med, (lo, hi), sd) if sd is not None else (lo, hi)
-        hits.append(low <= nxt_at[size] <= high)
-    return sum(hits) / len(hits) if hits else None
+    """bench_pingpong's coverage of ``cur``'s intervals, widened by the spread between
+    ``cur`` and ``earlier`` as the command widens them, over ``nxt``'s medians."""
+    sd = between_run_sd({size: med for size, med, *_ in cur},
+                        [Run("", {s: m for s, m, *_ in e}) for e in earlier])
+    if sd is not None:
+        cur = [[size, med, *widen(med, (lo, hi), sd)] if lo is not None else [size, med, lo, hi]
+               for size, med, lo, hi in cur]
+    return held(cur, nxt)
 
 
 def main(paths: list[str]) -> int:

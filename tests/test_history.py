@@ -271,6 +271,13 @@ def test_the_second_run_of_a_setup_widens_its_intervals_by_the_first(tmp_path):
     assert "intervals  include the spread between runs" in second["stdout"]
     assert "from 1 earlier run of this setup" in second["stdout"]
     assert "include the spread" not in first["stdout"]
+    for name, says in (("two", True), ("one", False)):
+        page = tmp_path / f"{name}.html"
+        proc = subprocess.run([sys.executable, "-m", "beoperf", "report", str(tmp_path /
+                               f"{name}.json"), "-o", str(page)], capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert ("include the spread between runs" in page.read_text()) is says
     for s in second["sizes"]:
         (lo, hi), (wlo, whi) = s["ci95_us"], s["ci95_within_run_us"]
         assert lo <= wlo and hi >= whi and (lo < wlo or facts["relative_sd"] == 0)
@@ -502,3 +509,25 @@ def test_a_write_that_fails_names_the_file(tmp_path):
     note = h.History(tmp_path, "k", {}).record(utc(), {1: 1.0})
     assert note.startswith("this run was not added to the history: ")
     assert str(tmp_path / "k.json") in note
+
+
+def test_what_is_written_is_what_is_read_back_within_the_file_limit(tmp_path):
+    """Eight runs of 10,000 sizes do not fit in 1 MiB: the oldest go until the file does,
+    so the next run can read it (a file over the limit would be refused for good); values
+    the reader would refuse are not written, the others to 7 digits."""
+    os.chmod(tmp_path, 0o700)
+    hist = h.History(tmp_path, "k", {})
+    medians = {k: 1000.0 + k / 3.0 for k in range(1, h.MAX_POINTS + 1)}
+    for _ in range(h.MAX_RUNS + 1):
+        assert hist.record(utc(), medians) is None
+        hist.runs = h.parse(json.loads((tmp_path / "k.json").read_text()), NOW)
+    assert (tmp_path / "k.json").stat().st_size <= h.MAX_BYTES
+    assert 1 <= len(hist.runs) < h.MAX_RUNS
+    one_more = [hist.runs[0], *hist.runs]  # as many runs as fit, not fewer
+    assert len(hist._encoded(one_more)) > h.MAX_BYTES
+    assert hist.runs[-1].medians[1] == pytest.approx(1000.0 + 1 / 3.0, rel=1e-6)
+    fresh = h.History(tmp_path, "small", {})
+    assert fresh.record(utc(), {1: 5e-7, 2: 3.0, 3: 2e12, 4: h.MIN_MEDIAN,
+                                5: h.MAX_MEDIAN}) is None
+    assert h.parse(json.loads((tmp_path / "small.json").read_text()), NOW)[0].medians == {
+        2: 3.0, 4: h.MIN_MEDIAN, 5: h.MAX_MEDIAN}

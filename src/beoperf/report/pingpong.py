@@ -36,7 +36,9 @@ def text(doc: Document | RunResult, **_options: Any) -> str:
         lines.append(f"  throughput {s['peak_throughput_bps'] / 1e6:.2f} Mbit/s peak at "
                      f"{s['peak_size']} B (from the median time)")
         lines += analysis_lines(run)
-        lines += _between_runs_line(run)
+        between = between_runs_text(run)
+        if between:
+            lines.append(f"  intervals  {between}")
         switch = protocol_switch(run) if len(run.sizes) >= 3 else None
         if switch is not None:
             lines.append(f"  protocol   {switch.text()}")
@@ -77,14 +79,16 @@ def analysis_lines(run: RunResult) -> list[str]:
     return out
 
 
-def _between_runs_line(run: RunResult) -> list[str]:
-    """What the history of earlier runs added to the intervals, when it added anything."""
+def between_runs_text(run: RunResult) -> str | None:
+    """What the history of earlier runs added to the intervals, when it added anything
+    (the text summary and the HTML report say it alike)."""
     facts = (run.sweep or {}).get("between_runs") or {}
     sd, n = facts.get("relative_sd"), facts.get("earlier_runs")
-    if not facts.get("added_to_intervals") or not isinstance(sd, int | float) or not n:
-        return []
-    return [f"  intervals  include the spread between runs: {float(sd) * 100:.1f}% "
-            f"(one run's level, from {n} earlier run{'s' if n != 1 else ''} of this setup)"]
+    if not facts.get("added_to_intervals") or not isinstance(sd, int | float) \
+            or not isinstance(n, int) or n < 1:
+        return None
+    return (f"include the spread between runs: {float(sd) * 100:.1f}% (one run's level, "
+            f"from {n} earlier run{'s' if n != 1 else ''} of this setup)")
 
 
 def _latency_line(run: RunResult, s: dict[str, Any]) -> str:

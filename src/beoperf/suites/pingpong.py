@@ -320,8 +320,8 @@ def across_runs(result: RunResult, history: History, utc: str) -> list[str]:
     """Widen every size's ``ci95_us`` by the spread between this run and the earlier runs
     of its setup (beoperf.sweep.history), record what was done in ``sweep.between_runs``,
     and add a complete run to the history; the notes for the result."""
-    medians = {s.size: s.time_us["median"] for s in result.sizes
-               if s.time_us.get("median") is not None and s.time_us["median"] > 0}
+    medians = {s.size: float(s.time_us["median"]) for s in result.sizes
+               if s.time_us.get("median") is not None}  # range: between_run_sd, record
     sd = run_history.between_run_sd(medians, history.runs)
     notes = [history.note] if history.note else []
     if sd is not None:
@@ -336,9 +336,9 @@ def across_runs(result: RunResult, history: History, utc: str) -> list[str]:
             s.ci95_relative = s.ci95_halfwidth_us / med if med > 0 else None
     elif not history.note:
         notes.append(f"no earlier run of this setup in {history.directory}: each interval "
-                     "(ci95_us) holds this run's own spread only, and a later run may sit "
-                     "5-15% away on a shared machine; the next run of this setup adds the "
-                     "spread between runs")
+                     "(ci95_us) holds this run's own spread only, and the level of a whole "
+                     "run can move between runs by more than that; the next run of this "
+                     "setup adds the spread between runs")
     result.sweep = dict(result.sweep or {}, between_runs={
         "history": str(history.path), "earlier_runs": len(history.runs),
         "relative_sd": None if sd is None else round(sd, 5), "added_to_intervals": sd is not None})

@@ -242,12 +242,15 @@ class History:
             return f"this run was not added to the history: {self.path} was left as it is"
         if len(medians) > MAX_POINTS:
             return f"this run was not added to the history: more than {MAX_POINTS} sizes"
-        runs = [*self.runs, Run(utc, dict(medians))][-MAX_RUNS:]
-        doc = {"format": FORMAT, "setup": self.setup,
-               "runs": [{"utc": r.utc, "medians": [[k, v] for k, v in sorted(r.medians.items())]}
-                        for r in runs]}
+        kept = {k: float(f"{v:.7g}") for k, v in medians.items()
+                if MIN_MEDIAN <= v <= MAX_MEDIAN}  # what parse takes, 7 digits
+        runs = [*self.runs, Run(utc, kept)][-MAX_RUNS:]
         try:
-            data = safeio.dump_json(doc, indent=None)
+            data = self._encoded(runs)
+            # what load reads: the newest runs that fit (one run of MAX_POINTS always does)
+            while len(data) > MAX_BYTES and len(runs) > 1:
+                runs = runs[1:]
+                data = self._encoded(runs)
             fd = _open_own_dir(self.directory, create=True)
             assert fd is not None
             try:
@@ -258,3 +261,9 @@ class History:
         except (HistoryError, OSError, ValueError) as exc:
             return f"this run was not added to the history: {exc}"
         return None
+
+    def _encoded(self, runs: list[Run]) -> bytes:
+        doc = {"format": FORMAT, "setup": self.setup,
+               "runs": [{"utc": r.utc, "medians": [[k, v] for k, v in sorted(r.medians.items())]}
+                        for r in runs]}
+        return safeio.dump_json(doc, indent=None).encode()

@@ -30,6 +30,7 @@ from beoperf.report.html.markup import (
     table,
     text_of,
 )
+from beoperf.report.pingpong import between_runs_text
 from beoperf.units import format_rate, format_size, size_tick
 
 GBIT_FROM_BPS = 1e9
@@ -184,6 +185,7 @@ def conditions(run: RunResult, doc: Document) -> Markup:
         ("sweep", f"{sweep.get('passes')} passes in {sweep.get('elapsed_s')} s (budget "
                   f"{text_of(sweep.get('time_budget_s'))} s); interval inflation "
                   f"{sweep.get('interval_inflation')}" if sweep else None),
+        ("intervals", between_runs_text(run)),
         ("clock", f"{clock.get('source')}, overhead {clock.get('overhead_ns')} ns"
          if clock else None),
         ("source", text_of(run.source) if run.source else None),
