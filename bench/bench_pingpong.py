@@ -11,8 +11,9 @@ namespaces built with tests/netns.py), and with one pair of tools at a time:
    left imprecise, and how often one beoperf sweep's 95% interval of a size's median
    holds the median the next sweep measured (coverage): the stated interval
    (``ci95_us``, widened by the spread of the link's earlier sweeps in this run, kept in
-   a history of the run's own: RAW/history-LINK) against the next sweep, and the
-   within-run interval (``ci95_within_run_us``) both ways;
+   a history of the run's own: RAW/history-LINK, or with ``--shared-history`` one
+   RAW/history for every link, as the setups of one host share a user's) against the
+   next sweep, and the within-run interval (``ci95_within_run_us``) both ways;
 4. with ``--shaped``: stream mode against iperf3 through ``tc tbf`` at 100 Mbit/s and
    1 Gbit/s (burst 256 KB) between two namespaces, beside the payload rate the shaper
    allows (rate x MSS / (MTU + 14)).
@@ -332,7 +333,8 @@ def best_trial_peak(doc: dict) -> tuple[float | None, int | None]:
 
 
 def beoperf_sweep(ctx: Ctx) -> dict:
-    history = ["--history", str(ctx.raw / f"history-{ctx.link.name}")]
+    where = "history" if ctx.args.shared_history else f"history-{ctx.link.name}"
+    history = ["--history", str(ctx.raw / where)]
     res = beoperf_run(ctx, "sweep", [*history, *ctx.args.beoperf_sweep_args.split()], 600)
     s = res["doc"]["summary"]
     best, best_size = best_trial_peak(res["doc"])
@@ -509,12 +511,12 @@ def coverages(sweeps: list[dict], key: str = "within") -> list[float]:
 
 
 def forward_coverages(sweeps: list[dict]) -> list[float]:
-    """Coverage of each sweep's stated interval (widened by the sweeps before it) against
-    the next sweep's median, for the sweeps that had an earlier one to learn from: only
-    forward, as the next sweep played no part in the interval."""
+    """Coverage of each sweep's stated interval (widened by the sweeps before it, or by
+    the other setups of the host) against the next sweep's median, for the sweeps whose
+    interval was widened: only forward, as the next sweep played no part in it."""
     ok = [r for r in sweeps if "intervals" in r]
     return [c for a, b in zip(ok, ok[1:], strict=False)
-            if ((a.get("between_runs") or {}).get("earlier_runs") or 0) > 0
+            if (a.get("between_runs") or {}).get("added_to_intervals")
             and (c := coverage(a["intervals"], b["intervals"])) is not None]
 
 
@@ -694,6 +696,9 @@ def tool_versions() -> dict:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--links", default="loopback,veth", help="comma list of loopback,veth")
+    p.add_argument("--shared-history", action="store_true",
+                   help="one history directory for every link (a later link's first sweep "
+                        "then has the earlier links' spread between runs)")
     p.add_argument("--rounds", type=int, default=5, help="latency rounds (default 5)")
     p.add_argument("--tput-rounds", type=int, default=3, help="stream/iperf3 rounds (3)")
     p.add_argument("--sweep-rounds", type=int, default=2,

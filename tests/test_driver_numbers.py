@@ -146,6 +146,8 @@ def test_the_sizes_a_pass_skips_are_warmed_up_on_the_way():
     assert b.trials == 15 and b.converged
     assert b.trial_medians_us == [4.0, 4.8, 4.0, 4.8, 4.0, 4.8] + [4.4] * 9
     assert b.time_us["median"] == 4.4 and b.ci95_median_us == [4.4, 4.4]
+    # which pass each trial ran in: the calibration's (0), then one a pass
+    assert (a.trial_passes, b.trial_passes) == ([0, 1, 2, 3, 4, 5], list(range(15)))
 
 
 def test_corrupted_messages_of_every_trial_before_the_check_add_up():
@@ -264,7 +266,7 @@ def test_a_sizes_statistics_by_hand():
                            "from_best_trial": 8000 / 2e-6},
         "corrupt": 3, "trial_medians_us": [2.0, 3.0, 4.0, 4.0, 2.0, 6.0],
         "ci95_us": [3.5 - k * 1.5, 3.5 + k * 2.5], "ci95_median_us": [2.0, 6.0],
-        "ci95_within_run_us": None}
+        "ci95_within_run_us": None, "trial_passes": [0, 1, 2, 3, 4, 5]}
     close(vars(size_result(chunky_point(), "pingpong", 3, 1.5)), want)
     # by default: no corruption, no inflation (sqrt2 alone); bidir moves the message twice
     k = SQRT2

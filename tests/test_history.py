@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from beoperf.model.pingpong import RunResult, SizeResult
+from beoperf.report.pingpong import between_runs_text
 from beoperf.suites.pingpong import across_runs, history_setup
 from beoperf.sweep import history as h
 
@@ -204,12 +205,13 @@ def test_a_planted_symlink_is_neither_read_nor_written_through(tmp_path):
     assert hist.runs == [] and "symbolic link" in hist.note
     assert hist.record(utc(), {1: 1.0}).endswith(f"{link} was left as it is")
     assert link.is_symlink() and target.read_text() == "keep me\n"
-    link.unlink()  # planted between the run's reading and its writing:
-    fresh = h.History.load(hist_dir, "pingpong", setup, NOW)
-    link.symlink_to(target)
-    assert fresh.note is None and fresh.record(utc(), {1: 1.0}) is None
-    assert target.read_text() == "keep me\n"  # the link was replaced, not followed
-    assert not link.is_symlink() and len(json.loads(link.read_text())["runs"]) == 1
+    link.unlink()  # planted between the run's reading and its writing: the file is read
+    fresh = h.History.load(hist_dir, "pingpong", setup, NOW)  # again before the write,
+    link.symlink_to(target)  # and the link is refused there, neither followed nor replaced
+    assert fresh.note is None
+    assert fresh.record(utc(), {1: 1.0}).endswith("a symbolic link, not followed; the file "
+                                                  "was left as it is")
+    assert target.read_text() == "keep me\n" and link.is_symlink()
 
 
 def test_a_directory_others_may_write_or_a_symlinked_one_is_refused(tmp_path):
@@ -282,7 +284,10 @@ def test_the_second_run_of_a_setup_widens_its_intervals_by_the_first(tmp_path):
         (lo, hi), (wlo, whi) = s["ci95_us"], s["ci95_within_run_us"]
         assert lo <= wlo and hi >= whi and (lo < wlo or facts["relative_sd"] == 0)
     other = pingpong(tmp_path / "three", "--history", str(hist_dir), "--congestion", "system")
-    assert other["sweep"]["between_runs"]["earlier_runs"] == 0  # another setup
+    facts = other["sweep"]["between_runs"]
+    assert facts["earlier_runs"] == 0  # another setup, but of this host: its spread
+    assert facts["host_setups"] == 1 and facts["added_to_intervals"] is True
+    assert "from 1 other setup of this host; no earlier run of this setup" in other["stdout"]
     off = pingpong(tmp_path / "four", "--history", "off")
     assert "between_runs" not in off["sweep"]
 
@@ -309,7 +314,8 @@ def test_across_runs_by_hand(tmp_path):
     sd = math.sqrt(sum(x * x for x in logs) / 3 / 2)
     assert run.sweep == {"passes": 9, "between_runs": {
         "history": str(tmp_path / f"{hist.key}.json"), "earlier_runs": 1,
-        "relative_sd": round(sd, 5), "added_to_intervals": True}}
+        "relative_sd": round(sd, 5), "added_to_intervals": True,
+        "own_relative_sd": round(sd, 5), "host_relative_sd": None, "host_setups": 0}}
     extra = 1.959964 * math.sqrt(2) * sd
     small, middle, last = sizes[0], sizes[1], sizes[2]
     assert small.ci95_us == pytest.approx([0.5 - math.hypot(0.05, extra * 0.5),
@@ -531,3 +537,214 @@ def test_what_is_written_is_what_is_read_back_within_the_file_limit(tmp_path):
                                 5: h.MAX_MEDIAN}) is None
     assert h.parse(json.loads((tmp_path / "small.json").read_text()), NOW)[0].medians == {
         2: 3.0, 4: h.MIN_MEDIAN, 5: h.MAX_MEDIAN}
+
+
+# --- the host's spread: other setups on this host, for a setup with few runs of its own ----
+
+
+HOST = {"local_host": "node7", "kernel": "6.1.0-test"}
+
+
+def other_setup(directory: Path, n: int, levels: list[float], host: dict = HOST,
+                when: float = 0.5) -> dict:
+    """A history file of another setup of ``host``: runs at ``levels`` times 10 at points
+    1-3, and its setup."""
+    setup = {"peer": f"198.18.0.{n}", **host}
+    path = directory / f"{h.setup_key('pingpong', setup)}.json"
+    runs = [{"utc": utc(when + i * 0.01), "medians": [[k, 10.0 * lv * k] for k in (1, 2, 3)]}
+            for i, lv in enumerate(levels)]
+    path.write_text(json.dumps({"format": h.FORMAT, "setup": setup, "runs": runs}))
+    return setup
+
+
+def test_spread_within_pools_every_pair_of_runs_and_their_common_points():
+    runs = [h.Run(utc(), {1: 10.0, 2: 20.0}), h.Run(utc(), {1: 11.0, 3: 5.0}),
+            h.Run(utc(), {1: 12.0, 2: 18.0})]
+    logs = [math.log(11 / 10), math.log(12 / 10), math.log(18 / 20), math.log(12 / 11)]
+    want = math.sqrt(sum(x * x for x in logs) / len(logs) / 2)
+    assert h.spread_within(runs) == pytest.approx(want, rel=1e-12)
+    assert h.spread_within(runs[:1]) is None
+    assert h.spread_within([h.Run(utc(), {1: 1.0}), h.Run(utc(), {2: 1.0})]) is None
+
+
+def test_pooled_sd_counts_the_host_as_one_earlier_run():
+    assert h.pooled_sd(None, 0, None) is None
+    assert h.pooled_sd(0.03, 2, None) == 0.03
+    assert h.pooled_sd(None, 0, 0.05) == 0.05
+    assert h.pooled_sd(0.03, 0, 0.06) == 0.03  # no earlier run: nothing of its own to pool
+    assert h.pooled_sd(0.03, 2, 0.06) == pytest.approx(math.sqrt((2 * 0.03**2 + 0.06**2) / 3),
+                                                       rel=1e-12)
+    assert h.pooled_sd(0.03, 7, 0.06) < h.pooled_sd(0.03, 1, 0.06)  # own runs weigh more
+
+
+def test_the_hosts_spread_is_the_rms_over_other_setups_of_this_host_only(tmp_path):
+    """Two other setups of this host (levels 1, 1.1: log 1.1 at three points, s^2 =
+    log(1.1)^2 / 2; and 1, 0.9, 1: pairs log 0.9, 0, log(1/0.9), s^2 = 2 log(0.9)^2 / 3 /
+    2), their mean square; a setup of another host, one of another kernel, one with a single
+    run, a crafted file, a symlink to a file elsewhere and the setup's own file are not
+    used."""
+    hist_dir, elsewhere = tmp_path / "h", tmp_path / "elsewhere"
+    hist_dir.mkdir(mode=0o700)
+    elsewhere.mkdir()
+    other_setup(hist_dir, 1, [1.0, 1.1])
+    other_setup(hist_dir, 2, [1.0, 0.9, 1.0])
+    other_setup(hist_dir, 3, [1.0, 2.0], host={**HOST, "local_host": "node8"})
+    other_setup(hist_dir, 4, [1.0, 2.0], host={**HOST, "kernel": "6.2"})
+    other_setup(hist_dir, 5, [1.0])
+    (hist_dir / f"pingpong-{'0' * 20}.json").write_text(json.dumps({"format": "nope",
+                                                                    "setup": HOST}))
+    (hist_dir / f"pingpong-{'2' * 20}.json").write_text("[1, 2]")
+    planted = other_setup(elsewhere, 6, [1.0, 3.0])
+    os.symlink(elsewhere / f"{h.setup_key('pingpong', planted)}.json",
+               hist_dir / f"pingpong-{'1' * 20}.json")
+    mine = {"peer": "127.0.0.1", **HOST}
+    own = hist_dir / f"{h.setup_key('pingpong', mine)}.json"
+    own.write_text(json.dumps({"format": h.FORMAT, "setup": mine, "runs": [
+        {"utc": utc(0.3), "medians": [[1, 10.0]]}, {"utc": utc(0.2), "medians": [[1, 30.0]]}]}))
+    # the files not used are the newest: a scan that stopped at the first of them would
+    # see none of the two that count
+    for age, path in enumerate(sorted(hist_dir.iterdir(), key=lambda p: any(
+            mark in p.read_text() for mark in ("node8", "6.2", "nope", "[1, 2]")) or p == own)):
+        os.utime(path, (2_000_000 + age, 2_000_000 + age), follow_symlinks=False)
+    hist = h.History.load(hist_dir, "pingpong", mine, NOW)
+    s1 = math.log(1.1) ** 2 / 2
+    s2 = 2 * math.log(0.9) ** 2 / 3 / 2
+    assert hist.note is None and len(hist.runs) == 2
+    assert hist.host_setups == 2
+    assert hist.host_sd == pytest.approx(math.sqrt((s1 + s2) / 2), rel=1e-12)
+
+
+def test_without_its_host_and_kernel_a_setup_takes_no_hosts_spread(tmp_path):
+    os.chmod(tmp_path, 0o700)
+    other_setup(tmp_path, 1, [1.0, 1.1], host={})
+    hist = h.History.load(tmp_path, "pingpong", {"peer": "x"}, NOW)
+    assert (hist.host_sd, hist.host_setups) == (None, 0)
+    assert (h.History.load(tmp_path, "pingpong", {"peer": "x", **HOST}, NOW).host_setups,
+            h.History.load(tmp_path, "pingpong", {"peer": "x", **HOST}, NOW).host_sd) == \
+        (0, None)  # of this host, but no other setup of it
+
+
+def test_the_scan_for_other_setups_looks_at_max_entries_of_the_directory(tmp_path, monkeypatch):
+    """Three other setups that moved, a scan of two entries: at most two are used."""
+    os.chmod(tmp_path, 0o700)
+    for n in range(3):
+        other_setup(tmp_path, n, [1.0, 1.2])
+    monkeypatch.setattr(h, "MAX_ENTRIES", 2)
+    hist = h.History.load(tmp_path, "pingpong", {"peer": "x", **HOST}, NOW)
+    assert hist.host_setups == 2 and hist.host_sd == pytest.approx(math.log(1.2) / math.sqrt(2))
+
+
+def test_only_the_newest_other_setups_are_read(tmp_path):
+    """MAX_OTHER_SETUPS + 1 other setups, the oldest (by its file's time) the only one that
+    moved: it is not read."""
+    os.chmod(tmp_path, 0o700)
+    for n in range(h.MAX_OTHER_SETUPS + 1):
+        setup = other_setup(tmp_path, n, [1.0, 1.5] if n == 0 else [1.0, 1.0])
+        path = tmp_path / f"{h.setup_key('pingpong', setup)}.json"
+        os.utime(path, (1_000_000 + n, 1_000_000 + n))
+    hist = h.History.load(tmp_path, "pingpong", {"peer": "x", **HOST}, NOW)
+    assert (hist.host_sd, hist.host_setups) == (0.0, h.MAX_OTHER_SETUPS)
+
+
+def test_a_first_run_takes_the_hosts_spread_and_says_so(tmp_path):
+    """No earlier run of this setup, another setup of this host that moved 10%: the first
+    run's intervals hold that spread, its facts and the text say where it came from; the
+    second run pools its own earlier run with the host's (one run's weight)."""
+    rng = random.Random(11)
+    os.chmod(tmp_path, 0o700)
+    other_setup(tmp_path, 1, [1.0, 1.1])
+    setup = {"peer": "127.0.0.1", **HOST}
+    first = sweep(1.0, rng=rng)
+    notes = across_runs(first, h.History.load(tmp_path, "pingpong", setup, NOW), utc(0.02))
+    host = math.log(1.1) / math.sqrt(2)
+    facts = first.sweep["between_runs"]
+    assert facts["earlier_runs"] == 0 and facts["added_to_intervals"] is True
+    assert facts["relative_sd"] == pytest.approx(host, abs=1e-5)
+    assert (facts["own_relative_sd"], facts["host_setups"]) == (None, 1)
+    assert facts["host_relative_sd"] == pytest.approx(host, abs=1e-5)
+    assert any(f"1 other setup of this host showed ({host * 100:.1f}%)" in n for n in notes)
+    assert not any("holds this run's own spread only" in n for n in notes)
+    text = between_runs_text(first)
+    assert "from 1 other setup of this host; no earlier run of this setup" in text
+    for s in first.sizes:
+        assert s.ci95_us[0] < s.ci95_within_run_us[0] and s.ci95_us[1] > s.ci95_within_run_us[1]
+    second = sweep(1.05, rng=rng)
+    across_runs(second, h.History.load(tmp_path, "pingpong", setup, NOW), utc(0.01))
+    facts = second.sweep["between_runs"]
+    own = facts["own_relative_sd"]
+    assert own == pytest.approx(math.log(1.05) / math.sqrt(2), rel=0.2)
+    assert facts["relative_sd"] == pytest.approx(math.sqrt((own**2 + host**2) / 2), abs=1e-5)
+    assert "from 1 earlier run of this setup and 1 other setup of this host" in \
+        between_runs_text(second)
+    other_setup(tmp_path, 2, [1.0, 1.1])
+    third = sweep(1.0, rng=rng)
+    notes = across_runs(third, h.History.load(tmp_path, "pingpong", {"peer": "y", **HOST},
+                                              NOW), utc(0.005))
+    assert any("3 other setups of this host showed" in n for n in notes)  # 127.0.0.1 too
+    assert "from 3 other setups of this host; no earlier run" in between_runs_text(third)
+
+
+# --- two runs of one setup at once ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("now, first, second", [
+    (NOW, utc(0.02), utc(0.01)),
+    # a clock far from this machine's: what the file holds is judged, when the run is
+    # added, at the time the history was loaded at, not at this machine's
+    (dt.datetime(2020, 1, 1, tzinfo=dt.UTC), "2019-12-31T00:00:00Z", "2019-12-31T12:00:00Z"),
+])
+def test_a_run_that_ended_meanwhile_is_kept_by_the_next_to_record(tmp_path, now, first,
+                                                                  second):
+    """Two runs of one setup started together (neither saw the other's): both are kept,
+    oldest first."""
+    os.chmod(tmp_path, 0o700)
+    setup = {"peer": "p"}
+    one = h.History.load(tmp_path, "pingpong", setup, now)
+    two = h.History.load(tmp_path, "pingpong", setup, now)
+    assert one.record(first, {1: 10.0}) is None
+    assert two.record(second, {1: 11.0}) is None
+    again = h.History.load(tmp_path, "pingpong", setup, now)
+    assert [r.medians for r in again.runs] == [{1: 10.0}, {1: 11.0}]
+
+
+def test_a_file_spoilt_while_a_run_ran_is_left_as_it_is(tmp_path):
+    os.chmod(tmp_path, 0o700)
+    setup = {"peer": "p"}
+    hist = h.History.load(tmp_path, "pingpong", setup, NOW)
+    hist.path.write_text("not json")
+    note = hist.record(utc(), {1: 10.0})
+    assert note.startswith("this run was not added to the history: ")
+    assert "left as it is" in note and hist.path.read_text() == "not json"
+
+
+def _record_many(directory: str, start: int) -> None:
+    for i in range(4):
+        hist = h.History.load(Path(directory), "pingpong", {"peer": "p"}, NOW)
+        assert hist.record(utc(0.1 - (start + i) * 0.001), {1: 10.0 + start + i}) is None
+
+
+def test_runs_recorded_by_two_processes_at_once_are_all_kept(tmp_path):
+    """Two processes each record four runs as fast as they can: the lock makes each
+    read-add-write whole, so the file ends with all eight (MAX_RUNS)."""
+    import multiprocessing
+
+    os.chmod(tmp_path, 0o700)
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_record_many, args=(str(tmp_path), s)) for s in (0, 4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    kept = h.History.load(tmp_path, "pingpong", {"peer": "p"}, NOW)
+    assert h.MAX_RUNS == 8
+    assert sorted(r.medians[1] for r in kept.runs) == [10.0 + i for i in range(8)]
+
+
+def test_a_dangling_link_planted_while_a_run_ran_is_left_as_it_is(tmp_path):
+    os.chmod(tmp_path, 0o700)
+    setup = {"peer": "p"}
+    hist = h.History.load(tmp_path, "pingpong", setup, NOW)
+    hist.path.symlink_to(tmp_path / "nowhere")
+    assert hist.record(utc(), {1: 1.0}).endswith("the file was left as it is")
+    assert hist.path.is_symlink() and not (tmp_path / "nowhere").exists()

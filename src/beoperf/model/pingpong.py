@@ -56,6 +56,9 @@ class SizeResult:
     ci95_median_us: list[float] | None = None  # [low, high]: this run's median's interval
     # [low, high]: ci95_us before the spread between earlier runs was added (only then)
     ci95_within_run_us: list[float] | None = None
+    # the pass of each trial (0: calibration), in the order of trial_medians_us: which
+    # trials shared the machine's state of one moment
+    trial_passes: list[int] | None = None
 
     def central_time_us(self) -> float:
         """The figure to read: the median, or for imports what the source has."""

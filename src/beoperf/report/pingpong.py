@@ -83,12 +83,17 @@ def between_runs_text(run: RunResult) -> str | None:
     """What the history of earlier runs added to the intervals, when it added anything
     (the text summary and the HTML report say it alike)."""
     facts = (run.sweep or {}).get("between_runs") or {}
-    sd, n = facts.get("relative_sd"), facts.get("earlier_runs")
+    sd, n, m = facts.get("relative_sd"), facts.get("earlier_runs"), facts.get("host_setups", 0)
     if not facts.get("added_to_intervals") or not isinstance(sd, int | float) \
-            or not isinstance(n, int) or n < 1:
+            or not isinstance(n, int) or not isinstance(m, int) or n < 0 or m < 0 \
+            or n + m < 1:
         return None
+    own = f"{n} earlier run{'s' if n != 1 else ''} of this setup"
+    host = f"{m} other setup{'s' if m != 1 else ''} of this host"
+    whence = (own if not m else f"{own} and {host}" if n else
+              f"{host}; no earlier run of this setup")
     return (f"include the spread between runs: {float(sd) * 100:.1f}% (one run's level, "
-            f"from {n} earlier run{'s' if n != 1 else ''} of this setup)")
+            f"from {whence})")
 
 
 def _latency_line(run: RunResult, s: dict[str, Any]) -> str:

@@ -322,7 +322,8 @@ def across_runs(result: RunResult, history: History, utc: str) -> list[str]:
     and add a complete run to the history; the notes for the result."""
     medians = {s.size: float(s.time_us["median"]) for s in result.sizes
                if s.time_us.get("median") is not None}  # range: between_run_sd, record
-    sd = run_history.between_run_sd(medians, history.runs)
+    own = run_history.between_run_sd(medians, history.runs)
+    sd = run_history.pooled_sd(own, len(history.runs), history.host_sd)
     notes = [history.note] if history.note else []
     if sd is not None:
         for s in result.sizes:
@@ -334,19 +335,35 @@ def across_runs(result: RunResult, history: History, utc: str) -> list[str]:
             s.ci95_us = [low, high]
             s.ci95_halfwidth_us = (high - low) / 2.0
             s.ci95_relative = s.ci95_halfwidth_us / med if med > 0 else None
-    elif not history.note:
-        notes.append(f"no earlier run of this setup in {history.directory}: each interval "
-                     "(ci95_us) holds this run's own spread only, and the level of a whole "
-                     "run can move between runs by more than that; the next run of this "
-                     "setup adds the spread between runs")
+    if own is None and not history.note:
+        if sd is None:
+            notes.append(f"no earlier run of this setup in {history.directory}: each "
+                         "interval (ci95_us) holds this run's own spread only, and the level "
+                         "of a whole run can move between runs by more than that; the next "
+                         "run of this setup adds the spread between runs")
+        else:
+            notes.append(f"no earlier run of this setup in {history.directory}: each "
+                         "interval (ci95_us) includes the spread between runs that "
+                         f"{_setups(history.host_setups)} of this host showed "
+                         f"({sd * 100:.1f}%); the next run of this setup adds its own")
     result.sweep = dict(result.sweep or {}, between_runs={
         "history": str(history.path), "earlier_runs": len(history.runs),
-        "relative_sd": None if sd is None else round(sd, 5), "added_to_intervals": sd is not None})
+        "relative_sd": _rounded(sd), "added_to_intervals": sd is not None,
+        "own_relative_sd": _rounded(own), "host_relative_sd": _rounded(history.host_sd),
+        "host_setups": history.host_setups})
     if result.status == "complete" and medians:
         kept = history.record(utc, medians)
         if kept:
             notes.append(kept)
     return notes
+
+
+def _setups(n: int) -> str:
+    return f"{n} other setup{'s' if n != 1 else ''}"
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 5)
 
 
 def _loopback(host: str) -> bool:

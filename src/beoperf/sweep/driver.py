@@ -357,7 +357,8 @@ def size_result(point: Point, mode: str, corrupt: int = 0,
         corrupt=corrupt,
         trial_medians_us=[float(t) for t in np.array(point.trial_medians) / 1000.0],
         ci95_us=[repeat[0] / 1000.0, repeat[1] / 1000.0] if repeat else None,
-        ci95_median_us=[plain[1] / 1000.0, plain[2] / 1000.0] if plain else None)
+        ci95_median_us=[plain[1] / 1000.0, plain[2] / 1000.0] if plain else None,
+        trial_passes=list(point.pass_of))
 
 
 def open_transport(peer: Peer, params: dict[str, Any], *, timeout: float = 10.0) -> Transport:

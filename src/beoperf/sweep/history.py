@@ -12,25 +12,35 @@ and a later run adds the spread between runs that those files show:
 (each difference holds two runs' level, hence the 2; within-run noise inflates it a
 little, which errs on the wide side).  The interval where a repeat run's median falls
 becomes ``median -+ hypot(within-run half-width, 1.96 sqrt(2) s_b median)``: the repeat
-run has its own level too.  With no earlier run the interval is the within-run one, and
-the document says so.
+run has its own level too.
+
+How far a run's level moves is mostly the machine's doing (its neighbours, its CPUs'
+wake-up states), so the other setups of the same host (host name and kernel) tell
+something of a setup that has few runs of its own: their spread (s_b over every pair of
+their runs, the root mean square over setups) counts as one earlier run of the setup,
+pooled with its own (s^2 = (n s_own^2 + s_host^2) / (n + 1) after n earlier runs), and a
+first run takes it alone.  With neither, the interval is the within-run one, and the
+document says so.
 
 Where the files go: ``--history DIR``, else $BEOPERF_HISTORY, else /var/lib/beoperf/history
 as root and $XDG_STATE_HOME/beoperf/history (~/.local/state) otherwise; ``off`` keeps
 none.  The directory must be this user's own and writable by nobody else (created 0700);
-a file is read bounded and validated, written atomically, and at most ``MAX_RUNS`` runs
-no older than ``MAX_AGE_DAYS`` are kept.  Nothing here can fail a run: a history that
-cannot be used is skipped with a note.
+a file is read bounded and validated, written atomically (read again and written under
+a lock on the directory, so that two runs of one setup at once both stay), and at most
+``MAX_RUNS`` runs no older than ``MAX_AGE_DAYS`` are kept.  Nothing here can fail a run:
+a history that cannot be used is skipped with a note.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import errno
+import fcntl
 import hashlib
 import json
 import math
 import os
+import re
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +58,10 @@ MAX_BYTES = 1024 * 1024
 MAX_POINTS = 10_000  # per run
 MIN_MEDIAN, MAX_MEDIAN = 1e-6, 1e12  # a median's range (the unit's: us for the ping-pong)
 Z95 = 1.959964
+MAX_OTHER_SETUPS = 16  # other setups' files read for the host's spread: the newest
+MAX_ENTRIES = 4096  # directory entries looked at for them
+HOST_WEIGHT = 1.0  # the host's spread counts as this many earlier runs of a setup
+SAME_HOST = ("local_host", "kernel")  # what makes another setup one of this host
 
 
 class HistoryError(ValueError):
@@ -188,6 +202,78 @@ def between_run_sd(current: Mapping[int, float], earlier: Sequence[Run]) -> floa
     return math.sqrt(total / count / 2.0) if count else None
 
 
+def spread_within(runs: Sequence[Run]) -> float | None:
+    """s_b of one setup from its own runs: over every pair of runs and their common
+    points (medians as parse checked them); None without a common point."""
+    total, count = 0.0, 0
+    for i, later in enumerate(runs):
+        for earlier in runs[:i]:
+            for key, value in later.medians.items():
+                if key in earlier.medians:
+                    total += (math.log(value) - math.log(earlier.medians[key])) ** 2
+                    count += 1
+    return math.sqrt(total / count / 2.0) if count else None
+
+
+def pooled_sd(own: float | None, earlier_runs: int, host: float | None) -> float | None:
+    """The spread a run's intervals get: its setup's own (from ``earlier_runs`` runs)
+    pooled with the host's, which counts as HOST_WEIGHT runs; either alone if the other
+    is unknown."""
+    if host is None or (own is not None and earlier_runs <= 0):
+        return own
+    if own is None:
+        return host
+    return math.sqrt((earlier_runs * own * own + HOST_WEIGHT * host * host)
+                     / (earlier_runs + HOST_WEIGHT))
+
+
+def _host_spread(fd: int, suite: str, own: str, setup: Mapping[str, Any],
+                 now: dt.datetime) -> tuple[float | None, int]:
+    """The spread between runs of the other setups of this host in the open directory
+    ``fd`` (the MAX_OTHER_SETUPS newest files of the suite; regular files only, never
+    through a link; a file that cannot be read or used is skipped) and how many gave
+    one.  (None, 0) if the setup does not name its host and kernel."""
+    mine = {k: setup.get(k) for k in SAME_HOST}
+    if any(v is None for v in mine.values()):
+        return None, 0
+    squares = []
+    for name in _newest_files(fd, suite, own):
+        try:
+            doc = safeio.parse_json(safeio.read_bytes_at(fd, name, MAX_BYTES, "a history file"),
+                                    name)
+            other = doc.get("setup") if isinstance(doc, dict) else None
+            if not isinstance(other, dict) or any(other.get(k) != v for k, v in mine.items()):
+                continue
+            sd = spread_within(parse(doc, now))
+        except (safeio.FileInputError, OSError, ValueError):
+            continue
+        if sd is not None:
+            squares.append(sd * sd)
+    if not squares:
+        return None, 0
+    return math.sqrt(sum(squares) / len(squares)), len(squares)
+
+
+def _newest_files(fd: int, suite: str, own: str) -> list[str]:
+    """The MAX_OTHER_SETUPS newest regular files of the suite's setups other than
+    ``own`` in the open directory ``fd`` (of its first MAX_ENTRIES entries)."""
+    pattern = re.compile(re.escape(suite) + r"-[0-9a-f]{20}\.json")
+    found: list[tuple[float, str]] = []
+    with os.scandir(fd) as entries:
+        for n, entry in enumerate(entries):
+            if n >= MAX_ENTRIES:
+                break
+            if entry.name == own or not pattern.fullmatch(entry.name):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                found.append((st.st_mtime, entry.name))
+    return [name for _when, name in sorted(found, reverse=True)[:MAX_OTHER_SETUPS]]
+
+
 def widen(median: float, interval: Sequence[float], sd: float) -> tuple[float, float]:
     """The within-run repeat interval with the between-run spread added."""
     extra = Z95 * math.sqrt(2.0) * sd * median
@@ -205,6 +291,9 @@ class History:
     setup: dict[str, Any]
     runs: list[Run] = field(default_factory=list)
     note: str | None = None  # why the history could not be read, if it could not
+    host_sd: float | None = None  # the spread between runs of this host's other setups
+    host_setups: int = 0  # how many other setups gave it
+    now: dt.datetime | None = None  # the time the runs' ages were taken at (load's)
 
     @property
     def path(self) -> Path:
@@ -214,12 +303,17 @@ class History:
     def load(cls, directory: Path, suite: str, setup: Mapping[str, Any],
              now: dt.datetime | None = None) -> History:
         now = now or dt.datetime.now(dt.UTC)
-        hist = cls(directory, setup_key(suite, setup), dict(setup))
+        hist = cls(directory, setup_key(suite, setup), dict(setup), now=now)
         try:
             fd = _open_own_dir(directory, create=False)
             if fd is None:
                 return hist
             try:
+                try:
+                    hist.host_sd, hist.host_setups = _host_spread(fd, suite, hist.path.name,
+                                                                  setup, now)
+                except OSError:
+                    pass  # the setup's own runs may still be read
                 try:
                     os.stat(hist.path.name, dir_fd=fd, follow_symlinks=False)
                 except FileNotFoundError:
@@ -236,31 +330,52 @@ class History:
         return hist
 
     def record(self, utc: str, medians: Mapping[int, float]) -> str | None:
-        """Add this run (the oldest beyond MAX_RUNS go); a note if it could not be kept.
-        A file that could not be read is left as it is."""
+        """Add this run to the file as it is now, under a lock on the directory (runs of
+        the setup that ended meanwhile stay; the oldest beyond MAX_RUNS go); a note if it
+        could not be kept.  A file that could not be read is left as it is."""
         if self.note:
             return f"this run was not added to the history: {self.path} was left as it is"
         if len(medians) > MAX_POINTS:
             return f"this run was not added to the history: more than {MAX_POINTS} sizes"
         kept = {k: float(f"{v:.7g}") for k, v in medians.items()
                 if MIN_MEDIAN <= v <= MAX_MEDIAN}  # what parse takes, 7 digits
-        runs = [*self.runs, Run(utc, kept)][-MAX_RUNS:]
         try:
-            data = self._encoded(runs)
-            # what load reads: the newest runs that fit (one run of MAX_POINTS always does)
-            while len(data) > MAX_BYTES and len(runs) > 1:
-                runs = runs[1:]
-                data = self._encoded(runs)
             fd = _open_own_dir(self.directory, create=True)
             assert fd is not None
             try:
+                # runs of this setup that ended while this one ran are kept: the file is
+                # read again under a lock on the directory, and this run added to it
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                runs = [*self._current(fd), Run(utc, kept)][-MAX_RUNS:]
+                data = self._encoded(runs)
+                # what load reads: the newest runs that fit (one of MAX_POINTS always does)
+                while len(data) > MAX_BYTES and len(runs) > 1:
+                    runs = runs[1:]
+                    data = self._encoded(runs)
                 safeio.write_atomic_at(fd, self.path.name, data, mode=0o600,
                                        shown=str(self.path))
             finally:
-                os.close(fd)
+                os.close(fd)  # and the lock with it
+        except safeio.FileInputError as exc:
+            return f"this run was not added to the history: {exc}; the file was left as it is"
         except (HistoryError, OSError, ValueError) as exc:
             return f"this run was not added to the history: {exc}"
         return None
+
+    def _current(self, fd: int) -> list[Run]:
+        """The setup's runs in the file as it is now (none if there is none);
+        FileInputError or ValueError if it cannot be read, then it is not written."""
+        try:
+            data = safeio.read_bytes_at(fd, self.path.name, MAX_BYTES, "a history file",
+                                        shown=str(self.path))
+        except safeio.FileInputError:
+            try:
+                os.stat(self.path.name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                return []
+            raise
+        runs = parse(safeio.parse_json(data, str(self.path)), self.now or dt.datetime.now(dt.UTC))
+        return sorted(runs, key=lambda r: _parse_utc(r.utc))
 
     def _encoded(self, runs: list[Run]) -> bytes:
         doc = {"format": FORMAT, "setup": self.setup,
