@@ -87,7 +87,7 @@ def test_a_run_after_a_shifted_one_covers_the_next_run_where_its_own_interval_di
     setup = {"peer": "127.0.0.1", "mode": "pingpong"}
 
     notes = across_runs(first, h.History.load(hist_dir, "pingpong", setup, NOW), utc(0.02))
-    assert any("no earlier run of this setup" in n for n in notes)
+    assert any(f"no earlier run of this setup in {hist_dir}: each interval" in n for n in notes)
     assert first.sweep["between_runs"]["added_to_intervals"] is False
     assert all(s.ci95_within_run_us is None for s in first.sizes)
 
@@ -735,6 +735,8 @@ def test_runs_recorded_by_two_processes_at_once_are_all_kept(tmp_path):
         p.start()
     for p in procs:
         p.join(60)
+        if p.is_alive():
+            p.kill()
         assert p.exitcode == 0
     kept = h.History.load(tmp_path, "pingpong", {"peer": "p"}, NOW)
     assert h.MAX_RUNS == 8
@@ -748,3 +750,100 @@ def test_a_dangling_link_planted_while_a_run_ran_is_left_as_it_is(tmp_path):
     hist.path.symlink_to(tmp_path / "nowhere")
     assert hist.record(utc(), {1: 1.0}).endswith("the file was left as it is")
     assert hist.path.is_symlink() and not (tmp_path / "nowhere").exists()
+
+
+def test_a_lock_held_elsewhere_costs_a_note_not_a_hung_run(tmp_path, monkeypatch):
+    """Anyone who may read the directory may lock it: a run waits LOCK_WAIT at most, then
+    leaves the file as it is with a note."""
+    import fcntl
+    import time
+
+    os.chmod(tmp_path, 0o700)
+    setup = {"peer": "p"}
+    hist = h.History.load(tmp_path, "pingpong", setup, NOW)
+    assert hist.record(utc(0.1), {1: 10.0}) is None
+    monkeypatch.setattr(h, "LOCK_WAIT", 0.3)
+    holder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        started = time.monotonic()
+        note = h.History.load(tmp_path, "pingpong", setup, NOW).record(utc(), {1: 11.0})
+        waited = time.monotonic() - started
+    finally:
+        os.close(holder)
+    assert note.startswith("this run was not added to the history: ")
+    assert "held the history directory's lock for 0.3 s" in note and 0.3 <= waited < 1.0
+    assert [r.medians for r in h.History.load(tmp_path, "pingpong", setup, NOW).runs] == \
+        [{1: 10.0}]
+    assert h.History.load(tmp_path, "pingpong", setup, NOW).record(utc(), {1: 11.0}) is None
+
+
+def test_a_run_that_started_earlier_is_put_in_its_place(tmp_path):
+    os.chmod(tmp_path, 0o700)
+    setup = {"peer": "p"}
+    for when, value in ((0.01, 12.0), (0.03, 10.0), (0.02, 11.0)):
+        assert h.History.load(tmp_path, "pingpong", setup, NOW).record(
+            utc(when), {1: value}) is None
+    runs = h.History.load(tmp_path, "pingpong", setup, NOW).runs
+    assert [r.medians[1] for r in runs] == [10.0, 11.0, 12.0]
+
+
+def test_earlier_runs_without_a_common_size_are_not_counted_and_the_note_says_why(tmp_path):
+    os.chmod(tmp_path, 0o700)
+    setup = {"peer": "p", **HOST}
+    h.History.load(tmp_path, "pingpong", setup, NOW).record(utc(0.1), {999: 5.0})
+    run = sweep(1.0, rng=random.Random(2), status="interrupted")  # not recorded
+    notes = across_runs(run, h.History.load(tmp_path, "pingpong", setup, NOW), utc())
+    assert any("has a size of this one: each interval (ci95_us) holds this run's own spread "
+               "only" in n for n in notes)
+    assert run.sweep["between_runs"]["earlier_runs"] == 0
+    assert run.sweep["between_runs"]["added_to_intervals"] is False
+    other_setup(tmp_path, 1, [1.0, 1.1])
+    run = sweep(1.0, rng=random.Random(3))
+    notes = across_runs(run, h.History.load(tmp_path, "pingpong", setup, NOW), utc())
+    assert any("has a size of this one: each interval (ci95_us) includes the spread between "
+               "runs that 1 other setup of this host showed" in n for n in notes)
+    assert run.sweep["between_runs"]["earlier_runs"] == 0
+    assert "no earlier run of this setup" in between_runs_text(run)
+
+
+def test_an_unusable_own_history_still_takes_the_hosts_spread_and_says_both(tmp_path):
+    os.chmod(tmp_path, 0o700)
+    other_setup(tmp_path, 1, [1.0, 1.1])
+    setup = {"peer": "p", **HOST}
+    (tmp_path / f"{h.setup_key('pingpong', setup)}.json").write_text("not json")
+    run = sweep(1.0, rng=random.Random(4))
+    notes = across_runs(run, h.History.load(tmp_path, "pingpong", setup, NOW), utc())
+    assert notes[0].startswith("history not used: ")
+    assert notes[1].startswith("this setup's own history was not used: each interval "
+                               "(ci95_us) includes the spread between runs that 1 other "
+                               "setup of this host showed")
+    assert notes[2].startswith("this run was not added to the history: ")
+    assert run.sweep["between_runs"]["added_to_intervals"] is True
+
+
+def test_other_hosts_files_do_not_crowd_out_this_hosts_in_a_shared_directory(tmp_path):
+    """A directory shared by several nodes: MAX_OTHER_SETUPS + 1 newer setups of another
+    node, and one older of this host: it is the one used."""
+    os.chmod(tmp_path, 0o700)
+    mine = other_setup(tmp_path, 0, [1.0, 1.2])
+    os.utime(tmp_path / f"{h.setup_key('pingpong', mine)}.json", (1_000_000, 1_000_000))
+    for n in range(1, h.MAX_OTHER_SETUPS + 2):
+        other_setup(tmp_path, n, [1.0, 2.0], host={**HOST, "local_host": "node9"})
+    hist = h.History.load(tmp_path, "pingpong", {"peer": "x", **HOST}, NOW)
+    assert hist.host_setups == 1
+    assert hist.host_sd == pytest.approx(math.log(1.2) / math.sqrt(2), rel=1e-12)
+
+
+@pytest.mark.parametrize("limit", ["one file and a byte", "two files"])
+def test_other_setups_are_read_up_to_max_scan_bytes(tmp_path, monkeypatch, limit):
+    """Three other setups of this host in files of one size B: reading stops once B + 1
+    or 2 B bytes were read, after the second file either way."""
+    os.chmod(tmp_path, 0o700)
+    paths = [tmp_path / f"{h.setup_key('pingpong', other_setup(tmp_path, n, [1.0, 1.2]))}.json"
+             for n in (1, 2, 3)]
+    size = paths[0].stat().st_size
+    assert all(p.stat().st_size == size for p in paths)
+    monkeypatch.setattr(h, "MAX_SCAN_BYTES", size + 1 if limit == "one file and a byte"
+                        else 2 * size)
+    assert h.History.load(tmp_path, "pingpong", {"peer": "x", **HOST}, NOW).host_setups == 2

@@ -335,19 +335,21 @@ def across_runs(result: RunResult, history: History, utc: str) -> list[str]:
             s.ci95_us = [low, high]
             s.ci95_halfwidth_us = (high - low) / 2.0
             s.ci95_relative = s.ci95_halfwidth_us / med if med > 0 else None
-    if own is None and not history.note:
-        if sd is None:
-            notes.append(f"no earlier run of this setup in {history.directory}: each "
-                         "interval (ci95_us) holds this run's own spread only, and the level "
-                         "of a whole run can move between runs by more than that; the next "
-                         "run of this setup adds the spread between runs")
-        else:
-            notes.append(f"no earlier run of this setup in {history.directory}: each "
-                         "interval (ci95_us) includes the spread between runs that "
-                         f"{_setups(history.host_setups)} of this host showed "
-                         f"({sd * 100:.1f}%); the next run of this setup adds its own")
+    lead = (f"no earlier run of this setup in {history.directory}" if not history.runs
+            else f"no earlier run of this setup in {history.directory} has a size of this "
+                 "one")
+    if own is None and sd is not None:
+        host = (f"each interval (ci95_us) includes the spread between runs that "
+                f"{_setups(history.host_setups)} of this host showed ({sd * 100:.1f}%)")
+        notes.append(f"this setup's own history was not used: {host}" if history.note else
+                     f"{lead}: {host}; the next run of this setup adds its own")
+    elif sd is None and not history.note:
+        notes.append(f"{lead}: each interval (ci95_us) holds this run's own spread only, and "
+                     "the level of a whole run can move between runs by more than that; "
+                     "the next run of this setup adds the spread between runs")
     result.sweep = dict(result.sweep or {}, between_runs={
-        "history": str(history.path), "earlier_runs": len(history.runs),
+        "history": str(history.path),
+        "earlier_runs": len(history.runs) if own is not None else 0,
         "relative_sd": _rounded(sd), "added_to_intervals": sd is not None,
         "own_relative_sd": _rounded(own), "host_relative_sd": _rounded(history.host_sd),
         "host_setups": history.host_setups})

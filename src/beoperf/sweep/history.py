@@ -42,6 +42,7 @@ import math
 import os
 import re
 import stat
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +63,8 @@ MAX_OTHER_SETUPS = 16  # other setups' files read for the host's spread: the new
 MAX_ENTRIES = 4096  # directory entries looked at for them
 HOST_WEIGHT = 1.0  # the host's spread counts as this many earlier runs of a setup
 SAME_HOST = ("local_host", "kernel")  # what makes another setup one of this host
+MAX_SCAN_BYTES = 8 * 1024 * 1024  # read at most this much of other setups' files
+LOCK_WAIT = 5.0  # seconds a run waits for another to finish adding itself, at most
 
 
 class HistoryError(ValueError):
@@ -230,17 +233,23 @@ def pooled_sd(own: float | None, earlier_runs: int, host: float | None) -> float
 def _host_spread(fd: int, suite: str, own: str, setup: Mapping[str, Any],
                  now: dt.datetime) -> tuple[float | None, int]:
     """The spread between runs of the other setups of this host in the open directory
-    ``fd`` (the MAX_OTHER_SETUPS newest files of the suite; regular files only, never
-    through a link; a file that cannot be read or used is skipped) and how many gave
-    one.  (None, 0) if the setup does not name its host and kernel."""
+    ``fd`` and how many gave one: the MAX_OTHER_SETUPS newest that do, of the suite's
+    files read newest first (regular files only, never through a link; MAX_SCAN_BYTES at
+    most; a file that cannot be read or used, or of another host, is skipped: a
+    directory shared by several nodes holds theirs too).  (None, 0) if the setup does
+    not name its host and kernel."""
     mine = {k: setup.get(k) for k in SAME_HOST}
     if any(v is None for v in mine.values()):
         return None, 0
-    squares = []
+    squares: list[float] = []
+    read = 0
     for name in _newest_files(fd, suite, own):
+        if len(squares) >= MAX_OTHER_SETUPS or read >= MAX_SCAN_BYTES:
+            break
         try:
-            doc = safeio.parse_json(safeio.read_bytes_at(fd, name, MAX_BYTES, "a history file"),
-                                    name)
+            data = safeio.read_bytes_at(fd, name, MAX_BYTES, "a history file")
+            read += len(data)
+            doc = safeio.parse_json(data, name)
             other = doc.get("setup") if isinstance(doc, dict) else None
             if not isinstance(other, dict) or any(other.get(k) != v for k, v in mine.items()):
                 continue
@@ -255,8 +264,8 @@ def _host_spread(fd: int, suite: str, own: str, setup: Mapping[str, Any],
 
 
 def _newest_files(fd: int, suite: str, own: str) -> list[str]:
-    """The MAX_OTHER_SETUPS newest regular files of the suite's setups other than
-    ``own`` in the open directory ``fd`` (of its first MAX_ENTRIES entries)."""
+    """The regular files of the suite's setups other than ``own`` in the open directory
+    ``fd`` (of its first MAX_ENTRIES entries), newest first."""
     pattern = re.compile(re.escape(suite) + r"-[0-9a-f]{20}\.json")
     found: list[tuple[float, str]] = []
     with os.scandir(fd) as entries:
@@ -271,7 +280,23 @@ def _newest_files(fd: int, suite: str, own: str) -> list[str]:
                 continue
             if stat.S_ISREG(st.st_mode):
                 found.append((st.st_mtime, entry.name))
-    return [name for _when, name in sorted(found, reverse=True)[:MAX_OTHER_SETUPS]]
+    return [name for _when, name in sorted(found, reverse=True)]
+
+
+def _lock(fd: int) -> None:
+    """An exclusive lock on the open directory ``fd`` (released when it is closed),
+    waiting LOCK_WAIT seconds at most: anyone who may read the directory may lock it,
+    and a run must not hang on that; HistoryError then."""
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise HistoryError(f"another process has held the history directory's "
+                                   f"lock for {LOCK_WAIT:g} s") from None
+            time.sleep(0.05)
 
 
 def widen(median: float, interval: Sequence[float], sd: float) -> tuple[float, float]:
@@ -345,8 +370,9 @@ class History:
             try:
                 # runs of this setup that ended while this one ran are kept: the file is
                 # read again under a lock on the directory, and this run added to it
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                runs = [*self._current(fd), Run(utc, kept)][-MAX_RUNS:]
+                _lock(fd)
+                runs = sorted([*self._current(fd), Run(utc, kept)],
+                              key=lambda r: _parse_utc(r.utc))[-MAX_RUNS:]
                 data = self._encoded(runs)
                 # what load reads: the newest runs that fit (one of MAX_POINTS always does)
                 while len(data) > MAX_BYTES and len(runs) > 1:
