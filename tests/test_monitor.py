@@ -1034,10 +1034,12 @@ def test_netns_a_probe_larger_than_the_burst_and_the_size_the_report_suggests(
     size = re.search(r"--step SIZE:1:SPACING with SIZE of ([\d,]+) B or more gives", warning)
     assert size, warning
     # the report's size: its estimate stays within the link, and near the goodput.  (The
-    # budget is loose: a fresh connection's slow start overflows the shaper's queue, and
-    # the first probes' retransmissions, which the monitor counts, triple their bytes.)
+    # budget is loose, as it is not what is tested here: a fresh connection's slow start
+    # overflows the shaper's queue, and the first probes' retransmissions, which the
+    # monitor counts, triple their bytes or more: at 1MB/s a CI run once stopped on its
+    # budget after 6.8 MB in 4 s, two probes of 0.9 MB.)
     n = int(size[1].replace(",", ""))
-    monitor_tcp(client, server, tmp_path / "big.db", n, 3.5, "1MB/s", 16.0)
+    monitor_tcp(client, server, tmp_path / "big.db", n, 3.5, "4MB/s", 16.0)
     big = build_report(tmp_path / "big.db", baseline_windows=2, link_bps=RATE_BPS)
     b = big["summary"]["bandwidth_bps"]
     assert b["status"] == "figure" and b["count"] >= 3, (n, b)
