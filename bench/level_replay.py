@@ -32,10 +32,11 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, "src")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 from beoperf.analysis.stats import median_ci  # noqa: E402
 from beoperf.sweep.precision import MIN_AUTOCORRELATION_PASSES  # noqa: E402
 
@@ -86,7 +87,7 @@ def level(series: list[float]) -> float:
 
 
 def replayed(path: str) -> dict:
-    body = json.load(open(path))["body"]
+    body = json.loads(Path(path).read_text())["body"]
     sizes = body["sizes"]
     fac, series = factors(sizes)
     lev = level(series)

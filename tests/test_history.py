@@ -571,7 +571,6 @@ def test_pooled_sd_counts_the_host_as_one_earlier_run():
     assert h.pooled_sd(None, 0, None) is None
     assert h.pooled_sd(0.03, 2, None) == 0.03
     assert h.pooled_sd(None, 0, 0.05) == 0.05
-    assert h.pooled_sd(0.03, 0, 0.06) == 0.03  # no earlier run: nothing of its own to pool
     assert h.pooled_sd(0.03, 2, 0.06) == pytest.approx(math.sqrt((2 * 0.03**2 + 0.06**2) / 3),
                                                        rel=1e-12)
     assert h.pooled_sd(0.03, 7, 0.06) < h.pooled_sd(0.03, 1, 0.06)  # own runs weigh more
@@ -772,7 +771,8 @@ def test_a_lock_held_elsewhere_costs_a_note_not_a_hung_run(tmp_path, monkeypatch
     finally:
         os.close(holder)
     assert note.startswith("this run was not added to the history: ")
-    assert "held the history directory's lock for 0.3 s" in note and 0.3 <= waited < 1.0
+    # the wait set here, not the default 5 s (generous: a busy machine may be slow to wake)
+    assert "held the history directory's lock for 0.3 s" in note and 0.3 <= waited < 4.0
     assert [r.medians for r in h.History.load(tmp_path, "pingpong", setup, NOW).runs] == \
         [{1: 10.0}]
     assert h.History.load(tmp_path, "pingpong", setup, NOW).record(utc(), {1: 11.0}) is None

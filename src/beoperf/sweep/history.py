@@ -59,7 +59,7 @@ MAX_BYTES = 1024 * 1024
 MAX_POINTS = 10_000  # per run
 MIN_MEDIAN, MAX_MEDIAN = 1e-6, 1e12  # a median's range (the unit's: us for the ping-pong)
 Z95 = 1.959964
-MAX_OTHER_SETUPS = 16  # other setups' files read for the host's spread: the newest
+MAX_OTHER_SETUPS = 16  # other setups of this host whose spread is used: the newest
 MAX_ENTRIES = 4096  # directory entries looked at for them
 HOST_WEIGHT = 1.0  # the host's spread counts as this many earlier runs of a setup
 SAME_HOST = ("local_host", "kernel")  # what makes another setup one of this host
@@ -193,39 +193,37 @@ def _medians(points: Any) -> dict[int, float]:
     return medians
 
 
-def between_run_sd(current: Mapping[int, float], earlier: Sequence[Run]) -> float | None:
-    """The relative spread of one run's level (s_b above), or None without a common
-    point with any earlier run."""
+def _spread(pairs: Sequence[tuple[Mapping[int, float], Mapping[int, float]]]) -> float | None:
+    """s_b over pairs of runs: sqrt(mean of the squared log ratios of their common points'
+    medians / 2); None without a common point.  A median out of range is left out."""
     total, count = 0.0, 0
-    for run in earlier:
-        for key, value in current.items():
-            if key in run.medians and MIN_MEDIAN <= value <= MAX_MEDIAN:
-                total += (math.log(value) - math.log(run.medians[key])) ** 2
+    for a, b in pairs:
+        for key, value in a.items():
+            if key in b and MIN_MEDIAN <= value <= MAX_MEDIAN:
+                total += (math.log(value) - math.log(b[key])) ** 2
                 count += 1
     return math.sqrt(total / count / 2.0) if count else None
 
 
+def between_run_sd(current: Mapping[int, float], earlier: Sequence[Run]) -> float | None:
+    """The relative spread of one run's level (s_b above): this run against each earlier
+    one; None without a common point with any."""
+    return _spread([(current, run.medians) for run in earlier])
+
+
 def spread_within(runs: Sequence[Run]) -> float | None:
-    """s_b of one setup from its own runs: over every pair of runs and their common
-    points (medians as parse checked them); None without a common point."""
-    total, count = 0.0, 0
-    for i, later in enumerate(runs):
-        for earlier in runs[:i]:
-            for key, value in later.medians.items():
-                if key in earlier.medians:
-                    total += (math.log(value) - math.log(earlier.medians[key])) ** 2
-                    count += 1
-    return math.sqrt(total / count / 2.0) if count else None
+    """s_b of one setup from its own runs: over every pair of runs; None without a
+    common point."""
+    return _spread([(later.medians, earlier.medians)
+                    for i, later in enumerate(runs) for earlier in runs[:i]])
 
 
 def pooled_sd(own: float | None, earlier_runs: int, host: float | None) -> float | None:
     """The spread a run's intervals get: its setup's own (from ``earlier_runs`` runs)
     pooled with the host's, which counts as HOST_WEIGHT runs; either alone if the other
     is unknown."""
-    if host is None or (own is not None and earlier_runs <= 0):
-        return own
-    if own is None:
-        return host
+    if own is None or host is None:
+        return host if own is None else own
     return math.sqrt((earlier_runs * own * own + HOST_WEIGHT * host * host)
                      / (earlier_runs + HOST_WEIGHT))
 
