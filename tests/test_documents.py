@@ -53,7 +53,7 @@ def test_make_meta_and_round_trip():
     meta = model.make_meta(["beoperf", "x"], utc_start="2026-01-01T00:00:00Z", extra=1)
     assert {"host", "beoperf", "command_line", "utc_start", "utc_end"} <= set(meta)
     assert meta["extra"] == 1
-    doc = Document("comparison", {"baseline": "a", "min_change": 0.02, "test": {}, "rows": []},
+    doc = Document("comparison", {"baseline": "a", "margin": 0.1, "test": {}, "rows": []},
                    meta)
     assert model.from_json(json.loads(doc.dumps())).body == doc.body
 

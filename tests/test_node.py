@@ -11,17 +11,20 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from beoperf import _node, errors
+from beoperf import _node, errors, model
 from beoperf.analysis import node as analysis
 from beoperf.model import node as node_doc
 from beoperf.model.document import from_json
 from beoperf.suites import node as suite
 from beoperf.suites import node_io, node_kernels, node_stream
 from helpers import checked, cli
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 SMALL = ["--repeat", "3", "--array-size", "1M", "--threads", "1", "--lengths", "1K,8K",
          "--kernel-budget", "0.1", "--dgemm-n", "64", "--table-size", "1M",
@@ -253,22 +256,53 @@ def doc_with(samples: dict[str, list[float]], host: str = "h") -> dict:
 
 
 def test_compare_node_documents(tmp_path):
+    """One run a side: a doubled rate is better, an unchanged one cannot be told from a
+    10% drift between runs; repeated runs (one label) narrow the interval."""
     base = doc_with({"copy": [10, 10.1, 9.9, 10.05, 9.95], "triad": [8, 8.1, 7.9, 8, 8.05]})
-    new = doc_with({"copy": [12, 12.1, 11.9, 12.05, 11.95], "triad": [8.02, 8.1, 7.9, 7.95, 8]})
+    new = doc_with({"copy": [20, 20.2, 19.8, 20.1, 19.9], "triad": [8.02, 8.1, 7.9, 7.95, 8]})
     for name, doc in (("a.json", base), ("b.json", new)):
         (tmp_path / name).write_text(json.dumps(doc))
     got = cli("compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--format",
               "json", "--label", "before", "--label", "after")
     assert got.status == 0, got.stderr
     rows = {r["id"]: r for r in got.json["body"]["rows"]}
-    assert got.json["kind"] == "node-comparison"
-    assert rows["stream.copy.t1"]["verdicts"][1] == "significant"
-    assert rows["stream.copy.t1"]["changes"][1] == pytest.approx(20.0, rel=0.01)
-    assert rows["stream.triad.t1"]["verdicts"][1] == "not significant"
+    assert (got.json["kind"], got.json["schema_version"]) == ("node-comparison", 2)
+    assert rows["stream.copy.t1"]["verdicts"][1] == "better"
+    assert rows["stream.copy.t1"]["changes"][1] == pytest.approx(100.0, rel=0.01)
+    low, high = rows["stream.copy.t1"]["intervals"][1]
+    assert 0 < low < 100 < high
+    assert rows["stream.triad.t1"]["verdicts"][1] == "cannot tell"
     table = cli("compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
-    assert "stream.copy.t1" in table.stdout and "+20.0%" in table.stdout
+    assert "stream.copy.t1" in table.stdout and "+100.0% [+" in table.stdout
     assert cli("compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--format",
                "impact").status == 2
+
+
+def test_compare_repeated_node_runs_by_label(tmp_path):
+    rng = np.random.default_rng(3)
+    paths, labels = [], []
+    for i, (label, copy) in enumerate([("A", 10.0)] * 3 + [("B", 12.0)] * 3):
+        level = float(rng.lognormal(0, 0.02))
+        doc = doc_with({"copy": [copy * level * (1 + 0.005 * k) for k in range(5)]})
+        path = tmp_path / f"r{i}.json"
+        path.write_text(json.dumps(doc))
+        paths.append(str(path))
+        labels += ["--label", label]
+    got = cli("compare", *paths, *labels, "--format", "json")
+    assert got.status == 0, got.stderr
+    body = got.json["body"]
+    assert body["labels"] == ["A", "B"] and body["runs"] == [3, 3]
+    (row,) = body["rows"]
+    assert row["verdicts"] == [None, "better"] and row["intervals"][1][0] > 5
+    text = cli("compare", *paths, *labels).stdout
+    assert "A (3 runs)" in text and "B (3 runs)" in text
+
+
+def test_node_comparisons_of_version_1_drop_their_verdicts():
+    doc = model.load(FIXTURES / "documents" / "node-comparison-v1-issue13.json")
+    assert doc.schema_version == 2 and "min_change" not in doc.body
+    assert {v for r in doc.body["rows"] for v in r["verdicts"]} <= {None, "cannot tell"}
+    assert "drifts between runs" in doc.body["test"]["statement"]
 
 
 # ------------------------------------------------------------------ I/O files

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,28 +55,39 @@ def parse(*argv: str) -> argparse.Namespace:
 
 
 def test_clear_improvement_is_kept():
-    d = procedure.decide(noisy(40.0, seed=2), noisy(50.0, seed=3))
-    assert d.keep and d.significant and d.p < 0.05
-    assert d.improvement_pct == pytest.approx(20.0, abs=1.0)
-    assert d.text().startswith("kept (significant: p=")
+    keep, e = procedure.decide(noisy(40.0, n=6, seed=2), noisy(50.0, n=7, seed=3))
+    assert keep and e.verdict == "better" and e.p < 0.05
+    assert e.change_pct == pytest.approx(-20.0, abs=1.5)
+    text = procedure.decision_text(keep, e, "Default")
+    assert re.match(r"kept \(better: -(19|20|21)\.\d%, ", text)
+    assert text.endswith("against Default, 6 blocks)")
+
+
+def interleaved_noise(seed: int, spread: float = 0.05) -> tuple[list[float], list[float]]:
+    """Blocks of a change without effect and their neighbours, from one noisy stream."""
+    values = noisy(50.0, n=13, spread=spread, seed=seed)
+    return values[1::2], values[0::2]
 
 
 def test_noise_is_reverted():
-    d = procedure.decide(noisy(50.0, spread=0.05, seed=4), noisy(50.0, spread=0.05, seed=5))
-    assert not d.keep and not d.significant and d.p > 0.05
-    assert d.text().startswith("reverted (not significant")
+    keep, e = procedure.decide(*interleaved_noise(4))
+    assert not keep and e.verdict in ("no difference shown", "cannot tell")
+    assert procedure.decision_text(keep, e, "Default").startswith("reverted (")
 
 
-def test_significant_but_small_or_slower_is_reverted():
-    small = procedure.decide(noisy(49.3, spread=0.001, seed=6), noisy(50.0, spread=0.001))
-    assert small.p < 0.05 and 0 < small.improvement_pct < 2 and not small.keep
-    slower = procedure.decide(noisy(60.0, seed=7), noisy(50.0, seed=8))
-    assert slower.p < 0.05 and slower.improvement_pct < 0 and not slower.keep
+def test_slower_is_reverted_and_a_family_widens():
+    keep, e = procedure.decide(noisy(60.0, n=6, seed=7), noisy(50.0, n=7, seed=8))
+    assert not keep and e.verdict == "worse"
+    _keep, alone = procedure.decide(noisy(48.0, n=4, seed=1), noisy(50.0, n=5, seed=2))
+    _keep, five = procedure.decide(noisy(48.0, n=4, seed=1), noisy(50.0, n=5, seed=2), family=5)
+    assert five.confidence == pytest.approx(0.99) and five.high > alone.high
 
 
 def test_keep_all_keeps_noise():
-    d = procedure.decide(noisy(50.0, seed=4), noisy(50.0, seed=5), keep_all=True)
-    assert d.keep and not d.significant
+    keep, e = procedure.decide(*interleaved_noise(4), keep_all=True)
+    assert keep and e.verdict != "better"
+    assert procedure.decision_text(keep, e, "Default", keep_all=True).startswith(
+        "kept (--keep-all) (")
 
 
 # --------------------------------------------------------------------------- the procedure (faked)
@@ -100,41 +112,75 @@ def changes() -> list[Change]:
     return [Change(f"net.x.{k}", "sysctl", None, "1", "0") for k in "abc"]
 
 
-def latency_of(state: dict, fail_when: str | None = None):
-    """A measurement: 50 us, 20% less with a=0, 2% more with c=0, b no effect; 1% noise."""
+def latency_of(state: dict, fail_when: str | None = None, drift: float = 0.0):
+    """A measurement: 50 us, 20% less with a=0, 2% more with c=0, b no effect; 1% noise;
+    ``drift``: the machine gets that much slower with every measurement."""
     rng = random.Random(9)
+    count = [0]
 
     def measure() -> float:
         if fail_when and state[fail_when] == "0":
             raise TuneError("cannot connect to peer")
+        count[0] += 1
         mean = 50.0 * (0.8 if state["a"] == "0" else 1.0) * (1.02 if state["c"] == "0" else 1)
-        return mean * (1 + rng.uniform(-0.01, 0.01))
+        return mean * (1 + drift * count[0]) * (1 + rng.uniform(-0.01, 0.01))
 
     return measure
 
 
+def toggles(key: str, repeats: int) -> list[tuple[str, str]]:
+    return [(key, "0"), (key, "1")] * repeats
+
+
 def test_procedure_keeps_improvements_and_reverts_the_rest(fake_settings):
     state, log = fake_settings
-    measure = latency_of(state)
-    default = procedure.baseline(measure, 8)
-    out = procedure.run_changes(changes(), default, measure, 8)
+    out = procedure.run_changes(changes(), latency_of(state, drift=0.002), 6)
     assert [r.label for r in out.rows] == ["Default", "net.x.a=0", "net.x.b=0", "net.x.c=0",
                                            "Combined"]
     assert [r.verdict for r in out.rows] == ["baseline", "kept", "reverted", "reverted",
                                              "combined"]
     assert [c.key for c in out.kept] == ["net.x.a"]
     assert state == {"a": "0", "b": "1", "c": "1"}
-    assert log == [("net.x.a", "0"), ("net.x.b", "0"), ("net.x.b", "1"), ("net.x.c", "0"),
-                   ("net.x.c", "1")]
+    # each change on and off around every block, a kept one applied again; the combined
+    # state measured against Default the same way
+    assert log == [*toggles("net.x.a", 6), ("net.x.a", "0"), *toggles("net.x.b", 6),
+                   *toggles("net.x.c", 6), ("net.x.a", "1"), *toggles("net.x.a", 6),
+                   ("net.x.a", "0")]
+    assert [r.against for r in out.rows[1:]] == ["Default", "Default + net.x.a",
+                                                 "Default + net.x.a", "Default"]
+    assert all(len(r.against_us) == 7 for r in out.rows[1:])
+    assert len(out.rows[0].repeats_us) == 14  # a's neighbours and the combined state's
     assert out.rows[0].impact_pct is None
-    assert out.combined.impact_pct == pytest.approx(20.0, abs=1.5)
-    assert all(len(r.repeats_us) == 8 and r.variance_us2 > 0 for r in out.rows)
-    text = render(out, 8, "rb.json")
+    assert out.combined.impact_pct == pytest.approx(20.0, abs=4)  # means: drift included
+    assert out.combined.effect["verdict"] == "better"
+    assert out.combined.change_pct == pytest.approx(-20.0, abs=1)  # blocks: drift cancelled
+    assert all(len(r.repeats_us) == 6 for r in out.rows[1:])
+    text = render(out, 6, "rb.json")
     lines = text.splitlines()
-    assert lines[0].split() == ["Configuration", "Latency", "mean", "(variance)", "Impact"]
-    assert lines[1].startswith("Default ") and lines[1].endswith("-")
-    assert lines[5].startswith("Combined") and lines[5].endswith("%")
-    assert "net.x.a=0: kept (significant" in text and "beoperf tune --rollback rb.json" in text
+    assert lines[0] == "Kept 1 change(s): net.x.a."
+    assert lines[1].startswith("Combined against Default: better: -")
+    table = lines[lines.index("") + 1:]
+    assert table[0].split() == ["Configuration", "Latency", "mean", "(variance)", "Impact"]
+    assert table[1].startswith("Default ") and table[1].endswith("-")
+    assert table[5].startswith("Combined") and table[5].endswith("%")
+    assert "net.x.a=0: kept (better: " in text and "beoperf tune --rollback rb.json" in text
+    assert "Student's t" in text
+
+
+def test_a_drifting_machine_does_not_make_a_useless_change_look_good(fake_settings):
+    """The issue's tcp_wmem case: the first measurement cold, the machine drifting; a
+    change without effect (b) is never kept."""
+    state, _log = fake_settings
+    for seed in range(10):
+        base = latency_of(state, drift=-0.01)
+        cold = [True]
+
+        def measure() -> float:
+            first, cold[0] = cold[0], False
+            return base() * (1.6 if first else 1.0)
+
+        out = procedure.run_changes(changes()[1:2], measure, 4)
+        assert out.kept == [], (seed, out.rows[1].decision)
 
 
 def test_when_no_change_is_kept_combined_is_default_not_a_second_measurement(fake_settings):
@@ -146,17 +192,19 @@ def test_when_no_change_is_kept_combined_is_default_not_a_second_measurement(fak
         calls["n"] += 1
         return measure_noise() * (1.5 if state["a"] == "0" else 1.0)
 
-    default = procedure.baseline(measure, 6)
-    out = procedure.run_changes(changes(), default, measure, 6)
+    out = procedure.run_changes(changes(), measure, 6)
     assert out.kept == [] and state == {"a": "1", "b": "1", "c": "1"}
-    assert calls["n"] == 6 * 4  # Default and the three changes: Combined not re-measured
+    assert calls["n"] == 3 * 13  # each change: 6 blocks and 7 around them; no Combined
     combined = out.combined
+    default = out.rows[0]
     assert combined.label == "Combined" and combined.same_as == "Default"
     assert combined.repeats_us == default.repeats_us and combined.impact_pct is None
+    assert len(default.repeats_us) == 21  # every block measured as Default
     assert combined.decision == "no change kept: same as Default"
     assert all(r.impact_pct is not None for r in out.rows[1:-1])
     lines = render(out, 6, "rb.json").splitlines()
-    assert lines[5].startswith("Combined (= Default) ") and lines[5].endswith(" -")
+    assert lines[0].startswith("No change was shown to improve latency")
+    assert any(x.startswith("Combined (= Default) ") and x.endswith(" -") for x in lines)
     assert "Combined: no change kept: same as Default" in "\n".join(lines)
     doc = document(out, 6, None)
     assert doc.body["rows"][-1]["same_as"] == "Default" and doc.body["kept"] == []
@@ -164,9 +212,7 @@ def test_when_no_change_is_kept_combined_is_default_not_a_second_measurement(fak
 
 def test_keep_all_keeps_every_change(fake_settings):
     state, _log = fake_settings
-    measure = latency_of(state)
-    out = procedure.run_changes(changes(), procedure.baseline(measure, 6), measure, 6,
-                                keep_all=True)
+    out = procedure.run_changes(changes(), latency_of(state), 6, keep_all=True)
     assert len(out.kept) == 3 and state == {"a": "0", "b": "0", "c": "0"}
 
 
@@ -174,8 +220,7 @@ def test_failure_halfway_restores_everything_in_reverse(fake_settings):
     state, log = fake_settings
     measure = latency_of(state, fail_when="c")
     with pytest.raises(ProcedureFailed, match="net.x.c: cannot connect") as info:
-        procedure.run_changes(changes(), procedure.baseline(measure, 6), measure, 6,
-                              keep_all=True)
+        procedure.run_changes(changes(), measure, 6, keep_all=True)
     assert info.value.rolled_back == 3 and info.value.restore_errors == []
     assert log[-3:] == [("net.x.c", "1"), ("net.x.b", "1"), ("net.x.a", "1")]
     assert state == {"a": "1", "b": "1", "c": "1"}
@@ -192,19 +237,25 @@ def test_interrupt_while_measuring_restores_what_is_applied(fake_settings):
         return 50.0 * (0.8 if state["a"] == "0" else 1.0) * (1 + 0.001 * (calls["n"] % 3))
 
     with pytest.raises(KeyboardInterrupt):
-        procedure.run_changes(changes(), procedure.baseline(measure, 6), measure, 6)
-    assert log == [("net.x.a", "0"), ("net.x.b", "0"), ("net.x.b", "1"), ("net.x.a", "1")]
+        procedure.run_changes(changes(), measure, 6)
+    assert log[-3:] == [("net.x.b", "0"), ("net.x.b", "1"), ("net.x.a", "1")]
     assert state == {"a": "1", "b": "1", "c": "1"}
+
+
+def test_warm_up_measures_and_drops():
+    calls = []
+    procedure.warm_up(lambda: calls.append(1) or 1.0)
+    assert len(calls) == procedure.WARMUP
 
 
 def test_document_is_versioned(fake_settings):
     state, _log = fake_settings
-    measure = latency_of(state)
-    out = procedure.run_changes(changes()[:1], procedure.baseline(measure, 6), measure, 6)
+    out = procedure.run_changes(changes()[:1], latency_of(state), 6)
     doc = document(out, 6, "rb.json", interface="eth0", peer="10.0.0.2", port=5202)
-    assert (doc.kind, doc.schema_version) == ("procedure", 2)
+    assert (doc.kind, doc.schema_version) == ("procedure", 3)
     assert [r["label"] for r in doc.body["rows"]] == ["Default", "net.x.a=0", "Combined"]
     assert doc.body["rollback_file"] == "rb.json" and doc.body["kept"] == ["net.x.a"]
+    assert doc.body["test"]["changes"] == 1 and "6 blocks" in doc.body["test"]["statement"]
     assert model.from_json(json.loads(doc.dumps())).body == doc.body
 
 
@@ -229,8 +280,10 @@ def test_procedure_files_of_earlier_versions_load():
     raw = json.loads(path.read_text())
     doc = model.load(path)
     validate("procedure", doc.to_json())
-    assert (doc.kind, doc.schema_version) == ("procedure", 2)
-    assert doc.body["rows"] == raw["rows"] and doc.meta["host"] == raw["host"]
+    assert (doc.kind, doc.schema_version) == ("procedure", 3)
+    assert [{k: v for k, v in r.items() if k not in ("against", "against_us", "effect")}
+            for r in doc.body["rows"]] == raw["rows"] and doc.meta["host"] == raw["host"]
+    assert all(r["effect"] is None for r in doc.body["rows"])
 
 
 def test_procedure_text_is_what_issue_9_printed():
@@ -295,11 +348,13 @@ def test_netns_procedure_and_rollback(netns_pair, tmp_path):
     assert res.returncode == 0, res.stderr
     raw = json.loads(res.stdout)
     validate("procedure", raw)
-    assert (raw["kind"], raw["schema_version"]) == ("procedure", 2)
+    assert (raw["kind"], raw["schema_version"]) == ("procedure", 3)
     doc = raw["body"]
     assert [r["label"] for r in doc["rows"]] == [
         "Default", "net.ipv4.tcp_timestamps=0", "net.ipv4.tcp_sack=0", "Combined"]
-    assert all(len(r["repeats_us"]) == 6 and r["mean_us"] > 0 for r in doc["rows"])
+    assert all(len(r["repeats_us"]) == 6 and len(r["against_us"]) == 7 and r["mean_us"] > 0
+               for r in doc["rows"][1:-1])
+    assert len(doc["rows"][0]["repeats_us"]) >= 7
     assert doc["rollback_file"] == str(rb) and rb.exists()
     kept = {r["key"] for r in doc["rows"] if r["verdict"] == "kept"}
     assert ns_values(client) == ["0" if k in kept else "1" for k in SYSCTLS]
@@ -407,3 +462,36 @@ def test_netns_sigterm_mid_procedure_restores_everything(netns_pair, tmp_path):
     assert proc.returncode == 143, err
     assert "terminated by SIGTERM" in err and "Traceback" not in err
     assert ns_values(client) == ["1", "1"]
+
+
+AA_RUNS = 10
+
+
+@pytest.mark.tools("sysctl")
+def test_netns_a_change_without_effect_is_rarely_kept(netns_pair, tmp_path):
+    """The issue's case: a larger tcp_wmem maximum cannot change a 16-byte latency.  Ten
+    procedures of 4 blocks each; the count kept is recorded in bench/RESULTS.md (A1)."""
+    server, client = netns_pair
+    low, default, top = client.run(["cat", sysctl_path("net.ipv4.tcp_wmem")]).stdout.split()
+    profile = tmp_path / "wmem.json"
+    profile.write_text(json.dumps({"name": "wmem", "expect": {"net.ipv4.tcp_wmem": {
+        "op": "ge", "value": int(top) * 4, "set": f"{low} {default} {int(top) * 4}",
+        "reason": "test: no effect on small messages"}}}))
+    serve = server.popen([sys.executable, "-m", "beoperf", "serve", "--port", "5202"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert "port 5202" in serve.stdout.readline()
+    kept, decisions = 0, []
+    for i in range(AA_RUNS):
+        rb = tmp_path / f"rb{i}.json"
+        res = client.run(tune_argv("--procedure", "--peer", server.addr4, "--profile-file",
+                                   str(profile), "--repeats", "4", "--json",
+                                   "--rollback-file", str(rb)), check=False, timeout=120)
+        assert res.returncode == 0, res.stderr
+        body = json.loads(res.stdout)["body"]
+        kept += bool(body["kept"])
+        decisions.append(body["rows"][1]["decision"])
+        assert client.run(tune_argv("--rollback", str(rb)), check=False).returncode == 0
+    print(f"tcp_wmem max x4 kept in {kept} of {AA_RUNS} procedures: {decisions}")
+    assert kept <= 1, decisions
+    assert client.run(["cat", sysctl_path("net.ipv4.tcp_wmem")]).stdout.split() == \
+        [low, default, top]

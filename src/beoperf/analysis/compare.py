@@ -1,163 +1,58 @@
-"""Comparing runs: one row of figures per run, and whether each differs from a baseline.
+"""Comparing ping-pong runs: one row of figures per configuration, and whether each is
+better, worse, no different, or cannot be told apart from the baseline.
 
-The figures of a row are those of `beoperf.analysis.curve` (latency and its p99,
-peak throughput and where it is reached, saturation point, n1/2, the Hockney
-alpha and 1/beta, and the throughput collapses those figures leave out); the
-change against the baseline (the first run unless told otherwise) is that of
-the latency and peak figures shown.
+The figures of a row are those of `beoperf.analysis.curve` (latency and its p99, peak
+throughput and where it is reached, saturation point, n1/2, the Hockney alpha and 1/beta,
+and the throughput collapses those figures leave out).  Runs given the same label are
+repeated runs of one configuration: one row, whose figures are the medians over its runs.
 
-Significance
-------------
-The verdict speaks about the very figure whose change is shown: it tests the
-observations behind that figure, and its percentage is that change.
+The verdicts (``beoperf.analysis.effect``, docs/STATISTICS.md) compare like with like:
 
-Observations: the per-trial medians (`SizeResult.trial_medians_us`). Single
-round trips are not independent (consecutive ones share the machine's state
-for tens of milliseconds), trials are: they are the unit pingpong's confidence
-interval is built on, and the unit here.
+- **latency**: the median one-way time at one size every run measured: the baseline's
+  latency size (the middle small size, see curve.py), or the common size <= 16 B nearest
+  to it; lower is better;
+- **peak**: the median throughput at one size every run measured: the baseline's peak
+  size, or the common size where the baseline's throughput is highest; higher is better;
+- **every common size**: the median one-way time of each size every run measured, as a
+  family (each interval widened for the number of sizes), summed up as "better at 38 of
+  124 sizes (64 KiB..8 MiB)".
 
-- latency: the trial medians (one-way, us) at each run's latency size (the
-  size whose median is the latency figure, `CurveAnalysis.latency_size`; the
-  two runs' sizes may differ, all are at most 16 B);
-- peak: the trial medians at each run's peak size (the size whose throughput
-  is the peak figure), each turned into throughput (bit/s = k / t, k = the
-  size's median throughput times its median time, so the mode's factor is
-  kept), so that two sizes can be compared.
+Each run is one replicate: its figure, that figure's uncertainty inside the run (the
+median's interval over its trials, widened by the run's pass autocorrelation), and the
+spread of a run's level between runs: from the repeated runs of a configuration when there
+are any, else from the runs' history (``sweep.between_runs``: earlier runs of the same
+setup, or borrowed from the host's other setups, which is said), else the stated default.
 
-Test: two-sided Mann-Whitney U (Wilcoxon rank-sum), normal approximation
-with tie correction and continuity correction (`mann_whitney_u`). It assumes
-no distribution (trial medians are skewed, with a long tail towards slow), only
-that the observations are independent. With fewer than MIN_TRIALS (6)
-observations on either side the approximation is poor and the verdict is
-"too few trials".
-
-A change is called significant only when p < ALPHA (0.05) AND the figures
-shown differ by more than `min_change` (default 2%, the precision
-`beoperf pingpong` aims for by default). The test speaks about the trials of
-these two runs; but on a shared machine a whole run shifts by a percent or two
-against the next (other tenants, frequency scaling, interrupt and scheduler
-placement, cache and TLB state), and that shift is common to all trials of a
-run, so no number of trials averages it away. With enough trials any such
-shift reaches p < 0.05; the threshold keeps it from being announced as an
-effect. A run without trial data (an import from NetPIPE, IMB or OSU, or an
-older result) gets "n/a (source lacks trial data)".
-
-Impact (`render_impact`, the shape of published tuning studies): the mean and
-variance (ddof=1) of the latency observations above, and (baseline mean -
-mean) / baseline mean in percent: positive means lower latency.
-
-Throughput collapses (`beoperf.analysis.curve.collapses`) are listed per run in
-every format; a run's figures, and so its changes and verdicts, leave them out.
+Impact (`render_impact`, the shape of published tuning studies): the mean and variance
+(ddof=1) of the trial medians at the latency size, and (baseline mean - mean) / baseline
+mean in percent: positive means lower latency.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from beoperf.analysis.curve import (
-    Collapse,
-    CurveAnalysis,
-    analyze_run,
-)
+from beoperf.analysis import effect
+from beoperf.analysis.curve import LATENCY_MAX_SIZE, Collapse, CurveAnalysis, analyze_run
+from beoperf.analysis.effect import DEFAULT_MARGIN, Effect, Replicate, Spread
 from beoperf.model import comparison
 from beoperf.model.document import Document
 from beoperf.model.pingpong import RunResult, SizeResult
 
-ALPHA = 0.05
-MIN_TRIALS = 6
-DEFAULT_MIN_CHANGE = 0.02
-
-SIGNIFICANT = "significant"
-NOT_SIGNIFICANT = "not significant"
-TOO_FEW = "too few trials"
-NO_TRIAL_DATA = "n/a (source lacks trial data)"
-
-
-def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
-    """Two-sided Mann-Whitney U test; returns (U of `a`, p).
-
-    U is the number of pairs (x from a, y from b) with x > y, ties counted one
-    half (so U(a, b) + U(b, a) = len(a) * len(b)). p is from the normal
-    approximation: mean n1*n2/2, variance n1*n2/12 * ((n+1) - sum(t^3 - t) /
-    (n(n-1))) over the groups of t tied values, and |U - mean| reduced by 0.5
-    (continuity); p = 1 when all values are equal. As scipy.stats.mannwhitneyu
-    with method="asymptotic".
-    """
-    n1, n2 = len(a), len(b)
-    if n1 == 0 or n2 == 0:
-        raise ValueError("mann_whitney_u needs at least one observation on each side")
-    ranks, ties = _ranks([*a, *b])
-    u = sum(ranks[:n1]) - n1 * (n1 + 1) / 2.0
-    n = n1 + n2
-    variance = n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1)))
-    if variance <= 0:
-        return u, 1.0
-    z = max(0.0, abs(u - n1 * n2 / 2.0) - 0.5) / math.sqrt(variance)
-    return u, min(1.0, math.erfc(z / math.sqrt(2.0)))
-
-
-def _ranks(values: list[float]) -> tuple[list[float], float]:
-    """1-based ranks (ties get their mean rank) and the tie term sum(t^3 - t)."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    ties = 0.0
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2.0 + 1.0
-        t = j - i + 1
-        ties += t**3 - t
-        i = j + 1
-    return ranks, ties
-
-
-@dataclass
-class Significance:
-    """One comparison of a run with the baseline (latency or peak)."""
-
-    verdict: str  # SIGNIFICANT, NOT_SIGNIFICANT, TOO_FEW, NO_TRIAL_DATA
-    size: int | None = None  # message size of the run's observations (bytes)
-    baseline_size: int | None = None
-    n: int | None = None  # observations (trials) of the run
-    baseline_n: int | None = None
-    median: float | None = None  # median observation: us (latency) or bit/s (peak)
-    baseline_median: float | None = None
-    change_pct: float | None = None  # of the figures shown: + = slower (latency), faster (peak)
-    u: float | None = None  # Mann-Whitney U of the run's observations
-    p: float | None = None
-    min_change_pct: float | None = None
-
-    def text(self) -> str:
-        """The verdict for a table cell: what was compared, p, and why when not significant.
-
-        E.g. "significant (-24.9% at 1 B, p<0.001)", "not significant (+1.2% at
-        1 B, p=0.01 but <= 2%)", "too few trials (4 vs 12)".
-        """
-        if self.verdict == TOO_FEW:
-            return f"{TOO_FEW} ({self.n} vs {self.baseline_n})"
-        if self.p is None or self.change_pct is None:
-            return self.verdict
-        where = f"{self.size} B" if self.size == self.baseline_size else \
-            f"{self.size} vs {self.baseline_size} B"
-        p = "p<0.001" if self.p < 0.001 else f"p={self.p:.2g}"
-        if self.p < ALPHA and self.verdict == NOT_SIGNIFICANT:
-            p += f" but <= {self.min_change_pct:g}%"
-        return f"{self.verdict} ({self.change_pct:+.1f}% at {where}, {p})"
+HEADLINE_FAMILY = 2  # latency and peak are judged together
 
 
 @dataclass
 class Row:
-    """The figures of one run and, unless it is the baseline, its comparison."""
+    """The figures of one configuration (the medians over its runs) and, unless it is the
+    baseline, its verdicts against the baseline."""
 
     label: str
     baseline: bool
+    runs: int
     latency_us: float
     latency_p99_us: float | None
     peak_bps: float
@@ -166,90 +61,231 @@ class Row:
     n_half: float | None
     alpha_us: float | None
     bandwidth_bps: float | None  # 1/beta of the Hockney fit
-    latency_change_pct: float | None  # of latency_us against the baseline's; + = slower
-    peak_change_pct: float | None  # of peak_bps against the baseline's; + = faster
-    latency_test: Significance | None
-    peak_test: Significance | None
-    latency_size: int  # the size whose median is latency_us: the latency observations'
-    latency_mean_us: float | None  # of the latency observations (or the source's own time)
-    latency_variance: float | None  # us^2, ddof=1; None without trial data
-    impact_pct: float | None  # (baseline mean - mean) / baseline mean * 100
-    collapses: list[Collapse]  # throughput collapses, left out of every figure above
+    latency_size: int | None  # the size the latency verdict compares (every run measured it)
+    peak_test_size: int | None  # the size the peak verdict compares
+    latency_change_pct: float | None  # of the compared latency; + = slower
+    peak_change_pct: float | None  # of the compared throughput; + = faster
+    latency_test: Effect | None
+    peak_test: Effect | None
+    sizes_compared: int  # sizes every run of both sides measured
+    size_verdicts: dict[str, int] | None  # verdict -> how many of those sizes
+    size_effects: list[dict[str, Any]] = field(default_factory=list)  # per size
+    latency_mean_us: float | None = None  # trial medians at latency_size (or the source's)
+    latency_variance: float | None = None  # us^2, ddof=1; None without trial data
+    impact_pct: float | None = None  # (baseline mean - mean) / baseline mean * 100
+    collapses: list[Collapse] = field(default_factory=list)
+
+    def sizes_text(self) -> str:
+        """'better at 38 of 124 sizes (65533..8388611 B), cannot tell at 86' (the baseline:
+        '-')."""
+        if self.size_verdicts is None:
+            return "-"
+        parts = []
+        for verdict, count in self.size_verdicts.items():
+            if count:
+                where = _span([e["size"] for e in self.size_effects if e["verdict"] == verdict])
+                parts.append(f"{verdict} at {count}" + (f" ({where})" if verdict in (
+                    effect.BETTER, effect.WORSE) else ""))
+        return f"of {self.sizes_compared} sizes: " + ", ".join(parts) if parts else "no size"
+
+
+def _span(sizes: list[int]) -> str:
+    return f"{min(sizes)}..{max(sizes)} B" if len(sizes) > 1 else f"{sizes[0]} B"
+
+
+@dataclass
+class _Group:
+    label: str
+    runs: list[RunResult]
+    analyses: list[CurveAnalysis]
 
 
 def rows(runs: Sequence[RunResult], baseline_index: int = 0,
-         min_change: float = DEFAULT_MIN_CHANGE,
-         labels: Sequence[str] | None = None) -> list[Row]:
-    """One Row per run (in order), compared with runs[baseline_index].
+         margin: float = DEFAULT_MARGIN, labels: Sequence[str] | None = None) -> list[Row]:
+    """One Row per configuration (runs sharing a label are one, in first-seen order),
+    compared with the configuration of runs[baseline_index].
 
-    `min_change` is a fraction (0.02 = 2%); labels default to run.label().
-    Every run needs at least one measured size (ValueError otherwise).
-    """
+    `margin` is a fraction (0.10: a change within +-10% counts as none).  Without
+    ``labels`` each run is its own configuration (run.label(), numbered where two agree).
+    Every run needs at least one measured size (ValueError otherwise)."""
     if not 0 <= baseline_index < len(runs):
         raise ValueError(f"baseline index {baseline_index} is not among {len(runs)} run(s)")
-    analyses = [_analysis(run) for run in runs]
-    names = list(labels) if labels is not None else [run.label() for run in runs]
-    base, base_analysis = runs[baseline_index], analyses[baseline_index]
-    out = []
-    for i, (run, analysis) in enumerate(zip(runs, analyses, strict=True)):
-        if i == baseline_index:
-            out.append(_baseline_row(names[i], run, analysis))
-        else:
-            out.append(_row(names[i], run, analysis, base, base_analysis, min_change))
-    return out
+    names = list(labels) if labels is not None else _own_labels(runs)
+    groups = _groups(runs, names)
+    base = next(g for g in groups if g.label == names[baseline_index])
+    return [_row(g, base, margin) for g in groups]
 
 
-def _analysis(run: RunResult) -> CurveAnalysis:
-    analysis = analyze_run(run)
-    if analysis is None:
-        raise ValueError("no message sizes measured")
-    return analysis
+def _own_labels(runs: Sequence[RunResult]) -> list[str]:
+    names = [run.label() for run in runs]
+    return [f"{n} #{i + 1}" if names.count(n) > 1 else n for i, n in enumerate(names)]
 
 
-def _figures(label: str, run: RunResult, analysis: CurveAnalysis,
-             baseline: bool) -> dict[str, Any]:
-    fit = analysis.hockney
-    mean, variance = _mean_variance(run, _size(run, analysis.latency_size))
-    return {"label": label, "baseline": baseline, "latency_us": analysis.latency_us,
-            "latency_p99_us": analysis.latency_p99_us, "peak_bps": analysis.peak_bps,
-            "peak_size": analysis.peak_size, "saturation_size": analysis.saturation_size,
-            "n_half": analysis.n_half, "alpha_us": fit.alpha_us if fit else None,
-            "bandwidth_bps": fit.bandwidth_bps if fit else None,
-            "latency_size": analysis.latency_size, "latency_mean_us": mean,
-            "latency_variance": variance, "collapses": list(analysis.collapses)}
+def _groups(runs: Sequence[RunResult], names: Sequence[str]) -> list[_Group]:
+    found: dict[str, _Group] = {}
+    for run, name in zip(runs, names, strict=True):
+        analysis = analyze_run(run)
+        if analysis is None:
+            raise ValueError("no message sizes measured")
+        group = found.setdefault(name, _Group(name, [], []))
+        group.runs.append(run)
+        group.analyses.append(analysis)
+    return list(found.values())
 
 
-def _baseline_row(label: str, run: RunResult, analysis: CurveAnalysis) -> Row:
-    return Row(**_figures(label, run, analysis, True), latency_change_pct=None,
-               peak_change_pct=None, latency_test=None, peak_test=None, impact_pct=None)
+def _median(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
-def _row(label: str, run: RunResult, analysis: CurveAnalysis, base: RunResult,
-         base_analysis: CurveAnalysis, min_change: float) -> Row:
-    figures = _figures(label, run, analysis, False)
-    base_mean = _mean_variance(base, _size(base, base_analysis.latency_size))[0]
-    impact = (base_mean - figures["latency_mean_us"]) / base_mean * 100.0 if base_mean else None
-    latency_change = _change(analysis.latency_us, base_analysis.latency_us)
-    peak_change = _change(analysis.peak_bps, base_analysis.peak_bps)
-    latency_test = _test(
-        _trials(run, _size(run, analysis.latency_size)),
-        _trials(base, _size(base, base_analysis.latency_size)),
-        analysis.latency_size, base_analysis.latency_size, latency_change, min_change)
-    peak_test = _test(
-        _throughputs(run, _size(run, analysis.peak_size)),
-        _throughputs(base, _size(base, base_analysis.peak_size)),
-        analysis.peak_size, base_analysis.peak_size, peak_change, min_change)
-    return Row(**figures, latency_change_pct=latency_change, peak_change_pct=peak_change,
-               latency_test=latency_test, peak_test=peak_test, impact_pct=impact)
+def _median_int(values: Sequence[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return statistics.median_low(known) if known else None
 
 
-def _change(value: float, reference: float) -> float | None:
-    return (value - reference) / reference * 100.0 if reference else None
+def _figures(g: _Group) -> dict[str, Any]:
+    a = g.analyses
+    return {"label": g.label, "runs": len(g.runs),
+            "latency_us": _median([x.latency_us for x in a]),
+            "latency_p99_us": _median([x.latency_p99_us for x in a]),
+            "peak_bps": _median([x.peak_bps for x in a]),
+            "peak_size": _median_int([x.peak_size for x in a]),
+            "saturation_size": _median_int([x.saturation_size for x in a]),
+            "n_half": _median([x.n_half for x in a]),
+            "alpha_us": _median([x.hockney.alpha_us if x.hockney else None for x in a]),
+            "bandwidth_bps": _median([x.hockney.bandwidth_bps if x.hockney else None
+                                      for x in a]),
+            "collapses": [c for x in a for c in x.collapses]}
+
+
+def _row(g: _Group, base: _Group, margin: float) -> Row:
+    common = _common_sizes([*g.runs, *base.runs])
+    lat, peak = latency_size(base, common), peak_size(base, common)
+    mean, variance = _mean_variance(g.runs, lat)
+    figures = dict(_figures(g), latency_size=lat, peak_test_size=peak,
+                   sizes_compared=len(common), latency_mean_us=mean,
+                   latency_variance=variance)
+    if g is base:
+        return Row(**figures, baseline=True, latency_change_pct=None, peak_change_pct=None,
+                   latency_test=None, peak_test=None, size_verdicts=None)
+    prior = spread_of([*g.runs, *base.runs])
+    lat_test = _effect(g.runs, base.runs, lat, prior, HEADLINE_FAMILY, margin, rate=False)
+    peak_test = _effect(g.runs, base.runs, peak, prior, HEADLINE_FAMILY, margin, rate=True)
+    per_size = [_effect(g.runs, base.runs, s, prior, len(common), margin, rate=False)
+                for s in common]
+    base_mean = _mean_variance(base.runs, lat)[0]
+    return Row(**figures, baseline=False,
+               latency_change_pct=lat_test.change_pct, peak_change_pct=peak_test.change_pct,
+               latency_test=lat_test, peak_test=peak_test,
+               size_verdicts=effect.tally(per_size),
+               size_effects=[_size_entry(s, e) for s, e in zip(common, per_size, strict=True)],
+               impact_pct=(base_mean - mean) / base_mean * 100.0
+               if base_mean and mean is not None else None)
+
+
+def _size_entry(size: int, e: Effect) -> dict[str, Any]:
+    return {"size": size, "verdict": e.verdict, "ratio": _round(e.ratio), "low": _round(e.low),
+            "high": _round(e.high)}
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def _common_sizes(runs: Sequence[RunResult]) -> list[int]:
+    sets = [{s.size for s in run.sizes} for run in runs]
+    return sorted(set.intersection(*sets)) if sets else []
+
+
+def latency_size(base: _Group, common: Sequence[int]) -> int | None:
+    """The size the latency verdict compares: the baseline's latency size when every run
+    measured it, else the common size <= 16 B nearest to it (None: there is none)."""
+    own = base.analyses[0].latency_size
+    if own in common:
+        return own
+    small = [s for s in common if s <= max(LATENCY_MAX_SIZE, own)]
+    return min(small, key=lambda s: (abs(s - own), s)) if small else None
+
+
+def peak_size(base: _Group, common: Sequence[int]) -> int | None:
+    """The size the peak verdict compares: the baseline's peak size when every run
+    measured it, else the common size of the baseline's highest throughput."""
+    own = base.analyses[0].peak_size
+    if own in common:
+        return own
+    if not common:
+        return None
+    first = {s.size: s for s in base.runs[0].sizes}
+    return max(common, key=lambda s: first[s].central_bps())
 
 
 def _size(run: RunResult, size: int) -> SizeResult:
-    """The measured size the analysis named (it is always one of the run's)."""
     return next(s for s in run.sizes if s.size == size)
+
+
+def within_sd(run: RunResult, size: SizeResult) -> float | None:
+    """The standard deviation of log(the size's median) inside its run: from the median's
+    order-statistic interval over trials, widened by the run's pass autocorrelation
+    (``sweep.interval_inflation``); from the trial medians' spread when the interval is
+    missing; None for an import or a size of one trial."""
+    if run.source is not None:
+        return None
+    inflation = float((run.sweep or {}).get("interval_inflation") or 1.0)
+    band = size.ci95_median_us
+    sd = effect.log_sd_from_interval(*band) if band and len(band) == 2 else None
+    if sd is None and size.trial_medians_us:
+        sd = effect.median_log_sd(size.trial_medians_us)
+    return None if sd is None else sd * max(1.0, inflation)
+
+
+def _replicates(runs: Sequence[RunResult], size: int, rate: bool) -> list[Replicate]:
+    out = []
+    for run in runs:
+        s = _size(run, size)
+        value = s.central_bps() if rate else s.central_time_us()
+        out.append(Replicate(value, within_sd(run, s)))
+    return out
+
+
+def _effect(runs: Sequence[RunResult], base: Sequence[RunResult], size: int | None,
+            prior: Spread, family: int, margin: float, rate: bool) -> Effect:
+    if size is None:
+        return Effect(effect.CANNOT_TELL, family=family, higher_is_better=rate, margin=margin,
+                      reason=f"no size <= {LATENCY_MAX_SIZE} B that every run measured"
+                      if not rate else "no size that every run measured")
+    return effect.compare(_replicates(base, size, rate), _replicates(runs, size, rate),
+                          higher_is_better=rate, prior=prior, family=family, margin=margin)
+
+
+def spread_of(runs: Sequence[RunResult]) -> Spread:
+    """The spread between runs the runs' history gave them (``sweep.between_runs``): their
+    own setups' earlier runs (pooled, the degrees of freedom of the best-documented), else
+    the spread borrowed from the host's other setups (said so), else the default."""
+    own = [(b["own_relative_sd"], b.get("earlier_runs") or 0) for b in _between(runs)
+           if b.get("own_relative_sd") and (b.get("earlier_runs") or 0) > 0]
+    if own:
+        n = sum(k for _, k in own)
+        sd = (sum(k * s * s for s, k in own) / n) ** 0.5
+        most = max(k for _, k in own)
+        return Spread(sd, float(most), f"the history ({most} earlier run"
+                      f"{'s' if most != 1 else ''} of the same setup)")
+    host = [(b["host_relative_sd"], b.get("host_setups") or 1) for b in _between(runs)
+            if b.get("host_relative_sd")]
+    if host:
+        sd = max(s for s, _ in host)
+        setups = max(k for _, k in host)
+        return Spread(sd, float(setups), f"the history, borrowed from {setups} other setup"
+                      f"{'s' if setups != 1 else ''} of this host")
+    return effect.DEFAULT_SPREAD
+
+
+def _between(runs: Sequence[RunResult]) -> list[dict[str, Any]]:
+    out = []
+    for run in runs:
+        found = (run.sweep or {}).get("between_runs")
+        if isinstance(found, dict):
+            out.append(found)
+    return out
 
 
 def _trials(run: RunResult, size: SizeResult) -> list[float] | None:
@@ -259,82 +295,65 @@ def _trials(run: RunResult, size: SizeResult) -> list[float] | None:
     return [float(t) for t in size.trial_medians_us]
 
 
-def _mean_variance(run: RunResult, size: SizeResult) -> tuple[float, float | None]:
-    """Mean and variance (ddof=1) of the trial medians; the source's own time without them."""
-    obs = _trials(run, size)
-    if obs is None:
-        return size.central_time_us(), None
+def _mean_variance(runs: Sequence[RunResult], size: int | None,
+                   ) -> tuple[float | None, float | None]:
+    """Mean and variance (ddof=1) of the trial medians at ``size`` over the runs; the
+    sources' own times without them."""
+    if size is None:
+        return None, None
+    obs: list[float] = []
+    own: list[float] = []
+    for run in runs:
+        s = _size(run, size)
+        trials = _trials(run, s)
+        if trials is None:
+            own.append(s.central_time_us())
+        else:
+            obs.extend(trials)
+    if not obs:
+        return statistics.fmean(own), None
     return statistics.fmean(obs), statistics.variance(obs) if len(obs) > 1 else None
-
-
-def _throughputs(run: RunResult, size: SizeResult) -> list[float] | None:
-    """Trial medians as bit/s: k / t with k from the size's own median figures."""
-    obs = _trials(run, size)
-    if obs is None:
-        return None
-    k = size.central_bps() * size.central_time_us()
-    return [k / t for t in obs]
-
-
-def _test(obs: list[float] | None, base_obs: list[float] | None, size: int, base_size: int,
-          change_pct: float | None, min_change: float) -> Significance:
-    """Mann-Whitney U on the observations behind two figures whose change is change_pct."""
-    found = Significance(NO_TRIAL_DATA, size=size, baseline_size=base_size,
-                         change_pct=change_pct, min_change_pct=min_change * 100.0)
-    if obs is None or base_obs is None:
-        return found
-    found.n, found.baseline_n = len(obs), len(base_obs)
-    found.median, found.baseline_median = statistics.median(obs), statistics.median(base_obs)
-    if min(len(obs), len(base_obs)) < MIN_TRIALS:
-        found.verdict = TOO_FEW
-        return found
-    found.u, found.p = mann_whitney_u(obs, base_obs)
-    big = change_pct is not None and abs(change_pct) > min_change * 100.0
-    found.verdict = SIGNIFICANT if found.p < ALPHA and big else NOT_SIGNIFICANT
-    return found
 
 
 # --- the document --------------------------------------------------------------------------
 
-def describe_test(min_change: float = DEFAULT_MIN_CHANGE) -> dict[str, Any]:
-    """The test as data (JSON) and as the one footer line (`statement`)."""
+def describe_test(margin: float = DEFAULT_MARGIN) -> dict[str, Any]:
+    """The method as data (JSON) and as the one footer line (`statement`)."""
     statement = (
-        "Test: two-sided Mann-Whitney U (normal approximation, tie- and continuity-corrected) "
-        "on the per-trial medians behind each figure (latency: at each run's latency size; "
-        "peak: as throughput at each run's peak size); significant = "
-        f"p < {ALPHA:g} and the figures differ by more than {min_change * 100:g}% (the "
-        f"change shown); fewer than {MIN_TRIALS} trials on a side: too few trials.")
-    return {"name": "Mann-Whitney U, two-sided",
-            "approximation": "normal, with tie correction and continuity correction",
-            "observations": "per-trial medians of the one-way time (SizeResult.trial_medians_us)",
-            "latency_observations": "trial medians (us) at each run's latency size (the size "
-                                    "whose median is the latency figure)",
-            "peak_observations": "trial medians as throughput (bit/s) at each run's peak size "
-                                 "(the size whose throughput is the peak figure)",
-            "alpha": ALPHA, "min_change_pct": min_change * 100.0, "min_trials": MIN_TRIALS,
-            "significant_if": f"p < {ALPHA:g} and |change of the figures shown| > "
-                              f"{min_change * 100:g}%",
+        "Verdicts: each run is one replicate of the machine's state; the ratio of the "
+        "figures (candidate / baseline) on the log scale, its interval from both runs' own "
+        "uncertainty and the spread between runs (repeated runs, else the runs' history, "
+        f"else {effect.DEFAULT_BETWEEN_SD:.0%}); latency and peak as a family of "
+        f"{HEADLINE_FAMILY}, the sizes as a family of their number (Bonferroni); better or "
+        "worse: the interval excludes no change; no difference shown: it lies within "
+        f"+-{margin:.0%}; cannot tell: wider.  docs/STATISTICS.md.")
+    return {"name": "ratio of run figures, runs as replicates",
+            "alpha": effect.ALPHA, "margin": margin,
+            "default_between_sd": effect.DEFAULT_BETWEEN_SD,
+            "headline_family": HEADLINE_FAMILY, "correction": "Bonferroni",
+            "latency": "median one-way time at the baseline's latency size (or the common "
+                       f"size <= {LATENCY_MAX_SIZE} B nearest), lower is better",
+            "peak": "median throughput at the baseline's peak size (or the common size of "
+                    "its highest throughput), higher is better",
             "statement": statement}
 
 
-def document(table: Sequence[Row], min_change: float = DEFAULT_MIN_CHANGE,
+def document(table: Sequence[Row], margin: float = DEFAULT_MARGIN,
              meta: dict[str, Any] | None = None) -> Document:
-    """The comparison as a document (kind "comparison"): the rows and the test used."""
+    """The comparison as a document (kind "comparison"): the rows and the method used."""
     body = {"baseline": next((r.label for r in table if r.baseline), "?"),
-            "min_change": min_change, "test": describe_test(min_change),
+            "margin": margin, "test": describe_test(margin),
             "rows": [asdict(r) for r in table]}
     return Document(comparison.KIND, body, dict(meta or {}))
 
 
 def rows_of(doc: Document) -> list[Row]:
     """The typed rows of a comparison document (as `rows` made them)."""
-    def test(d: dict | None) -> Significance | None:
-        return Significance(**d) if d is not None else None
-
     out = []
     for r in doc.body["rows"]:
         r = dict(r)
-        r["latency_test"], r["peak_test"] = test(r["latency_test"]), test(r["peak_test"])
+        r["latency_test"] = effect.from_dict(r["latency_test"])
+        r["peak_test"] = effect.from_dict(r["peak_test"])
         r["collapses"] = [Collapse(**c) for c in r["collapses"]]
         out.append(Row(**r))
     return out

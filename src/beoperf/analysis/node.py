@@ -11,11 +11,12 @@ fleet of near-identical nodes has a tiny MAD, and without the floor a 1% differe
 noise on a shared machine would score as an outlier.  Every metric is a rate (higher is
 better), so a low z is a slow node.
 
-Comparison (``compare_rows``): for each metric present in the baseline, each run's change
-of the mean in % and whether it is significant: two-sided Mann-Whitney U over the
-repetitions' samples (beoperf.analysis.compare.mann_whitney_u), p < 0.05 AND a change
-larger than ``min_change``; with fewer than ``MIN_SAMPLES`` (4) samples on a side no
-two-sided p below 0.05 exists, and the verdict is "too few samples".
+Comparison (``compare_rows``): for each metric present in the baseline, each
+configuration's mean (the median over its runs; runs given the same label are repeated runs
+of one configuration), its change in % and a verdict with the interval of the change
+(beoperf.analysis.effect): each node run is one replicate of the machine's state, its
+repetitions give the run's own uncertainty, the spread between runs comes from repeated
+runs or the stated default; the metrics compared form one family (Bonferroni).
 """
 
 from __future__ import annotations
@@ -24,13 +25,12 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from beoperf.analysis.compare import ALPHA, mann_whitney_u
+from beoperf.analysis import effect
+from beoperf.analysis.effect import DEFAULT_MARGIN, Effect, Replicate
 
 THRESHOLD = 3.5
 MAD_FLOOR = 0.05
 MAD_TO_SIGMA = 0.6745
-MIN_SAMPLES = 4
-DEFAULT_MIN_CHANGE = 0.02
 
 
 # --------------------------------------------------------------------------- caches
@@ -125,47 +125,61 @@ def method(threshold: float = THRESHOLD, floor: float = MAD_FLOOR) -> dict[str, 
 # --------------------------------------------------------------------------- comparing
 
 
-def verdict(samples: Sequence[float], base: Sequence[float], change_pct: float | None,
-            min_change: float) -> tuple[str, float | None]:
-    """(verdict, p) of one metric against the baseline's."""
-    if min(len(samples), len(base)) < MIN_SAMPLES:
-        return f"too few samples ({len(samples)} vs {len(base)})", None
-    _u, p = mann_whitney_u(list(samples), list(base))
-    big = change_pct is not None and abs(change_pct) > min_change * 100.0
-    return ("significant" if p < ALPHA and big else "not significant"), p
+def _replicate(metric: Mapping[str, Any]) -> Replicate:
+    samples = [float(v) for v in metric.get("samples") or []]
+    return Replicate(float(metric["mean"]), effect.mean_log_sd(samples))
 
 
-def compare_rows(bodies: Sequence[Mapping[str, Any]], baseline: int = 0,
-                 min_change: float = DEFAULT_MIN_CHANGE) -> list[dict[str, Any]]:
-    """One row per metric of the baseline: each run's mean, change in % and verdict
-    (None for the baseline itself and for runs without the metric)."""
-    by_id = [{m["id"]: m for m in b["metrics"]} for b in bodies]
+def _groups(bodies: Sequence[Mapping[str, Any]], labels: Sequence[str],
+            ) -> dict[str, list[dict[str, Mapping[str, Any]]]]:
+    """label -> the runs (each: metric id -> metric), in first-seen order."""
+    found: dict[str, list[dict[str, Mapping[str, Any]]]] = {}
+    for body, label in zip(bodies, labels, strict=True):
+        found.setdefault(label, []).append({m["id"]: m for m in body["metrics"]})
+    return found
+
+
+def _column(runs: list[dict[str, Mapping[str, Any]]], mid: str) -> list[Mapping[str, Any]]:
+    return [r[mid] for r in runs if mid in r]
+
+
+def compare_rows(bodies: Sequence[Mapping[str, Any]], labels: Sequence[str],
+                 baseline: str, margin: float = DEFAULT_MARGIN) -> list[dict[str, Any]]:
+    """One row per metric of the baseline: each configuration's mean (the median over its
+    runs), change in %, its interval and verdict (None for the baseline itself; "missing"
+    for a configuration without the metric)."""
+    groups = _groups(bodies, labels)
+    base_runs = groups[baseline]
+    ids = list(dict.fromkeys(mid for run in base_runs for mid in run))
     rows = []
-    for mid, base in by_id[baseline].items():
-        means, changes, verdicts, ps = [], [], [], []
-        for i, metrics in enumerate(by_id):
-            m = metrics.get(mid)
-            means.append(m["mean"] if m else None)
-            if i == baseline or m is None:
-                changes.append(None)
-                verdicts.append(None if m else "missing")
-                ps.append(None)
-                continue
-            change = (m["mean"] - base["mean"]) / base["mean"] * 100.0 if base["mean"] else None
-            text, p = verdict(m["samples"], base["samples"], change, min_change)
-            changes.append(change)
-            verdicts.append(text)
-            ps.append(p)
-        rows.append({"id": mid, "unit": base["unit"], "means": means, "changes": changes,
-                     "verdicts": verdicts, "p": ps})
+    for mid in ids:
+        base = _column(base_runs, mid)
+        row: dict[str, Any] = {"id": mid, "unit": base[0]["unit"], "means": [], "changes": [],
+                               "intervals": [], "verdicts": []}
+        for label, runs in groups.items():
+            found = _column(runs, mid)
+            row["means"].append(statistics.median(m["mean"] for m in found) if found else None)
+            test = None if label == baseline or not found else effect.compare(
+                [_replicate(m) for m in base], [_replicate(m) for m in found],
+                higher_is_better=True, family=len(ids), margin=margin)
+            _add(row, test, present=bool(found))
+        rows.append(row)
     return rows
 
 
-def describe_test(min_change: float = DEFAULT_MIN_CHANGE) -> dict[str, Any]:
-    statement = ("Test: two-sided Mann-Whitney U (normal approximation, tie- and "
-                 "continuity-corrected) on each metric's repetitions; significant = p < "
-                 f"{ALPHA:g} and the means differ by more than {min_change * 100:g}%; fewer "
-                 f"than {MIN_SAMPLES} repetitions on a side: too few samples.")
-    return {"name": "Mann-Whitney U, two-sided", "alpha": ALPHA,
-            "min_change_pct": min_change * 100.0, "min_samples": MIN_SAMPLES,
-            "statement": statement}
+def _add(row: dict[str, Any], test: Effect | None, present: bool) -> None:
+    row["changes"].append(None if test is None else test.change_pct)
+    row["intervals"].append(None if test is None else test.interval_pct())
+    row["verdicts"].append(test.verdict if test else (None if present else "missing"))
+
+
+def describe_test(margin: float = DEFAULT_MARGIN) -> dict[str, Any]:
+    statement = ("Verdicts: each node run is one replicate; the ratio of the means with an "
+                 "interval from each run's repetitions and the spread between runs "
+                 "(repeated runs given one label, else "
+                 f"{effect.DEFAULT_BETWEEN_SD:.0%}), all metrics as one family (Bonferroni); "
+                 "better or worse: the interval excludes no change; no difference shown: it "
+                 f"lies within +-{margin:.0%}; cannot tell: wider.  docs/STATISTICS.md.")
+    return {"name": "ratio of run means, runs as replicates", "alpha": effect.ALPHA,
+            "margin": margin, "default_between_sd": effect.DEFAULT_BETWEEN_SD,
+            "correction": "Bonferroni over the metrics", "statement": statement}

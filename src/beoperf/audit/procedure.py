@@ -1,25 +1,32 @@
-"""The measured tuning procedure: one change at a time, kept only when it helps.
+"""The measured tuning procedure: one change at a time, kept only when it is shown to help.
 
 The published cluster-tuning procedure measures the small-message latency of the
 default configuration, then applies one change at a time and measures again, and
-finally measures all the changes combined.  Here every step can be undone:
+finally measures all the changes combined.  Done naively (Default measured once, then each
+change once) a cold first measurement or a machine that drifts makes a change that cannot
+matter look like a gain.  Here it is measured like an experiment, and every step can be
+undone:
 
-1. baseline: ``repeats`` short ping-pong measurements at 16 bytes against the
-   peer's ``beoperf serve``; each repeat's figure is its median one-way time (us);
-2. a rollback snapshot of every value the plan touches is written (by the caller),
-   then each change is applied (and read back), measured the same way, and kept
-   only when the improvement over the current kept state is significant: two-sided
-   Mann-Whitney U p < 0.05 on the repeat figures *and* a mean improvement of more
-   than 2%; otherwise it is restored (and read back);
-3. the combined final state is measured, when at least one change was kept; when none
-   was, the final state *is* the default configuration, so the Combined row says so and
-   shows the Default figures instead of a second measurement of the same configuration
-   (whose difference would only be drift and noise).
+1. warm-up: ``WARMUP`` measurements, discarded (they also show that the peer answers
+   before anything is changed); a measurement is one short ping-pong at 16 bytes against
+   the peer's ``beoperf serve``, its figure the median one-way time (us);
+2. a rollback snapshot of every value the plan touches is written (by the caller);
+3. each change in blocks between blocks of the state it is judged against (the baseline:
+   Default, or Default plus the changes kept so far): A C A C ... C A, ``repeats`` blocks
+   of the change, the change applied (and read back) before each and restored after;
+4. the decision (``beoperf.analysis.effect.blocks``): each change block against the mean
+   of its two neighbours on the log scale, Student's t interval of the mean ratio from
+   those differences alone (so the spread is the blocks' own, never a history that mixes
+   settings), widened for the number of changes in the plan (Bonferroni); kept only when
+   the interval lies below no change ("better"), else restored;
+5. the combined state against Default, the same way (all kept changes applied and
+   restored around each block), when at least one change was kept; when none was, the
+   final state *is* Default, so the Combined row says so instead of measuring it again.
 
 Any failure halfway restores everything applied, in reverse order.
 
 The measurement itself is the caller's (``beoperf.suites.tune`` measures against the
-peer): here it is any function that returns one repeat's figure, or raises a
+peer): here it is any function that returns one block's figure, or raises a
 ``beoperf.errors`` error (an unreachable or refusing peer) or a TuneError.
 """
 
@@ -31,15 +38,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from beoperf import errors
-from beoperf.analysis.compare import mann_whitney_u
+from beoperf.analysis import effect
+from beoperf.analysis.effect import BETTER, Effect
 from beoperf.audit import tune
 from beoperf.audit.tune import Change, TuneError
 
 SIZE = 16  # bytes: small-message latency
-REPEAT_TIME = 0.3  # seconds one repeat lasts at most
-ALPHA = 0.05
-MIN_IMPROVEMENT = 0.02
-MIN_REPEATS = 4  # with fewer, two-sided p never reaches 0.05 (6 or more recommended)
+REPEAT_TIME = 0.3  # seconds one block lasts at most
+WARMUP = 2  # measurements before the first block, discarded
+MIN_REPEATS = 4  # blocks of each change (with fewer, t's interval is too wide to decide)
 NOTHING_KEPT = "no change kept: same as Default"
 
 Measure = Callable[[], float]
@@ -55,39 +62,27 @@ class ProcedureFailed(TuneError):
         super().__init__(reason)
 
 
-# --------------------------------------------------------------------------- measuring
-
-
-def repeat(measure: Measure, repeats: int) -> list[float]:
-    return [measure() for _ in range(repeats)]
-
-
 # --------------------------------------------------------------------------- deciding
 
 
-@dataclass
-class Decision:
-    """Whether a change is kept: its figures against the current kept state's."""
-
-    keep: bool
-    p: float
-    improvement_pct: float  # of the means, + = faster than the current kept state
-    significant: bool
-
-    def text(self) -> str:
-        verdict = "kept" if self.keep else "reverted"
-        why = "significant" if self.significant else "not significant"
-        return f"{verdict} ({why}: p={self.p:.3g}, {self.improvement_pct:+.2f}% vs current)"
+def decide(candidate: Sequence[float], around: Sequence[float], family: int = 1,
+           keep_all: bool = False) -> tuple[bool, Effect]:
+    """(keep, effect): kept when the change's blocks are shown to be faster than their
+    neighbours (or ``keep_all``)."""
+    found = effect.blocks(candidate, around, higher_is_better=False, family=family)
+    return keep_all or found.verdict == BETTER, found
 
 
-def decide(candidate: Sequence[float], current: Sequence[float],
-           keep_all: bool = False) -> Decision:
-    """Keep when p < 0.05 and the mean is more than 2% lower (or ``keep_all``)."""
-    _u, p = mann_whitney_u(candidate, current)
-    base = statistics.fmean(current)
-    improvement = (base - statistics.fmean(candidate)) / base if base else 0.0
-    significant = p < ALPHA and improvement > MIN_IMPROVEMENT
-    return Decision(keep_all or significant, p, 100.0 * improvement, significant)
+def decision_text(keep: bool, found: Effect, against: str, keep_all: bool = False) -> str:
+    """'kept (better: -12.3%, -20..-4.1% against Default, 4 blocks)'."""
+    verb = "kept" if keep else "reverted"
+    if keep and keep_all and found.verdict != BETTER:
+        verb = "kept (--keep-all)"
+    span = found.interval_pct()
+    if found.change_pct is None or span is None:
+        return f"{verb} ({found.verdict}: {found.reason})"
+    return (f"{verb} ({found.verdict}: {found.change_pct:+.1f}%, "
+            f"{span[0]:+.1f}..{span[1]:+.1f}% against {against}, {found.runs} blocks)")
 
 
 # --------------------------------------------------------------------------- the rows
@@ -105,20 +100,17 @@ class Row:
     target: str | None = None
     verdict: str = "baseline"  # baseline | kept | reverted | combined
     p: float | None = None
-    change_pct: float | None = None  # improvement over the current kept state, in %
+    change_pct: float | None = None  # against its neighbouring blocks, in %; + = slower
     decision: str | None = None
     same_as: str | None = None  # "Default": this configuration is Default's, not re-measured
+    against: str | None = None  # the state of the neighbouring blocks
+    against_us: list[float] | None = None  # those blocks, one more than repeats_us
+    effect: dict[str, Any] | None = None  # beoperf.analysis.effect.Effect as data
 
     def __post_init__(self) -> None:
         self.mean_us = statistics.fmean(self.repeats_us)
-        self.variance_us2 = statistics.variance(self.repeats_us)
-
-
-def change_row(change: Change, figures: list[float], decision: Decision) -> Row:
-    return Row(f"{change.key}={change.target}", figures, key=change.key,
-               previous=change.current, target=change.target,
-               verdict="kept" if decision.keep else "reverted", p=decision.p,
-               change_pct=decision.improvement_pct, decision=decision.text())
+        self.variance_us2 = statistics.variance(self.repeats_us) \
+            if len(self.repeats_us) > 1 else 0.0
 
 
 def with_impact(rows: list[Row]) -> list[Row]:
@@ -147,6 +139,41 @@ class Outcome:
         return self.rows[-1]
 
 
+# --------------------------------------------------------------------------- measuring
+
+
+def warm_up(measure: Measure, count: int = WARMUP) -> None:
+    """Measurements whose figures are dropped: the first connections and a cold peer are
+    slower, and a baseline measured cold makes every later change look good.  The
+    measurement's error if the peer cannot be measured (nothing applied yet)."""
+    for _ in range(count):
+        measure()
+
+
+def _apply(changes: Sequence[Change]) -> None:
+    for change in changes:
+        tune.set_checked(change, change.target)
+
+
+def _unapply(changes: Sequence[Change]) -> None:
+    for change in reversed(changes):
+        tune.set_checked(change, change.current)
+
+
+def interleaved(on: Callable[[], None], off: Callable[[], None], measure: Measure,
+                repeats: int) -> tuple[list[float], list[float]]:
+    """(the blocks measured after ``on``, the blocks around them after ``off``):
+    A C A C ... C A, starting and ending in the ``off`` state it is found in."""
+    around = [measure()]
+    changed: list[float] = []
+    for _ in range(repeats):
+        on()
+        changed.append(measure())
+        off()
+        around.append(measure())
+    return changed, around
+
+
 # --------------------------------------------------------------------------- the procedure
 
 
@@ -156,56 +183,78 @@ def _undo(applied: list[Change], reason: str,
     return ProcedureFailed(reason, len(applied), failures, cause)
 
 
-def _try_one(change: Change, current: list[float], measure: Measure, repeats: int,
-             keep_all: bool) -> tuple[Row, bool]:
-    """Apply, measure, decide, and restore when not kept; a BeoperfError (TuneError or the
-    measurement's) on any failure."""
-    tune.set_checked(change, change.target)
-    figures = repeat(measure, repeats)
-    decision = decide(figures, current, keep_all)
-    if not decision.keep:
-        tune.set_checked(change, change.current)
-    return change_row(change, figures, decision), decision.keep
+def _against(kept: Sequence[Change]) -> str:
+    return "Default" if not kept else "Default + " + ", ".join(c.key for c in kept)
 
 
-def baseline(measure: Measure, repeats: int) -> Row:
-    """The Default row; the measurement's error if the peer cannot be measured (nothing
-    applied yet)."""
-    return Row("Default", repeat(measure, repeats))
+def _try_one(change: Change, measure: Measure, repeats: int, family: int, keep_all: bool,
+             kept: Sequence[Change]) -> tuple[Row, bool]:
+    """The change's blocks between blocks of the current state, the decision, and the
+    change left applied when kept."""
+    against = _against(kept)
+    changed, around = interleaved(lambda: _apply([change]), lambda: _unapply([change]),
+                                  measure, repeats)
+    keep, found = decide(changed, around, family, keep_all)
+    if keep:
+        tune.set_checked(change, change.target)
+    row = Row(f"{change.key}={change.target}", changed, key=change.key,
+              previous=change.current, target=change.target,
+              verdict="kept" if keep else "reverted", p=found.p,
+              change_pct=found.change_pct,
+              decision=decision_text(keep, found, against, keep_all),
+              against=against, against_us=around, effect=found.to_dict())
+    return row, keep
 
 
-def measure_combined(kept: list[Change], measure: Measure, repeats: int) -> Row:
-    """The Combined row: the kept changes together; ProcedureFailed after restoring."""
-    try:
-        return Row("Combined", repeat(measure, repeats), verdict="combined")
-    except errors.BeoperfError as exc:
-        raise _undo(kept, f"measuring the combined state: {exc}", exc) from None
-    except BaseException:
-        tune.restore(reversed(kept))
-        raise
+def _combined(kept: Sequence[Change], measure: Measure, repeats: int) -> Row:
+    """The kept changes together against Default: Default blocks (the kept changes
+    restored) around blocks with them applied; applied again at the end."""
+    _unapply(kept)
+    changed, around = interleaved(lambda: _apply(kept), lambda: _unapply(kept), measure,
+                                  repeats)
+    _apply(kept)
+    found = effect.blocks(changed, around, higher_is_better=False)
+    span = found.interval_pct()
+    decision = (f"{found.verdict}: {found.change_pct:+.1f}%, {span[0]:+.1f}..{span[1]:+.1f}% "
+                f"against Default, {found.runs} blocks" if span and found.change_pct
+                is not None else f"{found.verdict}: {found.reason}")
+    return Row("Combined", changed, verdict="combined", p=found.p,
+               change_pct=found.change_pct, decision=decision, against="Default",
+               against_us=around, effect=found.to_dict())
 
 
-def run_changes(changes: list[Change], default: Row, measure: Measure, repeats: int,
+def run_changes(changes: list[Change], measure: Measure, repeats: int,
                 keep_all: bool = False, report: Report | None = None) -> Outcome:
-    """Steps 2 and 3 (the snapshot must exist already); ProcedureFailed after restoring."""
-    out = Outcome(rows=[default])
-    current = default.repeats_us
-    for change in changes:
-        try:
-            row, kept = _try_one(change, current, measure, repeats, keep_all)
-        except errors.BeoperfError as exc:
-            raise _undo([*out.kept, change], f"{change.key}: {exc}", exc) from None
-        except BaseException:  # Ctrl-C or anything unexpected: undo, then let it go on
-            tune.restore(reversed([*out.kept, change]))
-            raise
-        out.rows.append(row)
-        if kept:
-            out.kept.append(change)
-            current = row.repeats_us
-        if report:
-            report(f"{row.label}: {row.mean_us:.2f} us; {row.decision}")
-    out.rows.append(measure_combined(out.kept, measure, repeats) if out.kept
-                    else unchanged_row(default))
+    """Steps 3 to 5 (warm up first; the snapshot must exist already); ProcedureFailed after
+    restoring every change touched (restoring one that is not applied is harmless)."""
+    kept: list[Change] = []
+    touched: list[Change] = []
+    default_blocks: list[float] = []
+    rows: list[Row] = []
+    try:
+        for change in changes:
+            touched = [*kept, change]
+            row, keep = _try_one(change, measure, repeats, len(changes), keep_all, kept)
+            if not kept:
+                default_blocks += row.against_us or []
+            rows.append(row)
+            if keep:
+                kept.append(change)
+            touched = list(kept)
+            if report:
+                report(f"{row.label}: {row.mean_us:.2f} us; {row.decision}")
+        combined = _combined(kept, measure, repeats) if kept else None
+    except errors.BeoperfError as exc:
+        where = touched[-1].key if touched and touched[-1] not in kept else "combined state"
+        raise _undo(touched, f"{where}: {exc}", exc) from None
+    except BaseException:  # Ctrl-C or anything unexpected: undo, then let it go on
+        tune.restore(reversed(touched))
+        raise
+    if combined is not None:
+        default_blocks += combined.against_us or []
+    default = Row("Default", default_blocks)
+    out = Outcome(rows=[default, *rows], kept=kept)
+    out.rows.append(combined if combined is not None else unchanged_row(default))
     with_impact(out.rows)
     return out
 
@@ -213,12 +262,26 @@ def run_changes(changes: list[Change], default: Row, measure: Measure, repeats: 
 # --------------------------------------------------------------------------- the document
 
 
+def describe_test(changes: int) -> dict[str, Any]:
+    """The method as data, with the one line the renderers print."""
+    statement = (
+        f"Each change in {{repeats}} blocks, each between two blocks of the state it is judged "
+        "against (A C A C ... A); per block the log ratio to the mean of its neighbours; "
+        "Student's t interval of the mean ratio from those blocks alone, "
+        f"{1 - effect.ALPHA:.0%} widened for the {changes} change(s) of the plan "
+        f"(Bonferroni); kept only when the interval lies below no change (better); "
+        f"{WARMUP} warm-up measurements first, dropped.")
+    return {"name": "interleaved blocks, Student's t on the log ratio to the neighbours",
+            "alpha": effect.ALPHA, "correction": "Bonferroni over the plan's changes",
+            "changes": changes, "warmup": WARMUP, "statement": statement}
+
+
 def body(out: Outcome, *, profile: str, interface: str | None, peer: str, port: int,
          repeats: int, keep_all: bool, rollback_file: str | None) -> dict[str, Any]:
     """The body of the "procedure" document (no rows: nothing was there to change)."""
+    test = describe_test(max(0, len(out.rows) - 2))
+    test["statement"] = test["statement"].replace("{repeats}", str(repeats))
     return {"profile": profile, "interface": interface, "peer": peer, "port": port,
-            "size": SIZE, "repeats": repeats, "keep_all": keep_all,
-            "test": {"name": "Mann-Whitney U, two-sided", "alpha": ALPHA,
-                     "min_improvement_pct": 100 * MIN_IMPROVEMENT},
+            "size": SIZE, "repeats": repeats, "keep_all": keep_all, "test": test,
             "rows": [asdict(r) for r in out.rows],
             "kept": [c.key for c in out.kept], "rollback_file": rollback_file}

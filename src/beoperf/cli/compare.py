@@ -1,4 +1,5 @@
-"""`beoperf compare`: runs side by side, and which differences are significant."""
+"""`beoperf compare`: runs side by side, and whether each is better, worse, no different, or
+cannot be told apart from a baseline."""
 
 from __future__ import annotations
 
@@ -23,35 +24,42 @@ EXAMPLES = """examples:
       # beside other runs and reference systems, with the ratio
   beoperf compare node-before.json node-after.json   # beoperf node documents
 
-Node documents (beoperf node -o FILE): one row per metric, each run's mean, its change
-against the baseline and a verdict (Mann-Whitney U over the repetitions, p < 0.05 and a
-change over --min-change; fewer than 4 repetitions a side: "too few samples").
+  beoperf compare a1.json a2.json a3.json b1.json b2.json b3.json \\
+      --label A --label A --label A --label B --label B --label B   # repeated runs
+
+Verdicts (docs/STATISTICS.md): each run is one replicate of a machine whose level
+moves between runs. The change of a figure is a ratio with an interval made of
+both runs' own uncertainty and the spread between runs: from repeated runs
+(files given the same --label form one configuration), else from the runs'
+history (earlier runs of the same setup; or borrowed from the host's other
+setups, which the output says), else 10%. Latency (lower is better) and peak
+(higher is better) are compared at one size every run measured, and so is every
+common size (each interval widened for the number of sizes). "better" or
+"worse": the interval excludes no change; "no difference shown": it lies within
++-MARGIN (--margin, default 10%); "cannot tell": it is wider. With one run a
+side and no history, only changes of about 30% or more can be told.
 
 Figures: latency (median, p99; one-way, us: the median time of the middle
 size among sizes <= 16 B), peak Mbit/s (SI, 10^6 bit/s) and the size it is
 reached at, saturation point and n1/2 (bytes), Hockney alpha (us) and 1/beta
 (Mbit/s), and the throughput collapses those figures leave out (sizes whose
-throughput fell below 1/10 of the best at a smaller size). Against the
-baseline (the first file unless --baseline): the change of the latency and
-peak figures in %, and whether that change is significant: two-sided
-Mann-Whitney U on the per-trial medians behind each figure (latency: at each
-run's latency size; peak: at each run's peak size; normal approximation,
-tie- and continuity-corrected), p < 0.05 AND a change over --min-change
-(default 2%): run-to-run noise on shared machines shifts whole runs by about
-that much, which no number of trials averages away. Fewer than 6 trials on a
-side: "too few trials"; imported results (NetPIPE, IMB, OSU) have no trials:
-"n/a (source lacks trial data)".
+throughput fell below 1/10 of the best at a smaller size).
+
+Node documents (beoperf node -o FILE): one row per metric, each configuration's
+mean and its verdict against the baseline, the same way (each node run one
+replicate; its repetitions give its own uncertainty).
 
 --format impact prints a tuning study's table: label, latency mean (variance)
-of the same trial medians the latency verdict tests, and the impact
+of the trial medians at the size compared, and the impact
 (baseline mean - mean) / baseline mean in %.
 """
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compare", help="compare runs against a baseline, with significance",
+    p = sub.add_parser("compare", help="compare runs against a baseline, with verdicts",
                        description="Show the figures of several runs side by side and whether "
-                                   "each differs significantly from a baseline.",
+                                   "each is better, worse, no different or cannot be told "
+                                   "apart from a baseline.",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("files", nargs="+", metavar="FILE",
                    help="results: beoperf JSON (or NetPIPE, IMB, OSU output when supported)")
@@ -61,22 +69,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=FORMATS, default="table",
                    help="output format (default: table)")
     p.add_argument("--label", action="append", metavar="NAME",
-                   help="name of a run, once per FILE in order (default: from the metadata)")
-    p.add_argument("--min-change", default="0.02", metavar="FRACTION",
-                   help="smallest change of the medians called significant, a fraction or "
-                        "a percentage (default 0.02 = 2%%)")
+                   help="name of a run, once per FILE in order (default: from the metadata); "
+                        "runs given the same name are repeated runs of one configuration")
+    p.add_argument("--margin", "--min-change", dest="margin", default="0.10",
+                   metavar="FRACTION",
+                   help="a change whose interval lies within +-this counts as none ('no "
+                        "difference shown'), a fraction or a percentage (default 0.10 = "
+                        "10%%)")
     add_reference_options(p)
     p.set_defaults(func=run)
 
 
-def parse_min_change(text: str) -> float:
-    """'0.02' or '2%' -> 0.02; a fraction in [0, 1)."""
+def parse_margin(text: str) -> float:
+    """'0.1' or '10%' -> 0.1; a fraction in [0, 1)."""
     try:
         value = units.parse_fraction(text)
     except ValueError:
         value = -1.0
     if not 0 <= value < 1:
-        raise UsageError(f"--min-change {text!r}: expected a fraction such as 0.02, or 2%")
+        raise UsageError(f"--margin {text!r}: expected a fraction such as 0.1, or 10%")
     return value
 
 
@@ -85,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         return run_hpcc_compare(args)
     spec = compare.Spec(files=tuple(args.files),
                         labels=tuple(args.label) if args.label is not None else None,
-                        baseline=args.baseline, min_change=parse_min_change(args.min_change),
+                        baseline=args.baseline, margin=parse_margin(args.margin),
                         command_line=tuple(args.argv))
     doc = compare.run(spec)
     if doc.kind != "comparison" and args.format == "impact":

@@ -67,14 +67,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       help="restore the previous values saved in FILE by --apply (root)")
     mode.add_argument("--procedure", action="store_true",
                       help="measured procedure against --peer's 'beoperf serve' (root): "
-                           "apply one change at a time, keep it only if latency improves "
-                           "significantly")
+                           "one change at a time, measured in blocks between blocks of the "
+                           "current state, kept only when latency is shown to improve")
     p.add_argument("--port", type=int, default=suite.DEFAULT_PORT,
                    help="--procedure: the peer's beoperf serve port (default %(default)s)")
     p.add_argument("--repeats", type=int, default=10, metavar="N",
-                   help="--procedure: measurements per configuration (default %(default)s)")
+                   help="--procedure: blocks of each change, each between two blocks of "
+                        "the state it is judged against (default %(default)s)")
     p.add_argument("--keep-all", action="store_true",
-                   help="--procedure: keep every change, significant or not")
+                   help="--procedure: keep every change, shown to help or not")
     p.add_argument("--rollback-file", metavar="PATH",
                    help="where --apply saves the previous values "
                         "(default ./beoperf-rollback-<UTC>.json)")

@@ -140,6 +140,8 @@ def _upgraded(kind: Kind, doc: dict, source: str) -> dict:
     if version > kind.version:
         raise DocumentError(f"{source}: {kind.name} schema version {version} is newer than "
                             f"this beoperf reads ({kind.version}); upgrade beoperf")
+    if version < kind.version:
+        doc = copy.deepcopy(doc)  # the caller's object stays as it was
     while version < kind.version:
         step = kind.upgrades.get(version)
         if step is None:

@@ -92,4 +92,29 @@ def writer_version(raw: Mapping[str, Any]) -> str | None:
 
 document.register(KIND, VERSION)
 document.register(FLEET_KIND, VERSION)
-document.register(COMPARISON_KIND, VERSION)
+COMPARISON_VERSION = 2
+OLD_VERDICT = ("judged by an earlier beoperf with a test of the repetitions inside each run, "
+               "which a machine that drifts between runs makes significant: no verdict; "
+               "compare the runs again")
+
+
+def _comparison_v1_to_v2(doc: dict) -> dict:
+    """Version 2 (issue 25): "margin" for "min_change", the verdicts are better / worse /
+    no difference shown / cannot tell with an interval per change, and repeated runs of a
+    label are one column.  Version 1's verdicts (a test of repetitions) are not carried
+    over: each becomes "cannot tell", and the test's statement says why."""
+    body = doc["body"]
+    body.pop("min_change", None)
+    body["margin"] = 0.10
+    body["runs"] = [1] * len(body.get("labels", []))
+    body["test"] = {"name": "Mann-Whitney U over repetitions (version 1)",
+                    "statement": f"Earlier comparison: {OLD_VERDICT}."}
+    for row in body.get("rows", []):
+        row["intervals"] = [None] * len(row.get("changes", []))
+        row["verdicts"] = [v if v in (None, "missing") else "cannot tell"
+                           for v in row.get("verdicts", [])]
+        row.pop("p", None)
+    return doc
+
+
+document.register(COMPARISON_KIND, COMPARISON_VERSION, upgrades={1: _comparison_v1_to_v2})

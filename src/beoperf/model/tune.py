@@ -25,7 +25,7 @@ from beoperf.model.document import Document, DocumentError
 
 PLAN, ROLLBACK, PROCEDURE = "tune-plan", "rollback", "procedure"
 PLAN_VERSION = ROLLBACK_VERSION = 3  # 2: "format": "beoperf.tune-plan"/"beoperf.rollback"
-PROCEDURE_VERSION = 2  # 1: "format": "beoperf.tune-procedure"
+PROCEDURE_VERSION = 3  # 1: "format": "beoperf.tune-procedure"; 3: interleaved blocks
 PLAN_LEGACY, ROLLBACK_LEGACY = "beoperf.tune-plan", "beoperf.rollback"
 PROCEDURE_LEGACY = "beoperf.tune-procedure"
 
@@ -89,9 +89,21 @@ def _rollback_from_v2(doc: dict) -> dict:
 def _procedure_from_v1(doc: dict) -> dict:
     """A "beoperf.tune-procedure" version 1 file as an envelope of version 2."""
     _legacy(doc, PROCEDURE_LEGACY, 1)
-    return _envelope(PROCEDURE, PROCEDURE_VERSION, _host_meta(doc), doc, PROCEDURE_KEYS)
+    return _envelope(PROCEDURE, 2, _host_meta(doc), doc, PROCEDURE_KEYS)
+
+
+def _procedure_v2_to_v3(doc: dict) -> dict:
+    """Version 3 (issue 25) measures each change in blocks between blocks of the state it
+    is judged against: rows gain those blocks and the effect; a version 2 row (each
+    configuration measured once, in a row) has neither, and its test stays as it was."""
+    for row in doc["body"].get("rows", []):
+        row.setdefault("against", None)
+        row.setdefault("against_us", None)
+        row.setdefault("effect", None)
+    return doc
 
 
 document.register(PLAN, PLAN_VERSION, legacy={PLAN_LEGACY: _plan_from_v2})
 document.register(ROLLBACK, ROLLBACK_VERSION, legacy={ROLLBACK_LEGACY: _rollback_from_v2})
-document.register(PROCEDURE, PROCEDURE_VERSION, legacy={PROCEDURE_LEGACY: _procedure_from_v1})
+document.register(PROCEDURE, PROCEDURE_VERSION, upgrades={2: _procedure_v2_to_v3},
+                  legacy={PROCEDURE_LEGACY: _procedure_from_v1})

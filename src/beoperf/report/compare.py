@@ -1,5 +1,6 @@
-"""Renderers of a comparison: the aligned table, Markdown, CSV and the tuning studies'
-impact table (see beoperf.analysis.compare for what is compared and tested)."""
+"""Renderers of a comparison: the verdicts first, then the aligned table, Markdown, CSV
+and the tuning studies' impact table (beoperf.analysis.compare says what is compared and
+how it is judged)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,9 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from beoperf.analysis.compare import (
-    DEFAULT_MIN_CHANGE,
-    Row,
-    Significance,
-    describe_test,
-    rows_of,
-)
+from beoperf.analysis.compare import Row, describe_test, rows_of
 from beoperf.analysis.curve import COLLAPSE_FACTOR, LATENCY_MAX_SIZE, Collapse
+from beoperf.analysis.effect import DEFAULT_MARGIN, Effect
 from beoperf.model.document import Document
 from beoperf.report import renderer
 from beoperf.report.tables import aligned as _aligned
@@ -32,18 +28,38 @@ def collapse_notes(table: Sequence[Row]) -> list[str]:
             "size)." for r in table for c in r.collapses]
 
 
-def _notes(table: Sequence[Row], min_change: float) -> list[str]:
+def answer(table: Sequence[Row]) -> list[str]:
+    """The verdict lines, first: each configuration's latency, peak and sizes against the
+    baseline, with the interval and what it holds."""
+    out = []
+    for r in table:
+        if r.baseline or r.latency_test is None or r.peak_test is None:
+            continue
+        lat = f" at {r.latency_size} B" if r.latency_size is not None else ""
+        peak = f" at {r.peak_test_size} B" if r.peak_test_size is not None else ""
+        out.append(f"{r.label} vs {_baseline_label(table)}: latency{lat} "
+                   f"{r.latency_test.text()}; peak{peak} {r.peak_test.text()}; "
+                   f"{r.sizes_text()}")
+        spread = r.latency_test.spread_text()
+        if spread:
+            out.append(f"  ({spread})")
+    return out
+
+
+def _notes(table: Sequence[Row], margin: float) -> list[str]:
     return [*collapse_notes(table),
             f"Baseline: {_baseline_label(table)}. One-way times; latency = the median time of "
             f"the middle size (by median) among sizes <= {LATENCY_MAX_SIZE} B; Mbit/s = 10^6 "
-            "bit/s; change: of the figures shown, latency + = slower, peak + = faster.",
-            describe_test(min_change)["statement"]]
+            "bit/s; verdicts compare one size every run measured (latency: lower is better, "
+            "peak: higher is better); runs shows how many runs a row's figures are the "
+            "medians of.",
+            describe_test(margin)["statement"]]
 
 
-COLUMNS = ("run", "latency us", "p99 us", "peak Mbit/s", "peak at B", "saturation B",
-           "n1/2 B", "alpha us", "1/beta Mbit/s", "latency change", "latency verdict",
-           "peak change", "peak verdict", "throughput collapse")
-NUMERIC = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11}
+COLUMNS = ("run", "runs", "latency us", "p99 us", "peak Mbit/s", "peak at B", "saturation B",
+           "n1/2 B", "alpha us", "1/beta Mbit/s", "latency verdict", "peak verdict",
+           "sizes", "throughput collapse")
+NUMERIC = {1, 2, 3, 4, 5, 6, 7, 8, 9}
 
 
 def _fmt(value: float | None, spec: str, scale: float = 1.0) -> str:
@@ -56,42 +72,50 @@ def collapse_cell(collapses: Sequence[Collapse]) -> str:
                      for c in collapses) or "none"
 
 
+def verdict_cell(test: Effect | None, size: int | None) -> str:
+    """'better (-12.3%, -18..-6.2%) at 1 B'; 'baseline' for the baseline."""
+    if test is None:
+        return "baseline"
+    return test.text() + (f" at {size} B" if size is not None else "")
+
+
 def _cells(row: Row) -> list[str]:
-    def change(value: float | None) -> str:
-        return "-" if row.baseline else _fmt(value, "+.1f") + ("%" if value is not None else "")
-
-    def verdict(test: Significance | None) -> str:
-        return "baseline" if test is None else test.text()
-
-    return [row.label, _fmt(row.latency_us, ".2f"), _fmt(row.latency_p99_us, ".2f"),
-            _fmt(row.peak_bps, ".1f", 1e6), str(row.peak_size), _fmt(row.saturation_size, ".0f"),
-            _fmt(row.n_half, ".0f"), _fmt(row.alpha_us, ".2f"),
-            _fmt(row.bandwidth_bps, ".1f", 1e6), change(row.latency_change_pct),
-            verdict(row.latency_test), change(row.peak_change_pct), verdict(row.peak_test),
+    return [row.label, str(row.runs), _fmt(row.latency_us, ".2f"),
+            _fmt(row.latency_p99_us, ".2f"), _fmt(row.peak_bps, ".1f", 1e6), str(row.peak_size),
+            _fmt(row.saturation_size, ".0f"), _fmt(row.n_half, ".0f"), _fmt(row.alpha_us, ".2f"),
+            _fmt(row.bandwidth_bps, ".1f", 1e6), verdict_cell(row.latency_test, row.latency_size),
+            verdict_cell(row.peak_test, row.peak_test_size), row.sizes_text(),
             collapse_cell(row.collapses)]
 
 
-def render_table(table: Sequence[Row], min_change: float = DEFAULT_MIN_CHANGE) -> str:
-    """Aligned plain text: one line per run, then the notes and the test."""
+def render_table(table: Sequence[Row], margin: float = DEFAULT_MARGIN) -> str:
+    """The verdicts first, then the aligned table (one line per configuration), the notes
+    and the method."""
     lines = _aligned(COLUMNS, [_cells(r) for r in table], NUMERIC)
-    return "\n".join([*lines, "", *_notes(table, min_change)]) + "\n"
+    head = answer(table)
+    return "\n".join([*head, *([""] if head else []), *lines, "",
+                      *_notes(table, margin)]) + "\n"
 
 
-def render_markdown(table: Sequence[Row], min_change: float = DEFAULT_MIN_CHANGE) -> str:
-    """A pipe table, then the notes and the test as a paragraph."""
+def render_markdown(table: Sequence[Row], margin: float = DEFAULT_MARGIN) -> str:
+    """The verdicts as a list, a pipe table, then the notes and the method as a paragraph."""
     def line(cells: Sequence[str]) -> str:
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
     align = ["---:" if i in NUMERIC else "---" for i in range(len(COLUMNS))]
-    out = [line(COLUMNS), line(align), *(line(_cells(r)) for r in table)]
-    return "\n".join([*out, "", *(f"{n}  " for n in _notes(table, min_change))]).rstrip() + "\n"
+    head = [f"- {a.strip()}" for a in answer(table)]
+    out = [*head, *([""] if head else []), line(COLUMNS), line(align),
+           *(line(_cells(r)) for r in table)]
+    return "\n".join([*out, "", *(f"{n}  " for n in _notes(table, margin))]).rstrip() + "\n"
 
 
-CSV_FIELDS = ("label", "baseline", "latency_us", "latency_p99_us", "peak_Mbit_s", "peak_size_B",
-              "saturation_size_B", "n_half_B", "alpha_us", "inv_beta_Mbit_s",
-              "latency_change_pct", "latency_verdict", "latency_p", "latency_test_size_B",
-              "latency_test_change_pct", "peak_change_pct", "peak_verdict", "peak_p",
-              "peak_test_size_B", "peak_test_change_pct",
+CSV_FIELDS = ("label", "baseline", "runs", "latency_us", "latency_p99_us", "peak_Mbit_s",
+              "peak_size_B", "saturation_size_B", "n_half_B", "alpha_us", "inv_beta_Mbit_s",
+              "latency_test_size_B", "latency_verdict", "latency_change_pct",
+              "latency_change_low_pct", "latency_change_high_pct", "latency_p",
+              "peak_test_size_B", "peak_verdict", "peak_change_pct", "peak_change_low_pct",
+              "peak_change_high_pct", "peak_p", "sizes_compared", "sizes_better",
+              "sizes_worse", "sizes_no_difference", "sizes_cannot_tell",
               "latency_mean_us", "latency_variance_us2", "impact_pct", "throughput_collapses")
 
 
@@ -99,19 +123,29 @@ def _num(value: float | None, scale: float = 1.0) -> str:
     return "" if value is None else format(value / scale, ".10g")
 
 
-def _test_fields(test: Significance | None) -> list[str]:
+def _test_fields(test: Effect | None) -> list[str]:
     if test is None:
-        return ["baseline", "", "", ""]
-    return [test.verdict, _num(test.p), _num(test.size), _num(test.change_pct)]
+        return ["baseline", "", "", "", ""]
+    span = test.interval_pct() or (None, None)
+    return [test.verdict, _num(test.change_pct), _num(span[0]), _num(span[1]), _num(test.p)]
+
+
+def _size_counts(r: Row) -> list[str]:
+    counts = r.size_verdicts
+    if counts is None:
+        return ["", "", "", ""]
+    return [str(counts.get(v, 0)) for v in ("better", "worse", "no difference shown",
+                                            "cannot tell")]
 
 
 def _csv_record(r: Row) -> list[str]:
-    return [r.label, "1" if r.baseline else "0", _num(r.latency_us), _num(r.latency_p99_us),
-            _num(r.peak_bps, 1e6), _num(r.peak_size), _num(r.saturation_size), _num(r.n_half),
-            _num(r.alpha_us), _num(r.bandwidth_bps, 1e6), _num(r.latency_change_pct),
-            *_test_fields(r.latency_test), _num(r.peak_change_pct), *_test_fields(r.peak_test),
-            _num(r.latency_mean_us), _num(r.latency_variance), _num(r.impact_pct),
-            _collapse_field(r.collapses)]
+    return [r.label, "1" if r.baseline else "0", str(r.runs), _num(r.latency_us),
+            _num(r.latency_p99_us), _num(r.peak_bps, 1e6), _num(r.peak_size),
+            _num(r.saturation_size), _num(r.n_half), _num(r.alpha_us),
+            _num(r.bandwidth_bps, 1e6), _num(r.latency_size), *_test_fields(r.latency_test),
+            _num(r.peak_test_size), *_test_fields(r.peak_test), str(r.sizes_compared),
+            *_size_counts(r), _num(r.latency_mean_us), _num(r.latency_variance),
+            _num(r.impact_pct), _collapse_field(r.collapses)]
 
 
 def _collapse_field(collapses: Sequence[Collapse]) -> str:
@@ -119,11 +153,11 @@ def _collapse_field(collapses: Sequence[Collapse]) -> str:
     return ";".join(f"{c.first_size}-{c.last_size}:{c.factor:.6g}" for c in collapses)
 
 
-def render_csv(table: Sequence[Row], min_change: float = DEFAULT_MIN_CHANGE) -> str:
+def render_csv(table: Sequence[Row], margin: float = DEFAULT_MARGIN) -> str:
     """Header and one record per run; units in the header names, bare numbers in cells.
 
-    The test is not in the CSV (it would break the table); callers print
-    describe_test(min_change)["statement"] elsewhere (the CLI: on stderr).
+    The method is not in the CSV (it would break the table); callers print
+    describe_test(margin)["statement"] elsewhere (the CLI: on stderr).
     """
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
@@ -152,23 +186,23 @@ def _impact_entry(row: Row) -> tuple[str, float | None, float | None, float | No
     return row.label, row.latency_mean_us, row.latency_variance, impact
 
 
-def render_impact(table: Sequence[Row], min_change: float = DEFAULT_MIN_CHANGE) -> str:
+def render_impact(table: Sequence[Row], margin: float = DEFAULT_MARGIN) -> str:
     """The tuning-study shape: label, latency mean (variance), impact in % of the baseline.
 
-    The mean and variance are of the same observations the latency verdict tests
-    (the trial medians at each run's latency size); the verdict's percentage is the
-    change of the latency figure (a median), as in the other formats."""
+    The mean and variance are of the trial medians at the size the latency verdict
+    compares; the verdict's percentage is the change of the median latency there, as in
+    the other formats."""
     lines = impact_lines([_impact_entry(r) for r in table])
-    sizes = sorted({r.latency_size for r in table})
+    sizes = sorted({r.latency_size for r in table if r.latency_size is not None})
     size_text = ", ".join(str(s) for s in sizes)
     note = (f"Latency: mean and variance (ddof=1) of the per-trial medians of the one-way time "
-            f"at each run's latency size ({size_text} B: the middle size by median among "
+            f"at the size compared ({size_text} B: the baseline's middle size by median among "
             f"sizes <= {LATENCY_MAX_SIZE} B), us; impact = (baseline mean - mean) / baseline "
             f"mean; baseline: {_baseline_label(table)}.")
     verdicts = "; ".join(f"{r.label}: {r.latency_test.text()}" for r in table
                          if r.latency_test is not None)
-    notes = [note, f"Change of the median latency and its verdict: {verdicts}." if verdicts
-             else "", describe_test(min_change)["statement"], *collapse_notes(table)]
+    notes = [note, f"The median latency's change and verdict: {verdicts}." if verdicts
+             else "", describe_test(margin)["statement"], *collapse_notes(table)]
     if any(r.latency_mean_us is not None and r.latency_variance is None for r in table):
         notes.append("Variance n/a: the source lacks trial data; its own time is shown as mean.")
     return "\n".join([*lines, "", *(n for n in notes if n)]) + "\n"
@@ -176,30 +210,30 @@ def render_impact(table: Sequence[Row], min_change: float = DEFAULT_MIN_CHANGE) 
 
 
 
-def _min_change(doc: Document) -> float:
-    return float(doc.body.get("min_change", DEFAULT_MIN_CHANGE))
+def _margin(doc: Document) -> float:
+    return float(doc.body.get("margin", DEFAULT_MARGIN))
 
 
 @renderer("comparison", "text")
 def text(doc: Document, **_options: Any) -> str:
-    return render_table(rows_of(doc), _min_change(doc))
+    return render_table(rows_of(doc), _margin(doc))
 
 
 @renderer("comparison", "table")
 def table(doc: Document, **_options: Any) -> str:
-    return render_table(rows_of(doc), _min_change(doc))
+    return render_table(rows_of(doc), _margin(doc))
 
 
 @renderer("comparison", "markdown")
 def markdown(doc: Document, **_options: Any) -> str:
-    return render_markdown(rows_of(doc), _min_change(doc))
+    return render_markdown(rows_of(doc), _margin(doc))
 
 
 @renderer("comparison", "csv")
 def csv_text(doc: Document, **_options: Any) -> str:
-    return render_csv(rows_of(doc), _min_change(doc))
+    return render_csv(rows_of(doc), _margin(doc))
 
 
 @renderer("comparison", "impact")
 def impact(doc: Document, **_options: Any) -> str:
-    return render_impact(rows_of(doc), _min_change(doc))
+    return render_impact(rows_of(doc), _margin(doc))

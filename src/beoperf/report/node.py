@@ -305,20 +305,33 @@ def fleet_text(doc: Document, **_options: Any) -> str:
 # --------------------------------------------------------------------------- comparing
 
 
+def _label(body: Mapping[str, Any], i: int) -> str:
+    runs = (body.get("runs") or [])[i] if i < len(body.get("runs") or []) else 1
+    return printable(body["labels"][i]) + (f" ({runs} runs)" if runs > 1 else "")
+
+
+def change_text(change: float | None, interval: Sequence[float] | None) -> str:
+    """'+31.7% [+12.0, +55.0]' (the interval of the change), '-' without one."""
+    if change is None:
+        return "-"
+    return f"{change:+.1f}%" + (f" [{interval[0]:+.1f}, {interval[1]:+.1f}]" if interval
+                                else "")
+
+
 def comparison_rows(body: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     labels = body["labels"]
     base = labels.index(body["baseline"])
     head = ["metric", "unit"]
-    for i, label in enumerate(labels):
-        head += [printable(label)] if i == base else [printable(label), "change", "verdict"]
+    for i in range(len(labels)):
+        head += [_label(body, i)] if i == base else [_label(body, i), "change", "verdict"]
     rows = []
     for r in body["rows"]:
         row = [printable(r["id"]), r["unit"]]
+        intervals = r.get("intervals") or [None] * len(labels)
         for i in range(len(labels)):
             row.append(_f(r["means"][i]))
             if i != base:
-                change = r["changes"][i]
-                row += ["-" if change is None else f"{change:+.1f}%", r["verdicts"][i] or "-"]
+                row += [change_text(r["changes"][i], intervals[i]), r["verdicts"][i] or "-"]
         rows.append(row)
     return head, rows
 
@@ -328,8 +341,9 @@ def comparison_table(doc: Document, **_options: Any) -> str:
     head, rows = comparison_rows(doc.body)
     numeric = {i for i, h in enumerate(head) if i >= 2 and h != "verdict"}
     return "\n".join([*aligned(head, rows, numeric), "",
-                      f"Baseline: {printable(doc.body['baseline'])}; change of the mean, "
-                      "+ = faster (every figure is a rate).", doc.body["test"]["statement"]]) + "\n"
+                      f"Baseline: {printable(doc.body['baseline'])}; change of the mean and "
+                      "its interval, + = faster (every figure is a rate).",
+                      doc.body["test"]["statement"]]) + "\n"
 
 
 @renderer("node-comparison", "text")

@@ -100,9 +100,24 @@ def _shown_label(row: Mapping[str, Any]) -> str:
     return f"{row['label']} (= {row['same_as']})" if row.get("same_as") else row["label"]
 
 
+def procedure_answer(body: Mapping[str, Any]) -> list[str]:
+    """The outcome first: what was kept, and the combined effect against Default."""
+    rows = body["rows"]
+    kept = body.get("kept") or []
+    combined = rows[-1] if rows else None
+    if not kept:
+        return ["No change was shown to improve latency: nothing kept (the node is as it "
+                "was)."]
+    lines = [f"Kept {len(kept)} change(s): {', '.join(kept)}."]
+    if combined is not None and combined.get("decision"):
+        lines.append(f"Combined against Default: {combined['decision']}.")
+    return lines
+
+
 @renderer("procedure", "text")
 def procedure_text(doc: Document, **_options: Any) -> str:
-    """The tuning-study table (as ``compare --format impact``), the verdicts and notes."""
+    """The outcome, the tuning-study table (as ``compare --format impact``), each change's
+    decision and the method."""
     body = doc.body
     rows = body["rows"]
     if not rows:
@@ -111,14 +126,18 @@ def procedure_text(doc: Document, **_options: Any) -> str:
                           for r in rows])
     verdicts = "; ".join(f"{r['label']}: {r['decision']}" for r in rows if r.get("decision"))
     test, path = body["test"], body["rollback_file"]
+    method = test.get("statement") or (
+        f"Kept when two-sided Mann-Whitney U p < {test['alpha']} on the repeats against the "
+        f"current kept state and the mean is more than "
+        f"{test['min_improvement_pct'] / 100:.0%} lower.")
+    unit = "blocks" if "statement" in test else "repeats"
     notes = [
-        f"Latency: mean and variance (ddof=1) of {body['repeats']} repeats, each the median "
+        f"Latency: mean and variance (ddof=1) of {body['repeats']} {unit}, each the median "
         f"one-way time at {body['size']} B, us; impact = (Default mean - mean) / Default "
         "mean.",
         f"Changes: {verdicts}." if verdicts else "",
-        f"Kept when two-sided Mann-Whitney U p < {test['alpha']} on the repeats against the "
-        f"current kept state and the mean is more than "
-        f"{test['min_improvement_pct'] / 100:.0%} lower.",
+        method,
         f"Undo everything with 'beoperf tune --rollback {path}'." if path else "",
     ]
-    return "\n".join([*lines, "", *(n for n in notes if n)])
+    head = procedure_answer(body) if "statement" in test else []
+    return "\n".join([*head, *([""] if head else []), *lines, "", *(n for n in notes if n)])

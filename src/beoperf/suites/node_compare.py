@@ -1,5 +1,6 @@
-"""`beoperf compare` on node documents: each metric's change against the baseline run and
-whether it is significant (beoperf.analysis.node.compare_rows)."""
+"""`beoperf compare` on node documents: each metric's change against the baseline and its
+verdict (beoperf.analysis.node.compare_rows); files given the same label are repeated runs
+of one configuration."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def labels_of(given: tuple[str, ...] | None, paths: tuple[str, ...],
 
 
 def run(files: tuple[str, ...], labels: tuple[str, ...] | None, baseline: str | None,
-        min_change: float, command_line: tuple[str, ...] = ()) -> Document:
+        margin: float, command_line: tuple[str, ...] = ()) -> Document:
     docs = [load_node(f) for f in files]
     names = labels_of(labels, files, docs)
     index = 0
@@ -55,7 +56,9 @@ def run(files: tuple[str, ...], labels: tuple[str, ...] | None, baseline: str | 
             raise errors.BadSpec(f"--baseline {baseline}: not among the files compared",
                                  "name one of the FILEs (or its label)")
         index = matches[0]
-    rows = analysis.compare_rows([d.body for d in docs], index, min_change)
-    body = {"baseline": names[index], "labels": names, "min_change": min_change,
-            "test": analysis.describe_test(min_change), "rows": rows}
+    rows = analysis.compare_rows([d.body for d in docs], names, names[index], margin)
+    unique = list(dict.fromkeys(names))
+    body = {"baseline": names[index], "labels": unique,
+            "runs": [names.count(label) for label in unique], "margin": margin,
+            "test": analysis.describe_test(margin), "rows": rows}
     return Document(node_doc.COMPARISON_KIND, body, make_meta(list(command_line)))

@@ -247,7 +247,7 @@ def check_procedure(spec: Spec) -> None:
         raise errors.BadSpec("--procedure needs --peer HOST (running 'beoperf serve')")
     if spec.repeats < MIN_REPEATS:
         raise errors.BadSpec(f"--repeats {spec.repeats}: give at least {MIN_REPEATS} "
-                             "(with fewer no change can be significant)")
+                             "(with fewer no change can be shown to help)")
     if not 0 < spec.port < 65536:
         raise errors.BadSpec(f"--port {spec.port}: give 1..65535")
 
@@ -275,8 +275,9 @@ def _procedure_body(spec: Spec, name: str, interface: str | None, out: measured.
 
 
 def procedure(spec: Spec, progress: Progress | None = None) -> Document:
-    """The measured procedure (root; under the lock): baseline, snapshot, one change at a
-    time kept only if it helps significantly, the combined state.  No rows when there is
+    """The measured procedure (root; under the lock): warm-up, snapshot, one change at a
+    time in blocks between blocks of the current state, kept only when it is shown to
+    help, the combined state against Default.  No rows when there is
     nothing to change (and then no rollback file)."""
     started = utc_now()
     check_procedure(spec)
@@ -290,13 +291,14 @@ def procedure(spec: Spec, progress: Progress | None = None) -> Document:
             body = _procedure_body(spec, name, interface, measured.Outcome(), None)
             return documents.procedure(body, _meta(spec, started))
         measure = peer_measure(spec.peer, spec.port)
-        default = measured.baseline(measure, spec.repeats)
+        measured.warm_up(measure)  # the peer answers before anything is changed
         save_snapshot(path, tune.rollback_document(found.changes, name, interface,
                                                    _meta(spec, started)))
         if progress:
-            progress(f"Default: {default.mean_us:.2f} us; previous values saved to {path}")
+            progress(f"previous values saved to {path}; {len(found.changes)} change(s), "
+                     f"{spec.repeats} blocks each between blocks of the current state")
         try:
-            out = measured.run_changes(found.changes, default, measure, spec.repeats,
+            out = measured.run_changes(found.changes, measure, spec.repeats,
                                        spec.keep_all, progress)
         except measured.ProcedureFailed as exc:
             raise procedure_failed(exc, path) from None

@@ -1,16 +1,18 @@
-"""A comparison in the HTML report: one row per run with its figures and, against the
-baseline, the change of the latency and peak figures and whether it is significant
-(the same figures `beoperf compare` prints; beoperf.analysis.compare says how they are
-tested), then the tuning studies' impact table."""
+"""A comparison in the HTML report: the verdicts first, then one row per configuration
+with its figures and, against the baseline, the latency and peak verdicts with their
+intervals and the sizes' tally (the same figures `beoperf compare` prints;
+beoperf.analysis.compare and beoperf.analysis.effect say how they are judged), then the
+tuning studies' impact table."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from beoperf.analysis.compare import DEFAULT_MIN_CHANGE, Row, Significance, rows_of
+from beoperf.analysis.compare import Row, rows_of
+from beoperf.analysis.effect import BETTER, WORSE, Effect
 from beoperf.model.document import Document
 from beoperf.report import renderer
-from beoperf.report.compare import collapse_cell
+from beoperf.report.compare import answer, collapse_cell
 from beoperf.report.html.markup import Markup, esc, heading, join, num, para, table, tag
 from beoperf.report.html.pingpong import time_text
 from beoperf.units import format_rate, format_size
@@ -23,7 +25,7 @@ def _k(i: int, field: str) -> str:
 @renderer("comparison", "title")
 def title(doc: Document, **_options: Any) -> str:
     rows = doc.body.get("rows", [])
-    return f"Comparison of {len(rows)} runs against {doc.body.get('baseline', '?')}"
+    return f"Comparison of {len(rows)} configurations against {doc.body.get('baseline', '?')}"
 
 
 @renderer("comparison", "warnings")
@@ -32,20 +34,26 @@ def warnings(doc: Document, **_options: Any) -> str:
                      for r in rows_of(doc) for c in r.collapses)
 
 
-def _change(i: int, row: Row, field: str, test: Significance | None) -> Markup | str:
-    """The change of a figure and its verdict (the test's whole statement on hover)."""
+MARKS = {BETTER: "pass", WORSE: "fail"}
+
+
+def _change(i: int, row: Row, field: str, test: Effect | None) -> Markup | str:
+    """The change of a figure, its interval and its verdict (what the interval holds on
+    hover)."""
     value = getattr(row, field)
     if row.baseline or test is None:
         return tag("span", "baseline", class_="mark unk")
-    cls = {"significant": "warn"}.get(test.verdict, "unk")
+    span = test.interval_pct()
     shown = num(value, f"{value:+.1f}%", _k(i, field)) if value is not None else esc("-")
-    return join([shown, esc(" "), tag("span", test.verdict, class_=f"mark {cls}",
-                                      title=test.text())])
+    within = esc(f" [{span[0]:+.1f}, {span[1]:+.1f}]%") if span else esc("")
+    return join([shown, within, esc(" "),
+                 tag("span", test.verdict, class_=f"mark {MARKS.get(test.verdict, 'unk')}",
+                     title=test.spread_text() or (test.reason or ""))])
 
 
 def _cells(i: int, r: Row) -> list[Any]:
     p99 = r.latency_p99_us
-    return [r.label,
+    return [r.label, str(r.runs),
             num(r.latency_us, time_text(r.latency_us), _k(i, "latency_us")),
             num(p99, time_text(p99) if p99 is not None else "n/a", _k(i, "latency_p99_us")),
             num(r.peak_bps, format_rate(r.peak_bps), _k(i, "peak_bps")),
@@ -57,7 +65,7 @@ def _cells(i: int, r: Row) -> list[Any]:
             num(r.bandwidth_bps, format_rate(r.bandwidth_bps) if r.bandwidth_bps else "n/a",
                 _k(i, "bandwidth_bps")),
             _change(i, r, "latency_change_pct", r.latency_test),
-            _change(i, r, "peak_change_pct", r.peak_test),
+            _change(i, r, "peak_change_pct", r.peak_test), r.sizes_text(),
             collapse_cell(r.collapses)]
 
 
@@ -79,21 +87,21 @@ def impact(rows: list[Row]) -> Markup:
 @renderer("comparison", "html")
 def html(doc: Document, **_options: Any) -> str:
     rows = rows_of(doc)
-    min_change = float(doc.body.get("min_change", DEFAULT_MIN_CHANGE))
     statement = (doc.body.get("test") or {}).get("statement", "")
-    head = ["run", "latency", "p99", "peak", "peak at", "saturation", "n1/2", "alpha",
-            "1/beta", "latency change", "peak change", "collapses"]
+    head = ["configuration", "runs", "latency", "p99", "peak", "peak at", "saturation",
+            "n1/2", "alpha", "1/beta", "latency change", "peak change", "sizes", "collapses"]
     classes = ["base" if r.baseline else None for r in rows]
     return join([
-        table(head, [_cells(i, r) for i, r in enumerate(rows)], numeric=range(1, 10),
+        *(para(line.strip(), "none") for line in answer(rows)),
+        table(head, [_cells(i, r) for i, r in enumerate(rows)], numeric=range(1, 11),
               row_classes=classes,
-              caption=f"Runs against the baseline {doc.body.get('baseline', '?')}"),
-        para(f"One-way times; latency = the median time of the middle size (by median) "
-             f"among sizes <= 16 B; rates SI (bit/s); change of the figures shown: latency "
-             f"+ = slower, peak + = faster; significant needs p < 0.05 and a change over "
-             f"{min_change:.0%}.", "none"),
+              caption=f"Configurations against the baseline {doc.body.get('baseline', '?')}"),
+        para("One-way times; latency = the median time of the middle size (by median) "
+             "among sizes <= 16 B; rates SI (bit/s); the verdicts compare one size every run "
+             "measured: latency + = slower, peak + = faster, with the interval of the "
+             "change.", "none"),
         para(statement, "none") if statement else Markup(""),
         heading("Impact"), impact(rows),
         para("Mean and variance (ddof=1) of the per-trial medians of the one-way time at "
-             "each run's latency size; impact = (baseline mean - mean) / baseline mean.",
+             "the size compared; impact = (baseline mean - mean) / baseline mean.",
              "none")])

@@ -655,11 +655,13 @@ def _comparison_rows(b: Mapping[str, Any]) -> tuple[list[str], list[list[Any]], 
             row.append(_n(r["means"][i], f"body.rows.{k}.means.{i}"))
             if i != base:
                 change = r["changes"][i]
-                row += ["-" if not _is_number(change) else num(
+                span = (r.get("intervals") or [None] * len(labels))[i]
+                row += ["-" if not _is_number(change) else join([num(
                     change, f"{change:+.1f}", f"body.rows.{k}.changes.{i}", unit="%"),
+                    esc(f" [{span[0]:+.1f}, {span[1]:+.1f}]" if span else "")]),
                     r["verdicts"][i] or "-"]
         rows.append(row)
-        classes.append("warn" if "significant" in r["verdicts"] else None)
+        classes.append("warn" if "worse" in r["verdicts"] else None)
     return head, rows, classes
 
 
@@ -668,6 +670,7 @@ def comparison_section(doc: Document, **_options: Any) -> str:
     head, rows, classes = _comparison_rows(doc.body)
     numeric = {i for i, h in enumerate(head) if i >= 2 and h != "verdict"}
     return join([table(head, rows, numeric=numeric, row_classes=classes,
-                       caption=f"Each metric's mean per run against {doc.body['baseline']}; "
-                       "change of the mean in %, + = faster (every figure is a rate)"),
+                       caption=f"Each metric's mean per configuration against "
+                       f"{doc.body['baseline']}; change of the mean in % with its interval, "
+                       "+ = faster (every figure is a rate)"),
                  para(esc(doc.body["test"]["statement"]))])

@@ -21,7 +21,7 @@ from beoperf.report.html.markup import (
     status_mark,
     table,
 )
-from beoperf.report.tune import action_text
+from beoperf.report.tune import action_text, procedure_answer
 
 
 @renderer("tune-plan", "title")
@@ -101,16 +101,19 @@ def procedure_html(doc: Document, **_options: Any) -> str:
                      r.get("verdict") or "-", r.get("decision") or "-"])
     classes = ["base" if r.get("verdict") == "baseline" else None for r in b["rows"]]
     test = b["test"]
+    method = test.get("statement") or (
+        f"A change is kept when two-sided Mann-Whitney U p < {test['alpha']} on the repeats "
+        f"against the current kept state and the mean is more than "
+        f"{test.get('min_improvement_pct', 2):g}% lower.")
+    head = procedure_answer(b) if "statement" in test and b["rows"] else []
     return join([
+        *(para(line, "none") for line in head),
         table(["configuration", "latency mean µs", "variance µs²", "impact", "verdict",
                "decision"], rows, numeric=[1, 2, 3], row_classes=classes,
               caption="Impact of each change, measured one at a time"),
-        para(f"Latency: mean and variance (ddof=1) of {b['repeats']} repeats, each the median "
-             f"one-way time of {b['size']}-byte messages to {b['peer']} port {b['port']}; "
-             "impact = (Default mean - mean) / Default mean. A change is kept when "
-             f"two-sided Mann-Whitney U p < {test['alpha']} on the repeats against the "
-             f"current kept state and the mean is more than {test['min_improvement_pct']:g}% "
-             "lower.", "none"),
+        para(f"Latency: mean and variance (ddof=1) of {b['repeats']} measurements, each the "
+             f"median one-way time of {b['size']}-byte messages to {b['peer']} port "
+             f"{b['port']}; impact = (Default mean - mean) / Default mean. {method}", "none"),
         para(f"Undo everything with 'beoperf tune --rollback {b['rollback_file']}'."
              if b.get("rollback_file") else "No rollback file.", "none"),
         Markup("")])

@@ -1,0 +1,297 @@
+"""One honest comparison: is a figure better, worse, no different, or can we not tell?
+
+Every verdict beoperf prints about a change (``compare``, the ``--sweep`` table, ``tune
+--procedure``, the node and HPCC comparisons) comes from here.  docs/STATISTICS.md has the
+method and the measurements behind it; in short:
+
+* A **run is one replicate** of the machine's state.  The trials inside a run share its
+  neighbours, frequency and cache state, and the level of a whole run moves from one run
+  to the next by more than its trials scatter (5-15% on shared VMs).  A test over the
+  trials of two runs therefore asks "do these two runs differ?", which a drifting machine
+  answers "yes" for two runs of the same setup.  So the unit here is the run: its figure
+  (a median, a mean), with the uncertainty of that figure inside the run (``within_sd``)
+  and the spread between runs (``Spread``).
+* Figures are positive (times, rates), so everything is on the log scale: an effect is a
+  ratio, its interval never crosses zero, and a halving and a doubling are equally far.
+* The spread between runs comes from the runs themselves when a side has been repeated
+  (the replicates' own variance, Student's t), from the runs' history (earlier runs of the
+  same setup), or, with one run a side and no history, from a stated default
+  (``DEFAULT_BETWEEN_SD``).  Its source is always part of the result.
+* Testing many figures at once (every message size, every metric, every change of a
+  procedure) widens each interval to the Bonferroni level 1 - alpha / family, so that the
+  chance of any false "better" or "worse" in the family stays at alpha.
+* Four verdicts: *better* or *worse* when the interval of the ratio excludes 1;
+  *no difference shown* when it includes 1 and lies within +-``margin``; *cannot tell*
+  when it includes 1 but reaches further, or when no interval can be had.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+ALPHA = 0.05
+DEFAULT_BETWEEN_SD = 0.10  # a run's level between runs, relative, when nothing says more
+DEFAULT_MARGIN = 0.10  # a change within +-10% counts as none
+Z95 = 1.959963984540054
+
+BETTER = "better"
+WORSE = "worse"
+NO_DIFFERENCE = "no difference shown"
+CANNOT_TELL = "cannot tell"
+VERDICTS = (BETTER, WORSE, NO_DIFFERENCE, CANNOT_TELL)
+
+
+@dataclass(frozen=True)
+class Replicate:
+    """One run's figure: its value (> 0) and the standard deviation of log(value) inside
+    the run (None: the source gives no interval, e.g. an imported file)."""
+
+    value: float
+    within_sd: float | None = None
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The spread of a run's level between runs: the standard deviation of log(figure),
+    the degrees of freedom it was estimated with (None: a stated value, taken as known),
+    and where it came from, in words ("4 earlier runs of this setup")."""
+
+    sd: float
+    df: float | None
+    source: str
+
+
+DEFAULT_SPREAD = Spread(DEFAULT_BETWEEN_SD, None,
+                        f"the default of {DEFAULT_BETWEEN_SD:.0%} (no repeated runs, no history)")
+
+
+@dataclass
+class Effect:
+    """A candidate's figure against the baseline's: the ratio (candidate / baseline), its
+    interval at ``confidence`` (already corrected for ``family`` figures tested at once),
+    the verdict, and what the interval was made of."""
+
+    verdict: str
+    ratio: float | None = None
+    low: float | None = None
+    high: float | None = None
+    p: float | None = None  # two-sided, Bonferroni-adjusted (x family, at most 1)
+    confidence: float | None = None
+    family: int = 1
+    higher_is_better: bool = False
+    margin: float = DEFAULT_MARGIN
+    runs: int | None = None  # replicates of the candidate
+    baseline_runs: int | None = None
+    within_pct: float | None = None  # the figures' own uncertainty inside their runs (+-%)
+    between_pct: float | None = None  # a run's level between runs (+-%, 95%)
+    spread_source: str | None = None
+    df: float | None = None  # of the interval's quantile (None: normal)
+    reason: str | None = None  # why there is no interval, or what it lacks
+
+    @property
+    def change_pct(self) -> float | None:
+        return None if self.ratio is None else (self.ratio - 1.0) * 100.0
+
+    def interval_pct(self) -> tuple[float, float] | None:
+        if self.low is None or self.high is None:
+            return None
+        return (self.low - 1.0) * 100.0, (self.high - 1.0) * 100.0
+
+    def text(self) -> str:
+        """One cell: 'better (-12.3%, -18.0..-6.2%)', 'cannot tell (+4.1%, -24..+41%)',
+        'cannot tell (no common size)'."""
+        span = self.interval_pct()
+        if self.change_pct is None or span is None:
+            return f"{self.verdict} ({self.reason})" if self.reason else self.verdict
+        return f"{self.verdict} ({self.change_pct:+.1f}%, {_pct(span[0])}..{_pct(span[1])}%)"
+
+    def spread_text(self) -> str:
+        """What the interval holds, in words: 'within runs +-1.2%, between runs +-28%
+        (the default of 10% ...)'."""
+        parts = []
+        if self.within_pct is not None:
+            parts.append(f"within runs ±{self.within_pct:.2g}%")
+        if self.between_pct is not None:
+            parts.append(f"between runs ±{self.between_pct:.2g}% from {self.spread_source}")
+        if self.family > 1:
+            parts.append(f"corrected for {self.family} figures at once")
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _pct(value: float) -> str:
+    return f"{value:+.0f}" if abs(value) >= 10 else f"{value:+.1f}"
+
+
+def log_sd_from_interval(low: float | None, high: float | None,
+                         confidence: float = 0.95) -> float | None:
+    """The standard deviation of log(figure) that a symmetric-on-the-log-scale interval
+    at ``confidence`` implies; None for a missing or non-positive bound."""
+    if low is None or high is None or not 0 < low <= high:
+        return None
+    z = stats.norm.ppf(0.5 + confidence / 2.0)
+    return (math.log(high) - math.log(low)) / (2.0 * z)
+
+
+def median_log_sd(values: Sequence[float]) -> float | None:
+    """The standard error of log(median) of positive observations, from their spread
+    (sqrt(pi/2) sd / sqrt(n), the median's asymptotic efficiency); None below 2."""
+    logs = np.log(np.asarray([v for v in values if v > 0], dtype=float))
+    if logs.size < 2:
+        return None
+    return float(math.sqrt(math.pi / 2.0) * logs.std(ddof=1) / math.sqrt(logs.size))
+
+
+def mean_log_sd(values: Sequence[float]) -> float | None:
+    """The standard error of the log of a mean of positive observations (delta method:
+    sd / (mean sqrt(n))); None below 2 observations."""
+    arr = np.asarray(values, dtype=float)
+    if arr.size < 2 or not np.all(arr > 0):
+        return None
+    return float(arr.std(ddof=1) / (arr.mean() * math.sqrt(arr.size)))
+
+
+def verdict_of(low: float, high: float, margin: float, higher_is_better: bool) -> str:
+    """The verdict of a ratio interval [low, high] (candidate / baseline)."""
+    if low > 1.0 or high < 1.0:
+        up = low > 1.0
+        return BETTER if up == higher_is_better else WORSE
+    if low >= 1.0 / (1.0 + margin) and high <= 1.0 + margin:
+        return NO_DIFFERENCE
+    return CANNOT_TELL
+
+
+def _quantile(confidence: float, df: float | None) -> float:
+    tail = 0.5 + confidence / 2.0
+    return float(stats.norm.ppf(tail) if df is None else stats.t.ppf(tail, df))
+
+
+def _two_sided_p(z: float, df: float | None) -> float:
+    return float(2.0 * (stats.norm.sf(abs(z)) if df is None else stats.t.sf(abs(z), df)))
+
+
+def _replicate_variance(base: np.ndarray, cand: np.ndarray) -> tuple[float, int]:
+    """The pooled variance of a run's log figure from repeated runs of each side, and its
+    degrees of freedom (0 when neither side was repeated)."""
+    df = base.size + cand.size - 2
+    if df < 1:
+        return 0.0, 0
+    ss = float(((base - base.mean()) ** 2).sum() + ((cand - cand.mean()) ** 2).sum())
+    return ss / df, df
+
+
+def _within(reps: Sequence[Replicate]) -> list[float]:
+    return [r.within_sd for r in reps if r.within_sd is not None]
+
+
+def compare(base: Sequence[Replicate], cand: Sequence[Replicate], *,
+            higher_is_better: bool, prior: Spread | None = None, family: int = 1,
+            margin: float = DEFAULT_MARGIN, alpha: float = ALPHA) -> Effect:
+    """The candidate's runs against the baseline's (each run one replicate).
+
+    With a repeated side the spread between runs is the replicates' own (pooled with a
+    history ``prior`` when that has degrees of freedom); with one run a side it is the
+    ``prior`` (default: ``DEFAULT_SPREAD``) plus both runs' own uncertainty."""
+    prior = prior or DEFAULT_SPREAD
+    found = Effect(CANNOT_TELL, family=max(1, family), higher_is_better=higher_is_better,
+                   margin=margin, runs=len(cand), baseline_runs=len(base))
+    if not base or not cand or any(r.value <= 0 or not math.isfinite(r.value)
+                                   for r in (*base, *cand)):
+        found.reason = "no positive figure on one side"
+        return found
+    xb = np.log([r.value for r in base])
+    xc = np.log([r.value for r in cand])
+    within = _within(base) + _within(cand)
+    mean_w2 = float(np.mean(np.square(within))) if within else 0.0
+    var_r, df_r = _replicate_variance(xb, xc)
+    if df_r >= 1:
+        var, df, source = _with_replicates(var_r, df_r, prior, mean_w2)
+        var_d = var * (1.0 / xb.size + 1.0 / xc.size)
+        between = math.sqrt(max(0.0, var - mean_w2))
+    else:
+        var_d = sum(w * w for w in within) + 2.0 * prior.sd ** 2
+        df, source, between = prior.df, prior.source, prior.sd
+    d = float(xc.mean() - xb.mean())
+    found.confidence = 1.0 - alpha / found.family
+    q = _quantile(found.confidence, df)
+    half = q * math.sqrt(var_d)
+    found.ratio, found.low, found.high = math.exp(d), math.exp(d - half), math.exp(d + half)
+    found.p = min(1.0, _two_sided_p(d / math.sqrt(var_d), df) * found.family) \
+        if var_d > 0 else (1.0 if d == 0 else 0.0)
+    found.df, found.spread_source = df, source
+    found.within_pct = 100.0 * Z95 * math.sqrt(mean_w2) if within else None
+    found.between_pct = 100.0 * Z95 * between
+    if len(within) < len(base) + len(cand):
+        found.reason = "a run without its own interval counts only the spread between runs"
+    found.verdict = verdict_of(found.low, found.high, margin, higher_is_better)
+    return found
+
+
+def _with_replicates(var_r: float, df_r: int, prior: Spread,
+                     mean_w2: float) -> tuple[float, float, str]:
+    """(variance of one run's log figure, its df, its source) from repeated runs, pooled
+    with a prior that has degrees of freedom (a history), not with a stated default."""
+    runs = f"the repeated runs ({df_r} degree{'s' if df_r != 1 else ''} of freedom)"
+    if prior.df is None or prior.df <= 0:
+        return var_r, df_r, runs
+    var_p = prior.sd ** 2 + mean_w2
+    df = df_r + prior.df
+    return (df_r * var_r + prior.df * var_p) / df, df, f"{runs} and {prior.source}"
+
+
+def blocks(candidate: Sequence[float], around: Sequence[float], *, higher_is_better: bool,
+           family: int = 1, margin: float = DEFAULT_MARGIN, alpha: float = ALPHA) -> Effect:
+    """A change measured in blocks, each between two blocks of the state it is compared
+    with (A C A C ... C A: ``around`` has one more block than ``candidate``).
+
+    Each candidate block is compared with the mean of its two neighbours on the log
+    scale, which cancels a drift that is linear over the three blocks and a cold first
+    measurement; the differences' mean gets Student's t interval (one-sample t test, as
+    scipy.stats.ttest_1samp), so the spread is the blocks' own."""
+    found = Effect(CANNOT_TELL, family=max(1, family), higher_is_better=higher_is_better,
+                   margin=margin, runs=len(candidate), baseline_runs=len(around))
+    if len(around) != len(candidate) + 1 or len(candidate) < 2:
+        found.reason = "needs at least 2 blocks, each between two baseline blocks"
+        return found
+    if min(*candidate, *around) <= 0:
+        found.reason = "a block without a positive figure"
+        return found
+    a = np.log(np.asarray(around, dtype=float))
+    diffs = np.log(np.asarray(candidate, dtype=float)) - (a[:-1] + a[1:]) / 2.0
+    found.confidence = 1.0 - alpha / found.family
+    found.df = float(diffs.size - 1)
+    d = float(diffs.mean())
+    sd = float(diffs.std(ddof=1))
+    if sd == 0.0:
+        found.low = found.high = found.ratio = math.exp(d)
+        found.p = 1.0 if d == 0 else 0.0
+    else:
+        test = stats.ttest_1samp(diffs, 0.0)
+        ci = test.confidence_interval(found.confidence)
+        found.ratio, found.low, found.high = math.exp(d), math.exp(ci.low), math.exp(ci.high)
+        found.p = min(1.0, float(test.pvalue) * found.family)
+    found.between_pct = 100.0 * Z95 * sd / math.sqrt(1.5)  # a block's own, neighbours out
+    found.spread_source = f"the {diffs.size} blocks against their neighbours"
+    found.verdict = verdict_of(found.low, found.high, margin, higher_is_better)
+    return found
+
+
+def from_dict(d: dict[str, Any] | None) -> Effect | None:
+    """An Effect stored by ``to_dict`` (None stays None)."""
+    return None if d is None else Effect(**d)
+
+
+def tally(effects: Sequence[Effect]) -> dict[str, int]:
+    """How many of each verdict (every verdict present, zero or not)."""
+    counts = dict.fromkeys(VERDICTS, 0)
+    for e in effects:
+        counts[e.verdict] = counts.get(e.verdict, 0) + 1
+    return counts
