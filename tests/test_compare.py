@@ -410,16 +410,6 @@ def assert_one_line_error(res, status: ExitStatus, *words: str) -> str:
     return line
 
 
-def assert_one_line_error(res, status: ExitStatus, *words: str) -> str:
-    assert res.status == status, res.stderr
-    assert len(res.error_lines) == 1, res.stderr
-    assert "Traceback" not in res.stderr
-    line = res.error_lines[0]
-    for word in words:
-        assert word in line, line
-    return line
-
-
 def test_cli_table(files):
     res = cli("compare", str(files["base"]), str(files["noise"]), str(files["slow"]))
     assert res.status == 0, res.stderr
