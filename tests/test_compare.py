@@ -216,6 +216,18 @@ def test_runs_without_a_common_small_size_cannot_tell_latency():
     assert "cannot tell (no size <= 16 B" in render_table(rows([a, b]))
 
 
+def test_settings_that_differ_from_the_baseline_are_named():
+    a, b = synthetic_run(1), synthetic_run(2)
+    b.parameters = {**b.parameters, "mode": "stream", "sndbuf": 262144}
+    b.local = {"interface": {"mtu": 9000}}
+    a.local = {"interface": {"mtu": 1500}}
+    row = rows([a, b])[1]
+    assert row.differs == ["mode pingpong -> stream", "sndbuf None -> 262144",
+                           "interface.mtu 1500 -> 9000"]
+    assert "(unlike the baseline in: mode pingpong -> stream; " in render_table(rows([a, b]))
+    assert rows([synthetic_run(1), synthetic_run(3)])[1].differs == []
+
+
 def test_run_without_sizes_is_rejected():
     empty = synthetic_run(1)
     empty.sizes = []

@@ -70,6 +70,7 @@ class Row:
     sizes_compared: int  # sizes every run of both sides measured
     size_verdicts: dict[str, int] | None  # verdict -> how many of those sizes
     size_effects: list[dict[str, Any]] = field(default_factory=list)  # per size
+    differs: list[str] = field(default_factory=list)  # settings unlike the baseline's
     latency_mean_us: float | None = None  # trial medians at latency_size (or the source's)
     latency_variance: float | None = None  # us^2, ddof=1; None without trial data
     impact_pct: float | None = None  # (baseline mean - mean) / baseline mean * 100
@@ -174,13 +175,39 @@ def _row(g: _Group, base: _Group, margin: float) -> Row:
     per_size = [_effect(g.runs, base.runs, s, prior, len(common), margin, rate=False)
                 for s in common]
     base_mean = _mean_variance(base.runs, lat)[0]
-    return Row(**figures, baseline=False,
+    return Row(**figures, baseline=False, differs=differences(g.runs[0], base.runs[0]),
                latency_change_pct=lat_test.change_pct, peak_change_pct=peak_test.change_pct,
                latency_test=lat_test, peak_test=peak_test,
                size_verdicts=effect.tally(per_size),
                size_effects=[_size_entry(s, e) for s, e in zip(common, per_size, strict=True)],
                impact_pct=(base_mean - mean) / base_mean * 100.0
                if base_mean and mean is not None else None)
+
+
+SETTINGS = ("mode", "transport", "sndbuf", "rcvbuf", "nocache", "integrity", "nodelay",
+            "busy_poll", "congestion", "client_cpu", "server_cpu")
+FACTS = (("host", "hostname"), ("host", "kernel"), ("interface", "mtu"),
+         ("socket", "congestion"))
+
+
+def settings_of(run: RunResult) -> dict[str, Any]:
+    """What a reader must know to call two runs like or unlike: the parameters that shape
+    the figures, the peer, and this end's host, kernel, MTU and congestion control."""
+    found: dict[str, Any] = {k: run.parameters.get(k) for k in SETTINGS}
+    found["peer"] = str(run.meta.get("peer", "")).split(" port ")[0] or None
+    for part, key in FACTS:
+        section = run.local.get(part) if isinstance(run.local, dict) else None
+        found[f"{part}.{key}"] = section.get(key) if isinstance(section, dict) else None
+    return found
+
+
+def differences(run: RunResult, base: RunResult) -> list[str]:
+    """'sndbuf 65536 -> 262144', one per setting the first runs of two configurations
+    disagree on (imports say nothing of theirs)."""
+    if run.source is not None or base.source is not None:
+        return []
+    mine, theirs = settings_of(run), settings_of(base)
+    return [f"{k} {theirs[k]} -> {mine[k]}" for k in mine if mine[k] != theirs[k]]
 
 
 def _size_entry(size: int, e: Effect) -> dict[str, Any]:

@@ -43,6 +43,8 @@ def answer(table: Sequence[Row]) -> list[str]:
         spread = r.latency_test.spread_text()
         if spread:
             out.append(f"  ({spread})")
+        if r.differs:
+            out.append(f"  (unlike the baseline in: {'; '.join(r.differs)})")
     return out
 
 
@@ -103,7 +105,7 @@ def render_markdown(table: Sequence[Row], margin: float = DEFAULT_MARGIN) -> str
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
     align = ["---:" if i in NUMERIC else "---" for i in range(len(COLUMNS))]
-    head = [f"- {a.strip()}" for a in answer(table)]
+    head = [f"  - {a.strip()}" if a.startswith("  ") else f"- {a}" for a in answer(table)]
     out = [*head, *([""] if head else []), line(COLUMNS), line(align),
            *(line(_cells(r)) for r in table)]
     return "\n".join([*out, "", *(f"{n}  " for n in _notes(table, margin))]).rstrip() + "\n"
