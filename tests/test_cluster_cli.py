@@ -273,6 +273,11 @@ def test_compare_puts_runs_and_references_side_by_side(tmp_path):
                   for n in ("hpcc-1.5.0-np2-100mbit.txt", "hpcc-1.5.0-np2.txt"))
     assert fft["values"] == [net, local, 0.05168]
     assert fft["ratios"] == [None, pytest.approx(net / local), pytest.approx(net / 0.05168)]
+    assert fft["ratios"][1] < 0.05  # the 100 Mbit/s run's MPI FFT is 20x slower and more
+    assert fft["verdicts"][:2] == [None, "better"] and fft["intervals"][1][0] > 100
+    latency = next(r for r in body["rows"] if r["metric"] == "AvgPingPongLatency_usec")
+    assert latency["ratios"][1] > 20 and latency["verdicts"][1] == "better"  # lower is better
+    assert latency["intervals"][1][1] < -90
     table = cli("compare", str(tmp_path / "net" / "scaling.json"), "--reference", "xc4000")
     assert table.status == 0 and "XC4000 (np 32)" in table.stdout
     assert "ratio = the baseline" in table.stdout

@@ -178,18 +178,31 @@ def _two_sided_p(z: float, df: float | None) -> float:
     return float(2.0 * (stats.norm.sf(abs(z)) if df is None else stats.t.sf(abs(z), df)))
 
 
-def _replicate_variance(base: np.ndarray, cand: np.ndarray) -> tuple[float, int]:
-    """The pooled variance of a run's log figure from repeated runs of each side, and its
-    degrees of freedom (0 when neither side was repeated)."""
-    df = base.size + cand.size - 2
-    if df < 1:
-        return 0.0, 0
-    ss = float(((base - base.mean()) ** 2).sum() + ((cand - cand.mean()) ** 2).sum())
-    return ss / df, df
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison on the log scale: the mean of its runs' log figures, their
+    sum of squares about it, how many runs, and each run's own uncertainty where known."""
+
+    log_mean: float
+    ss: float
+    n: int
+    within: tuple[float, ...] = ()
+    unknown_within: int = 0  # runs without their own interval
 
 
-def _within(reps: Sequence[Replicate]) -> list[float]:
-    return [r.within_sd for r in reps if r.within_sd is not None]
+def side_of(reps: Sequence[Replicate]) -> Side:
+    logs = np.log([r.value for r in reps])
+    return Side(float(logs.mean()), float(((logs - logs.mean()) ** 2).sum()), int(logs.size),
+                tuple(r.within_sd for r in reps if r.within_sd is not None),
+                sum(r.within_sd is None for r in reps))
+
+
+def side_of_summary(mean: float, sd: float | None, n: int) -> Side:
+    """A side known only by its runs' mean, standard deviation and count (an HPCC scaling
+    study's point): the log of the mean, and sd/mean as the log figures' spread (delta
+    method)."""
+    spread = 0.0 if sd is None or n < 2 else (sd / mean) ** 2 * (n - 1)
+    return Side(math.log(mean), spread, n, (), n)
 
 
 def compare(base: Sequence[Replicate], cand: Sequence[Replicate], *,
@@ -200,38 +213,53 @@ def compare(base: Sequence[Replicate], cand: Sequence[Replicate], *,
     With a repeated side the spread between runs is the replicates' own (pooled with a
     history ``prior`` when that has degrees of freedom); with one run a side it is the
     ``prior`` (default: ``DEFAULT_SPREAD``) plus both runs' own uncertainty."""
-    prior = prior or DEFAULT_SPREAD
     found = Effect(CANNOT_TELL, family=max(1, family), higher_is_better=higher_is_better,
                    margin=margin, runs=len(cand), baseline_runs=len(base))
-    if not base or not cand or any(r.value <= 0 or not math.isfinite(r.value)
+    if not base or not cand or any(not (r.value > 0 and math.isfinite(r.value))
                                    for r in (*base, *cand)):
         found.reason = "no positive figure on one side"
         return found
-    xb = np.log([r.value for r in base])
-    xc = np.log([r.value for r in cand])
-    within = _within(base) + _within(cand)
+    return judge(side_of(base), side_of(cand), found, prior or DEFAULT_SPREAD, alpha)
+
+
+def compare_summaries(base: tuple[float, float | None, int],
+                      cand: tuple[float, float | None, int], *, higher_is_better: bool,
+                      family: int = 1, margin: float = DEFAULT_MARGIN,
+                      alpha: float = ALPHA) -> Effect:
+    """As ``compare``, for sides known by (mean, standard deviation, runs)."""
+    found = Effect(CANNOT_TELL, family=max(1, family), higher_is_better=higher_is_better,
+                   margin=margin, runs=cand[2], baseline_runs=base[2])
+    means_ok = all(m > 0 and math.isfinite(m) for m in (base[0], cand[0]))
+    if not means_ok or min(base[2], cand[2]) < 1:
+        found.reason = "no positive figure on one side"
+        return found
+    return judge(side_of_summary(*base), side_of_summary(*cand), found, DEFAULT_SPREAD, alpha)
+
+
+def judge(b: Side, c: Side, found: Effect, prior: Spread, alpha: float = ALPHA) -> Effect:
+    """The interval of the ratio and the verdict (see ``compare``), into ``found``."""
+    within = [*b.within, *c.within]
     mean_w2 = float(np.mean(np.square(within))) if within else 0.0
-    var_r, df_r = _replicate_variance(xb, xc)
+    df_r = b.n + c.n - 2
     if df_r >= 1:
-        var, df, source = _with_replicates(var_r, df_r, prior, mean_w2)
-        var_d = var * (1.0 / xb.size + 1.0 / xc.size)
+        var, df, source = _with_replicates((b.ss + c.ss) / df_r, df_r, prior, mean_w2)
+        var_d = var * (1.0 / b.n + 1.0 / c.n)
         between = math.sqrt(max(0.0, var - mean_w2))
     else:
         var_d = sum(w * w for w in within) + 2.0 * prior.sd ** 2
         df, source, between = prior.df, prior.source, prior.sd
-    d = float(xc.mean() - xb.mean())
+    d = c.log_mean - b.log_mean
     found.confidence = 1.0 - alpha / found.family
-    q = _quantile(found.confidence, df)
-    half = q * math.sqrt(var_d)
+    half = _quantile(found.confidence, df) * math.sqrt(var_d)
     found.ratio, found.low, found.high = math.exp(d), math.exp(d - half), math.exp(d + half)
     found.p = min(1.0, _two_sided_p(d / math.sqrt(var_d), df) * found.family) \
         if var_d > 0 else (1.0 if d == 0 else 0.0)
     found.df, found.spread_source = df, source
     found.within_pct = 100.0 * Z95 * math.sqrt(mean_w2) if within else None
     found.between_pct = 100.0 * Z95 * between
-    if len(within) < len(base) + len(cand):
+    if b.unknown_within or c.unknown_within:
         found.reason = "a run without its own interval counts only the spread between runs"
-    found.verdict = verdict_of(found.low, found.high, margin, higher_is_better)
+    found.verdict = verdict_of(found.low, found.high, found.margin, found.higher_is_better)
     return found
 
 

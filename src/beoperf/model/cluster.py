@@ -32,7 +32,7 @@ CLUSTER_VERSION = 1
 SCALING_KIND = "scaling"
 SCALING_VERSION = 1
 COMPARISON_KIND = "hpcc-comparison"
-COMPARISON_VERSION = 1
+COMPARISON_VERSION = 2  # 2: a verdict and interval per column (issue 25)
 STATUSES = ("ok", "failed")
 
 
@@ -112,4 +112,14 @@ def number(body: dict[str, Any], key: str) -> float | None:
 
 document.register(CLUSTER_KIND, CLUSTER_VERSION)
 document.register(SCALING_KIND, SCALING_VERSION)
-document.register(COMPARISON_KIND, COMPARISON_VERSION)
+def _comparison_v1_to_v2(doc: dict) -> dict:
+    """Version 2 adds each column's verdict and the interval of its change: none for a
+    comparison made before (its ratios stay)."""
+    for row in doc["body"].get("rows", []):
+        width = len(row.get("values", []))
+        row.setdefault("verdicts", [None] * width)
+        row.setdefault("intervals", [None] * width)
+    return doc
+
+
+document.register(COMPARISON_KIND, COMPARISON_VERSION, upgrades={1: _comparison_v1_to_v2})

@@ -274,15 +274,16 @@ def comparison_table(doc: Document) -> Table:
     header = ["metric", "unit"]
     for i, c in enumerate(cols):
         name = c["label"] + (f" (np {c['np']})" if c["np"] and "np " not in c["label"] else "")
-        header += [name] if i == 0 else [name, "ratio"]
+        header += [name] if i == 0 else [name, "ratio", "verdict"]
     rows = []
     for r in doc.body["rows"]:
         row = [hpcc.short_name(r["metric"]), r["unit"]]
+        verdicts = r.get("verdicts") or [None] * len(r["values"])
         for i, (value, stdev) in enumerate(zip(r["values"], r["stdevs"], strict=True)):
             shown = num(value) + (f" ({num(stdev, 2)})" if stdev is not None else "")
-            row += [shown] if i == 0 else [shown, num(r["ratios"][i], 3)]
+            row += [shown] if i == 0 else [shown, num(r["ratios"][i], 3), verdicts[i] or "-"]
         rows.append(row)
-    return header, rows, set(range(2, len(header)))
+    return header, rows, {i for i in range(2, len(header)) if header[i] != "verdict"}
 
 
 def _comparison_notes(doc: Document) -> list[str]:
@@ -311,10 +312,13 @@ def comparison_csv(doc: Document, **_options: Any) -> str:
     writer = csv.writer(out, lineterminator="\n")
     cols = doc.body["columns"]
     writer.writerow(("metric", "unit", "column", "np", "kind", "value", "stdev",
-                     "baseline_ratio"))
+                     "baseline_ratio", "verdict", "change_low_pct", "change_high_pct"))
     for r in doc.body["rows"]:
-        for c, value, stdev, rat in zip(cols, r["values"], r["stdevs"], r["ratios"],
-                                        strict=True):
+        width = len(r["values"])
+        for c, value, stdev, rat, verdict, span in zip(
+                cols, r["values"], r["stdevs"], r["ratios"], r.get("verdicts") or [None] * width,
+                r.get("intervals") or [None] * width, strict=True):
+            low, high = span if span else (None, None)
             writer.writerow((r["metric"], r["unit"], c["label"], c["np"], c["kind"], value,
-                             stdev, rat))
+                             stdev, rat, verdict, low, high))
     return out.getvalue()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from beoperf import errors, safeio
+from beoperf.analysis import effect
 from beoperf.analysis.scaling import largest_point, ratio
 from beoperf.model import cluster, document, hpcc
 from beoperf.model.document import Document, DocumentError, make_meta
@@ -22,7 +23,10 @@ from beoperf.suites.cluster_import import read_runs
 from beoperf.suites.cluster_refs import systems_for
 
 STATEMENT = ("ratio = the baseline (first column) / the column, of the means; HPCC's units "
-             "(GB/s = 10^9 B/s, GUP/s = 10^9 updates/s); latency: lower is better")
+             "(GB/s = 10^9 B/s, GUP/s = 10^9 updates/s); latency: lower is better; verdict: "
+             "the column against the baseline, each run one replicate, the spread between "
+             "runs from the runs' standard deviations or 10%, all metrics one family "
+             "(docs/STATISTICS.md)")
 SNIFF_BYTES = 4096
 
 
@@ -100,15 +104,33 @@ def columns_of(path: str) -> list[Column]:
     return out
 
 
+def _verdict(columns: list[Column], values: list[float | None], key: str, i: int,
+             family: int) -> effect.Effect | None:
+    """Column i against the baseline on one metric (None where either has no figure or
+    failed its checks)."""
+    base, col = columns[0], columns[i]
+    if values[0] is None or values[i] is None or 0 in (base.runs, col.runs):
+        return None
+    return effect.compare_summaries(
+        (values[0], base.stdevs.get(key), base.runs or 1),
+        (values[i], col.stdevs.get(key), col.runs or 1),
+        higher_is_better=hpcc.info(key).role != "latency", family=family)
+
+
 def _rows(columns: list[Column]) -> list[dict[str, Any]]:
     present = {k for c in columns for k in c.values}
+    keys = [k for k in hpcc.performance_keys() if k in present]
     rows = []
-    for key in (k for k in hpcc.performance_keys() if k in present):
+    for key in keys:
         values = [c.values.get(key) for c in columns]
         values = [v if v is None or not (v < 0) else None for v in values]  # HPCC's -1
+        tests = [None, *(_verdict(columns, values, key, i, len(keys))
+                         for i in range(1, len(columns)))]
         rows.append({"metric": key, "unit": hpcc.info(key).unit, "role": hpcc.info(key).role,
                      "values": values, "stdevs": [c.stdevs.get(key) for c in columns],
-                     "ratios": [None, *(ratio(values[0], v) for v in values[1:])]})
+                     "ratios": [None, *(ratio(values[0], v) for v in values[1:])],
+                     "verdicts": [t.verdict if t else None for t in tests],
+                     "intervals": [t.interval_pct() if t else None for t in tests]})
     return rows
 
 

@@ -154,14 +154,17 @@ def comparison_html(doc: Document, **_options: Any) -> str:
     cols = doc.body["columns"]
     head = ["metric", "unit"]
     for i, c in enumerate(cols):
-        head += [c["label"]] if i == 0 else [c["label"], "ratio"]
+        head += [c["label"]] if i == 0 else [c["label"], "ratio", "verdict"]
     rows = []
     for r_i, r in enumerate(doc.body["rows"]):
         cells: list[Any] = [hpcc.short_name(r["metric"]), r["unit"]]
+        verdicts = r.get("verdicts") or [None] * len(r["values"])
         for i, value in enumerate(r["values"]):
             shown = figure_of(value, f"body.rows.{r_i}.values.{i}")
             cells += [shown] if i == 0 else [
-                shown, figure_of(r["ratios"][i], f"body.rows.{r_i}.ratios.{i}")]
+                shown, figure_of(r["ratios"][i], f"body.rows.{r_i}.ratios.{i}"),
+                verdicts[i] or "-"]
         rows.append(cells)
-    return join([table(head, rows, numeric=range(2, len(head))),
+    numeric = [i for i in range(2, len(head)) if head[i] != "verdict"]
+    return join([table(head, rows, numeric=numeric),
                  para(doc.body["statement"])])
