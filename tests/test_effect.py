@@ -246,3 +246,14 @@ def test_text_and_round_trip():
     assert effect.from_dict(e.to_dict()) == e
     assert effect.from_dict(None) is None
     assert effect.tally([e, e]) == {BETTER: 2, WORSE: 0, NO_DIFFERENCE: 0, CANNOT_TELL: 0}
+
+
+def test_a_real_gain_is_found_in_blocks():
+    """The procedure's power: a 20% faster change, 5% noise per block, 4 blocks."""
+    rng = np.random.default_rng(12)
+    found = 0
+    for _ in range(200):
+        around = 50.0 * rng.lognormal(0, 0.05, 5)
+        cand = 40.0 * rng.lognormal(0, 0.05, 4)
+        found += blocks(list(cand), list(around), higher_is_better=False).verdict == BETTER
+    assert found >= 190, found
