@@ -69,8 +69,10 @@ class Measurer(Protocol):
 
     Optional: ``seconds(key, reps, unit_ns)``, how long a trial of ``reps`` repetitions
     at ``unit_ns`` each lasts (with any warm-up the measurer adds; default ``reps x
-    unit_ns``), which the hard budget plans with; and ``cost``, ``warm``, ``start_pass``,
-    ``check``, ``trial_seconds`` (see PrecisionLoop)."""
+    unit_ns``), which the hard budget plans with; ``probe(key)``, the cost of one
+    repetition (ns) from a single one, asked under the hard budget before a point's
+    first trial (a cost scaled from the point before misses a jump); and ``cost``,
+    ``warm``, ``start_pass``, ``check``, ``trial_seconds`` (see PrecisionLoop)."""
 
 
 @dataclass
@@ -173,11 +175,16 @@ class PrecisionLoop:
         still owed by the points before it is cut, untried."""
         estimate: float | None = None
         previous: Hashable | None = None
+        probe = getattr(self.measurer, "probe", None)
         for point in self.points:
             guess = estimate
             if guess is not None and _scalable(previous, point.key):
                 guess *= max(1.0, float(point.key) / float(previous))  # type: ignore[arg-type]
-            if guess is not None and not self._fits(self.predict(point, guess)):
+            fits = guess is None or self._fits(self.predict(point, guess))
+            if fits and guess is not None and self.deadline is not None and probe is not None:
+                guess = max(guess, float(probe(point.key)))  # a jump in cost shows here
+                fits = self._fits(self.predict(point, guess))
+            if not fits:
                 point.cut = True
             else:
                 began = self.clock()
@@ -193,13 +200,16 @@ class PrecisionLoop:
                 self.on_point(point)
 
     def predict(self, point: Point, unit_ns: float | None = None) -> float:
-        """Seconds the next trial of ``point`` is expected to take (at ``unit_ns`` a
-        repetition, else the point's own cost)."""
+        """Seconds the next trial of ``point`` is expected to take: at ``unit_ns`` a
+        repetition, else at the point's own cost, and no less than its trials took on
+        average, wall time (what a trial costs beyond its repetitions: the messages that
+        start and end it, the interpreter, shows there)."""
         unit = point.unit_ns if unit_ns is None else unit_ns
         reps = reps_for(unit, self.trial_seconds(point), self.cfg.min_reps)
         own = getattr(self.measurer, "seconds", None)
         seconds = own(point.key, reps, unit) if own else reps * max(unit, 1.0) * 1e-9
-        return max(self.trial_seconds(point), float(seconds))
+        seen = point.spent / point.trials if point.trials and unit_ns is None else 0.0
+        return max(self.trial_seconds(point), float(seconds), seen)
 
     @property
     def deadline(self) -> float | None:
