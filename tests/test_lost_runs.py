@@ -130,9 +130,9 @@ def test_a_run_without_o_is_kept_in_the_runs_directory(tmp_path, monkeypatch):
     where = tmp_path / "state" / "runs"
     monkeypatch.setenv(runs.ENV, str(where))
     res = cli("pingpong", "--sizes", "1,64", "--time-budget", "0.3", "--history", "off")
-    assert res.status == 0, res.err
+    assert res.status == 0, res.stderr
     kept = sorted(where.glob("*-pingpong-*.json"))
-    assert len(kept) == 1 and f"kept in {kept[0]}" in res.err
+    assert len(kept) == 1 and f"kept in {kept[0]}" in res.stderr
     assert stat.S_IMODE(where.stat().st_mode) == 0o700
     assert model.load(kept[0]).kind == "pingpong"
     assert kept[0].with_suffix(".np").exists()

@@ -205,18 +205,11 @@ def run(args: argparse.Namespace) -> int:
     return finish(measured, quiet_stdout=args.json)
 
 
-LONG_S = 10.0  # work that may take longer says so before it starts (piped: one line)
-
-
-def _progress(spec: pingpong.Spec, quiet: bool, what: str = "sizes") -> Progress:
-    """The bar on a terminal; piped, one line before a run that may take over LONG_S."""
-    tty = sys.stderr.isatty() and not quiet
-    progress = Progress(spec.time_budget, enabled=tty, what=what, precision=spec.precision)
-    if not tty and not quiet and (spec.time_budget is None or spec.time_budget >= LONG_S):
-        limit = f"at most {spec.time_budget:g} s" if spec.time_budget else "no time limit"
-        _flush_line(f"beoperf pingpong: {len(spec.sizes)} sizes, {limit} "
-                    f"(--time-budget)")
-    return progress
+def _progress(spec: pingpong.Spec, quiet: bool) -> Progress:
+    """The bar over the time budget on a terminal; piped, nothing until the summary (a
+    single run is one phase)."""
+    return Progress(spec.time_budget, enabled=sys.stderr.isatty() and not quiet,
+                    what="sizes", precision=spec.precision)
 
 
 def _flush_line(text: str, out: Any = None) -> None:
@@ -323,33 +316,9 @@ def run_config_sweep(args: argparse.Namespace) -> int:
                          "a single run without -o is kept in the runs directory")
     values = [sweep_value(key, t) for t in texts]  # every value checked before any run
     spec = spec_from(args)
-    done: list[RunResult] = []
-    last: Measured | None = None
-    stop: KeyboardInterrupt | None = None
-    by_value = dict(zip(map(repr, values), texts, strict=True))
     mpi = mpi_pingpong.is_mpi_sweep(spec, key)
     _flush_line(_sweep_plan(key, texts, spec))
-    progress = Progress(spec.time_budget, enabled=sys.stderr.isatty(), lines=True,
-                        what="sizes", precision=spec.precision)
-    configs = (mpi_pingpong.run_configs if mpi else pingpong.run_configs)(
-        spec, key, values, progress.advance)
-    try:
-        with progress:
-            progress.phase(_value_line(key, texts, 0, spec))
-            for value, measured, hold in configs:
-                with hold:
-                    text = by_value[repr(value)]
-                    write_outputs(f"{args.output}-{mpi_options.file_part(key, text)}",
-                                  measured.document, False)
-                last = measured
-                _show_value(progress, key, text, measured)
-                if measured.error is None and measured.interrupt is None:
-                    done.append(measured.run)
-                    if len(done) < len(texts):
-                        progress.restart(spec.time_budget)
-                        progress.phase(_value_line(key, texts, len(done), spec))
-    except KeyboardInterrupt as exc:  # between two values: what completed is kept
-        stop = exc
+    done, last, stop = _run_values(args, spec, key, values, texts, mpi)
     if done:  # what completed is compared even when a later configuration failed
         labels = [f"{key}={t}" for t in texts[:len(done)]]
         write_comparison(done, labels, Path(args.output))
@@ -362,6 +331,39 @@ def run_config_sweep(args: argparse.Namespace) -> int:
     if last is not None and (last.error is not None or last.interrupt is not None):
         return finish(last, quiet_stdout=True)  # its own exit status: 130, 5, 3, ...
     return ExitStatus.OK
+
+
+def _run_values(args: argparse.Namespace, spec: pingpong.Spec, key: str, values: list[Any],
+                texts: list[str], mpi: bool
+                ) -> tuple[list[RunResult], Measured | None, KeyboardInterrupt | None]:
+    """Each value measured, written, then its summary shown; the runs completed, the
+    last measured, and the stop signal that came between two values (if one did)."""
+    done: list[RunResult] = []
+    last: Measured | None = None
+    by_value = dict(zip(map(repr, values), texts, strict=True))
+    progress = Progress(spec.time_budget, enabled=sys.stderr.isatty(), lines=True,
+                        what="sizes", precision=spec.precision)
+    configs = (mpi_pingpong.run_configs if mpi else pingpong.run_configs)(
+        spec, key, values, progress.advance)
+    try:
+        with progress:
+            progress.phase(_value_line(key, texts, 0, spec))
+            for value, measured, hold in configs:
+                with hold:  # a stop signal waits until the value is written and counted
+                    text = by_value[repr(value)]
+                    write_outputs(f"{args.output}-{mpi_options.file_part(key, text)}",
+                                  measured.document, False)
+                    last = measured
+                    complete = measured.error is None and measured.interrupt is None
+                    if complete:
+                        done.append(measured.run)
+                _show_value(progress, key, text, measured)
+                if complete and len(done) < len(texts):
+                    progress.restart(spec.time_budget)
+                    progress.phase(_value_line(key, texts, len(done), spec))
+    except KeyboardInterrupt as exc:  # between two values: what completed is kept
+        return done, last, exc
+    return done, last, None
 
 
 def _sweep_plan(key: str, texts: list[str], spec: pingpong.Spec) -> str:
