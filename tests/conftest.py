@@ -6,10 +6,12 @@ deselects namespace tests (``-m "not netns"``, ``-k``): CI must run everything.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,12 @@ import netns  # noqa: E402
 # that would widen one test's intervals by another's runs.  The history's own tests ask
 # for a directory of theirs.
 os.environ["BEOPERF_HISTORY"] = "off"
+# Nor do they keep runs given no -o in the real runs directory (/var/lib/beoperf/runs as
+# root): every run of the session goes to one temporary directory (beoperf.cli.runs);
+# the tests of keeping point it at a directory of theirs.
+_RUNS = tempfile.mkdtemp(prefix="beoperf-test-runs-")
+os.environ["BEOPERF_RUNS"] = _RUNS
+atexit.register(shutil.rmtree, _RUNS, True)
 
 NETNS_FIXTURES = {"netns_pair", "netns_hosts"}
 CI_VALUES = {"true", "1", "yes"}

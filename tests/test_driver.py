@@ -44,7 +44,8 @@ class Scripted(Transport):
 
 
 def sweep(mode: str, **kw):
-    cfg = SweepConfig(sizes=[1000, 4000], mode=mode, trial_time=0.001, max_time=0.5)
+    cfg = SweepConfig(sizes=[1000, 4000], mode=mode, trial_time=0.001, max_time=0.5,
+                      time_budget=None)  # no budget, no probe of each size's cost
     return run_sweep(Scripted(2000, mode, **kw), cfg)
 
 
@@ -108,7 +109,8 @@ def test_corruption_stops_the_sweep_with_the_integrity_error_of_beoperf_errors()
     out = run_sweep(Corrupting(2000, "pingpong"), SweepConfig(sizes=[1000, 4000, 8000],
                                                                 trial_time=0.001))
     assert out.status == "failed"  # found in 4000 B's first trial, which is kept
-    assert [(s.size, s.trials, s.corrupt) for s in out.sizes] == [(1000, 1, 0), (4000, 1, 1)]
+    # the probe of 4000 B's cost before that trial (hard budget) saw a corrupt message too
+    assert [(s.size, s.trials, s.corrupt) for s in out.sizes] == [(1000, 1, 0), (4000, 1, 2)]
     assert isinstance(out.error, errors.IntegrityError) and "NICs" in out.error.hint
     assert out.reason == str(out.error) and "at 4000 bytes" in out.reason
 

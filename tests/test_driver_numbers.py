@@ -106,7 +106,8 @@ def test_every_trial_of_a_sweep_as_asked_of_the_transport(mode, one_way_us):
     sequence numbers run on: 0, 2, 552, 689, then 687 a pass.  One pool for the sweep,
     made for 4000 B: two buffers (4032 + 4000 bytes)."""
     wire = Wire(mode, constant(s1000=2000, s4000=8000))
-    out = run_sweep(wire, SweepConfig(sizes=[1000, 4000], mode=mode, trial_time=0.001))
+    out = run_sweep(wire, SweepConfig(sizes=[1000, 4000], mode=mode, trial_time=0.001,
+                                      time_budget=None))
     expected = [(1000, 2, 0), (1000, 550, 2), (4000, 137, 552)]
     for k in range(5):
         expected += [(1000, 550, 689 + 687 * k), (4000, 137, 689 + 687 * k + 550)]
@@ -125,7 +126,7 @@ def test_a_slow_message_still_gets_min_reps_per_trial():
     """A 2 ms round trip in 1 ms trials: 3 repetitions (min_reps) + 1 warm-up, from the
     calibration trial on."""
     wire = Wire("pingpong", constant(s1000=2_000_000))
-    run_sweep(wire, SweepConfig(sizes=[1000], trial_time=0.001))
+    run_sweep(wire, SweepConfig(sizes=[1000], trial_time=0.001, time_budget=None))
     assert [c[1] for c in wire.calls] == [2] + [4] * 6
 
 
@@ -136,7 +137,7 @@ def test_the_sizes_a_pass_skips_are_warmed_up_on_the_way():
     passes warms 1000 B up with one untimed repetition (+ 1 warm-up) before 4000 B."""
     rtts = [8000, 9600, 8000, 9600, 8000, 9600] + [8800] * 20
     wire = Wire("pingpong", lambda size, n, resets: 2000 if size == 1000 else rtts[n])
-    out = run_sweep(wire, SweepConfig(sizes=[1000, 4000], trial_time=0.001))
+    out = run_sweep(wire, SweepConfig(sizes=[1000, 4000], trial_time=0.001, time_budget=None))
     sizes = [c[0] for c in wire.calls]
     assert sizes == [1000, 1000, 4000] + [1000, 4000] * 14
     assert [c[1] for c in wire.calls[13::2]] == [2] * 9  # the warm-ups of passes 6-14
@@ -154,7 +155,7 @@ def test_corrupted_messages_of_every_trial_before_the_check_add_up():
     """The first size's calibration makes two trials (the estimate and the first), both
     corrupted: two messages, in the count and in the error."""
     wire = Wire("pingpong", constant(s1000=2000), corrupt_size=1000)
-    out = run_sweep(wire, SweepConfig(sizes=[1000, 4000], trial_time=0.001))
+    out = run_sweep(wire, SweepConfig(sizes=[1000, 4000], trial_time=0.001, time_budget=None))
     assert [(s.size, s.trials, s.corrupt) for s in out.sizes] == [(1000, 1, 2)]
     assert out.reason == "2 corrupted message(s) at 1000 bytes"
 
@@ -168,7 +169,8 @@ def test_a_stream_sweep_settles_its_trial_length_first():
     8 Gbit/s throughout.  1000 B: 1048 messages a trial; 100000 B (estimated 100 us): 10.
     Every stream trial on a fresh connection, none more."""
     wire = Wire("stream", lambda size, n, resets: size)
-    out = run_sweep(wire, SweepConfig(sizes=[1000, 100000], mode="stream", trial_time=0.001))
+    out = run_sweep(wire, SweepConfig(sizes=[1000, 100000], mode="stream", trial_time=0.001,
+                                      time_budget=None))
     assert [c[:2] for c in wire.calls] == [
         (1000, 1), (65536, 2), (65536, 4), (65536, 8), (65536, 16), (1000, 1048),
         (100000, 10)] + [(1000, 1048), (100000, 10)] * 5
@@ -195,7 +197,7 @@ def test_the_passes_inflation_widens_every_sizes_interval():
     spell = [1.0] * 4 + [1.25] * 5
     wire = Wire("pingpong", lambda size, n, resets: int(2 * size * spell[resets]))
     passes, seen = [], []
-    out = run_sweep(wire, SweepConfig(sizes=[1000, 2000, 4000], trial_time=0.001,
+    out = run_sweep(wire, SweepConfig(sizes=[1000, 2000, 4000], trial_time=0.001, time_budget=None,
                                       min_trials=9, precision=5.0),
                     on_size=seen.append, on_pass=lambda n, points: passes.append(n))
     inflation = math.sqrt(299 / 61)
@@ -543,6 +545,7 @@ def test_the_sweeps_facts():
             "stream_rates": [[0.001, 1e9], [0.002, 8e8], [0.004, 5e8], [0.008, 1e8]],
             "stream_rates_repeat": None,
             "passes": 9, "elapsed_s": 3.142, "time_budget_s": 12.5, "over_budget": True,
+            "hard_budget": True, "short_of_minimum": [], "not_measured": [],
             "max_time_s": 2.5, "trial_time_s": 0.003, "min_trials": 7, "min_reps": 4,
             "seed": 42, "order": "ascending passes, each on a fresh data connection",
             "drift": drifted, "interval_inflation": 1.235, "pass_autocorrelation": 0.25,

@@ -88,7 +88,7 @@ def test_the_interval_is_over_trial_medians_not_samples():
     """Six trials whose medians differ widely: the interval is wide even though each trial
     holds thousands of identical samples."""
     out, _ = run({1: [100.0, 140.0, 100.0, 140.0, 100.0, 140.0]}, precision=0.02,
-                 time_budget=0.06)
+                 time_budget=0.065)
     point = out.points[0]
     assert point.median_ci() == (120.0, 100.0, 140.0)
     # a repeat run's median: sqrt(2) wider, as the repeat has this run's error too
@@ -107,9 +107,58 @@ def test_state_lasting_across_passes_widens_the_intervals():
     assert out.pass_autocorrelation < 0 and out.inflation == 1.0
 
 
-def test_over_budget_when_the_minimum_trials_take_longer():
-    out, _ = run({k: [100.0] for k in range(10)}, precision=0.5, time_budget=0.1)
+def test_over_budget_when_the_minimum_trials_take_longer_with_a_soft_budget():
+    out, _ = run({k: [100.0] for k in range(10)}, precision=0.5, time_budget=0.1,
+                 hard_budget=False)
     assert out.over_budget and all(p.trials == 6 for p in out.points)
+
+
+class Stalling(Scripted):
+    """Keys are message sizes: a trial of key k lasts k ms on the scripted clock (one
+    repetition, its sample k ms), and the measurer says so (``seconds``), as the ping-pong
+    driver does; keys from ``stall`` on
+    take 40 times longer than their size says (16 KiB socket buffers at large messages)."""
+
+    def __init__(self, clock, medians, stall):
+        super().__init__(clock, medians)
+        self.stall = stall
+
+    def _ms(self, key):
+        return key * (40 if key >= self.stall else 1)
+
+    def calibrate(self, key, estimate):
+        self.calls.append(("calibrate", key))
+        return self._ms(key) * 1e6  # ns of one repetition (one per trial)
+
+    def trial(self, key, reps):
+        super().trial(key, reps)
+        self.clock.now += self._ms(key) * 1e-3 - 0.01
+        return np.full(5, self._ms(key) * 1e6)  # ns: the cost of a repetition, as measured
+
+    def seconds(self, key, reps, unit_ns):
+        return unit_ns * 1e-9
+
+
+def test_a_hard_budget_cuts_the_points_that_stall_and_keeps_the_minimum_of_the_rest():
+    """Keys 1-10 (1-10 ms a trial) and 11-12, which stall (440 and 480 ms): six trials of
+    every cheap key take 0.33 s of the 1 s budget, set aside first.  The stalled keys get
+    what is left, a trial at a time, the cheaper first: key 11 one trial, key 12 none;
+    both are cut.  The run ends within the budget; with a soft budget it takes 5.9 s."""
+    keys = {k: [100.0] for k in range(1, 13)}
+    clock = Clock()
+    out = PrecisionLoop(list(keys), Stalling(clock, keys, stall=11),
+                        LoopConfig(precision=0.5, time_budget=1.0, min_reps=1,
+                                   trial_time=0.001), clock=clock).run()
+    by_key = {p.key: p for p in out.points}
+    assert all(by_key[k].trials == 6 and not by_key[k].cut for k in range(1, 11))
+    assert by_key[11].cut and by_key[12].cut
+    assert (by_key[11].trials, by_key[12].trials) == (1, 0)
+    assert out.elapsed_s == pytest.approx(0.33 + 0.44) and not out.over_budget
+    clock = Clock()
+    soft = PrecisionLoop(list(keys), Stalling(clock, keys, stall=11),
+                         LoopConfig(precision=0.5, time_budget=1.0, min_reps=1,
+                                    trial_time=0.001, hard_budget=False), clock=clock).run()
+    assert soft.over_budget and soft.elapsed_s == pytest.approx(6 * (0.055 + 0.92))
 
 
 def test_drift_is_relative_range_and_slope():

@@ -290,9 +290,15 @@ def test_pending_flags_a_point_as_soon_as_it_is_precise_even_at_precision_0():
 
 
 def test_a_precision_of_0_spends_the_budget():
-    """Nothing is ever precise enough: pass after pass until the 0.1 s budget is spent
-    (0.25 s a trial: the minimum six trials take 1.5 s, then no trial fits)."""
+    """Nothing is ever precise enough: pass after pass until the budget is spent.  The
+    trials take 0.25 s on the clock where 1 ms is predicted: under the hard budget of
+    0.1 s the first one overruns it and the point is cut there, flagged; with a soft
+    budget the minimum six trials take 1.5 s, then no trial fits."""
     out, _ = run_one(medians={1: [100.0, 120.0]}, cfg={"precision": 0.0, "time_budget": 0.1})
+    assert out.stopped is None and out.points[0].trials == 1 and out.points[0].cut
+    assert out.over_budget and out.elapsed_s == 0.25
+    out, _ = run_one(medians={1: [100.0, 120.0]},
+                     cfg={"precision": 0.0, "time_budget": 0.1, "hard_budget": False})
     assert out.stopped is None and out.points[0].trials == 6 and not out.points[0].converged
     out, _ = run_one(medians={1: [100.0, 120.0]}, cfg={"precision": 0.0, "time_budget": 2.5})
     assert out.stopped is None and out.points[0].trials == 10  # 2.5 s / 0.25 s
@@ -366,12 +372,12 @@ class Priced(Bare):
         return {1: 0.25, 2: 0.25, 3: 0.25, 4: 0.25, 5: 0.25}[key]
 
 
-def choose(points: list[Point], min_reps: int = 1) -> list:
+def choose(points: list[Point], min_reps: int = 1, hard_budget: bool = True) -> list:
     """What the loop chooses with 0.75 s of a 1 s budget left (its clock, like a real
     one, far from zero), every trial 0.25 s."""
     clock = Clock(100.0)
     loop = loop_of(points, clock, Priced(clock, {}), precision=0.01, trial_time=0.1,
-                   time_budget=1.0, min_reps=min_reps)
+                   time_budget=1.0, min_reps=min_reps, hard_budget=hard_budget)
     loop.started, clock.now = 100.0, 100.25
     return [p.key for p in loop.choose(loop.pending())]
 
@@ -381,8 +387,14 @@ def test_the_budget_goes_to_the_most_uncertain_points_that_fit():
 
 
 def test_the_minimum_trials_are_paid_for_first():
-    late = point([100, 100, 100], key=5)  # 3 trials: must have its minimum
-    assert choose(uncertain_points() + [late]) == [3, 4, 5]
+    """Key 5 has 3 trials and must have its minimum: under the hard budget its three
+    owed trials (0.75 s) are set aside whole, and no further trial of another key fits
+    beside them; with a soft budget only this pass's trial is, and 0.5 s go to the two
+    most uncertain keys."""
+    late = point([100, 100, 100], key=5)
+    assert choose(uncertain_points() + [late]) == [5]
+    late = point([100, 100, 100], key=5)
+    assert choose(uncertain_points() + [late], hard_budget=False) == [3, 4, 5]
 
 
 def test_a_point_too_dear_for_the_budget_is_passed_over_for_cheaper_ones():

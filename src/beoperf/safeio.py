@@ -305,3 +305,54 @@ def private_dir(prefix: str = "beoperf-") -> Path:
     """A new directory only this user can enter (0700, unpredictable name) under the
     temporary directory: where results go when they cannot go where asked."""
     return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+class PrivateDirError(ValueError):
+    """A directory that cannot be used as this user's private one (the message says why)."""
+
+
+def open_private_dir(path: str | os.PathLike[str], create: bool) -> int | None:
+    """An open descriptor of the directory ``path`` (O_NOFOLLOW: a link there is refused),
+    checked on the descriptor itself to be this user's and writable by nobody else; made
+    if absent and ``create`` (intermediate directories 0755, the last 0700, whatever the
+    umask); None if absent; PrivateDirError otherwise.  Where a command keeps its own
+    state (the runs' history, results kept without -o): a directory another local user
+    could write into would let them plant or swap what root reads back."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        if not create:
+            return None
+        _make_private_dirs(Path(path))
+        return open_private_dir(path, create=False)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(path):
+            raise PrivateDirError(f"{path}: is a symbolic link, not a directory") from None
+        raise PrivateDirError(f"{path}: {exc.strerror or exc}") from None
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        os.close(fd)
+        raise PrivateDirError(f"{path}: not a private directory of uid {os.geteuid()} "
+                              f"(owner {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o})")
+    return fd
+
+
+def _make_private_dirs(path: Path) -> None:
+    missing = []
+    at = path
+    while not os.path.lexists(at) and at != at.parent:
+        missing.append(at)
+        at = at.parent
+    for i, directory in enumerate(reversed(missing)):
+        mode = 0o700 if i == len(missing) - 1 else 0o755
+        try:
+            os.mkdir(directory, mode)
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.fchmod(fd, mode)  # the umask may have taken bits away, or left some
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise PrivateDirError(f"{directory}: cannot create ({exc.strerror or exc})") \
+                from None

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from beoperf import __version__, interrupts
-from beoperf.cli import errors
+from beoperf.cli import errors, streams
 from beoperf.cli.errors import CliError, ExitStatus, UsageError  # noqa: E402,F401
 
 MAX_SECONDS = 2**31 / 1000.0  # what a millisecond timeout in a C int can hold
@@ -63,19 +63,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit status. Never raises for bad input.
 
     SIGTERM and SIGHUP stop a command as Ctrl-C does (beoperf.interrupts); the status is
-    then 128 + the signal's number."""
-    with interrupts.handling():
+    then 128 + the signal's number.  A closed stdout or stderr (``| head``, ``| tee``
+    stopped with Ctrl-C) loses only what would have been printed: the command goes on and
+    writes its files (beoperf.cli.streams; status 141 if it otherwise succeeded)."""
+    with interrupts.handling(), streams.guarded() as outputs:
+        return outputs.status(_main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    try:
+        return _dispatch(list(sys.argv[1:] if argv is None else argv))
+    except (Exception, KeyboardInterrupt) as exc:  # one table maps them (cli/errors.py)
         try:
-            return _dispatch(list(sys.argv[1:] if argv is None else argv))
-        except (Exception, KeyboardInterrupt) as exc:  # one table maps them (cli/errors.py)
-            try:
-                status, line = errors.describe(exc)
-            except KeyError:
-                raise exc from None  # not a known failure: a bug, shown as one
-            print(line, file=sys.stderr)
-            return status
-        except SystemExit as exc:  # --help and --version
-            return int(exc.code or 0) if isinstance(exc.code, int) else 0
+            status, line = errors.describe(exc)
+        except KeyError:
+            raise exc from None  # not a known failure: a bug, shown as one
+        print(line, file=sys.stderr)
+        return status
+    except SystemExit as exc:  # --help and --version
+        return int(exc.code or 0) if isinstance(exc.code, int) else 0
 
 
 def _dispatch(argv: list[str]) -> int:

@@ -6,10 +6,12 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from beoperf import errors, interrupts, report, safeio, units
 from beoperf.cli import ExitStatus, UsageError, check_seconds
 from beoperf.cli.mpi_options import env_pairs
+from beoperf.cli.progress import PassLines, Progress
 from beoperf.model.document import Document
 from beoperf.suites import cluster_mbw, cluster_pairs, cluster_ring
 from beoperf.suites.cluster_mpi import Common, Outcome
@@ -237,6 +239,8 @@ def finish(outcome: Outcome | None, args: argparse.Namespace) -> int:
     for series in doc.body["series"]:
         for note in (series.get("launch") or {}).get("notes", []):
             print(f"note: {note}", file=sys.stderr)
+    if getattr(args, "precision_line", None):
+        print(args.precision_line, file=sys.stderr, flush=True)
     if outcome.interrupt is not None:
         return interrupts.exit_status(outcome.interrupt)
     if outcome.error is not None:
@@ -255,11 +259,26 @@ def _save(doc: Document, path: Path) -> None:
                                  f"the result was saved to {fallback}") from None
 
 
-def progress_of(args: argparse.Namespace) -> Callable[[str], None] | None:
-    """Rank 0's progress lines, on stderr as they come (unless --quiet)."""
+def progress_of(args: argparse.Namespace) -> PassLines | None:
+    """Rank 0's progress (unless --quiet): on a terminal a bar with the line of the pass
+    under way; piped, a line per measurement, not per pass (beoperf.cli.progress)."""
     if args.quiet:
         return None
-    return lambda line: print(line, file=sys.stderr, flush=True)
+    return PassLines(Progress(None, enabled=sys.stderr.isatty(), what="starting"))
+
+
+def measured(run: Callable[[Any, Any], Outcome | None], spec: Any,
+             args: argparse.Namespace) -> Outcome | None:
+    """``run(spec, progress)`` with the progress display up meanwhile; the one line of
+    what missed its precision is kept for ``finish`` to print after the result is
+    written (``args.precision_line``)."""
+    lines = progress_of(args)
+    if lines is None:
+        return run(spec, None)
+    with lines.progress:
+        outcome = run(spec, lines)
+    args.precision_line = lines.summary()
+    return outcome
 
 
 def run_ring(args: argparse.Namespace) -> int:
@@ -268,7 +287,7 @@ def run_ring(args: argparse.Namespace) -> int:
                              bandwidth_bytes=_size(args.bandwidth_size, "--bandwidth-size"),
                              random_rings=_two(args.random_rings, "--random-rings"),
                              repeat=args.repeat)
-    return finish(cluster_ring.run(spec, progress_of(args)), args)
+    return finish(measured(cluster_ring.run, spec, args), args)
 
 
 def run_pairs(args: argparse.Namespace) -> int:
@@ -278,7 +297,7 @@ def run_pairs(args: argparse.Namespace) -> int:
                               concurrent=args.concurrent,
                               relative=_fraction(args.threshold, "--threshold"),
                               z_limit=args.z_limit)
-    outcome = cluster_pairs.run(spec, progress_of(args))
+    outcome = measured(cluster_pairs.run, spec, args)
     if outcome is not None and args.plot:
         write_heatmap(outcome.document, Path(args.plot))
     return finish(outcome, args)
@@ -300,4 +319,4 @@ def run_mbw(args: argparse.Namespace) -> int:
     spec = cluster_mbw.Spec(common=common_of(args), sizes=sizes,
                             pairs=_counts(args.pairs, "--pairs") if args.pairs else None,
                             window=args.window)
-    return finish(cluster_mbw.run(spec, progress_of(args)), args)
+    return finish(measured(cluster_mbw.run, spec, args), args)

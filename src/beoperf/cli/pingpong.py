@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from beoperf import errors, interrupts, report, safeio, units
-from beoperf.cli import ExitStatus, UsageError, mpi_options
+from beoperf.cli import ExitStatus, UsageError, mpi_options, runs
 from beoperf.cli.progress import Progress
 from beoperf.model.document import Document
 from beoperf.model.pingpong import RunResult
@@ -193,33 +193,68 @@ def run(args: argparse.Namespace) -> int:
             measured = mpi_pingpong.run(spec, progress.advance, hold)
             if measured is None:  # a rank other than 0: rank 0 reports
                 return ExitStatus.OK
-            mpi_options.print_notes(measured.document)
         else:
             measured = pingpong.run(spec, progress.advance, hold)
-        write_outputs(args.output, measured.document, args.json)
+        progress.__exit__(None, None, None)  # the bar gone before anything is printed
+        kept = write_outputs(args.output, measured.document, args.json)
+    if spec.transport == "mpi":
+        mpi_options.print_notes(measured.document)
+    if kept is not None:
+        print(f"kept in {kept} (no -o given; the newest {runs.KEEP} runs are kept there)",
+              file=sys.stderr)
     return finish(measured, quiet_stdout=args.json)
 
 
 def _progress(spec: pingpong.Spec, quiet: bool) -> Progress:
-    return Progress(len(spec.sizes), spec.precision, enabled=sys.stderr.isatty() and not quiet)
+    """The bar over the time budget on a terminal; piped, nothing until the summary (a
+    single run is one phase)."""
+    return Progress(spec.time_budget, enabled=sys.stderr.isatty() and not quiet,
+                    what="sizes", precision=spec.precision)
 
 
-def write_outputs(prefix_text: str | None, doc: Document, to_stdout: bool) -> None:
-    """PREFIX.json and PREFIX.np (and the document on stdout with --json); a result that
-    cannot be written where asked goes to a private directory, and the error says where."""
-    if prefix_text:
-        prefix = Path(prefix_text)
-        try:
-            prefix.parent.mkdir(parents=True, exist_ok=True)
-            doc.save(prefix.with_name(prefix.name + ".json"))
-            safeio.write_atomic(prefix.with_name(prefix.name + ".np"), report.render(doc, "np"))
-        except OSError as exc:
-            fallback = safeio.private_dir() / f"{prefix.name or 'result'}.json"
-            doc.save(fallback)
-            raise errors.OutputError(f"cannot write {prefix}.json: {exc.strerror}",
-                                     f"the result was saved to {fallback}") from None
+def _flush_line(text: str, out: Any = None) -> None:
+    print(text, file=out or sys.stderr, flush=True)
+
+
+def write_outputs(prefix_text: str | None, doc: Document, to_stdout: bool,
+                  keep: bool = True) -> Path | None:
+    """PREFIX.json and PREFIX.np (and the document on stdout with --json); without a
+    prefix, the run is kept in the runs directory (beoperf.cli.runs) and its path
+    returned.  A result that cannot be written where asked goes to a private directory,
+    and the error says where.  Written before anything is printed, a stop signal held
+    meanwhile."""
+    kept = None
+    with interrupts.deferred():
+        if prefix_text:
+            _write_prefix(Path(prefix_text), doc)
+        elif keep:
+            kept = _keep(doc)
     if to_stdout:
-        print(doc.dumps(), end="")
+        print(doc.dumps(), end="", flush=True)
+    return kept
+
+
+def _write_prefix(prefix: Path, doc: Document) -> None:
+    try:
+        prefix.parent.mkdir(parents=True, exist_ok=True)
+        doc.save(prefix.with_name(prefix.name + ".json"))
+        safeio.write_atomic(prefix.with_name(prefix.name + ".np"), report.render(doc, "np"))
+    except OSError as exc:
+        fallback = safeio.private_dir() / f"{prefix.name or 'result'}.json"
+        doc.save(fallback)
+        raise errors.OutputError(f"cannot write {prefix}.json: {exc.strerror}",
+                                 f"the result was saved to {fallback}") from None
+
+
+def _keep(doc: Document) -> Path | None:
+    """The run in the runs directory; a directory that cannot be used costs a note, not
+    the run (which is printed all the same)."""
+    try:
+        return runs.keep("pingpong", {".json": doc.dumps(), ".np": report.render(doc, "np")})
+    except (OSError, safeio.PrivateDirError) as exc:
+        print(f"beoperf: note: the run was not kept ({exc}); give -o PREFIX, or set "
+              f"{runs.ENV}", file=sys.stderr)
+        return None
 
 
 def finish(measured: Measured, quiet_stdout: bool) -> int:
@@ -228,6 +263,7 @@ def finish(measured: Measured, quiet_stdout: bool) -> int:
     complete = measured.error is None and measured.interrupt is None
     out = sys.stderr if not complete or quiet_stdout else sys.stdout
     out.write(report.render(measured.document, "text"))
+    out.flush()
     if measured.interrupt is not None:
         return interrupts.exit_status(measured.interrupt)
     if measured.error is not None:
@@ -269,36 +305,92 @@ def sweep_value(key: str, text: str) -> Any:
 
 
 def run_config_sweep(args: argparse.Namespace) -> int:
-    """One run per configuration, each written as it completes (PREFIX-KEY-VALUE.json/.np);
-    then the table against the first (PREFIX-compare.md) and the graphs (PREFIX-plots/)."""
+    """One run per configuration, each written as it completes (PREFIX-KEY-VALUE.json/.np)
+    and then its summary printed (flushed: piped too); then the table against the first
+    (PREFIX-compare.md) and the graphs (PREFIX-plots/).  The time budget holds for each
+    value; the total is said before the first starts.  A stop (Ctrl-C, SIGTERM) keeps
+    every value completed and writes their comparison."""
     key, texts = parse_sweep(args.sweep)
     if not args.output:
-        raise UsageError("--sweep writes one result per configuration: give -o PREFIX")
+        raise UsageError("--sweep writes one result per configuration: give -o PREFIX",
+                         "a single run without -o is kept in the runs directory")
     values = [sweep_value(key, t) for t in texts]  # every value checked before any run
     spec = spec_from(args)
-    done: list[RunResult] = []
-    last: Measured | None = None
-    by_value = dict(zip(map(repr, values), texts, strict=True))
     mpi = mpi_pingpong.is_mpi_sweep(spec, key)
-    configs = (mpi_pingpong.run_configs if mpi else pingpong.run_configs)(spec, key, values)
-    for value, measured, hold in configs:
-        with hold:
-            text = by_value[repr(value)]
-            print(f"== {key}={text}", file=sys.stderr)
-            write_outputs(f"{args.output}-{mpi_options.file_part(key, text)}",
-                          measured.document, False)
-        last = measured
-        if measured.error is None and measured.interrupt is None:
-            sys.stdout.write(report.render(measured.document, "text"))
-            done.append(measured.run)
+    _flush_line(_sweep_plan(key, texts, spec))
+    done, last, stop = _run_values(args, spec, key, values, texts, mpi)
     if done:  # what completed is compared even when a later configuration failed
         labels = [f"{key}={t}" for t in texts[:len(done)]]
         write_comparison(done, labels, Path(args.output))
         if mpi and len(done) > 1:
             mpi_options.write_overhead(done, labels, Path(args.output))
+    if stop is not None:
+        _flush_line(f"beoperf: {interrupts.reason(stop)}: {len(done)} of {len(texts)} "
+                    "values completed, each written")
+        return interrupts.exit_status(stop)
     if last is not None and (last.error is not None or last.interrupt is not None):
         return finish(last, quiet_stdout=True)  # its own exit status: 130, 5, 3, ...
     return ExitStatus.OK
+
+
+def _run_values(args: argparse.Namespace, spec: pingpong.Spec, key: str, values: list[Any],
+                texts: list[str], mpi: bool
+                ) -> tuple[list[RunResult], Measured | None, KeyboardInterrupt | None]:
+    """Each value measured, written, then its summary shown; the runs completed, the
+    last measured, and the stop signal that came between two values (if one did)."""
+    done: list[RunResult] = []
+    last: Measured | None = None
+    by_value = dict(zip(map(repr, values), texts, strict=True))
+    progress = Progress(spec.time_budget, enabled=sys.stderr.isatty(), lines=True,
+                        what="sizes", precision=spec.precision)
+    configs = (mpi_pingpong.run_configs if mpi else pingpong.run_configs)(
+        spec, key, values, progress.advance)
+    try:
+        with progress:
+            progress.phase(_value_line(key, texts, 0, spec))
+            for value, measured, hold in configs:
+                with hold:  # a stop signal waits until the value is written and counted
+                    text = by_value[repr(value)]
+                    write_outputs(f"{args.output}-{mpi_options.file_part(key, text)}",
+                                  measured.document, False)
+                    last = measured
+                    complete = measured.error is None and measured.interrupt is None
+                    if complete:
+                        done.append(measured.run)
+                _show_value(progress, key, text, measured)
+                if complete and len(done) < len(texts):
+                    progress.restart(spec.time_budget)
+                    progress.phase(_value_line(key, texts, len(done), spec))
+    except KeyboardInterrupt as exc:  # between two values: what completed is kept
+        return done, last, exc
+    return done, last, None
+
+
+def _sweep_plan(key: str, texts: list[str], spec: pingpong.Spec) -> str:
+    """The line before a sweep starts: how long it may take."""
+    n = len(texts)
+    if spec.time_budget is None:
+        return f"== --sweep {key}: {n} values, no time limit (--time-budget none)"
+    return (f"== --sweep {key}: {n} values x {spec.time_budget:g} s (--time-budget, per "
+            f"value) = at most {units.format_time(n * spec.time_budget)} of measuring, "
+            "plus start-up and the graphs")
+
+
+def _value_line(key: str, texts: list[str], i: int, spec: pingpong.Spec) -> str:
+    limit = f", at most {spec.time_budget:g} s" if spec.time_budget is not None else ""
+    return f"== {key}={texts[i]} ({i + 1} of {len(texts)}){limit}"
+
+
+def _show_value(progress: Progress, key: str, text: str, measured: Measured) -> None:
+    """A value's summary as soon as it is written: on stdout when it completed (on
+    stderr, by finish, when it did not), flushed; the bar is cleared first."""
+    if measured.error is not None or measured.interrupt is not None:
+        return
+    summary = report.render(measured.document, "text")
+    if progress.enabled:
+        progress.phase(f"== {key}={text}: done")
+    sys.stdout.write(f"== {key}={text}\n{summary}")
+    sys.stdout.flush()
 
 
 def write_comparison(results: list[RunResult], labels: list[str], prefix: Path) -> None:
@@ -309,7 +401,9 @@ def write_comparison(results: list[RunResult], labels: list[str], prefix: Path) 
     doc = compare.document_of(results, labels)
     table = report.render(doc, "markdown")
     out = prefix.with_name(prefix.name + "-compare.md")
-    safeio.write_atomic(out, table + "\n")
+    with interrupts.deferred():  # the files first, then what is printed
+        safeio.write_atomic(out, table + "\n")
+        paths = write_figures(results, labels, prefix.with_name(prefix.name + "-plots"),
+                              "png")
     print(table)
-    paths = write_figures(results, labels, prefix.with_name(prefix.name + "-plots"), "png")
-    print(f"wrote {out} and {', '.join(str(p) for p in paths)}")
+    print(f"wrote {out} and {', '.join(str(p) for p in paths)}", flush=True)

@@ -1,40 +1,150 @@
-"""A progress bar on a terminal, nothing at all otherwise."""
+"""Progress of long work: on a terminal a bar over the time budget, with what is being
+done and the time left; without one, at most a line per phase; at the end, one line of
+what missed its precision (the caller's).
+
+The bar runs on time, not on counts: the budget bounds the run (beoperf.sweep.precision),
+so the share of it spent, and what is left of it, is the honest overall progress and ETA,
+and it moves while a slow size is being measured (a bar over sizes stood at 0/124 for
+half an hour on one).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
 
-class Progress:
-    """How many sizes are known to the requested precision, pass after pass."""
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
-    def __init__(self, total: int, precision: float, enabled: bool) -> None:
-        self.total, self.precision, self.enabled = total, precision, enabled
+
+class Progress:
+    """A bar over ``budget_s`` seconds (none: elapsed time only) on a terminal
+    (``enabled``); ``phase`` lines on stderr otherwise (``lines``)."""
+
+    def __init__(self, budget_s: float | None, enabled: bool, lines: bool = False,
+                 what: str = "measuring", precision: float | None = None) -> None:
+        self.budget_s, self.enabled, self.lines = budget_s, enabled, lines
+        self.what, self.precision = what, precision
         self._bar: Any = None
         self._task: Any = None
+        self.started = time.monotonic()
 
     def __enter__(self) -> Progress:
+        self.started = time.monotonic()
         if self.enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-            from rich.progress import Progress as Bar
-
-            self._bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TimeElapsedColumn(), transient=True)
+            self._bar = _bar(self.budget_s)
             self._bar.__enter__()
-            self._task = self._bar.add_task("calibrating", total=self.total)
+            self._task = self._bar.add_task(self.what, total=self.budget_s or None)
         return self
 
-    def advance(self, passes: int, points: Sequence[Any]) -> None:
-        """After a pass: its number, and each size's state (``converged``)."""
+    def phase(self, text: str) -> None:
+        """A new phase (a sweep's value, a test of a suite): the bar's text on a
+        terminal, a line on stderr otherwise."""
         if self._bar is not None:
-            done = sum(1 for p in points if p.converged)
-            self._bar.update(self._task, completed=done,
-                             description=f"pass {passes}: sizes within "
-                                         f"{self.precision * 100:g}%")
+            self._bar.update(self._task, description=text)
+        elif self.lines:
+            _say(text)
+
+    def update(self, text: str) -> None:
+        """Within a phase (a pass): the bar's text on a terminal only."""
+        if self._bar is not None:
+            self._bar.update(self._task, description=text)
+
+    def restart(self, budget_s: float | None) -> None:
+        """A new phase with a budget of its own: the bar starts over."""
+        self.budget_s = budget_s
+        if self._bar is not None:
+            self._bar.reset(self._task, total=budget_s or None)
+
+    def advance(self, passes: int, points: Sequence[Any]) -> None:
+        """After a pass of the precision loop: its number, and each point's state."""
+        if self._bar is None:
+            return
+        done = sum(1 for p in points if getattr(p, "converged", False))
+        within = f" within {self.precision * 100:g}%" if self.precision else " precise"
+        self.update(f"{self.what}: pass {passes}, {done}/{len(points)}{within}")
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if self._bar is not None:
             self._bar.__exit__(exc_type, exc, tb)
+            self._bar = None
+
+
+def _bar(budget_s: float | None) -> Any:
+    """rich's progress display on stderr: text, a bar filled by the time spent of the
+    budget, the time spent and the budget's time left."""
+    from rich.console import Console
+    from rich.progress import BarColumn, ProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress as Bar
+    from rich.progress_bar import ProgressBar
+    from rich.text import Text
+
+    class TimeBar(BarColumn):
+        def render(self, task: Any) -> ProgressBar:
+            total = task.total
+            spent = min(task.elapsed or 0.0, total) if total else None
+            return ProgressBar(total=total, completed=spent or 0, width=self.bar_width,
+                               pulse=total is None, animation_time=task.get_time())
+
+    class Left(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            if not task.total:
+                return Text("")
+            left = max(0.0, task.total - (task.elapsed or 0.0))
+            return Text(f"at most {_clock(left)} left")
+
+    return Bar(TextColumn("{task.description}"), TimeBar(), TimeElapsedColumn(), Left(),
+               console=Console(stderr=True), transient=True, refresh_per_second=4)
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds + 0.5), 60)
+    if minutes < 60:
+        return f"{minutes}:{secs:02d}"
+    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
+
+
+PASS_LINE = re.compile(r"^(?P<what>.+): pass (?P<n>\d+), (?P<done>\d+) of (?P<of>\d+) "
+                       r"figures within (?P<precision>\S+)$")
+
+
+class PassLines:
+    """The cluster tests' lines of progress from rank 0 (beoperf.suites.cluster_mpi):
+    the lines of each pass go to the bar on a terminal and nowhere otherwise, but the
+    first of each measurement (a phase) does; every other line passes through.  At the
+    end, :meth:`summary` is one line: which measurements ended with figures outside
+    their precision (from each one's last pass)."""
+
+    def __init__(self, progress: Progress, say: Callable[[str], None] = _say) -> None:
+        self.progress, self.say = progress, say
+        self.last: dict[str, tuple[int, int, int, str]] = {}  # what -> passes, done, of
+
+    def __call__(self, line: str) -> None:
+        match = PASS_LINE.match(line.strip())
+        if match is None:
+            self.progress.phase(line) if self.progress.enabled else self.say(line)
+            return
+        what = match["what"]
+        if what not in self.last and not self.progress.enabled:
+            self.say(f"{what}: measuring (a line per pass on a terminal only)")
+        self.last[what] = (int(match["n"]), int(match["done"]), int(match["of"]),
+                           match["precision"])
+        self.progress.update(line)
+
+    def summary(self) -> str | None:
+        """'precision: ring latency 28 of 40 figures outside 5% after 9 passes; ...', or
+        that every figure reached it; None if no pass was seen."""
+        if not self.last:
+            return None
+        missed = [f"{what} {of - done} of {of} figures outside {precision} after {n} "
+                  f"pass{'es' if n != 1 else ''}"
+                  for what, (n, done, of, precision) in self.last.items() if done < of]
+        if not missed:
+            return f"precision: every figure of {len(self.last)} measurement(s) reached it"
+        return "precision not reached: " + "; ".join(missed)

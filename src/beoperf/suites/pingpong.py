@@ -35,6 +35,7 @@ from beoperf.sweep.driver import (
     DEFAULT_TIME_BUDGET,
     SweepConfig,
     SweepOutcome,
+    budget_notes,
     open_transport,
     run_sweep,
     shaper_probe,
@@ -434,10 +435,7 @@ def warnings_of(transport_warnings: list[str], outcome: SweepOutcome) -> list[st
                    f"time budget: {', '.join(str(s.size) for s in late[:8])}"
                    f"{' ...' if len(late) > 8 else ''}{reached} (each size's interval is in "
                    "the result)")
-    if outcome.facts.get("over_budget"):
-        out.append(f"the minimum {outcome.facts.get('min_trials')} trials of every size took "
-                   f"{outcome.facts.get('elapsed_s')} s, longer than the time budget of "
-                   f"{outcome.facts.get('time_budget_s')} s")
+    out += budget_notes(outcome.facts, outcome.status)  # sizes the hard budget cut
     return out
 
 

@@ -105,6 +105,27 @@ class PingPongMeasurer:
         """A few untimed repetitions of ``size`` on the way to a size that is measured."""
         self.trial(size, 1)
 
+    def probe(self, size: int) -> float:
+        """The cost of one repetition of ``size`` (ns), from a single untimed one (two
+        in stream mode, whose trial is a fresh connection): before a size's first
+        trial, so that the loop can tell whether that trial fits in the budget.  A cost
+        scaled from the size before misses a jump: with 16 KiB socket buffers on
+        loopback a repetition took 57 us at 48 KiB and 90-118 ms at 64 KiB, and the
+        first trial, 38 repetitions for 2 ms, took 3.4 s of a 3 s budget."""
+        if self.cfg.mode == "stream":
+            return self.cost(self.trial(size, 1))
+        trial = self.transport.trial(size, 1, self.pool, self.seq)
+        self.seq += 1
+        if trial.corrupt:  # counted; the trial that follows stops the sweep (check)
+            self.corrupt[size] = self.corrupt.get(size, 0) + trial.corrupt
+        return self.cost(one_way_ns(self.cfg.mode, trial, 1))
+
+    def seconds(self, size: int, reps: int, unit_ns: float) -> float:
+        """How long a trial of ``reps`` repetitions lasts at ``unit_ns`` a repetition,
+        with its warm-up repetitions (see trial): what the hard budget plans with."""
+        warm = 0 if self.cfg.mode == "stream" else max(1, reps // WARM_FRACTION)
+        return (reps + warm) * max(unit_ns, 1.0) * 1e-9
+
     def cost(self, values: np.ndarray) -> float:
         """Wall time of one repetition, from one-way samples."""
         return float(np.median(values)) * (2.0 if self.cfg.mode == "pingpong" else 1.0)
@@ -414,6 +435,7 @@ def sweep_facts(cfg: SweepConfig, result: LoopOutcome,
             "stream_rates_repeat": _pairs(stream.repeat_bps) if stream else None,
             "passes": result.passes, "elapsed_s": round(result.elapsed_s, 3),
             "time_budget_s": cfg.time_budget, "over_budget": result.over_budget,
+            "hard_budget": True, **cut_facts(result.points, cfg.min_trials),
             "max_time_s": cfg.max_time, "trial_time_s": cfg.trial_time,
             "min_trials": cfg.min_trials, "min_reps": cfg.min_reps, "seed": cfg.seed,
             "order": "ascending passes, each on a fresh data connection",
@@ -424,6 +446,51 @@ def sweep_facts(cfg: SweepConfig, result: LoopOutcome,
                         "widened by sqrt(2) and by interval_inflation, then (ping-pong "
                         "over TCP, between_runs) by the spread between earlier runs of "
                         "the same setup, when there are any (ci95_within_run_us: before)"}
+
+
+def cut_facts(points: list[Point], min_trials: int) -> dict[str, Any]:
+    """The sizes the hard budget cut: measured fewer than ``min_trials`` times
+    (``short_of_minimum``: [size, trials] each) or not at all (``not_measured``)."""
+    return {"short_of_minimum": [[int(p.key), p.trials] for p in points
+                                 if 0 < p.trials < min_trials],
+            "not_measured": [int(p.key) for p in points if not p.trials]}
+
+
+OVERRUN_NOTE = 0.05  # a run this much over its budget says so (less: its last trial's noise)
+
+
+def budget_notes(facts: dict[str, Any], status: str = "complete") -> list[str]:
+    """What the time budget left out, for a result's warnings: sizes not measured or short
+    of their minimum trials (each with its count), and a run that overran the budget."""
+    budget, minimum = facts.get("time_budget_s"), facts.get("min_trials")
+    notes = []
+    missing = facts.get("not_measured") or []
+    if missing and status == "complete":
+        notes.append(f"{_count(missing, 'size')} not measured ({_span(missing)}): a first "
+                     f"trial did not fit in the time budget of {budget:g} s beside the "
+                     "minimum trials of the cheaper sizes; give a longer --time-budget")
+    short = facts.get("short_of_minimum") or []
+    if short:
+        listed = ", ".join(f"{size} B ({trials})" for size, trials in short[:6])
+        notes.append(f"{_count(short, 'size')} got fewer than the minimum {minimum} trials "
+                     f"within the time budget of {budget:g} s, so no interval: "
+                     f"{listed}{' ...' if len(short) > 6 else ''} (trials in brackets)")
+    elapsed = facts.get("elapsed_s")
+    if facts.get("hard_budget") is False and facts.get("over_budget"):
+        notes.append(f"the minimum {minimum} trials of every size took {elapsed} s, longer "
+                     f"than the time budget of {budget} s")
+    elif budget and elapsed and elapsed > budget * (1 + OVERRUN_NOTE):
+        notes.append(f"the sizes took {elapsed} s, more than the time budget of {budget:g} "
+                     "s: a trial lasted longer than the one before it predicted")
+    return notes
+
+
+def _count(items: list[Any], what: str) -> str:
+    return f"{len(items)} {what}{'s' if len(items) != 1 else ''}"
+
+
+def _span(sizes: list[int]) -> str:
+    return f"{sizes[0]} B" if len(sizes) == 1 else f"{min(sizes)} B to {max(sizes)} B"
 
 
 def _classify(out: SweepOutcome, stopped: BaseException | None) -> None:

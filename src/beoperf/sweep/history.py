@@ -34,7 +34,6 @@ a history that cannot be used is skipped with a note.
 from __future__ import annotations
 
 import datetime as dt
-import errno
 import fcntl
 import hashlib
 import json
@@ -96,47 +95,11 @@ def setup_key(suite: str, setup: Mapping[str, Any]) -> str:
 
 
 def _open_own_dir(path: Path, create: bool) -> int | None:
-    """An open descriptor of the directory ``path`` (O_NOFOLLOW: a link there is refused),
-    checked on the descriptor itself to be this user's and writable by nobody else; made
-    if absent and ``create`` (intermediate directories 0755, the last 0700, whatever the
-    umask); None if absent; HistoryError otherwise."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    """safeio.open_private_dir, its errors as HistoryError."""
     try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        if not create:
-            return None
-        _make_dirs(path)
-        return _open_own_dir(path, create=False)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(path):
-            raise HistoryError(f"{path}: is a symbolic link, not a directory") from None
-        raise HistoryError(f"{path}: {exc.strerror or exc}") from None
-    st = os.fstat(fd)
-    if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        os.close(fd)
-        raise HistoryError(f"{path}: not a private directory of uid {os.geteuid()} "
-                           f"(owner {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o})")
-    return fd
-
-
-def _make_dirs(path: Path) -> None:
-    missing = []
-    at = path
-    while not os.path.lexists(at) and at != at.parent:
-        missing.append(at)
-        at = at.parent
-    for i, directory in enumerate(reversed(missing)):
-        mode = 0o700 if i == len(missing) - 1 else 0o755
-        try:
-            os.mkdir(directory, mode)
-            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                os.fchmod(fd, mode)  # the umask may have taken bits away, or left some
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            raise HistoryError(f"{directory}: cannot create ({exc.strerror or exc})") from None
+        return safeio.open_private_dir(path, create)
+    except safeio.PrivateDirError as exc:
+        raise HistoryError(str(exc)) from None
 
 
 @dataclass

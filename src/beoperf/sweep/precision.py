@@ -22,8 +22,17 @@ How it runs (each step is what makes the numbers hold on a noisy, shared machine
    per-pass medians, in time order, say how much the machine itself moved during the run
    (reported as the relative range and as the slope of a line through them).
 
-The budget is a soft limit: every point gets ``min_trials`` trials even if that takes longer
-(reported as ``over_budget``).  ``max_time`` optionally caps the time spent on one point.
+5. **The budget is a hard limit** (``hard_budget``, the default): no trial starts that is
+   predicted to end after it (``Measurer.seconds``, else repetitions x the cost of one).
+   The points' minimum trials come first, the cheapest first: before a trial of one point,
+   the minimum still owed by the points that fit (in order of cost) is set aside, so a
+   point that stalls (16 KiB socket buffers at megabyte messages on loopback: 10 s a
+   round trip) cannot take the others' share; it gets the trials that fit in what is left
+   and is ``cut`` (``Point.cut``: it may have fewer than ``min_trials``, or none).  A run
+   then ends within its budget plus at most one trial that took longer than predicted (a
+   point's first trial, whose cost is scaled from the point before it).  With
+   ``hard_budget`` off, every point gets ``min_trials`` trials even if that takes longer
+   (``over_budget``).  ``max_time`` optionally caps the time spent on one point.
 """
 
 from __future__ import annotations
@@ -56,7 +65,14 @@ class Measurer(Protocol):
 
     def trial(self, key: Hashable, reps: int) -> np.ndarray:
         """One trial of ``reps`` repetitions: its samples (ns; the trial's median is the
-        observation)."""
+        observation).
+
+    Optional: ``seconds(key, reps, unit_ns)``, how long a trial of ``reps`` repetitions
+    at ``unit_ns`` each lasts (with any warm-up the measurer adds; default ``reps x
+    unit_ns``), which the hard budget plans with; ``probe(key)``, the cost of one
+    repetition (ns) from a single one, asked under the hard budget before a point's
+    first trial (a cost scaled from the point before misses a jump); and ``cost``,
+    ``warm``, ``start_pass``, ``check``, ``trial_seconds`` (see PrecisionLoop)."""
 
 
 @dataclass
@@ -69,6 +85,7 @@ class LoopConfig:
     min_reps: int = 1  # repetitions of one trial at least
     seed: int | None = None  # of the shuffles (None: different every run)
     order: str = "axis"  # "axis": every pass in axis order; "shuffled": a new order each pass
+    hard_budget: bool = True  # no trial starts that would end after the budget (see above)
 
 
 @dataclass
@@ -84,6 +101,7 @@ class Point:
     spent: float = 0.0  # seconds of trials
     converged: bool = False
     capped: bool = False  # stopped by max_time
+    cut: bool = False  # stopped by the hard budget (trials may be fewer than min_trials)
 
     @property
     def trials(self) -> int:
@@ -122,7 +140,7 @@ class LoopOutcome:
     points: list[Point]
     passes: int = 0
     elapsed_s: float = 0.0
-    over_budget: bool = False  # the minimum trials alone took longer than the budget
+    over_budget: bool = False  # it ran longer than the budget (see PrecisionLoop.run)
     drift: dict[str, float | int | None] = field(default_factory=dict)
     inflation: float = 1.0  # of the intervals, for the state carried between passes
     pass_autocorrelation: float | None = None
@@ -139,9 +157,11 @@ class PrecisionLoop:
 
     def __init__(self, keys: Sequence[Hashable], measurer: Measurer, cfg: LoopConfig,
                  on_pass: Callable[[int, list[Point]], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 on_point: Callable[[Point], None] | None = None) -> None:
         self.points = [Point(k) for k in keys]
         self.measurer, self.cfg, self.on_pass, self.clock = measurer, cfg, on_pass, clock
+        self.on_point = on_point  # after each point's calibration (or its cut): progress
         self.rng = random.Random(cfg.seed)
         self.started = 0.0
         self.passes = 0  # passes completed (trials during calibration belong to pass 0)
@@ -150,18 +170,80 @@ class PrecisionLoop:
     # ------------------------------------------------------------------ steps
 
     def calibrate(self) -> None:
+        """Each point's first estimate (and usually its first trial), in axis order; under
+        the hard budget a point whose first trial would not fit beside the minimum trials
+        still owed by the points before it is cut, untried."""
         estimate: float | None = None
         previous: Hashable | None = None
+        probe = getattr(self.measurer, "probe", None)
         for point in self.points:
-            if estimate is not None and _scalable(previous, point.key):
-                estimate *= max(1.0, float(point.key) / float(previous))  # type: ignore[arg-type]
-            got = self.measurer.calibrate(point.key, estimate)
-            if isinstance(got, tuple):
-                point.unit_ns = got[0]
-                self._record(point, got[1], got[2] if len(got) > 2 else 0)
+            guess = estimate
+            if guess is not None and _scalable(previous, point.key):
+                guess *= max(1.0, float(point.key) / float(previous))  # type: ignore[arg-type]
+            fits = guess is None or self._fits(self.predict(point, guess))
+            if fits and guess is not None and self.deadline is not None and probe is not None:
+                guess = max(guess, float(probe(point.key)))  # a jump in cost shows here
+                fits = self._fits(self.predict(point, guess))
+            if not fits:
+                point.cut = True
             else:
-                point.unit_ns = got
-            estimate, previous = point.unit_ns, point.key
+                began = self.clock()
+                got = self.measurer.calibrate(point.key, guess)
+                point.spent += self.clock() - began
+                if isinstance(got, tuple):
+                    point.unit_ns = got[0]
+                    self._record(point, got[1], got[2] if len(got) > 2 else 0)
+                else:
+                    point.unit_ns = got
+                estimate, previous = point.unit_ns, point.key
+            if self.on_point:
+                self.on_point(point)
+
+    def predict(self, point: Point, unit_ns: float | None = None) -> float:
+        """Seconds the next trial of ``point`` is expected to take: at ``unit_ns`` a
+        repetition, else at the point's own cost, and no less than its trials took on
+        average, wall time (what a trial costs beyond its repetitions: the messages that
+        start and end it, the interpreter, shows there)."""
+        unit = point.unit_ns if unit_ns is None else unit_ns
+        reps = reps_for(unit, self.trial_seconds(point), self.cfg.min_reps)
+        own = getattr(self.measurer, "seconds", None)
+        seconds = own(point.key, reps, unit) if own else reps * max(unit, 1.0) * 1e-9
+        seen = point.spent / point.trials if point.trials and unit_ns is None else 0.0
+        return max(self.trial_seconds(point), float(seconds), seen)
+
+    @property
+    def deadline(self) -> float | None:
+        """When the hard budget ends (None: no budget, or a soft one)."""
+        if not self.cfg.hard_budget or self.cfg.time_budget is None:
+            return None
+        return self.started + self.cfg.time_budget
+
+    def _left(self) -> float:
+        return math.inf if self.deadline is None else self.deadline - self.clock()
+
+    def _reserve(self, left: float) -> tuple[set[int], float]:
+        """The points still owed minimum trials whose owed trials fit in ``left``
+        seconds, the cheapest first (their ids), and the seconds those trials take."""
+        owed = sorted(((self.cfg.min_trials - p.trials) * self.predict(p), id(p))
+                      for p in self.points  # those calibrated so far
+                      if (p.trials or p.unit_ns) and p.trials < self.cfg.min_trials
+                      and not p.cut)
+        ids: set[int] = set()
+        total = 0.0
+        for cost, ident in owed:
+            if total + cost > left:
+                break
+            ids.add(ident)
+            total += cost
+        return ids, total
+
+    def _fits(self, seconds: float) -> bool:
+        """Under the hard budget: a trial of ``seconds`` fits beside the minimum trials
+        still owed by the points that fit (``_reserve``)."""
+        if self.deadline is None:
+            return True
+        left = self._left()
+        return self._reserve(left)[1] + seconds <= left
 
     def trial_seconds(self, point: Point) -> float:
         """How long one trial of this point should last (the measurer may ask for more,
@@ -206,11 +288,22 @@ class PrecisionLoop:
             return
         chosen = {id(p) for p in order}
         last = max(self.points.index(p) for p in order)
+        ahead = sum(self.predict(p) for p in order)  # the chosen trials not yet run
         for point in self.points[:last + 1]:
             if id(point) in chosen:
+                ahead -= self.predict(point)
                 self.trial(point)
-            else:
+            elif not point.cut and self._warm_fits(point, ahead):
                 warm(point.key)
+
+    def _warm_fits(self, point: Point, ahead: float) -> bool:
+        """A warm-up (one repetition) fits in the hard budget beside the pass's trials
+        still to run: near the end, and for a point that stalls, it is left out."""
+        if self.deadline is None:
+            return True
+        own = getattr(self.measurer, "seconds", None)
+        cost = float(own(point.key, 1, point.unit_ns)) if own else point.unit_ns * 1e-9
+        return ahead + cost <= self._left()
 
     def pending(self) -> list[Point]:
         """Points that want another trial: too few, or not precise yet (and not capped).
@@ -222,6 +315,8 @@ class PrecisionLoop:
         out = []
         inflation = self.inflation()
         for p in self.points:
+            if p.cut:
+                continue
             if p.trials < self.cfg.min_trials:
                 out.append(p)
                 continue
@@ -239,16 +334,20 @@ class PrecisionLoop:
         must = [p for p in pending if p.trials < self.cfg.min_trials]
         extra = [p for p in pending if p.trials >= self.cfg.min_trials]
         budget = self.cfg.time_budget
+        room = math.inf
+        if self.deadline is not None:
+            must, room = self._must_within(must)
+        elif budget is not None:
+            room = budget - (self.clock() - self.started) - sum(self.predict(p) for p in must)
         if budget is not None and extra:
-            left = budget - (self.clock() - self.started)
             k = self.inflation()
             extra.sort(key=lambda p: -(p.relative_ci(k) or math.inf))
-            chosen, cost = [], sum(self._cost(p) for p in must)
+            chosen = []
             for p in extra:
-                if cost + self._cost(p) > left:
+                if self.predict(p) > room:
                     continue
                 chosen.append(p)
-                cost += self._cost(p)
+                room -= self.predict(p)
             extra = chosen
         order = must + extra
         if self.cfg.order == "shuffled":
@@ -258,8 +357,23 @@ class PrecisionLoop:
             order.sort(key=lambda p: rank[id(p)])
         return order
 
-    def _cost(self, point: Point) -> float:
-        return max(self.trial_seconds(point), point.unit_ns * 1e-9 * self.cfg.min_reps)
+    def _must_within(self, must: list[Point]) -> tuple[list[Point], float]:
+        """Under the hard budget: of the points owed minimum trials, those whose owed
+        trials fit (``_reserve``) get one now; the others, the cheapest first, one each
+        while it fits in what those leave; a point whose one trial does not fit is cut.
+        With the seconds left over for further trials of precise-enough points."""
+        left = self._left()
+        admitted, reserved = self._reserve(left)
+        chosen = [p for p in must if id(p) in admitted]
+        spare = left - reserved
+        for p in sorted((p for p in must if id(p) not in admitted), key=self.predict):
+            cost = self.predict(p)
+            if cost <= spare:
+                chosen.append(p)
+                spare -= cost
+            else:
+                p.cut = True
+        return chosen, spare
 
     # ------------------------------------------------------------------ the loop
 
@@ -282,15 +396,23 @@ class PrecisionLoop:
         except BaseException as exc:  # noqa: BLE001 - the caller decides; trials are kept
             out.stopped = exc
         out.elapsed_s = self.clock() - self.started
-        minimum_met = all(p.trials >= self.cfg.min_trials for p in self.points)
-        out.over_budget = (self.cfg.time_budget is not None and minimum_met
-                           and out.elapsed_s > self.cfg.time_budget
-                           and not any(p.trials > self.cfg.min_trials for p in self.points))
+        out.over_budget = self._over_budget(out.elapsed_s)
         self.pending()  # final convergence flags
         out.drift = drift(self.reference)
         out.inflation = self.inflation()
         out.pass_autocorrelation = pass_autocorrelation(self.points)
         return out
+
+    def _over_budget(self, elapsed: float) -> bool:
+        """Soft budget: the minimum trials alone took longer than the budget.  Hard
+        budget: a trial took longer than predicted and the run ended after it."""
+        budget = self.cfg.time_budget
+        if budget is None or elapsed <= budget:
+            return False
+        if self.deadline is not None:
+            return True
+        return (all(p.trials >= self.cfg.min_trials for p in self.points)
+                and not any(p.trials > self.cfg.min_trials for p in self.points))
 
     def inflation(self) -> float:
         """How much wider a median's interval must be because the machine's state lasts
