@@ -70,7 +70,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            "apply one change at a time, keep it only if latency improves "
                            "significantly")
     p.add_argument("--port", type=int, default=suite.DEFAULT_PORT,
-                   help="--procedure: the peer's beoperf serve port (default %(default)s)")
+                   help="the peer's beoperf serve port: --procedure, and the probe of the "
+                        "path's MTU with --peer (default %(default)s)")
     p.add_argument("--repeats", type=int, default=10, metavar="N",
                    help="--procedure: measurements per configuration (default %(default)s)")
     p.add_argument("--keep-all", action="store_true",
