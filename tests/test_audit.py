@@ -474,6 +474,7 @@ def test_netns_audit_peer_without_serve_says_the_path_was_not_probed(netns_pair)
                                           "don't-fragment probe must cross it both ways"),
     (1500, 65535, None, "warn", "the NIC takes up to 65535"),
     (1500, 0, None, "warn", "the NIC takes any size (no maximum set by its driver)"),
+    (1400, 65535, None, "pass", "this NIC's MTU 1400 is below Ethernet's 1500"),  # the VM
     (9000, 1500, None, "pass", "jumbo frames (9000) cut per-packet costs"),  # already there
 ])
 def test_jumbo_frames_are_advised_only_within_the_nic_and_a_probed_path(mtu, max_mtu, path,

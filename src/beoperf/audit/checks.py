@@ -28,6 +28,7 @@ from beoperf.audit.base import (
 
 SYSCTL_CONF = "/etc/sysctl.d/90-beoperf.conf"
 CONGESTION_CONTROLS = sysinfo.CONGESTION_CONTROLS
+ETHERNET_MTU = 1500
 IFACE_PERSIST = ("a systemd oneshot unit (After=network-online.target) running the command, "
                  "or a NetworkManager dispatcher script in /etc/NetworkManager/dispatcher.d/")
 
@@ -237,13 +238,19 @@ def mtu_advice(mtu: int, max_mtu: Any, want: int, path: dict | None) -> tuple[st
     no maximum; Unknown: not advised, cannot tell) and, when a peer was given (``path``),
     a don't-fragment probe of that size must have crossed the path both ways, which cannot
     happen while this end's MTU is below it: with --peer, jumbo frames are confirmed (the
-    path check passes at the MTU set), never advised blind."""
+    path check passes at the MTU set), never advised blind.  Without a peer, an MTU set
+    below Ethernet's 1500 (a VM's, an overlay's) says the path carries less: not advised
+    either."""
     jumbo = f"jumbo frames ({want}) not advised"
     if isinstance(max_mtu, Unknown) or not isinstance(max_mtu, int):
         reason = max_mtu.reason if isinstance(max_mtu, Unknown) else "not read"
         return "unknown", f"{jumbo}: the NIC's maximum MTU is unknown ({reason})"
     if 0 < max_mtu < want:
         return "pass", f"{jumbo}: this NIC takes at most {max_mtu}"
+    if mtu < ETHERNET_MTU and path is None:
+        return "pass", (f"{jumbo}: this NIC's MTU {mtu} is below Ethernet's {ETHERNET_MTU}, as a "
+                        "VM's or an overlay's is set when the path beneath carries less; audit "
+                        "--peer HOST probes what the path carries")
     if path is not None:
         peer = path.get("peer", "the peer")
         return "pass", (f"{jumbo} for the path to {peer}: a {want}-byte don't-fragment probe "
@@ -271,9 +278,8 @@ class PathMtu(Check):
         return {"path.mtu": self.peer_path.get("carried")}
 
     def judge(self, facts: dict, profile: dict) -> list[Finding]:
-        if self.peer_path is None:
-            return [self.judge_one("path.mtu", facts["path.mtu"], None)]
-        return [path_finding(self.peer_path, self.interface)]
+        """No finding without --peer (the MTU's finding says how to check the path)."""
+        return [] if self.peer_path is None else [path_finding(self.peer_path, self.interface)]
 
 
 def path_finding(path: dict, interface: str | None) -> Finding:

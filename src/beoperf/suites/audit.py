@@ -18,7 +18,7 @@ from typing import Any
 from beoperf import errors, sysinfo
 from beoperf.audit.base import PROFILES, run_audit
 from beoperf.audit.buffers import RTT_SIZE, advise, current_limits
-from beoperf.audit.checks import default_route_interface
+from beoperf.audit.checks import ETHERNET_MTU, default_route_interface
 from beoperf.engines.protocol import DEFAULT_PORT
 from beoperf.model import audit as audit_doc
 from beoperf.model.document import Document, make_meta, utc_now
@@ -91,7 +91,6 @@ def buffer_advice(peer: str, port: int, rate_bps: float) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the path
 
 SMALL_PACKET = 576  # bytes: the IPv4 minimum every host takes whole (crosses any path)
-ETHERNET_MTU = 1500
 HEADERS = {False: 28, True: 48}  # IPv4 or IPv6, and UDP: a packet's bytes past its payload
 MAX_PACKET = 65535  # IPv4's largest packet (loopback's MTU is 65536)
 PROBE_TIMEOUT_S = 1.0
