@@ -483,7 +483,9 @@ def test_stream_mode_names_its_figure_time_per_message_never_latency(tmp_path: P
     stream, pingpong = make_run("stream"), make_run("pingpong")
     for run in (stream, pingpong):
         run.sizes[2].corrupt = 0
+        run.sizes[-1] = size_result(1048576, 400000.0)  # a collapse: its note names it too
     text = summary_text(stream)
+    assert "throughput collapse at 1048576 B" in text
     assert "latency" not in text.lower() and "one-way" not in text
     assert "  time/msg   10.00 us median, 13.00 us p99 (time per message, 1 B," in text
     section = visible(html_pingpong.html(stream.to_document(), anchor="s"))

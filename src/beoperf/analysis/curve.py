@@ -120,11 +120,12 @@ class CurveAnalysis:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def collapse_note(self) -> str | None:
-        """What a reader must know when some sizes were left out (None when none was)."""
+    def collapse_note(self, first: str = "latency") -> str | None:
+        """What a reader must know when some sizes were left out (None when none was);
+        ``first``: the small-message figure's name (:func:`latency_name`)."""
         if not self.collapses:
             return None
-        return ("latency, peak, saturation, n1/2 and the fits use the sizes outside the "
+        return (f"{first}, peak, saturation, n1/2 and the fits use the sizes outside the "
                 "collapse" + ("s" if len(self.collapses) > 1 else ""))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from beoperf.analysis.curve import analyze_run
+from beoperf.analysis.curve import analyze_run, latency_name
 from beoperf.analysis.mpi import protocol_switch
 from beoperf.analysis.pingpong import precision_shortfall, size_text, summary
 from beoperf.model.document import Document
@@ -167,7 +167,8 @@ def _collapses(run: RunResult) -> list[Line]:
         return []
     if a is None:
         return []
-    return [Line(Level.WARN, f"{c.text()}; {a.collapse_note()}",
+    first = latency_name(run.parameters.get("mode"))
+    return [Line(Level.WARN, f"{c.text()}; {a.collapse_note(first)}",
                  "look for drops or a shaper at those sizes (--integrity, tc -s qdisc)")
             for c in a.collapses]
 
