@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from beoperf import __version__, errors, model, report, sysinfo
-from beoperf.audit import base, checks
+from beoperf.audit import base, checks, tune
 from beoperf.audit.base import Check, Unavailable, Unknown
 from beoperf.audit.buffers import advise
 from beoperf.cli import Parser, UsageError
@@ -283,7 +283,9 @@ def test_cli_json_on_this_machine(capsys):
 def test_cli_table_on_this_machine(capsys):
     assert cli_audit.run(parse("--interface", "lo")) == 0
     out = capsys.readouterr().out
-    assert out.startswith("profile latency, interface lo:")
+    top, table = out.split("\n\n", 1)  # what is wrong first, then the table
+    assert top.split()[0] in ("FAIL", "WARN", "NOTE", "OK")
+    assert table.startswith("profile latency, interface lo:")
     assert "net.core.busy_read" in out
 
 
@@ -393,6 +395,114 @@ def test_netns_audit_sees_mtu_driver_and_sysctl(netns_pair):
     assert host_sysctls() == before
 
 
+def serve_in(host, port: int = 5202) -> subprocess.Popen:
+    """beoperf serve in ``host``'s namespace (stopped with the namespace)."""
+    proc = host.popen([sys.executable, "-m", "beoperf", "serve", "--port", str(port)],
+                      stdout=subprocess.PIPE, text=True)
+    assert f"port {port}" in proc.stdout.readline()
+    return proc
+
+
+def ns_plan(host, *args: str) -> dict:
+    res = host.run([sys.executable, "-m", "beoperf", "tune", "--interface", host.ifname,
+                    "--profile", "throughput", "--json", *args], check=False)
+    assert res.returncode == 0, res.stderr
+    raw = json.loads(res.stdout)
+    validate("tune-plan", raw)
+    return raw["body"]
+
+
+def test_netns_audit_peer_finds_an_mtu_mismatch_and_tune_plans_no_jumbo(netns_pair):
+    """One end at MTU 9000, the other at 1500 (the issue's namespace): 8000-byte pings
+    break.  The 9000 end's audit --peer fails the path with what to do; the 1500 end's
+    tune --peer plans no MTU 9000 and its audit says why (without --peer the NIC, veth,
+    takes 9000: the advice stands, as before)."""
+    big, small = netns_pair
+    big.set_mtu(9000)
+    serve_in(big)
+    serve_in(small)
+    # what ping sees, the truth the audit must agree with
+    assert not big.ping(small.addr4, size=8000) and big.ping(small.addr4, size=1472)
+    body = ns_audit(big, "--profile", "throughput", "--peer", small.addr4)
+    path = by_key(body["findings"])["path.mtu"]
+    assert (path["status"], path["value"]) == ("fail", 1500), path
+    assert path["reason"].startswith(f"MTU mismatch on the path to {small.addr4}: 9000-byte "
+                                     "packets (this interface's MTU) do not cross it, "
+                                     "1500-byte ones do")
+    assert path["command"] == f"ip link set dev {big.ifname} mtu 1500"
+    text = big.run(audit_argv("--interface", big.ifname, "--profile", "throughput",
+                              "--peer", small.addr4)).stdout
+    assert text.startswith("FAIL      path.mtu = 1500: MTU mismatch"), text
+    mtu = by_key(ns_audit(small, "--profile", "throughput", "--peer", big.addr4)[
+        "findings"])["mtu"]
+    assert mtu["status"] == "pass" and mtu["reason"].startswith(
+        f"jumbo frames (9000) not advised for the path to {big.addr4}")
+    assert "mtu" not in [c["key"] for c in ns_plan(small, "--peer", big.addr4)["changes"]]
+    blind = {c["key"]: c for c in ns_plan(small)["changes"]}
+    assert blind["mtu"]["target"] == "9000"  # no peer: within the NIC's maximum
+
+
+def test_netns_audit_peer_passes_a_path_that_carries_its_mtu(netns_pair):
+    a, b = netns_pair
+    a.set_mtu(9000)
+    b.set_mtu(9000)
+    serve_in(b)
+    assert a.ping(b.addr4, size=8972)
+    found = by_key(ns_audit(a, "--profile", "throughput", "--peer", b.addr4)["findings"])
+    assert (found["path.mtu"]["status"], found["path.mtu"]["value"]) == ("pass", 9000)
+    assert found["mtu"]["status"] == "pass"
+    # IPv6 too: its headers are 48 bytes, the probe still the interface's MTU
+    v6 = by_key(ns_audit(a, "--profile", "throughput", "--peer", b.addr6)["findings"])
+    assert (v6["path.mtu"]["status"], v6["path.mtu"]["value"]) == ("pass", 9000)
+
+
+def test_netns_audit_peer_without_serve_says_the_path_was_not_probed(netns_pair):
+    a, b = netns_pair
+    found = by_key(ns_audit(a, "--profile", "throughput", "--peer", b.addr4)["findings"])
+    path = found["path.mtu"]
+    assert path["status"] == "unknown" and "was not probed" in path["reason"]
+    assert "beoperf serve" in path["reason"]
+    assert found["mtu"]["status"] == "pass" and "not advised" in found["mtu"]["reason"]
+
+
+@pytest.mark.parametrize("mtu, max_mtu, path, status, words", [
+    (1400, 1400, None, "pass", "jumbo frames (9000) not advised: this NIC takes at most 1400"),
+    (1500, 4000, {"peer": "n2"}, "pass", "this NIC takes at most 4000"),
+    (1500, Unknown("ip not installed"), None, "unknown",
+     "the NIC's maximum MTU is unknown (ip not installed)"),
+    (1500, 65535, {"peer": "n2"}, "pass", "not advised for the path to n2: a 9000-byte "
+                                          "don't-fragment probe must cross it both ways"),
+    (1500, 65535, None, "warn", "the NIC takes up to 65535"),
+    (1500, 0, None, "warn", "the NIC takes any size (no maximum set by its driver)"),
+    (1400, 65535, None, "pass", "this NIC's MTU 1400 is below Ethernet's 1500"),  # the issue's VM
+    (9000, 1500, None, "pass", "jumbo frames (9000) cut per-packet costs"),  # already there
+])
+def test_jumbo_frames_are_advised_only_within_the_nic_and_a_probed_path(mtu, max_mtu, path,
+                                                                          status, words):
+    """The decision from the facts: a VM NIC whose maximum is below 9000 (none that a
+    namespace can make: veth, bridges and macvlan all take 65535) gets no jumbo advice,
+    and says why; tune plans it only when the audit advises it."""
+    facts = {"interface": "eth9", "mtu": mtu, "max_mtu": max_mtu}
+    found = by_key(checks.Interface("eth9", path).judge(facts, base.load_profile(
+        "throughput")))["mtu"]
+    assert found["status"] == status and words in found["reason"], found
+    planned = tune.make_plan([base.Finding(**found)], base.load_profile("throughput"), "eth9")
+    assert [c.key for c in planned.changes] == (["mtu"] if status == "warn" else [])
+
+
+def test_the_path_verdict_from_the_probes():
+    probe = [{"role": "small", "bytes": 576, "ok": True, "outcome": "ok"},
+             {"role": "mtu", "bytes": 9000, "ok": False, "outcome": "timeout"},
+             {"role": "ethernet", "bytes": 1500, "ok": False, "outcome": "timeout"}]
+    got = checks.path_finding({"peer": "n2", "mtu": 9000, "probes": probe, "carried": 576},
+                              "eth0")
+    assert (got.status, got.value) == ("fail", 576)
+    assert "576-byte ones do" in got.reason and got.command == "ip link set dev eth0 mtu 576"
+    lost = checks.path_finding({"peer": "n2", "mtu": 9000, "probes": probe[:1] and [
+        {**probe[0], "ok": False, "outcome": "refused"}], "carried": None}, "eth0")
+    assert lost.status == "unknown" and "(refused)" in lost.reason
+
+
 @pytest.mark.skipif(shutil.which("iptables-restore") is None, reason="iptables not installed")
 def test_netns_audit_counts_firewall_rules(netns_pair):
     server, client = netns_pair
@@ -425,14 +535,44 @@ def test_audit_files_of_earlier_versions_load(name):
 
 
 def test_audit_text_is_what_issue_9_printed():
-    """The renderer on a fixed document prints byte for byte what cli/audit.py printed
-    before issue 10 (tests/fixtures/rendered/made_by_issue9.py wrote the expected text)."""
+    """The renderer on a fixed document prints its answer (issue 25), then byte for byte
+    what cli/audit.py printed before issue 10 (tests/fixtures/rendered/made_by_issue9.py
+    wrote the expected text)."""
     doc = model.load(DOCUMENTS / "audit-v1-after-issue9.json")
     current = {"net.core.rmem_max": "212992", "net.core.wmem_max": "16777216",
                "net.ipv4.tcp_rmem": "4096 131072 6291456", "net.ipv4.tcp_wmem": None}
     doc.body["buffer_advice"] = advise(1e10, 123.4, 500, current).to_dict()
     validate("audit", doc.to_json())
-    assert report.render(doc, "text") + "\n" == (RENDERED / "audit.txt").read_text()
+    top, rest = report.render(doc, "text").split("\n\n", 1)
+    assert rest + "\n" == (RENDERED / "audit.txt").read_text()
+    assert top.splitlines()[0] == ("WARN      3 settings warn against the latency profile: "
+                                   "net.core.busy_read, net.core.busy_poll, "
+                                   "cpu.deep_cstates_enabled")
+    assert top.splitlines()[1].split() == [
+        "to", "do:", "beoperf", "tune", "--profile", "latency", "--interface", "eth0", "plans",
+        "the", "changes", "(nothing", "changes", "without", "--apply);", "the", "commands",
+        "to", "change", "them", "are", "below"]
+    assert top.splitlines()[2].startswith("NOTE      10 settings could not be read")
+
+
+def test_audit_answer_puts_failures_first_and_says_when_all_pass():
+    doc = model.load(DOCUMENTS / "audit-v1-after-issue9.json")
+    findings = doc.body["findings"]
+    for f in findings[:2]:
+        f.update(status="fail", command=f"sysctl -w {f['key']}=16777216", target="16777216")
+    findings[2].update(status="fail", command=None, target=None, key="operstate",
+                       value="down", reason="the interface should be up")
+    lines = [line.split()[0] for line in report.render(doc, "text").split("\n\n")[0]
+             .splitlines() if not line.startswith(" ")]
+    assert lines == ["FAIL", "FAIL", "WARN", "NOTE"]
+    text = report.render(doc, "text")
+    assert "FAIL      operstate = down: the interface should be up" in text
+    assert "FAIL      2 settings fail the latency profile: net.core.rmem_default, " \
+           "net.core.rmem_max" in text
+    for f in findings:
+        f["status"] = "pass"
+    assert report.render(doc, "text").startswith(
+        f"OK        all {len(findings)} settings read pass the latency profile\n")
 
 
 def test_a_fact_not_read_shows_as_no_value_not_a_python_object():

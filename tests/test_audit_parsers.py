@@ -560,3 +560,17 @@ def test_parsers_never_raise_on_empty_or_unsupported(parser, text):
     except ValueError:
         # only binary junk may be judged "clearly not that output"
         assert text == "\x00\xff\n"
+
+
+def test_ip_link_gives_the_drivers_mtu_limits_and_nothing_it_cannot_trust():
+    from beoperf.audit.parsers import parse_ip_link
+
+    text = ('[{"ifindex":2,"ifname":"eth0","mtu":1400,"min_mtu":68,"max_mtu":65535,'
+            '"linkinfo":{"info_kind":"veth"}}]')
+    assert parse_ip_link(text) == {"mtu": 1400, "min_mtu": 68, "max_mtu": 65535}
+    assert parse_ip_link('[{"mtu":1500,"min_mtu":0,"max_mtu":0}]')["max_mtu"] == 0  # none set
+    assert parse_ip_link('[{"mtu":1500}]') == {"mtu": 1500}  # an old iproute2
+    assert parse_ip_link('[{"mtu":true,"max_mtu":"9000","min_mtu":-1}]') == {}
+    assert parse_ip_link('[{"max_mtu":99999999999}]') == {}
+    assert parse_ip_link("Device \"eth9\" does not exist.") == {}
+    assert parse_ip_link("{}") == {} and parse_ip_link("[]") == {}

@@ -64,9 +64,17 @@ def lines_of(body: dict) -> dict[str, str]:
 
 
 def text_of(body: dict) -> list[str]:
+    """The text report after its answer (the lines issue 9 printed)."""
+    return rendered(body)[1]
+
+
+def rendered(body: dict) -> tuple[list[str], list[str]]:
+    """(the answer's lines, the rest) of the text report."""
     doc = Document("fleet-audit", body, model.make_meta())
     validate("fleet-audit", doc.to_json())
-    return report.render(doc).splitlines()
+    top, rest = report.render(doc).split("\n\n", 1)
+    assert top.split()[0] in ("FAIL", "WARN", "OK"), top
+    return top.splitlines(), rest.splitlines()
 
 
 # ------------------------------------------------------------------ grouping
@@ -112,6 +120,21 @@ def test_report_lists_other_versions_and_escapes_what_nodes_send():
     assert not any("\x1b" in line for line in lines)
 
 
+def test_fleet_answer_comes_first_by_severity():
+    answers = fake_fleet()
+    body = body_of(answers, "node[01-33]", {"timed out": "node33"}, {})
+    top, _ = rendered(body)
+    labels = [line.split()[0] for line in top if not line.startswith(" ")]
+    assert labels == sorted(labels, key=["FAIL", "WARN", "IMPRECISE", "NOTE", "OK"].index)
+    assert top[0] == "FAIL      did not answer: node33 (timed out)"
+    assert any(line.startswith("WARN      ") and "differ" in line for line in top)
+    same = body_of({"n1": answers["node01"]}, "n1", {}, {})
+    for key in same["consistent"]:
+        key["status"] = "pass"
+    top, _ = rendered(same)
+    assert top[0].startswith("OK        n1 answered; ") and len(top) == 1
+
+
 def test_fleet_text_is_what_issue_9_printed():
     """The renderer, on the grouping of fixed answers, prints byte for byte what
     fleet.format_report printed before issue 10 (fixtures/rendered/made_by_issue9.py)."""
@@ -148,7 +171,7 @@ def test_fleet_audit_files_of_earlier_versions_load():
     assert {k: loaded.body[k] for k in fleet_model.BODY_KEYS} == \
         {k: raw[k] for k in fleet_model.BODY_KEYS}
     assert fleet_model.answer_counts(loaded.body) == (2, 2)
-    assert report.render(loaded).splitlines()[0] == "2 of 2 nodes answered: n[1-2]"
+    assert "\n2 of 2 nodes answered: n[1-2]\n" in report.render(loaded)
 
 
 def test_missing_key_is_its_own_group():

@@ -878,6 +878,28 @@ FOOTER = re.compile(r"Generated \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC by beoperf \S
                     r"\(beoperf monitor-report v3\)\.")
 
 
+EMPTY = re.compile(r"None: .*\.|Not looked for: .*\.")
+
+
+def as_before_issue25(lines: list[str]) -> list[str]:
+    """The Markdown as it was before issue 25: without the answer at the top (its list
+    after the first paragraph), and an empty table as "(none)", not what was looked for."""
+    start = 4 if len(lines) > 4 and lines[4].startswith("- **") else None
+    if start is not None:
+        end = lines.index("", start)
+        lines = lines[:start] + lines[end + 1:]
+    return ["(none)" if EMPTY.fullmatch(line) else line for line in lines]
+
+
+def test_markdown_says_what_needs_attention_first_and_what_was_looked_for(dbs):
+    res = cli("monitor", "report", dbs["outage"])
+    lines = res.stdout.splitlines()
+    assert lines[4].startswith("- **FAIL** 1 outage(s)") and "*To do:*" in lines[4]
+    assert "None: no 2 or more cycles in a row without an answered probe." not in lines
+    assert "(none)" not in lines
+    assert "None: no change from one stable baseline level to another." in lines
+
+
 @pytest.mark.parametrize("name", ["outage", "congestion", "shift", "gap"])
 def test_markdown_is_the_text_reports_had_before_the_restructure(dbs, name):
     """The Markdown of a report is, byte for byte, what beoperf printed before issue 10
@@ -886,7 +908,7 @@ def test_markdown_is_the_text_reports_had_before_the_restructure(dbs, name):
     which issue 11 changed alone (it states when a bandwidth is a figure)."""
     res = cli("monitor", "report", dbs[name])
     assert res.status == 0, res.stderr
-    lines = res.stdout.replace(f"`{dbs[name]}`", "`DB`").splitlines()
+    lines = as_before_issue25(res.stdout.replace(f"`{dbs[name]}`", "`DB`").splitlines())
     before = (FIXTURES / "monitor-report" / f"{name}.md").read_text().splitlines()
     assert lines[:-1] == before[:-1]
     assert before[-1].endswith("(beoperf.monitor-report v1).") and FOOTER.fullmatch(lines[-1])
@@ -899,7 +921,7 @@ def test_a_report_written_before_the_envelope_loads_and_renders_as_it_did():
     document.validate(doc.kind, doc.to_json())
     before = (FIXTURES / "monitor-report" / "monitor-report-v1-after-issue9.md").read_text()
     now = renderers.render(doc, "markdown")
-    assert now.splitlines()[:-1] == before.splitlines()[:-1]
+    assert as_before_issue25(now.splitlines())[:-1] == before.splitlines()[:-1]
     assert now.splitlines()[-1] == "Generated 2026-11-23 11:06:43 UTC by beoperf 0.1.0 " \
                                    "(beoperf monitor-report v3)."
     assert renderers.formats("monitor-report") == ["json", "markdown", "text"]

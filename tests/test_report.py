@@ -29,6 +29,7 @@ from tests.helpers import cli
 from beoperf import model, report
 from beoperf.model import document
 from beoperf.model.collect import collect
+from beoperf.report.answer import Level
 from beoperf.report.html import page as html_page
 
 FIXTURES = Path(__file__).parent / "fixtures" / "documents"
@@ -269,9 +270,10 @@ def test_a_view_that_fails_falls_back_with_a_warning(monkeypatch, folder):
 
     monkeypatch.setitem(report.RENDERERS, ("rollback", "html"), broken)
     doc = model.load(FIXTURES / "rollback-v2-after-issue9.json")
-    markup, _, warnings = html_page.section(html_page.Entry("rb.json", doc), 1, "s1")
-    assert warnings == ["the rollback view failed on this document (KeyError: 'boom'); shown "
-                        "in the generic form"]
+    markup, _, lines = html_page.section(html_page.Entry("rb.json", doc), 1, "s1")
+    assert [(line.level, line.text) for line in lines] == [
+        (Level.WARN, "the rollback view failed on this document (KeyError: 'boom'); shown in "
+                     "the generic form")]
     assert "beoperf has no HTML view" not in markup and "(2 entries)" in markup
 
 
@@ -466,3 +468,105 @@ def test_crafted_copy_of_a_document_is_untouched(folder):
     writes)."""
     doc = json.loads((folder / "crafted" / "ping.json").read_text())
     assert doc == json.loads(json.dumps(copy.deepcopy(crafted_pingpong())))
+
+
+# --------------------------------------------------------------------------- the answer first
+
+FOLD = 800  # the first screen of a 1280 x 800 window
+
+
+def failing_audit() -> dict[str, Any]:
+    """The audit fixture with three settings failing (one tune cannot set)."""
+    doc = model.load(FIXTURES / "audit-v1-after-issue9.json").to_json()
+    findings = doc["body"]["findings"]
+    for f in findings[1:3]:
+        f.update(status="fail", command=f"sysctl -w {f['key']}=16777216", target="16777216")
+    operstate = next(f for f in findings if f["key"] == "operstate")
+    operstate.update(status="fail", value="down", reason="the interface should be up")
+    return doc
+
+
+@pytest.fixture(scope="module")
+def answered(tmp_path_factory) -> Path:
+    """A results folder as a first user has one: an audit with FAILs, a ping-pong run
+    with sizes short of their precision, a monitor report with an outage, congestion and
+    a level shift, another without any event, a node suite whose checks passed; and its
+    report."""
+    results = tmp_path_factory.mktemp("answer") / "results"
+    results.mkdir()
+    doc = failing_audit()
+    document.validate("audit", doc)
+    (results / "audit.json").write_text(json.dumps(doc))
+    shutil.copy(FIXTURES / "pingpong-v1-after-issue9.json", results / "run.json")
+    shutil.copy(FIXTURES / "node-v1-issue13.json", results / "node.json")
+    monitor_report(results / "monitor.json")
+    shutil.copy(FIXTURES / "monitor-report-v1-after-issue9.json", results / "quiet.json")
+    out = results.parent / "report.html"
+    assert cli("report", str(results), "-o", str(out)).status == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def first_screen(answered):
+    from tests.browser import Browser, chromium_path
+
+    if chromium_path() is None:
+        pytest.skip("needs chromium (apt-get install chromium)")
+    with Browser(width=1280, height=FOLD) as b:
+        page = b.open(answered)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        (ARTIFACTS / "answer-first-screen.png").write_bytes(page.screenshot())
+        yield page
+
+
+def test_the_report_opens_with_the_verdicts_above_the_fold_fail_first(first_screen):
+    """The top block lists every study's problems, FAILs first, above the fold: the
+    audit's failures and the monitor's outage, then the warnings, then the sizes short of
+    their precision; none of it is pushed below the first screen by the rest."""
+    shown = first_screen.evaluate(
+        "[...document.querySelectorAll('#answer > ul.verdicts > li')].map(li => "
+        "[li.dataset.level, li.innerText, li.getBoundingClientRect().top, "
+        "li.getBoundingClientRect().bottom])")
+    levels = [level for level, _, _, _ in shown]
+    rank = ["fail", "warn", "imprecise", "note"]
+    assert levels == sorted(levels, key=rank.index), levels
+    assert levels[:3] == ["fail", "fail", "fail"], shown
+    assert "imprecise" in levels
+    assert all(bottom <= FOLD for _, _, _, bottom in shown), shown
+    tops = [top for _, _, top, _ in shown]
+    assert tops == sorted(tops)  # in the order read, top to bottom
+    texts = " | ".join(text for _, text, _, _ in shown)
+    assert "2 settings fail the latency profile" in texts
+    assert "operstate = down: the interface should be up" in texts
+    assert "1 outage(s)" in texts
+    assert "5 of 7 sizes did not reach ±2%" in texts
+    # the notes are one click away, not on the first screen
+    assert first_screen.evaluate("document.querySelectorAll('#answer > ul.verdicts > "
+                                 "li[data-level=note]').length") == 0
+
+
+def test_each_section_opens_with_its_own_answer(first_screen):
+    """In each section the answer comes right under the title, before where the document
+    came from, and a study with nothing wrong says what was looked at."""
+    sections = first_screen.evaluate(
+        "[...document.querySelectorAll('section.study')].map(s => [s.dataset.kind, "
+        "s.querySelector('h2').nextElementSibling.className, [...s.querySelectorAll("
+        "'.answer li')].map(li => li.dataset.level)])")
+    by_kind = {kind: (after_title, levels) for kind, after_title, levels in sections}
+    assert [kind for kind, _, _ in sections] == ["pingpong", "audit", "monitor-report",
+                                                 "monitor-report", "node"]
+    assert all(after == "answer" for _, after, _ in sections), sections
+    assert by_kind["audit"][1] == ["fail", "fail", "warn", "note"]
+    assert by_kind["node"][1] == ["ok"]
+    assert {tuple(levels) for kind, _, levels in sections if kind == "monitor-report"} >= {
+        ("fail", "warn", "warn")}
+
+
+def test_empty_tables_say_what_was_looked_for(first_screen):
+    empty = first_screen.evaluate("[...document.querySelectorAll('section[data-kind="
+                                  "monitor-report] p.none')].map(p => p.innerText)")
+    assert "(none)" not in empty
+    assert any(t.startswith("Not monitored: None: the monitor ran throughout") for t in empty)
+    assert any(t.startswith("Outages: None: no 2 or more cycles in a row without an answered "
+                            "probe") for t in empty)
+    assert len(empty) >= 4 and all(": " in t for t in empty)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from beoperf import model
+from beoperf.report.answer import problems
 from beoperf.report.html import page as html_page
 
 FIXTURE = Path(__file__).parent / "fixtures" / "documents" / "node-v1-issue13.json"
@@ -24,9 +25,9 @@ def fixture() -> dict[str, Any]:
 def render(doc: dict[str, Any], tmp_path: Path) -> tuple[str, list[str]]:
     path = tmp_path / "node.json"
     path.write_text(json.dumps(doc))
-    markup, _, warnings = html_page.section(html_page.Entry(str(path), model.load(path)), 1,
-                                            "s1")
-    return markup, warnings
+    markup, _, lines = html_page.section(html_page.Entry(str(path), model.load(path)), 1,
+                                         "s1")
+    return markup, [line.text for line in problems(lines)]
 
 
 def rows_of(markup: str, caption_start: str) -> list[str]:
@@ -39,6 +40,8 @@ def rows_of(markup: str, caption_start: str) -> list[str]:
 def test_the_fixture_has_no_warning(tmp_path):
     markup, warnings = render(fixture(), tmp_path)
     assert warnings == [] and "view failed" not in markup
+    assert re.search(r'data-level="ok"><span class="mark ok">OK</span><span class="vtext">'
+                     r"\d+ figures measured; the \d+ checks of their results passed", markup)
     assert "<pre" not in markup  # every part is a table, none the text report's block
 
 

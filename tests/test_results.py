@@ -177,10 +177,26 @@ def test_summary_warns_of_a_throughput_collapse():
     assert doc["summary"]["throughput_collapses"] == 1
     assert doc["summary"]["peak_size"] == 65536
     text = summary_text(run)
-    assert "  warning: throughput collapse at 1048576 B: down to 1/125 of the 2621 Mbit/s " \
+    assert "  WARN      throughput collapse at 1048576 B: down to 1/125 of the 2621 Mbit/s " \
            "reached at 65536 B; latency, peak, saturation, n1/2 and the fits use the sizes " \
            "outside the collapse" in text
     assert summary(make_run())["throughput_collapses"] == 0
+
+
+def test_summary_says_what_is_wrong_first_in_severity_order():
+    """Corrupted messages (FAIL) before the stop and the refused option (WARN), before
+    the size short of its precision (IMPRECISE), all before the figures."""
+    lines = summary_text(make_run()).splitlines()
+    labels = [line.split()[0] for line in lines[1:] if line.startswith("  ") and
+              not line.startswith("   ")]
+    assert labels[:4] == ["FAIL", "WARN", "WARN", "IMPRECISE"], lines
+    assert labels[4] == "latency"
+    assert lines[1] == "  FAIL      2 corrupted message(s) at size 64 KiB"
+    assert "  WARN      the sweep is interrupted: interrupted by the user (4 sizes kept)" \
+        in lines
+    assert "  WARN      SO_BUSY_POLL=50 refused: Operation not permitted" in lines
+    assert any(line.startswith("  IMPRECISE 1 of 4 sizes did not reach ±2%: widest ±")
+               for line in lines)
 
 
 # --- load_json errors ----------------------------------------------------------------------
@@ -450,3 +466,36 @@ def test_summary_model_line_without_thresholds_has_no_stray_unit():
     run.meta.update(peer="beta port 5202", duration_s=1.0)
     model = next(line for line in summary_text(run).splitlines() if "model" in line)
     assert model.endswith("protocol thresholds at: none"), model
+
+
+def test_stream_mode_names_its_figure_time_per_message_never_latency(tmp_path: Path):
+    """A stream sends messages back to back: its small-message figure is a time per
+    message, and the text summary, the HTML section and the graphs say so; ping-pong
+    keeps its latency."""
+    import re
+
+    from beoperf.report import plots
+    from beoperf.report.html import pingpong as html_pingpong
+
+    def visible(markup: str) -> str:
+        return re.sub(r"<[^>]+>", " ", markup)
+
+    stream, pingpong = make_run("stream"), make_run("pingpong")
+    for run in (stream, pingpong):
+        run.sizes[2].corrupt = 0
+        run.sizes[-1] = size_result(1048576, 400000.0)  # a collapse: its note names it too
+    text = summary_text(stream)
+    assert "throughput collapse at 1048576 B" in text
+    assert "latency" not in text.lower() and "one-way" not in text
+    assert "  time/msg   10.00 us median, 13.00 us p99 (time per message, 1 B," in text
+    section = visible(html_pingpong.html(stream.to_document(), anchor="s"))
+    assert "latency" not in section.lower() and "one-way" not in section
+    assert "time per message (median)" in section
+    for name in ("signature", "saturation"):
+        ax = plots.FIGURES[name]([stream], ["s"]).axes[0]
+        words = " ".join([ax.get_title(), ax.get_xlabel(), ax.get_ylabel()])
+        assert "time per message" in words and "latency" not in words, words
+        assert "one-way" not in words
+    assert "latency" in summary_text(pingpong) and "one-way" in summary_text(pingpong)
+    assert "latency (one-way, median)" in visible(html_pingpong.html(pingpong.to_document(),
+                                                                     anchor="s"))

@@ -735,7 +735,7 @@ def test_settings_are_read_only_with_the_lock_held(mode, lock_dir, monkeypatch, 
     monkeypatch.setattr(suite, "require_root", lambda what: None)
     audits = []
 
-    def audit_checking_the_lock(profile, interface):
+    def audit_checking_the_lock(profile, interface, path=None):
         with pytest.raises(tune.LockBusy, match=f"pid {os.getpid()},"):
             with tune.TuneLock():
                 pass

@@ -120,11 +120,12 @@ class CurveAnalysis:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def collapse_note(self) -> str | None:
-        """What a reader must know when some sizes were left out (None when none was)."""
+    def collapse_note(self, first: str = "latency") -> str | None:
+        """What a reader must know when some sizes were left out (None when none was);
+        ``first``: the small-message figure's name (:func:`latency_name`)."""
         if not self.collapses:
             return None
-        return ("latency, peak, saturation, n1/2 and the fits use the sizes outside the "
+        return (f"{first}, peak, saturation, n1/2 and the fits use the sizes outside the "
                 "collapse" + ("s" if len(self.collapses) > 1 else ""))
 
 
@@ -152,15 +153,30 @@ def collapses(sizes: np.ndarray, bps: np.ndarray,
     return found
 
 
-def latency(sizes: np.ndarray, median_us: np.ndarray) -> tuple[int, str]:
-    """Index of the latency size (see the module docstring) and how it was chosen."""
+def time_name(mode: str | None) -> str:
+    """What one sample of a sweep is, in words: in stream mode the time per message (a
+    trial's time over its messages, sent back to back: never a latency), else the one-way
+    time (half a round trip; bidir: one exchange)."""
+    return "time per message" if mode == "stream" else "one-way time"
+
+
+def latency_name(mode: str | None) -> str:
+    """The name of the small-message figure: "latency", or in stream mode "time per
+    message" (nothing waits for an answer, so it is no latency)."""
+    return "time per message" if mode == "stream" else "latency"
+
+
+def latency(sizes: np.ndarray, median_us: np.ndarray,
+            what: str = "one-way time") -> tuple[int, str]:
+    """Index of the latency size (see the module docstring) and how it was chosen
+    (``what``: the name of a sample, :func:`time_name`)."""
     small = np.nonzero(sizes <= max(LATENCY_MAX_SIZE, int(sizes[0])))[0]
     order = small[np.argsort(median_us[small], kind="stable")]
     pick = int(order[(len(order) - 1) // 2])
     if len(small) == 1:
-        return pick, f"median one-way time at the smallest size, {int(sizes[pick])} B"
+        return pick, f"median {what} at the smallest size, {int(sizes[pick])} B"
     middle = "middle" if len(small) % 2 else "lower middle"
-    return pick, (f"median one-way time at {int(sizes[pick])} B, the {middle} of the per-size "
+    return pick, (f"median {what} at {int(sizes[pick])} B, the {middle} of the per-size "
                   f"medians over the {len(small)} sizes {int(sizes[small[0]])}.."
                   f"{int(sizes[small[-1]])} B")
 
@@ -303,13 +319,15 @@ def _analyze_sizes(run: Any) -> CurveAnalysis:
     times = [s.central_time_us() for s in run.sizes]
     p99 = [s.time_us.get("p99") for s in run.sizes]
     return analyze([s.size for s in run.sizes], times, p99, [s.central_bps() for s in run.sizes],
-                   [s.ci95_halfwidth_us for s in run.sizes])
+                   [s.ci95_halfwidth_us for s in run.sizes],
+                   time_name((getattr(run, "parameters", None) or {}).get("mode")))
 
 
 def analyze(sizes: list[int], median_us: list[float], p99_us: list[float | None],
-            bps: list[float], ci95_us: list[float | None] | None = None) -> CurveAnalysis:
+            bps: list[float], ci95_us: list[float | None] | None = None,
+            what: str = "one-way time") -> CurveAnalysis:
     """Everything above for one sweep (sizes ascending); `ci95_us` is each size's CI
-    half-width of the median, when known."""
+    half-width of the median, when known; `what` names a sample (:func:`time_name`)."""
     n_all = np.asarray(sizes, dtype=float)
     thr_all = np.asarray(bps, dtype=float)
     found = collapses(n_all, thr_all)
@@ -318,7 +336,7 @@ def analyze(sizes: list[int], median_us: list[float], p99_us: list[float | None]
         keep &= (n_all < c.first_size) | (n_all > c.last_size)
     n, t, thr = n_all[keep], np.asarray(median_us, dtype=float)[keep], thr_all[keep]
     at = np.nonzero(keep)[0]  # healthy index -> index among all sizes
-    lat, method = latency(n, t)
+    lat, method = latency(n, t, what)
     p99, ci = p99_us[at[lat]], (ci95_us or [None] * len(n_all))[at[lat]]
     moved = max(1.0, round(float(np.median(thr * t * 1e-6 / (8.0 * n)))))  # 2 for bidir
     slopes = local_slopes(n, t) if len(n) >= 3 else np.zeros(len(n))

@@ -7,12 +7,14 @@ reads a run, so a later, better analysis applies to old files too.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from beoperf.analysis.curve import analyze_run
 from beoperf.analysis.mpi import protocol_switch
 from beoperf.model.document import Document
-from beoperf.model.pingpong import RunResult
+from beoperf.model.pingpong import RunResult, SizeResult
+from beoperf.units import format_size, size_tick
 
 
 def summary(run: RunResult) -> dict[str, Any]:
@@ -54,3 +56,25 @@ def derived(run: RunResult) -> dict[str, Any]:
 def document(run: RunResult) -> Document:
     """The document of a run, with its summary and analysis."""
     return run.to_document(derived(run))
+
+
+def precision_shortfall(sizes: Sequence[SizeResult], precision: float | None) -> str | None:
+    """The sizes whose interval is wider than asked, in one line ("41 of 124 sizes did not
+    reach ±2%: widest ±23.4% at 48 KiB"); None when every size reached it.  The stored
+    warning and the report's answer say it in these words."""
+    late = [s for s in sizes if not s.converged]
+    if not late:
+        return None
+    goal = f"±{precision * 100:.3g}%" if isinstance(precision, int | float) else \
+        "the precision asked"
+    worst = max(late, key=lambda s: s.ci95_relative or 0.0)
+    widest = (f": widest ±{worst.ci95_relative * 100:.3g}% at {size_text(worst.size)}"
+              if worst.ci95_relative is not None else "")
+    return (f"{len(late)} of {len(sizes)} size{'s' if len(sizes) != 1 else ''} did not "
+            f"reach {goal}{widest}")
+
+
+def size_text(n: int) -> str:
+    """A message size as a reader checks it against the table: '48 KiB' when exact, else
+    its bytes ('1048579 B', not a rounded '1 MiB')."""
+    return format_size(n) if n < 1024 or not size_tick(n).isdigit() else f"{n} B"

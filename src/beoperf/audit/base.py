@@ -257,8 +257,9 @@ class Check:
     persist_advice: ClassVar[str | None] = None  # how a change is made persistent
     per_interface: ClassVar[bool] = False  # its keys belong to the audited interface
 
-    def __init__(self, interface: str | None = None) -> None:
+    def __init__(self, interface: str | None = None, path: dict | None = None) -> None:
         self.interface = interface
+        self.peer_path = path  # with --peer: what the probes of the path to it found
 
     # ------------------------------------------------------------------ collect, judge
 
@@ -407,8 +408,9 @@ def owner_of(key: str) -> type[Check] | None:
     return None
 
 
-def _run_check(cls: type[Check], interface: str | None, profile: dict) -> list[Finding]:
-    check = cls(interface)
+def _run_check(cls: type[Check], interface: str | None, profile: dict,
+               path: dict | None = None) -> list[Finding]:
+    check = cls(interface, path)
     try:
         return check.judge(check.collect(), profile)
     except Unavailable as exc:
@@ -417,12 +419,15 @@ def _run_check(cls: type[Check], interface: str | None, profile: dict) -> list[F
         return [Finding(cls.name, "*", None, "unknown", f"check failed: {exc!r}")]
 
 
-def run_audit(profile: str | dict, interface: str | None) -> list[Finding]:
-    """All registered checks, judged against ``profile`` (a name or a loaded profile)."""
+def run_audit(profile: str | dict, interface: str | None,
+              path: dict | None = None) -> list[Finding]:
+    """All registered checks, judged against ``profile`` (a name or a loaded profile);
+    ``path``: what the probes of the path to a peer found (with --peer; see
+    ``beoperf.audit.checks.PathMtu``), which the checks of the MTU judge by."""
     from beoperf.audit import checks  # noqa: F401 - fills REGISTRY
 
     rules = load_profile(profile) if isinstance(profile, str) else profile
     findings: list[Finding] = []
     for cls in REGISTRY:
-        findings.extend(_run_check(cls, interface, rules))
+        findings.extend(_run_check(cls, interface, rules, path))
     return findings

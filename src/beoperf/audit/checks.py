@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import platform
@@ -13,6 +14,7 @@ from beoperf.audit.base import (
     INT_MAX,
     ON_OFF,
     Check,
+    Finding,
     Integers,
     Unavailable,
     Unknown,
@@ -26,6 +28,7 @@ from beoperf.audit.base import (
 
 SYSCTL_CONF = "/etc/sysctl.d/90-beoperf.conf"
 CONGESTION_CONTROLS = sysinfo.CONGESTION_CONTROLS
+ETHERNET_MTU = 1500
 IFACE_PERSIST = ("a systemd oneshot unit (After=network-online.target) running the command, "
                  "or a NetworkManager dispatcher script in /etc/NetworkManager/dispatcher.d/")
 
@@ -160,9 +163,13 @@ class InterfaceCheck(Check):
 
 @register
 class Interface(InterfaceCheck):
+    """The interface's facts, its MTU among them; a profile's larger MTU (jumbo frames)
+    is advised only within what the NIC takes (its max MTU) and, with --peer, only once a
+    don't-fragment probe of that size crossed the path both ways (:func:`mtu_advice`)."""
+
     name = "interface"
     KEYS = ("interface", "driver", "driver_version", "firmware_version", "bus_info", "mtu",
-            "speed_mbps", "duplex", "operstate")
+            "max_mtu", "speed_mbps", "duplex", "operstate")
     # the MTU only: from the IPv4 minimum to 65536, loopback's own default (restorable)
     VALUES: ClassVar[dict[str, ValueSpec]] = {"mtu": Integers(68, 65536)}
 
@@ -179,7 +186,21 @@ class Interface(InterfaceCheck):
             parsed = _parsers().parse_ethtool_driver(text)
             out["driver_version"] = parsed.get("version") or out["driver_version"]
             out["firmware_version"] = parsed.get("firmware_version") or out["firmware_version"]
+        out["max_mtu"] = self._max_mtu(ifname)
         return out
+
+    @staticmethod
+    def _max_mtu(ifname: str) -> Any:
+        """The driver's largest MTU (``ip -d -j link``; 0: it sets none), or Unknown."""
+        try:
+            limits = _parsers().parse_ip_link(run_tool(["ip", "-d", "-j", "link", "show",
+                                                        "dev", ifname]))
+        except Unavailable as exc:
+            return Unknown(str(exc))
+        if "max_mtu" not in limits:
+            return Unknown(f"ip -d -j link does not report a max_mtu for {ifname} (iproute2 "
+                           "before 4.19, or a kernel before 4.10)")
+        return limits["max_mtu"]
 
     def set_action(self, key: str, value: str) -> dict:
         self.check_value(key, value)
@@ -189,6 +210,104 @@ class Interface(InterfaceCheck):
         if not self.settable(key):
             raise KeyError(key)
         return {"file": f"/sys/class/net/{self.interface}/mtu"}
+
+    def judge(self, facts: dict, profile: dict) -> list[Finding]:
+        """The default judgement, then a larger MTU weighed against the NIC and the path."""
+        return [self._jumbo(f, facts) if f.key == "mtu" else f
+                for f in super().judge(facts, profile)]
+
+    def _jumbo(self, found: Finding, facts: dict) -> Finding:
+        want = int(found.target) if found.target and found.target.isdigit() else None
+        mtu = found.value
+        if found.status not in ("warn", "fail") or want is None or not isinstance(mtu, int) \
+                or want <= mtu:
+            return found
+        max_mtu = facts.get("max_mtu")
+        why_not = mtu_advice(mtu, max_mtu, want, self.peer_path)
+        if why_not is not None:
+            return Finding(self.name, found.key, mtu, why_not[0], why_not[1])
+        takes = f"up to {max_mtu}" if max_mtu else "any size (no maximum set by its driver)"
+        return dataclasses.replace(found, reason=(
+            f"{found.reason}; the NIC takes {takes}: raise it on both ends and every switch "
+            "between, then audit --peer HOST checks that the path carries it both ways"))
+
+
+def mtu_advice(mtu: int, max_mtu: Any, want: int, path: dict | None) -> tuple[str, str] | None:
+    """Why an MTU of ``want`` (more than the ``mtu`` now) is not advised here, as (status,
+    reason), or None when it may be: the NIC must take it (``max_mtu``; 0: its driver sets
+    no maximum; Unknown: not advised, cannot tell) and, when a peer was given (``path``),
+    a don't-fragment probe of that size must have crossed the path both ways, which cannot
+    happen while this end's MTU is below it: with --peer, jumbo frames are confirmed (the
+    path check passes at the MTU set), never advised blind.  Without a peer, an MTU set
+    below Ethernet's 1500 (a VM's, an overlay's) says the path carries less: not advised
+    either."""
+    jumbo = f"jumbo frames ({want}) not advised"
+    if isinstance(max_mtu, Unknown) or not isinstance(max_mtu, int):
+        reason = max_mtu.reason if isinstance(max_mtu, Unknown) else "not read"
+        return "unknown", f"{jumbo}: the NIC's maximum MTU is unknown ({reason})"
+    if 0 < max_mtu < want:
+        return "pass", f"{jumbo}: this NIC takes at most {max_mtu}"
+    if mtu < ETHERNET_MTU and path is None:
+        return "pass", (f"{jumbo}: this NIC's MTU {mtu} is below Ethernet's {ETHERNET_MTU}, as a "
+                        "VM's or an overlay's is set when the path beneath carries less; audit "
+                        "--peer HOST probes what the path carries")
+    if path is not None:
+        peer = path.get("peer", "the peer")
+        return "pass", (f"{jumbo} for the path to {peer}: a {want}-byte don't-fragment probe "
+                        f"must cross it both ways first, and cannot leave this end while its "
+                        f"MTU is {mtu}; to try them, raise the MTU on both ends and every "
+                        f"switch between, then audit --peer {peer} probes the path")
+    return None
+
+
+@register
+class PathMtu(Check):
+    """With --peer: whether packets of this interface's MTU cross the path to the peer and
+    back (don't-fragment UDP probes to its ``beoperf serve``, whose replies go with DF as
+    long as they fit its own MTU): an end whose MTU the path does not carry loses every
+    larger packet, which TCP hides by its MSS and UDP, ICMP and MPI over UDP do not."""
+
+    name = "path"
+    KEYS = ("path.mtu",)
+    advice_reason = ("the MTU must be the same on every host and switch of the path: change "
+                     "it by hand on the end that differs")
+
+    def collect(self) -> dict:
+        if self.peer_path is None:
+            return {"path.mtu": Unknown("no --peer: the path's MTU was not probed")}
+        return {"path.mtu": self.peer_path.get("carried")}
+
+    def judge(self, facts: dict, profile: dict) -> list[Finding]:
+        """No finding without --peer (the MTU's finding says how to check the path)."""
+        return [] if self.peer_path is None else [path_finding(self.peer_path, self.interface)]
+
+
+def path_finding(path: dict, interface: str | None) -> Finding:
+    """The path check's verdict from the probes (``path``: peer, this interface's mtu, the
+    probes made in order, ``{"role": "small" | "mtu" | "ethernet", "bytes": packet size,
+    "ok", "outcome"}``; ``carried``: the largest size that crossed; ``error``: why nothing
+    could be probed)."""
+    peer, mtu = path.get("peer", "the peer"), path.get("mtu")
+    probes = path.get("probes") or []
+    small = probes[0] if probes else None
+    if path.get("error") or small is None or not small.get("ok"):
+        why = path.get("error") or (f"no answer to a {small['bytes']}-byte probe "
+                                    f"({small.get('outcome')})" if small else "no probe made")
+        return Finding("path", "path.mtu", None, "unknown",
+                       f"the path to {peer} was not probed: {why}; its MTU is checked against "
+                       "beoperf serve's UDP echo there (start it: beoperf serve)")
+    at_mtu = next((p for p in probes if p.get("role") == "mtu"), None)
+    if at_mtu is None or at_mtu.get("ok"):
+        return Finding("path", "path.mtu", mtu, "pass",
+                       f"a {mtu}-byte don't-fragment packet crossed to {peer} and back")
+    carried = path.get("carried")
+    return Finding("path", "path.mtu", carried, "fail",
+                   f"MTU mismatch on the path to {peer}: {mtu}-byte packets (this "
+                   f"interface's MTU) do not cross it, {carried}-byte ones do (don't-fragment "
+                   f"probes, both ways; {at_mtu.get('outcome')}): larger packets are lost, as "
+                   f"UDP, ICMP and MPI over UDP send them; lower this end's MTU to {carried}, "
+                   f"or raise {peer}'s and every switch's between to {mtu}",
+                   f"ip link set dev {interface or 'IF'} mtu {carried}" if carried else None)
 
 
 class EthtoolSetting(InterfaceCheck):

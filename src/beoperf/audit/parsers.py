@@ -19,6 +19,7 @@ __all__ = [
     "parse_ethtool_features",
     "parse_ethtool_pause",
     "parse_ethtool_rings",
+    "parse_ip_link",
     "parse_iptables_save",
     "parse_nft_ruleset",
 ]
@@ -463,3 +464,24 @@ def parse_conntrack_count(text: str) -> int | None:
     if _is_error(word) or "no such file" in word.lower():
         return None
     raise ValueError(f"not an nf_conntrack_count value: {word[:80]!r}")
+
+
+MAX_MTU_VALUE = 1 << 20  # beyond any MTU a kernel takes (65536 for loopback)
+
+
+def parse_ip_link(text: str) -> dict[str, int]:
+    """``mtu``, ``min_mtu`` and ``max_mtu`` of ``ip -d -j link show dev IF`` (the driver's
+    limits: sysfs has no file for them; 0 means the driver sets none).  A value that is
+    absent or not an integer in range is left out; text that is not such JSON: ``{}``."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {}
+    link = data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
+    out = {}
+    for key in ("mtu", "min_mtu", "max_mtu"):
+        value = link.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and \
+                0 <= value <= MAX_MTU_VALUE:
+            out[key] = value
+    return out

@@ -13,7 +13,8 @@ from beoperf.suites import fleet as fleet_suite
 EXAMPLES = f"""examples:
   beoperf audit                              # default route's interface, latency profile
   beoperf audit --interface eth1 --profile throughput
-  beoperf audit --peer node02 --json         # the interface that reaches node02
+  beoperf audit --peer node02 --json         # the interface that reaches node02, and
+                                             # whether the path carries its MTU
   beoperf audit --peer 10.0.0.2 --link-speed 10G   # + socket buffers from the BDP
   beoperf audit -w 'node[01-32]'             # every node over ssh, identical results grouped
 
@@ -57,7 +58,9 @@ def add_interface_options(p: argparse.ArgumentParser, verb: str) -> None:
                    help=f"interface to {verb} (default: the route to --peer, else the "
                         "default route's)")
     p.add_argument("--peer", metavar="HOST",
-                   help=f"{verb} the interface that routes to HOST (a name or an address)")
+                   help=f"{verb} the interface that routes to HOST (a name or an address); "
+                        "against its 'beoperf serve', probe whether the path carries this "
+                        "interface's MTU both ways (no jumbo frames advised before)")
 
 
 def add_fleet_options(p: argparse.ArgumentParser) -> None:

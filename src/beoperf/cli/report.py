@@ -15,9 +15,11 @@ EXAMPLES = """examples:
 
 Reads every *.json beoperf document under the paths (ping-pong runs, comparisons,
 audits and fleet audits, tune plans, procedures and rollbacks, monitor reports,
-predictions, replays, ...) and writes one HTML file: a table of contents, the
-warnings of every study, then one section per document with where it came from,
-the command line that made it, its figures with units and spread, and its plots
+predictions, replays, ...) and writes one HTML file: what needs attention in every
+study first (failures, then warnings, figures short of their precision and notes,
+each with what to do), a table of contents, then one section per document with its
+own answer, where it came from, the command line that made it, its figures with
+units and spread, and its plots
 as inline SVG (hover a point for its values). The file needs nothing else: no
 script, no fonts, no network; it opens from disk and prints.
 

@@ -70,7 +70,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            "one change at a time, measured in blocks between blocks of the "
                            "current state, kept only when latency is shown to improve")
     p.add_argument("--port", type=int, default=suite.DEFAULT_PORT,
-                   help="--procedure: the peer's beoperf serve port (default %(default)s)")
+                   help="the peer's beoperf serve port: --procedure, and the probe of the "
+                        "path's MTU with --peer (default %(default)s)")
     p.add_argument("--repeats", type=int, default=10, metavar="N",
                    help="--procedure: blocks of each change, each between two blocks of "
                         "the state it is judged against (default %(default)s)")

@@ -67,6 +67,8 @@ def describe(exc: OSError) -> str:
 
 
 IP_MTU, IPV6_MTU = 14, 24  # <linux/in.h>, <linux/in6.h>: the path MTU of a connected socket
+IP_MTU_DISCOVER, IPV6_MTU_DISCOVER, IPV6_DONTFRAG = 10, 23, 62  # the same headers
+PMTUDISC_PROBE = 3  # IP_PMTUDISC_PROBE / IPV6_PMTUDISC_PROBE: DF set, the route's PMTU ignored
 DEFAULT_MTU = 1500
 
 
@@ -316,6 +318,17 @@ class UdpProber(Prober):
             if data == reply:
                 return Result(t_utc, "ok", (time.monotonic() - start) * 1e6, None, wire)
         return Result(t_utc, "timeout", None, None, wire)
+
+    def dont_fragment(self) -> None:
+        """Send every probe whole with DF set, up to the interface's MTU whatever path MTU
+        the kernel learnt (IP_PMTUDISC_PROBE): one the path cannot carry is lost, not cut
+        into fragments.  (The server's UDP reply keeps its socket's default, DF as long
+        as it fits the server's own MTU.)"""
+        if self.ipv6:
+            self.sock.setsockopt(socket.IPPROTO_IPV6, IPV6_MTU_DISCOVER, PMTUDISC_PROBE)
+            self.sock.setsockopt(socket.IPPROTO_IPV6, IPV6_DONTFRAG, 1)
+        else:
+            self.sock.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, PMTUDISC_PROBE)
 
     def _send(self, payload: bytes) -> None:
         if not self.connected:  # connected: ICMP port unreachable becomes ECONNREFUSED

@@ -2,8 +2,10 @@
 
 ``@renderer(kind, fmt)`` registers a function ``(document, **options) -> str`` for a
 format ("text", "markdown", "csv", "json"; and for the HTML report "html", a study's
-section, "title", its one-line name, and "warnings", one per line: see report/html/);
-:func:`render` finds it.  Renderers read only
+section, "title", its one-line name, and, for a kind without an answer, "warnings", one
+per line: see report/html/); :func:`render` finds it.  What a document says is wrong and
+what to do, by severity, is the kind's ``@answer`` (``report/answer.py``), which every view
+shows first.  Renderers read only
 documents (``beoperf.model``) and the analysis layer: they never measure, never touch the
 system and never write files (the CLI writes what they return, through ``safeio``).
 Plots live beside them (``report/plots.py``, ``report/monitor_plots.py``).

@@ -9,6 +9,7 @@ from typing import Any
 
 from beoperf.model.document import Document
 from beoperf.report import renderer
+from beoperf.report.answer import Level, Line, answer, lines_of, listed, plural, text_block
 
 MARKS = {"pass": "ok", "warn": "WARN", "fail": "FAIL", "unknown": "?"}  # as tables show them
 MAX_COLUMN = 40
@@ -72,4 +73,48 @@ def text(doc: Document, **_options: Any) -> str:
     lines = table_lines(findings) + fix_lines(findings)
     if body.get("buffer_advice"):
         lines += advice_lines(body["buffer_advice"])
-    return summary_line(body["profile"], body["interface"], findings) + "\n" + "\n".join(lines)
+    top = text_block(lines_of(doc))
+    return "\n".join([*top, *([""] if top else []),
+                      summary_line(body["profile"], body["interface"], findings), *lines])
+
+
+@answer("audit")
+def what_is_wrong(doc: Document) -> list[Line]:
+    """The settings that fail, then those that warn (each group one line, with what
+    plans the changes), a failure with no single value to set (a path that does not carry
+    the MTU, an interface down) on a line of its own with its reason and command, the
+    settings not read; all pass: says so."""
+    body = doc.body
+    findings = body["findings"]
+    profile = body["profile"]
+    plan = (f"beoperf tune --profile {profile}"
+            + (f" --interface {body['interface']}" if body.get("interface") else "")
+            + " plans the changes (nothing changes without --apply); the commands to "
+              "change them are below")
+    out = []
+    for status, level in (("fail", Level.FAIL), ("warn", Level.WARN)):
+        found = [f for f in findings if f["status"] == status]
+        alone = [f for f in found if f.get("target") is None and status == "fail"]
+        out += [Line(level, f"{f['key']} = {show_value(f['value'])}: {f['reason']}",
+                     f"{f['command']} (by hand: beoperf tune does not change it)"
+                     if f.get("command") else "change it by hand: beoperf tune cannot set it "
+                                              "and restore it exactly")
+                for f in alone]
+        grouped = [f for f in found if f not in alone]
+        if grouped:
+            out.append(Line(level, f"{plural(len(grouped), 'setting')} "
+                                   f"{'fails' if len(grouped) == 1 else 'fail'} the {profile} "
+                                   f"profile: {listed([f['key'] for f in grouped])}"
+                            if status == "fail" else
+                            f"{plural(len(grouped), 'setting')} "
+                            f"{'warns' if len(grouped) == 1 else 'warn'} against the {profile} "
+                            f"profile: {listed([f['key'] for f in grouped])}", plan))
+    unknown = [f["key"] for f in findings if f["status"] == "unknown"]
+    if unknown:
+        out.append(Line(Level.NOTE, f"{plural(len(unknown), 'setting')} could not be read or "
+                                    f"judged: {listed(unknown)} (each finding says why)"))
+    if not any(f["status"] in ("fail", "warn") for f in findings):
+        passed = sum(f["status"] == "pass" for f in findings)
+        out.append(Line(Level.OK, f"all {plural(passed, 'setting')} read pass the {profile} "
+                                  "profile"))
+    return out

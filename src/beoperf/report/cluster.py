@@ -22,6 +22,16 @@ from beoperf.analysis import scaling
 from beoperf.model import hpcc
 from beoperf.model.document import Document
 from beoperf.report import renderer
+from beoperf.report.answer import (
+    Level,
+    Line,
+    answer,
+    lines_of,
+    listed,
+    markdown_block,
+    plural,
+    text_block,
+)
 from beoperf.report.tables import aligned, markdown
 
 Table = tuple[list[str], list[list[str]], set[int]]
@@ -144,7 +154,8 @@ def reference_table(body: dict[str, Any], all_keys: bool = False) -> Table | Non
 
 
 def _sections(doc: Document, all_keys: bool, draw: Callable[[Table], list[str]],
-              title: Callable[[str], str]) -> list[str]:
+              title: Callable[[str], str],
+              answer_lines: Callable[[list[Line]], list[str]]) -> list[str]:
     b = doc.body
     passed = sum(1 for r in b["runs"] if r["status"] == "ok")
     out = [title(f"HPC Challenge scaling study: {b['label']}"), "",
@@ -152,6 +163,7 @@ def _sections(doc: Document, all_keys: bool, draw: Callable[[Table], list[str]],
            "(a failed run is left out of the statistics). Cells: mean (sample standard "
            "deviation) over the runs that passed, in HPCC's units (GB/s = 10^9 B/s, "
            "GUP/s = 10^9 updates/s).", ""]
+    out += answer_lines(lines_of(doc))
     for series in _series(b):
         out += [title(f"Series: {series}"), "", *draw(means_table(b, series, all_keys)), ""]
         eff = efficiency_table(b, series)
@@ -169,13 +181,15 @@ def _sections(doc: Document, all_keys: bool, draw: Callable[[Table], list[str]],
 
 @renderer("scaling", "text")
 def scaling_text(doc: Document, all_keys: bool = False, **_options: Any) -> str:
-    lines = _sections(doc, all_keys, lambda t: aligned(*t), lambda s: s)
+    lines = _sections(doc, all_keys, lambda t: aligned(*t), lambda s: s,
+                      lambda top: [*text_block(top), *([""] if top else [])])
     return "\n".join(lines).rstrip() + "\n"
 
 
 @renderer("scaling", "markdown")
 def scaling_markdown(doc: Document, all_keys: bool = False, **_options: Any) -> str:
-    lines = _sections(doc, all_keys, lambda t: markdown(*t), lambda s: f"## {s}")
+    lines = _sections(doc, all_keys, lambda t: markdown(*t), lambda s: f"## {s}",
+                      markdown_block)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -204,7 +218,8 @@ def scaling_csv(doc: Document, **_options: Any) -> str:
 def run_lines(doc: Document, all_keys: bool) -> list[str]:
     b = doc.body
     verdict = "passed" if b["status"] == "ok" else "FAILED: " + "; ".join(b["failures"])
-    lines = [f"HPC Challenge run {b['label']}: {scaling.processes(b['np'])}, {verdict}"]
+    lines = [f"HPC Challenge run {b['label']}: {scaling.processes(b['np'])}, {verdict}",
+             *text_block(lines_of(doc))]
     if b["nodes"]:
         lines.append(f"nodes: {', '.join(b['nodes'])} ({b['ranks_per_node']} per node)")
     if b["input"]:
@@ -322,3 +337,51 @@ def comparison_csv(doc: Document, **_options: Any) -> str:
             writer.writerow((r["metric"], r["unit"], c["label"], c["np"], c["kind"], value,
                              stdev, rat, verdict, low, high))
     return out.getvalue()
+
+
+# --------------------------------------------------------------------------- the answer
+
+
+@answer("cluster")
+def run_answer(doc: Document) -> list[Line]:
+    """A run that failed (HPCC's checks, or the run itself), else that it passed."""
+    b = doc.body
+    if b["status"] != "ok":
+        why = "; ".join(b["failures"]) or "no reason recorded"
+        return [Line(Level.FAIL, f"the HPCC run failed: {why}",
+                     "its output file says more (hpccoutf.txt beside the run)")]
+    residual = b["checks"].get("hpl_residual")
+    checked = f" (HPL scaled residual {residual:.3g})" if residual is not None else ""
+    return [Line(Level.OK, f"the HPCC run passed its checks{checked}")]
+
+
+@answer("scaling")
+def scaling_answer(doc: Document) -> list[Line]:
+    """The runs that failed (left out of the statistics), one line; each metric that
+    stopped scaling."""
+    b = doc.body
+    failed = [r for r in b["runs"] if r["status"] != "ok"]
+    out = []
+    if failed:
+        why = listed([f"{r['label']} ({'; '.join(r['failures']) or 'no reason'})"
+                      for r in failed], 4)
+        out.append(Line(Level.FAIL, f"{len(failed)} of {plural(len(b['runs']), 'run')} "
+                                    f"failed and are left out of the statistics: {why}",
+                        "each run's output file says more"))
+    for series in dict.fromkeys(h["series"] for h in b["stopped_scaling"]):
+        hits = [h for h in b["stopped_scaling"] if h["series"] == series]
+        named = [f"{hpcc.short_name(h['metric'])} at np {h['np']}"
+                 + (f" ({h['why']})" if len(hits) <= 2 else "") for h in hits]
+        out.append(Line(Level.WARN, f"{series}: {plural(len(hits), 'metric')} stopped "
+                                    f"scaling: {listed(named, 8)}",
+                        "the list under Stopped scaling says by how much"))
+    if not out:
+        out.append(Line(Level.OK, f"all {plural(len(b['runs']), 'run')} passed; no metric "
+                                  "stopped scaling"))
+    return out
+
+
+@answer("hpcc-comparison")
+def comparison_answer(doc: Document) -> list[Line]:
+    """Figures beside each other: nothing is judged."""
+    return []

@@ -21,6 +21,18 @@ from beoperf import units
 from beoperf.analysis.cluster_mpi import HPCC_KEYS, named, ratio, summary
 from beoperf.model.document import Document
 from beoperf.report import renderer
+from beoperf.report.answer import (
+    PRECISION,
+    Level,
+    Line,
+    answer,
+    from_strings,
+    lines_of,
+    listed,
+    markdown_block,
+    plural,
+    text_block,
+)
 from beoperf.report.tables import aligned, markdown
 
 Table = tuple[list[str], list[list[str]], set[int]]
@@ -112,12 +124,13 @@ def _ring_sections(doc: Document, draw: Draw, title: Title) -> list[str]:
 
 @renderer("cluster-ring", "text")
 def ring_text(doc: Document, **_options: Any) -> str:
-    return "\n".join(_ring_sections(doc, lambda t: aligned(*t), lambda s: s)).rstrip() + "\n"
+    lines = with_answer(doc, _ring_sections(doc, lambda t: aligned(*t), lambda s: s), False)
+    return "\n".join(lines).rstrip() + "\n"
 
 
 @renderer("cluster-ring", "markdown")
 def ring_markdown(doc: Document, **_options: Any) -> str:
-    lines = _ring_sections(doc, lambda t: markdown(*t), lambda s: f"## {s}")
+    lines = with_answer(doc, _ring_sections(doc, lambda t: markdown(*t), lambda s: f"## {s}"), True)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -179,12 +192,14 @@ def _pairs_sections(doc: Document, draw: Draw, title: Title) -> list[str]:
 
 @renderer("cluster-pairs", "text")
 def pairs_text(doc: Document, **_options: Any) -> str:
-    return "\n".join(_pairs_sections(doc, lambda t: aligned(*t), lambda s: s)).rstrip() + "\n"
+    lines = with_answer(doc, _pairs_sections(doc, lambda t: aligned(*t), lambda s: s), False)
+    return "\n".join(lines).rstrip() + "\n"
 
 
 @renderer("cluster-pairs", "markdown")
 def pairs_markdown(doc: Document, **_options: Any) -> str:
-    lines = _pairs_sections(doc, lambda t: markdown(*t), lambda s: f"## {s}")
+    lines = with_answer(doc, _pairs_sections(doc, lambda t: markdown(*t),
+                                             lambda s: f"## {s}"), True)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -250,12 +265,13 @@ def _mbw_sections(doc: Document, draw: Draw, title: Title) -> list[str]:
 
 @renderer("cluster-mbw", "text")
 def mbw_text(doc: Document, **_options: Any) -> str:
-    return "\n".join(_mbw_sections(doc, lambda t: aligned(*t), lambda s: s)).rstrip() + "\n"
+    lines = with_answer(doc, _mbw_sections(doc, lambda t: aligned(*t), lambda s: s), False)
+    return "\n".join(lines).rstrip() + "\n"
 
 
 @renderer("cluster-mbw", "markdown")
 def mbw_markdown(doc: Document, **_options: Any) -> str:
-    lines = _mbw_sections(doc, lambda t: markdown(*t), lambda s: f"## {s}")
+    lines = with_answer(doc, _mbw_sections(doc, lambda t: markdown(*t), lambda s: f"## {s}"), True)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -279,3 +295,75 @@ def mbw_csv(doc: Document, **_options: Any) -> str:
                              rate["ci_high"], p["pair_Bps"]["min"], p["pair_Bps"]["max"],
                              p["pair_Bps"]["sum"], p["trials"]])
     return out.getvalue()
+
+
+# --------------------------------------------------------------------------- the answer
+
+
+def with_answer(doc: Document, lines: list[str], md: bool) -> list[str]:
+    """The sections with the document's answer after their title line."""
+    top = lines_of(doc)
+    block = markdown_block(top) if md else [*text_block(top), *([""] if top else [])]
+    return [*lines[:2], *block, *lines[2:]]
+
+
+def series_answer(s: dict[str, Any]) -> list[Line]:
+    """A series that did not complete, its warnings, and minimum trials that overran the
+    time budget (the figures then have fewer trials than asked)."""
+    name = series_name(s)
+    out = []
+    if s["status"] != "complete":
+        text = f"{name}: {s['status']}" + (f" ({s['status_reason']})"
+                                          if s.get("status_reason") else "")
+        out.append(Line(Level.WARN if s["status"] == "interrupted" else Level.FAIL, text))
+    out += [Line(line.level, f"{name}: {line.text}", line.todo, line.topic)
+            for line in from_strings(s.get("warnings", []))]
+    loop = s.get("loop") or {}
+    if isinstance(loop, dict) and loop.get("over_budget"):
+        out.append(Line(Level.IMPRECISE, f"{name}: the minimum trials took "
+                                         f"{loop.get('elapsed_s')} s, longer than the time "
+                                         "budget: no time was left to reach the precision "
+                                         "asked",
+                        "a longer --time-budget, or fewer sizes", PRECISION))
+    return out
+
+
+def _all_series(doc: Document) -> list[Line]:
+    return [line for s in doc.body["series"] for line in series_answer(s)]
+
+
+def _or_ok(lines: list[Line], what: str) -> list[Line]:
+    return lines if any(line.level < Level.NOTE for line in lines) else \
+        [*lines, Line(Level.OK, what)]
+
+
+@answer("cluster-ring")
+def ring_answer(doc: Document) -> list[Line]:
+    return _or_ok(_all_series(doc), f"{plural(len(doc.body['series']), 'series', 'series')} "
+                                    "measured, none stopped early")
+
+
+@answer("cluster-mbw")
+def mbw_answer(doc: Document) -> list[Line]:
+    return _or_ok(_all_series(doc), f"{plural(len(doc.body['series']), 'series', 'series')} "
+                                    "measured, none stopped early")
+
+
+@answer("cluster-pairs")
+def pairs_answer(doc: Document) -> list[Line]:
+    """The slow nodes and links of every series (one line each kind), then the series'
+    own lines."""
+    out = []
+    for s in doc.body["series"]:
+        found = s["findings"]
+        slow = named({**found, "slow_links": []})
+        links = named({**found, "slow_nodes": []})
+        if slow:
+            out.append(Line(Level.WARN, f"{series_name(s)}: {listed(slow, 4)}",
+                            "beoperf audit and beoperf node on that node, beside a fast one"))
+        if links:
+            text = (f"{series_name(s)}: {listed(links, 3)}" if len(links) <= 3 else
+                    f"{series_name(s)}: {len(links)} slow links: {listed(links, 3)}")
+            out.append(Line(Level.WARN, text, "beoperf pingpong between the two nodes of a "
+                                              "slow link; check its cables and switch ports"))
+    return _or_ok([*out, *_all_series(doc)], "no slow node or link")

@@ -1,5 +1,6 @@
-"""The monitor report (kind "monitor-report") as Markdown: tables by day and week, the
-outages, stretches not monitored, congestion and level shifts, the plots, the method.
+"""The monitor report (kind "monitor-report") as Markdown: what needs attention (its
+answer), tables by day and week, the outages, stretches not monitored, congestion and
+level shifts (each saying what was looked for when there is none), the plots, the method.
 
 Every number comes from the document; the plots (report/monitor_plots.py) are linked
 when the document lists them.  ``text`` is the same Markdown: it is what
@@ -14,6 +15,7 @@ from beoperf.analysis.monitor import iso, words_s
 from beoperf.model.document import FORMAT, Document
 from beoperf.model.monitor import REPORT_KIND
 from beoperf.report import renderer
+from beoperf.report.answer import Level, Line, answer, from_strings, lines_of, markdown_block
 
 
 def _f(x: float | None, digits: int = 3) -> str:
@@ -37,9 +39,9 @@ def bandwidth_cell(b: dict) -> str:
     return _mbps(b["median"]) + (f" ({above} above link left out)" if above else "")
 
 
-def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+def _table(head: list[str], rows: list[list[str]], empty: str = "None.") -> list[str]:
     if not rows:
-        return ["(none)", ""]
+        return [empty, ""]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     return lines + ["| " + " | ".join(r) + " |" for r in rows] + [""]
 
@@ -89,8 +91,9 @@ def _md_outages(doc: dict) -> list[str]:
     gaps = [[iso(g["start_utc"]), iso(g["end_utc"]), words_s(g["duration_s"])]
             for g in doc["not_monitored"]]
     return ["## Outages", "", *_table(["start (UTC)", "end (UTC)", "duration", "cycles",
-                                       "kind", "note"], rows),
-            "## Not monitored", "", *_table(["from (UTC)", "to (UTC)", "duration"], gaps)]
+                                       "kind", "note"], rows, none_found(doc, "outages")),
+            "## Not monitored", "", *_table(["from (UTC)", "to (UTC)", "duration"], gaps,
+                                            none_found(doc, "not_monitored"))]
 
 
 def _md_events(doc: dict) -> list[str]:
@@ -107,9 +110,76 @@ def _md_events(doc: dict) -> list[str]:
               for s in doc["level_shifts"]]
     return ["## Congestion", "", *_table(
         ["start (UTC)", "end (UTC)", "duration", "one-way median ms", "baseline ms", "ratio",
-         "added ms", "p95 ms", "IQR ms (baseline)", "loss % (baseline)"], rows),
+         "added ms", "p95 ms", "IQR ms (baseline)", "loss % (baseline)"], rows,
+        none_found(doc, "congestion")),
         "## Level shifts (path changes)", "", *_table(
-            ["at (UTC)", "from ms", "to ms", "change ms", "IQR ms before / after"], shifts)]
+            ["at (UTC)", "from ms", "to ms", "change ms", "IQR ms before / after"], shifts,
+            none_found(doc, "level_shifts"))]
+
+
+def none_found(doc: dict, what: str) -> str:
+    """What was looked for, when a table of events has none (the report's own rules)."""
+    p = doc["method"].get("parameters", {})
+    if what in ("congestion", "level_shifts") and any(
+            "too few to look for congestion" in w for w in doc["warnings"]):
+        return "Not looked for: too few windows of cycles (see the warnings)."
+    return {
+        "outages": f"None: no {p.get('outage_cycles', 'two')} or more cycles in a row "
+                   "without an answered probe.",
+        "not_monitored": f"None: the monitor ran throughout (no pause of more than "
+                         f"{p.get('gap_periods', 1.5)} periods between cycles).",
+        "congestion": "None: no stretch above the baseline's level, dispersion or loss "
+                      "(windows of " + f"{p.get('window_cycles', '?')} cycles; the rule is "
+                      "under Method).",
+        "level_shifts": "None: no change from one stable baseline level to another.",
+    }[what]
+
+
+def no_bandwidth(doc: dict) -> str:
+    """Why a bandwidth plot has nothing to draw, from the report's own counts: never "no
+    answered probes" when probes were answered."""
+    bw = doc["summary"].get("bandwidth_bps") or {}
+    status = bw.get("status")
+    if status == "above_link":
+        return "no bandwidth figure: the estimates are above the link speed (see the warnings)"
+    if status == "lower_bound":
+        return "no bandwidth figure: the probes cannot resolve it (see the warnings)"
+    if any("one probe size" in w for w in doc["warnings"]):
+        return "no bandwidth estimate: the schedule has one probe size"
+    answered, probes = doc["summary"].get("answered"), doc["summary"].get("probes")
+    if not answered:
+        return "no bandwidth estimate: no probe was answered in this range"
+    return (f"no bandwidth estimate in this range: {answered:,} of {probes:,} probes were "
+            "answered, but no cycle had an answered small probe and a slower large one")
+
+
+@answer(REPORT_KIND)
+def what_is_wrong(document: Document) -> list[Line]:
+    """Outages (FAIL), congestion and level shifts (WARN), the report's own warnings (the
+    bandwidth's are notes); nothing found: the uptime and what was looked at."""
+    doc = document.body
+    s = doc["summary"]
+    out = []
+    if s.get("outages"):
+        out.append(Line(Level.FAIL, f"{s['outages']} outage(s), "
+                                    f"{words_s(s.get('outage_s') or 0.0)} in all (uptime "
+                                    f"{_f(s.get('uptime_pct'))} %)",
+                        "the Outages table says when; look at the path then"))
+    if s.get("congestion_events"):
+        out.append(Line(Level.WARN, f"{s['congestion_events']} congestion event(s)",
+                        "the Congestion table says when and by how much"))
+    if s.get("level_shifts"):
+        out.append(Line(Level.WARN, f"{s['level_shifts']} level shift(s) (path changes)",
+                        "the Level shifts table says when and by how much"))
+    for line in from_strings(doc["warnings"]):
+        bandwidth = "bandwidth" in line.text and line.level == Level.WARN
+        out.append(Line(Level.NOTE, line.text, line.todo, "the bandwidth estimate")
+                   if bandwidth else line)
+    if not any(line.level < Level.NOTE for line in out):
+        out.append(Line(Level.OK, f"uptime {_f(s.get('uptime_pct'))} % over "
+                                  f"{words_s(doc['range']['monitored_s'])} monitored; no "
+                                  "outage, congestion or level shift"))
+    return out
 
 
 def _generated(doc: Document) -> str:
@@ -129,7 +199,8 @@ def markdown(document: Document, **_options: Any) -> str:
              f"{words_s(r['monitored_s'])}; {doc['summary']['probes']} {src['transport']} "
              f"probes in {len(src['runs'])} run(s) of `{src['db']}`. "
              f"Latencies are one-way estimates: half the RTT of the small probes.",
-             "", *_md_summary(doc), *_md_periods(doc), *_md_outages(doc), *_md_events(doc),
+             "", *markdown_block(lines_of(document)), *_md_summary(doc), *_md_periods(doc),
+             *_md_outages(doc), *_md_events(doc),
              "## Plots", ""]
     lines += [f"![{name}]({name})" for name in doc["plots"]] or [
         "Not drawn: `beoperf monitor report FILE -o DIR` writes them beside report.md."]

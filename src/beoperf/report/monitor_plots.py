@@ -28,6 +28,7 @@ from matplotlib.patches import Patch
 
 from beoperf.analysis.monitor import iso, words_s
 from beoperf.model.document import Document
+from beoperf.report.monitor import no_bandwidth
 
 FIGSIZE = (10.0, 6.0)  # inches
 DPI = 100
@@ -36,7 +37,7 @@ BAND_ALPHA = 0.25
 OUTAGE = {"color": "tab:red", "alpha": 0.25}
 CONGESTION = {"color": "tab:orange", "alpha": 0.3}
 GAP = {"facecolor": "none", "edgecolor": "grey", "hatch": "//", "linewidth": 0}
-NO_DATA = "no answered probes in this range"
+NO_DATA = "no small probe answered in this range"
 
 
 def _dates(t_utc: list[float] | np.ndarray) -> np.ndarray:
@@ -154,7 +155,7 @@ def _timeline_figure(doc: dict, source: str, what: str) -> Figure:
     x = _dates(series["start_utc"]) + width / 2
     drawn = _spread(top, x, series[what], 1.0 if latency else 1e-6, "tab:blue")
     if not drawn:
-        _no_data(top, NO_DATA if latency else _no_bandwidth(doc))
+        _no_data(top, NO_DATA if latency else no_bandwidth(doc))
     _loss_bars(bottom, np.append(x - width / 2, x[-1] + width / 2),
                series["loss_pct" if latency else "large_loss_pct"])
     handles = _mark_events([top, bottom], doc)
@@ -165,16 +166,6 @@ def _timeline_figure(doc: dict, source: str, what: str) -> Figure:
     _time_axis(bottom)
     _footer(fig, doc, source)
     return fig
-
-
-def _no_bandwidth(doc: dict) -> str:
-    """Why the bandwidth panel is empty."""
-    status = doc["summary"]["bandwidth_bps"].get("status")
-    if status == "above_link":
-        return "no bandwidth figure: the estimates are above the link speed (see the warnings)"
-    if status == "lower_bound":
-        return "no bandwidth figure: the probes cannot resolve it (see the warnings)"
-    return "no bandwidth estimate in this range"
 
 
 def latency_figure(doc: dict, source: str = "") -> Figure:

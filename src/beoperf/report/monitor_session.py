@@ -18,6 +18,7 @@ from typing import Any
 from beoperf.model.document import Document
 from beoperf.model.monitor import SESSION_KIND
 from beoperf.report import renderer
+from beoperf.report.answer import Level, Line, answer
 from beoperf.units import format_rate
 
 
@@ -63,3 +64,22 @@ def text(doc: Document, **_options: Any) -> str:
     if doc.body["status"] == "planned":
         return "\n".join(cost_lines(doc.body)) + "\n"
     return stopped_line(doc.body) + "\n"
+
+
+@answer(SESSION_KIND)
+def what_is_wrong(doc: Document) -> list[Line]:
+    """A monitor that failed, and the share of its probes left unanswered."""
+    b = doc.body
+    out = []
+    if b["status"] == "failed":
+        out.append(Line(Level.FAIL, f"the monitor failed: {b['stop_reason']}"))
+    t = b.get("totals") or {}
+    probes, answered = t.get("probes") or 0, t.get("answered") or 0
+    if probes and answered < probes:
+        out.append(Line(Level.WARN, f"{probes - answered:,} of {probes:,} probes were not "
+                                    "answered", "beoperf monitor report on its database says "
+                                                "when (outages, loss per day)"))
+    if not out and b["status"] == "stopped":
+        out.append(Line(Level.OK, f"stopped ({b['stop_reason']}); {answered:,} of "
+                                  f"{probes:,} probes answered"))
+    return out

@@ -20,6 +20,7 @@ from beoperf import units
 from beoperf.analysis.node import describe_test
 from beoperf.model.document import Document
 from beoperf.report import renderer
+from beoperf.report.answer import Level, Line, answer, lines_of, listed, plural, text_block
 from beoperf.report.compare import _aligned as aligned
 from beoperf.report.fleet import printable
 
@@ -241,7 +242,8 @@ def report_lines(doc: Document) -> list[str]:
 
 @renderer("node", "text")
 def text(doc: Document, **_options: Any) -> str:
-    return "\n".join(report_lines(doc)) + "\n"
+    top = text_block(lines_of(doc))
+    return "\n".join([*top, *([""] if top else []), *report_lines(doc)]) + "\n"
 
 
 @renderer("node", "markdown")
@@ -299,7 +301,8 @@ def fleet_lines(body: Mapping[str, Any]) -> list[str]:
 
 @renderer("node-fleet", "text")
 def fleet_text(doc: Document, **_options: Any) -> str:
-    return "\n".join(fleet_lines(doc.body)) + "\n"
+    top = text_block(lines_of(doc))
+    return "\n".join([*top, *([""] if top else []), *fleet_lines(doc.body)]) + "\n"
 
 
 # --------------------------------------------------------------------------- comparing
@@ -373,3 +376,81 @@ def comparison_csv(doc: Document, **_options: Any) -> str:
 
 
 __all__ = ["describe_test", "text", "fleet_text", "comparison_table"]
+
+
+# --------------------------------------------------------------------------- the answer
+
+
+def validation_failures(parts: Mapping[str, Any]) -> list[str]:
+    """Each part's failed validation, with the figure that failed it."""
+    out = []
+    for r in parts.get("stream", {}).get("runs", []):
+        if r.get("ok") is False:
+            errs = ", ".join(f"{k} {v:.3g}" for k, v in (r.get("errors") or {}).items())
+            out.append(f"STREAM validation failed at {plural(r['threads'], 'thread')} "
+                       f"(average relative errors {errs})")
+    for r in parts.get("dgemm", {}).get("runs", []):
+        if r.get("ok") is False:
+            out.append(f"DGEMM check failed at {plural(r['threads'], 'thread')}: scaled "
+                       f"residual {r.get('residual')} over {parts['dgemm'].get('threshold')}")
+    for r in parts.get("randomaccess", {}).get("runs", []):
+        if r.get("ok") is False:
+            out.append(f"RandomAccess check failed at {plural(r['threads'], 'thread')}: "
+                       f"{r.get('errors')} wrong table words")
+    fft = parts.get("fft", {})
+    if fft.get("ok") is False:
+        out.append(f"FFT check failed: error {fft.get('error')} over {fft.get('threshold')}")
+    return out
+
+
+CHECK_TODO = ("a failed check means wrong results: check the memory (EDAC counters, "
+              "memtest) and the build before trusting any figure of this node")
+
+
+@answer("node")
+def node_answer(doc: Document) -> list[Line]:
+    """A run that did not complete, each failed check, the figures whose check failed,
+    STREAM measuring a cache instead of memory; all checks passed: says so."""
+    b = doc.body
+    out = []
+    if b["status"] != "complete":
+        reason = f": {b['status_reason']}" if b.get("status_reason") else ""
+        out.append(Line(Level.WARN if b["status"] == "interrupted" else Level.FAIL,
+                        f"the node suite is {b['status']}{reason}"))
+    out += [Line(Level.FAIL, text, CHECK_TODO) for text in validation_failures(b["parts"])]
+    failed = [m["id"] for m in b["metrics"] if m.get("ok") is False]
+    if failed:
+        out.append(Line(Level.FAIL, f"{plural(len(failed), 'figure')} whose check failed: "
+                                    f"{listed(failed)}", CHECK_TODO))
+    if b["parts"].get("stream", {}).get("below_4x_cache"):
+        out.append(Line(Level.WARN, "STREAM's arrays are smaller than 4 x the last-level "
+                                    "cache: its figures are cache bandwidth, not memory "
+                                    "bandwidth",
+                        "a larger --array-size (at least 4 x the last-level cache)"))
+    if not out:
+        checked = sum(m.get("ok") is True for m in b["metrics"])
+        out.append(Line(Level.OK, f"{plural(len(b['metrics']), 'figure')} measured; the "
+                                  f"{plural(checked, 'check')} of their results passed"))
+    return out
+
+
+@answer("node-fleet")
+def fleet_answer(doc: Document) -> list[Line]:
+    """Nodes that did not answer or run another beoperf, and the outlier nodes (each with
+    how many figures and which)."""
+    b = doc.body
+    out = [Line(Level.FAIL, f"did not answer: {printable(ns)} ({printable(reason)})",
+                "check that beoperf runs there over ssh, then run again")
+           for reason, ns in b["no_answer"].items()]
+    out += [Line(Level.WARN, f"another beoperf version, not used: {printable(ns)} (beoperf "
+                             f"{printable(v)})", "install the same beoperf on every node")
+            for v, ns in b["other_version"].items()]
+    out += [Line(Level.WARN, f"outlier node {printable(node)}: {plural(len(ids), 'figure')} "
+                             "apart from the other nodes "
+                             f"({listed([printable(i) for i in ids], 4)})",
+                 f"beoperf node on {printable(node)} beside a normal node (and beoperf audit)")
+            for node, ids in b["outliers"].items()]
+    if not out:
+        out.append(Line(Level.OK, f"{b['answered'] or 'no node'} answered; no outlier node in "
+                                  f"{plural(len(b['metrics']), 'figure')}"))
+    return out

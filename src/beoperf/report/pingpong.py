@@ -7,15 +7,26 @@ throughput collapses those figures leave out, the warnings and why a run stopped
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from beoperf.analysis.curve import analyze_run
+from beoperf.analysis.curve import analyze_run, latency_name
 from beoperf.analysis.mpi import protocol_switch
-from beoperf.analysis.pingpong import summary
+from beoperf.analysis.pingpong import precision_shortfall, size_text, summary
 from beoperf.model.document import Document
 from beoperf.model.netpipe import netpipe_lines
 from beoperf.model.pingpong import RunResult
 from beoperf.report import renderer
+from beoperf.report.answer import (
+    PRECISION,
+    Level,
+    Line,
+    answer,
+    from_strings,
+    lines_of,
+    plural,
+    text_block,
+)
 
 
 def run_of(doc: Document | RunResult) -> RunResult:
@@ -31,6 +42,8 @@ def text(doc: Document | RunResult, **_options: Any) -> str:
     lines = [f"beoperf pingpong: {run.meta.get('peer', '?')}, mode {mode}, "
              f"{s['sizes_measured']} of {run.parameters.get('sizes', len(run.sizes))} sizes "
              f"in {float(run.meta.get('duration_s', 0.0)):.1f} s ({run.status})"]
+    lines += text_block(lines_of(doc if isinstance(doc, Document) else run.to_document()),
+                        "  ")
     if "latency_size" in s:
         lines.append(_latency_line(run, s))
         lines.append(f"  throughput {s['peak_throughput_bps'] / 1e6:.2f} Mbit/s peak at "
@@ -42,9 +55,6 @@ def text(doc: Document | RunResult, **_options: Any) -> str:
         switch = protocol_switch(run) if len(run.sizes) >= 3 else None
         if switch is not None:
             lines.append(f"  protocol   {switch.text()}")
-    lines += [f"  warning: {warning}" for warning in run.warnings]
-    if run.status_reason:
-        lines.append(f"  stopped: {run.status_reason}")
     return "\n".join(lines) + "\n"
 
 
@@ -75,7 +85,6 @@ def analysis_lines(run: RunResult) -> list[str]:
         breaks = (", ".join(str(b) for b in a.thresholds) + " B") if a.thresholds else "none"
         out.append(f"  model      t = {h.alpha_us:.2f} us + n / {h.bandwidth_bps / 1e6:.1f} "
                    f"Mbit/s (R^2 {h.r2:.3f}); protocol thresholds at: {breaks}")
-    out += [f"  warning: {c.text()}; {a.collapse_note()}" for c in a.collapses]
     return out
 
 
@@ -97,12 +106,93 @@ def between_runs_text(run: RunResult) -> str | None:
 
 
 def _latency_line(run: RunResult, s: dict[str, Any]) -> str:
-    """The analysis's latency, with the p99, sample count and CI of the same size."""
+    """The analysis's latency (in stream mode the time per message), with the p99, sample
+    count and CI of the same size."""
     size = next(x for x in run.sizes if x.size == s["latency_size"])
     half = s["latency_ci95_halfwidth_us"]
     ci_text = (f", 95% CI +-{half:.2f} us (+-{half / s['latency_median_us'] * 100:.1f}%)"
                if half is not None and s["latency_median_us"] > 0 else "")
     p99 = s["latency_p99_us"]
     p99_text = f", {p99:.2f} us p99" if p99 is not None else ""
-    return (f"  latency    {s['latency_median_us']:.2f} us median{p99_text} (one-way, "
+    stream = run.parameters.get("mode") == "stream"  # a time per message, no latency
+    label, what = ("time/msg", "time per message") if stream else ("latency", "one-way")
+    return (f"  {label:<10} {s['latency_median_us']:.2f} us median{p99_text} ({what}, "
             f"{size.size} B, {size.samples} samples{ci_text})")
+
+
+# --------------------------------------------------------------------------- the answer
+
+# stored warnings the answer works out again from the sizes (any beoperf's wording)
+RECOMPUTED = re.compile(r"did not reach (the requested precision|±)|longer than the time "
+                        r"budget of")
+
+
+@answer("pingpong")
+def what_is_wrong(doc: Document) -> list[Line]:
+    """Why the run stopped, corrupted messages, throughput collapses, the transport's and
+    the shaper's warnings, the sizes short of their precision (one line, from the sizes:
+    documents of any version read alike) and the notes of the history."""
+    run = run_of(doc)
+    out = _status(run)
+    corrupt = [s.size for s in run.sizes if s.corrupt]
+    if corrupt:
+        out.append(Line(Level.FAIL, f"{sum(s.corrupt for s in run.sizes)} corrupted "
+                                    f"message(s) at {_sizes(corrupt)}",
+                        "check the NIC, its driver and the cable: a network must never "
+                        "change data"))
+    out += _collapses(run)
+    out += from_strings(w for w in run.warnings if not RECOMPUTED.search(w))
+    out += precision_lines(run)
+    if run.source:
+        tool = run.source.get("format", "another tool")
+        out.append(Line(Level.NOTE, f"imported from {tool}: the figures are that tool's, "
+                                    "without beoperf's trials and intervals"))
+    return out
+
+
+def _status(run: RunResult) -> list[Line]:
+    if run.status == "complete":
+        return []
+    text = (f"the sweep is {run.status}: {run.status_reason or 'no reason recorded'} "
+            f"({plural(len(run.sizes), 'size')} kept)")
+    if run.status == "interrupted":
+        return [Line(Level.WARN, text, "run it again for the sizes not measured")]
+    return [Line(Level.FAIL, text)]
+
+
+def _collapses(run: RunResult) -> list[Line]:
+    try:
+        a = analyze_run(run) if run.sizes else None
+    except Exception:  # noqa: BLE001 - no analysis: no collapse to name
+        return []
+    if a is None:
+        return []
+    first = latency_name(run.parameters.get("mode"))
+    return [Line(Level.WARN, f"{c.text()}; {a.collapse_note(first)}",
+                 "look for drops or a shaper at those sizes (--integrity, tc -s qdisc)")
+            for c in a.collapses]
+
+
+def precision_lines(run: RunResult) -> list[Line]:
+    """The sizes whose interval is wider than asked, as one line, and a time budget the
+    minimum trials alone overran."""
+    out = []
+    short = precision_shortfall(run.sizes, run.parameters.get("precision"))
+    if short and not run.source:
+        out.append(Line(Level.IMPRECISE, short, "a longer --time-budget, or a quieter "
+                                               "machine; each size's interval is in the result",
+                        PRECISION))
+    facts = run.sweep or {}
+    if facts.get("over_budget"):
+        out.append(Line(Level.IMPRECISE, f"the minimum {facts.get('min_trials')} trials of "
+                                         f"every size took {facts.get('elapsed_s')} s, longer "
+                                         f"than the time budget of {facts.get('time_budget_s')} s",
+                        f"--time-budget {facts.get('elapsed_s')} or more, or fewer sizes",
+                        PRECISION))
+    return out
+
+
+def _sizes(sizes: list[int]) -> str:
+    shown = ", ".join(size_text(s) for s in sizes[:8])
+    return ("size " if len(sizes) == 1 else "sizes ") + shown + \
+        (f" and {len(sizes) - 8} more" if len(sizes) > 8 else "")

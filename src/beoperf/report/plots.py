@@ -5,6 +5,10 @@
 - saturation: one-way time against message size, log-log; past the
   saturation point time grows linearly with size.
 
+In stream mode a sample is the time per message of messages sent back to back, not a
+one-way time, and its first point no latency: the titles and axes say "time per message"
+(``time_label``).
+
 Curves use each size's central statistic (the median for beoperf runs,
 whatever the source has for imports). The band spans the one-way time from
 the minimum to the 90th percentile where the result stores them: on the
@@ -44,7 +48,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter
 
-from beoperf.analysis.curve import Collapse, analyze_run
+from beoperf.analysis.curve import Collapse, analyze_run, time_name
 from beoperf.model.pingpong import RunResult
 
 FIGSIZE = (8.0, 5.0)  # inches: the axes and their labels; the legend adds LEGEND_WIDTH
@@ -261,7 +265,7 @@ def _legend(ax: Axes, curves: Sequence[Curve], runs: Sequence[RunResult]) -> Non
     handles, labels = list(handles), list(labels)
     if any(c.series.band_us is not None for c in curves):
         handles.append(Patch(facecolor="grey", alpha=BAND_ALPHA))
-        labels.append("band: one-way time min..p90")
+        labels.append(f"band: {time_label(runs)} min..p90")
     if any(c.series.collapses for c in curves):
         handles.append(Patch(facecolor="grey", alpha=COLLAPSE_ALPHA * 2, hatch="//"))
         labels.append("throughput collapse")
@@ -281,9 +285,19 @@ def _legend_width(labels: Sequence[str], runs: Sequence[RunResult]) -> float:
 
 def central_statistic(runs: Sequence[RunResult]) -> str:
     """What the curves show: the median, unless some import only has another figure."""
+    what = time_label(runs)
     if all(s.time_us.get("median") is not None for run in runs for s in run.sizes):
-        return "median one-way time"
-    return "median one-way time (imports: the source's figure)"
+        return f"median {what}"
+    return f"median {what} (imports: the source's figure)"
+
+
+def time_label(runs: Sequence[RunResult]) -> str:
+    """What the time axis shows: "time per message" when every run is a stream (no
+    latency in it), "one-way time" when none is, both names when they are mixed."""
+    modes = {run.parameters.get("mode") == "stream" for run in runs}
+    if modes == {True}:
+        return time_name("stream")
+    return TIME_LABEL if modes != {True, False} else f"{TIME_LABEL} or time per message"
 
 
 def _mark_collapses(ax: Axes, curve: Curve, spans: list[tuple[float, float]],
@@ -431,8 +445,10 @@ def throughput_figure(runs: Sequence[RunResult], labels: Sequence[str]) -> Figur
 def signature_figure(runs: Sequence[RunResult], labels: Sequence[str]) -> Figure:
     """Throughput (linear) against one-way time (log); first point = latency."""
     unit, scale = _unit(runs)
-    fig = _figure(runs, labels, Kind("Signature: throughput against one-way time "
-                                     "(first point = latency)", TIME_LABEL,
+    what = time_label(runs)
+    first = "latency" if what == TIME_LABEL else "the smallest size"
+    fig = _figure(runs, labels, Kind(f"Signature: throughput against {what} "
+                                     f"(first point = {first})", what,
                                      throughput_label(unit), _draw_signature, _time_spans,
                                      xscale=LOG10))
     ax = fig.axes[0]
@@ -443,8 +459,9 @@ def signature_figure(runs: Sequence[RunResult], labels: Sequence[str]) -> Figure
 
 def saturation_figure(runs: Sequence[RunResult], labels: Sequence[str]) -> Figure:
     """One-way time against message size (bytes), log-log, saturation points marked."""
-    fig = _figure(runs, labels, Kind("Saturation: one-way time against message size",
-                                     SIZE_LABEL, TIME_LABEL, _draw_saturation, _size_spans,
+    what = time_label(runs)
+    fig = _figure(runs, labels, Kind(f"Saturation: {what} against message size",
+                                     SIZE_LABEL, what, _draw_saturation, _size_spans,
                                      xscale=LOG2, yscale=LOG10))
     ax = fig.axes[0]
     _size_ticks(ax, "x")

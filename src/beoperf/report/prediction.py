@@ -14,6 +14,15 @@ from typing import Any
 from beoperf.model.document import Document
 from beoperf.model.prediction import PREDICTION, REPLAY
 from beoperf.report import renderer
+from beoperf.report.answer import (
+    Level,
+    Line,
+    answer,
+    from_strings,
+    lines_of,
+    status_lines,
+    text_block,
+)
 from beoperf.report.compare import _aligned
 from beoperf.units import format_size, format_time
 
@@ -73,14 +82,14 @@ def class_rows(n: Mapping[str, Any]) -> list[list[str]]:
 def text(doc: Document, **_options: Any) -> str:
     b = doc.body
     head, rows = network_rows(b)
-    lines = [f"beoperf predict: {profile_line(b['profile'])}", "",
+    top = text_block(lines_of(doc))
+    lines = [f"beoperf predict: {profile_line(b['profile'])}", *top, "",
              *_aligned(head, rows, {2, 4, 6, 7, 8}), "", "Sizes that dominate (80% of the "
              "time):", *(f"  {dominant_line(n)}" for n in b["networks"])]
     first = b["networks"][0]
     lines += ["", f"Per class on {first['name']}:",
               *(f"  {line}" for line in _aligned(CLASS_HEAD, class_rows(first), {0, 1, 3, 5}))]
     lines += [f"  note: {note}" for note in b["profile"]["notes"]]
-    lines += [f"warning: {w}" for w in b["warnings"]]
     lines.append("Times: the model's mean one-way time per message (see --help for the "
                  "method); interval: the model's residuals, not the link's noise.")
     return "\n".join(lines) + "\n"
@@ -126,13 +135,11 @@ def replay_text(doc: Document, **_options: Any) -> str:
     t = b["total_s"]
     lines = [f"beoperf replay: {profile_line(b['profile'])}",
              f"  to {b['peer']} over {b['transport']}, {b['repeats']} repeat(s) ({b['status']})",
+             *text_block(lines_of(doc)),
              "", *_aligned(REPLAY_HEAD, replay_rows(b), {0, 1, 3, 5}), "",
              f"total {secs(t['median'])} (each class's median over the repeats, summed); "
              f"{len(t['per_repeat'])} complete repeat(s) took {secs(t['min'])}.."
              f"{secs(t['max'])}"]
-    lines += [f"warning: {w}" for w in b["warnings"]]
-    if b.get("status_reason"):
-        lines.append(f"stopped: {b['status_reason']}")
     return "\n".join(lines) + "\n"
 
 
@@ -144,3 +151,28 @@ def replay_markdown(doc: Document, **_options: Any) -> str:
                       f"Total: {secs(b['total_s']['median'])} (each class's median over the "
                       "repeats, summed).",
                       "", b["method"]]) + "\n"
+
+
+# --------------------------------------------------------------------------- the answer
+
+
+@answer(PREDICTION)
+def prediction_answer(doc: Document) -> list[Line]:
+    """Networks the method does not claim (their model's error is too large to say),
+    classes priced outside the measured sizes, the models' notes."""
+    out = []
+    for line in from_strings(doc.body["warnings"]):
+        if "not claimed" in line.text:
+            out.append(Line(Level.IMPRECISE, line.text, "measure that network over the "
+                                                        "profile's sizes (beoperf pingpong) "
+                                                        "and predict from the run"))
+        else:
+            out.append(Line(Level.NOTE, line.text, line.todo, line.topic))
+    return out
+
+
+@answer(REPLAY)
+def replay_answer(doc: Document) -> list[Line]:
+    """A replay that did not complete, and its warnings."""
+    b = doc.body
+    return [*status_lines(b, "replay"), *from_strings(b["warnings"])]

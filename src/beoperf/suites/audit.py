@@ -2,13 +2,15 @@
 
 ``run(Spec(...))`` picks the interface (the one named, the route to the peer, else the
 default route's), measures the RTT to the peer's ``beoperf serve`` when a link speed is
-given (for the socket-buffer advice from the bandwidth-delay product), runs every check
-(read-only) and returns the "audit" document.
+given (for the socket-buffer advice from the bandwidth-delay product), with a peer probes
+whether the path carries this interface's MTU both ways (:func:`path_facts`), runs every
+check (read-only) and returns the "audit" document.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -16,13 +18,14 @@ from typing import Any
 from beoperf import errors, sysinfo
 from beoperf.audit.base import PROFILES, run_audit
 from beoperf.audit.buffers import RTT_SIZE, advise, current_limits
-from beoperf.audit.checks import default_route_interface
+from beoperf.audit.checks import ETHERNET_MTU, default_route_interface
 from beoperf.engines.protocol import DEFAULT_PORT
 from beoperf.model import audit as audit_doc
 from beoperf.model.document import Document, make_meta, utc_now
+from beoperf.monitor import probes
 from beoperf.sweep.probe import measure_size
 
-__all__ = ["PROFILES", "DEFAULT_PORT", "Spec", "run", "pick_interface"]
+__all__ = ["PROFILES", "DEFAULT_PORT", "Spec", "run", "pick_interface", "path_facts"]
 
 RTT_TIME_S = 1.0  # seconds of small-message ping-pong behind the RTT
 RTT_TIMEOUT_S = 10.0
@@ -85,8 +88,78 @@ def buffer_advice(peer: str, port: int, rate_bps: float) -> dict[str, Any]:
     return advise(rate_bps, rtt_us, measured.samples, current_limits()).to_dict()
 
 
+# --------------------------------------------------------------------------- the path
+
+SMALL_PACKET = 576  # bytes: the IPv4 minimum every host takes whole (crosses any path)
+HEADERS = {False: 28, True: 48}  # IPv4 or IPv6, and UDP: a packet's bytes past its payload
+MAX_PACKET = 65535  # IPv4's largest packet (loopback's MTU is 65536)
+PROBE_TIMEOUT_S = 1.0
+PROBE_TRIES = 3  # per size: a lost datagram is not yet a path that cannot carry it
+RETRY_PAUSE_S = 0.3  # lets the server's per-source echo budget refill between big probes
+
+
+def path_facts(peer: str, port: int, interface: str | None) -> dict[str, Any]:
+    """What don't-fragment UDP probes to ``beoperf serve`` on ``peer`` found (for the path
+    check and the MTU advice, ``beoperf.audit.checks``): a small packet, then one of this
+    interface's MTU, and if that one is lost, 1500 bytes.  Each crosses both ways whole or
+    not at all (DF on the probe; the echo goes back with DF while it fits the server's MTU),
+    and each is the size of its answer: the server's echo budget stays as it is.
+
+    Why serve's echo, not ICMP: a Linux host answers a ping without DF (its reply may be
+    cut into fragments on the way back), and a ping needs no program on the peer, so it
+    says nothing of the way back; serve is the peer of every beoperf network test."""
+    mtu = sysinfo.interface_facts(interface)["mtu"] if interface else None
+    out: dict[str, Any] = {"peer": peer, "port": port, "mtu": mtu, "probes": [],
+                           "carried": None, "error": None}
+    if mtu is None:
+        out["error"] = f"the MTU of {interface or 'the interface'} is unknown"
+        return out
+    try:
+        target = probes.resolve(peer)
+        prober = probes.UdpProber(target, port)
+    except (errors.BeoperfError, OSError) as exc:
+        out["error"] = str(exc)
+        return out
+    try:
+        prober.dont_fragment()
+        _probe_path(prober, out, min(mtu, MAX_PACKET), HEADERS[target.ipv6])
+    finally:
+        prober.close()
+    return out
+
+
+def _probe_path(prober: probes.UdpProber, out: dict[str, Any], mtu: int, headers: int) -> None:
+    """Small, then the MTU, then (if that failed) Ethernet's 1500: each as far as needed."""
+    plan = [("small", min(SMALL_PACKET, mtu)), ("mtu", mtu)]
+    if mtu > ETHERNET_MTU:
+        plan.append(("ethernet", ETHERNET_MTU))
+    for role, size in plan:
+        ok, outcome = _crosses(prober, size - headers)
+        out["probes"].append({"role": role, "bytes": size, "ok": ok, "outcome": outcome})
+        if ok:
+            out["carried"] = max(out["carried"] or 0, size)
+        if (role == "small" and not ok) or (role == "mtu" and ok):
+            return
+
+
+def _crosses(prober: probes.UdpProber, payload: int) -> tuple[bool, str]:
+    """Whether a datagram of ``payload`` bytes came back (up to PROBE_TRIES sent), and the
+    last outcome ("ok", "timeout", "refused", "error: message too long" ...)."""
+    outcome = "not sent"
+    for k in range(PROBE_TRIES):
+        if k:
+            time.sleep(RETRY_PAUSE_S)
+        got = prober.probe(payload, PROBE_TIMEOUT_S)
+        if got.outcome == "ok":
+            return True, "ok"
+        outcome = got.outcome + (f": {got.error}" if got.error else "")
+        if got.outcome in ("refused", "unreachable"):
+            break
+    return False, outcome
+
+
 def run(spec: Spec, progress: Progress | None = None) -> Document:
-    """The audit document of this node (read-only)."""
+    """The audit document of this node (read-only); with a peer, the path's MTU probed."""
     started = utc_now()
     check_profile_name(spec.profile)
     if spec.link_speed is not None and not spec.peer:
@@ -96,7 +169,8 @@ def run(spec: Spec, progress: Progress | None = None) -> Document:
     if spec.link_speed is not None:
         assert spec.peer is not None
         advice = buffer_advice(spec.peer, spec.port, spec.link_speed)
-    findings = [f.to_dict() for f in run_audit(spec.profile, interface)]
+    path = path_facts(spec.peer, spec.port, interface) if spec.peer else None
+    findings = [f.to_dict() for f in run_audit(spec.profile, interface, path)]
     meta = make_meta(list(spec.command_line), utc_start=started, utc_end=utc_now())
     return audit_doc.make(spec.profile, interface, sysinfo.host_facts(), findings, advice,
                           meta)

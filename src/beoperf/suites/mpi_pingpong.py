@@ -173,7 +173,9 @@ def measure(spec: Spec, opts: MpiOptions, session: Any, info: ranks.RankInfo,
                      launch=launch_meta(info))
     result = RunResult(parameters=params, local=local, remote=remote, meta=meta,
                        sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
-                       warnings=warnings_of(transport.warnings, outcome), sweep=outcome.facts)
+                       warnings=warnings_of(transport.warnings, outcome,
+                                            params.get("precision")),
+                       sweep=outcome.facts)
     result.warnings += shaper_notes(result, local)
     return Measured(document(result), result, *stopped(outcome))
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from beoperf import _core, engines, errors, interrupts, pools, sysinfo, units
-from beoperf.analysis.pingpong import document
+from beoperf.analysis.pingpong import document, precision_shortfall
 from beoperf.analysis.stats import MIN_CI_SAMPLES
 from beoperf.engines import protocol, tcp_data
 from beoperf.engines.base import MODES, Peer
@@ -277,7 +277,8 @@ def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
                      clock=dict(sysinfo.clock_facts(), overhead_ns=_core.clock_overhead_ns(1000)))
     result = RunResult(parameters=params, local=local, remote=remote, meta=meta,
                        sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
-                       warnings=warnings_of(client.warnings, outcome), sweep=outcome.facts)
+                       warnings=warnings_of(client.warnings, outcome, spec.precision),
+                       sweep=outcome.facts)
     result.warnings += shaper_notes(result, local)
     if history is not None:
         try:
@@ -424,17 +425,12 @@ def _stopped(outcome: SweepOutcome, transport: str,
     return None, None
 
 
-def warnings_of(transport_warnings: list[str], outcome: SweepOutcome) -> list[str]:
+def warnings_of(transport_warnings: list[str], outcome: SweepOutcome,
+                precision: float | None = None) -> list[str]:
     out = list(transport_warnings)
-    late = [s for s in outcome.sizes if not s.converged]
-    if late:
-        worst = max(late, key=lambda s: s.ci95_relative or 0.0)
-        reached = (f"; the widest interval reached is +-{worst.ci95_relative * 100:.1f}% at "
-                   f"{worst.size} B" if worst.ci95_relative is not None else "")
-        out.append(f"{len(late)} size(s) did not reach the requested precision within the "
-                   f"time budget: {', '.join(str(s.size) for s in late[:8])}"
-                   f"{' ...' if len(late) > 8 else ''}{reached} (each size's interval is in "
-                   "the result)")
+    short = precision_shortfall(outcome.sizes, precision)
+    if short:
+        out.append(f"{short} (each size's interval is in the result)")
     out += budget_notes(outcome.facts, outcome.status)  # sizes the hard budget cut
     return out
 

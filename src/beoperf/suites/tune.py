@@ -32,7 +32,7 @@ from beoperf.audit.tune import ApplyFailed, Change, Plan, TuneError, TuneLock
 from beoperf.engines.protocol import DEFAULT_PORT
 from beoperf.model import tune as documents
 from beoperf.model.document import Document, make_meta, utc_now
-from beoperf.suites.audit import pick_interface
+from beoperf.suites.audit import path_facts, pick_interface
 from beoperf.sweep.probe import measure_size
 
 __all__ = ["PROFILES", "DEFAULT_PORT", "MIN_REPEATS", "Spec", "RollbackSpec", "plan", "apply",
@@ -127,9 +127,11 @@ def profile_of(spec: Spec) -> tuple[str, dict]:
 
 def plan_here(spec: Spec, rules: dict) -> tuple[str | None, Plan]:
     """The interface and the plan, from this node's settings now (call with the lock held
-    when changing: what the audit reads becomes the snapshot's "previous" values)."""
+    when changing: what the audit reads becomes the snapshot's "previous" values); with a
+    peer, the path to it probed as the audit does (no MTU it has not seen cross)."""
     interface = pick_interface(spec.interface, spec.peer)
-    return interface, tune.make_plan(run_audit(rules, interface), rules, interface)
+    path = path_facts(spec.peer, spec.port, interface) if spec.peer else None
+    return interface, tune.make_plan(run_audit(rules, interface, path), rules, interface)
 
 
 def _meta(spec: Spec | RollbackSpec, started: str) -> dict[str, Any]:

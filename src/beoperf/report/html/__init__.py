@@ -1,8 +1,10 @@
 """HTML: one self-contained page of many documents (`beoperf report`).
 
 ``page.page(entries)`` builds the page; each kind's section is the ``"html"`` renderer of
-a module in this package (``@report.renderer(kind, "html")``), with optional ``"title"``
-and ``"warnings"`` renderers; a kind without one gets the generic section.  Importing
+a module in this package (``@report.renderer(kind, "html")``), with an optional
+``"title"`` renderer; a kind without one gets the generic section.  What a section says
+first is the kind's answer (``beoperf.report.answer``, registered beside its text
+renderer; a kind without one: its ``"warnings"`` renderer, one per line).  Importing
 the package imports every module in it, so a new kind's section is one new file here.
 """
 

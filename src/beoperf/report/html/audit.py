@@ -36,16 +36,6 @@ def title(doc: Document, **_options: Any) -> str:
     return f"Audit of {host}, interface {b.get('interface') or '(none)'}, profile {b['profile']}"
 
 
-@renderer("audit", "warnings")
-def warnings(doc: Document, **_options: Any) -> str:
-    counts = Counter(f["status"] for f in doc.body["findings"])
-    out = []
-    if counts.get("fail"):
-        out.append(f"{counts['fail']} setting(s) fail the {doc.body['profile']} profile: "
-                   + ", ".join(f["key"] for f in doc.body["findings"] if f["status"] == "fail"))
-    return "\n".join(out)
-
-
 def findings_table(findings: list[dict]) -> Markup:
     rows = [[status_mark(f["status"]), f["check"], f["key"], show_value(f["value"]),
              f["reason"]] for f in findings]
@@ -101,19 +91,6 @@ def html(doc: Document, **_options: Any) -> str:
 def fleet_title(doc: Document, **_options: Any) -> str:
     answered, asked = answer_counts(doc.body)
     return f"Fleet audit of {doc.body['nodes']}: {answered} of {asked} nodes answered"
-
-
-@renderer("fleet-audit", "warnings")
-def fleet_warnings(doc: Document, **_options: Any) -> str:
-    b = doc.body
-    out = [f"did not answer: {nodes} ({reason})" for reason, nodes in b["no_answer"].items()]
-    out += [f"another beoperf version, not used: {nodes} (beoperf {version})"
-            for version, nodes in b["other_version"].items()]
-    if b["inconsistent"]:
-        out.append(f"{len(b['inconsistent'])} setting(s) differ between nodes: "
-                   + ", ".join(k["label"] for k in b["inconsistent"][:12])
-                   + (" ..." if len(b["inconsistent"]) > 12 else ""))
-    return "\n".join(out)
 
 
 @renderer("fleet-audit", "html")

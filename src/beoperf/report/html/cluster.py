@@ -46,11 +46,6 @@ def cluster_title(doc: Document, **_options: Any) -> str:
             f"{'passed' if b['status'] == 'ok' else 'failed'}")
 
 
-@renderer("cluster", "warnings")
-def cluster_warnings(doc: Document, **_options: Any) -> str:
-    return "\n".join(doc.body["failures"])
-
-
 @renderer("cluster", "html")
 def cluster_html(doc: Document, **_options: Any) -> str:
     b = doc.body
@@ -82,10 +77,10 @@ def scaling_title(doc: Document, **_options: Any) -> str:
             f"{', '.join(map(str, counts)) or 'no'} processes")
 
 
-@renderer("scaling", "warnings")
-def scaling_warnings(doc: Document, **_options: Any) -> str:
-    return "\n".join(f"{r['label']}: {'; '.join(r['failures'])}" for r in doc.body["runs"]
-                     if r["status"] != "ok")
+def failed_runs(doc: Document) -> list[str]:
+    """The runs left out of the statistics, and why."""
+    return [f"{r['label']}: {'; '.join(r['failures'])}" for r in doc.body["runs"]
+            if r["status"] != "ok"]
 
 
 def _means(b: dict[str, Any], series: str) -> Markup:
@@ -134,9 +129,9 @@ def scaling_html(doc: Document, **_options: Any) -> str:
     if refs is not None:
         parts.append(_plain(refs, "Reference systems beside the largest count "
                                   "(ratio = this run / the reference)"))
-    failed = scaling_warnings(doc)
+    failed = failed_runs(doc)
     if failed:
-        parts += [heading("Left out of the statistics"), bullet_list(failed.splitlines())]
+        parts += [heading("Left out of the statistics"), bullet_list(failed)]
     return join(parts)
 
 

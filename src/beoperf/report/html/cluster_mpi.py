@@ -61,16 +61,6 @@ def series_facts(s: dict[str, Any]) -> Markup:
                    or None)])
 
 
-def _warnings(doc: Document) -> list[str]:
-    out = []
-    for s in doc.body["series"]:
-        out += [f"{series_name(s)}: {w}" for w in s.get("warnings", [])]
-        if s["status"] != "complete":
-            out.append(f"{series_name(s)}: {s['status']}"
-                       + (f" ({s['status_reason']})" if s.get("status_reason") else ""))
-    return out
-
-
 # --------------------------------------------------------------------------- rings
 
 
@@ -79,11 +69,6 @@ def ring_title(doc: Document, **_options: Any) -> str:
     b = doc.body
     return (f"HPCC ring latency and bandwidth {b['label']}: "
             f"{', '.join(series_name(s) for s in b['series']) or 'no series'}")
-
-
-@renderer("cluster-ring", "warnings")
-def ring_warnings(doc: Document, **_options: Any) -> str:
-    return "\n".join(_warnings(doc))
 
 
 def _figure_cell(s: dict[str, Any], i: int, key: str) -> Markup:
@@ -233,14 +218,6 @@ def pairs_title(doc: Document, **_options: Any) -> str:
             f"{slow or 'no'} slow node{'s' if slow != 1 else ''} or link{'s' if slow != 1 else ''}")
 
 
-@renderer("cluster-pairs", "warnings")
-def pairs_warnings(doc: Document, **_options: Any) -> str:
-    lines = _warnings(doc)
-    for s in doc.body["series"]:
-        lines += [f"{series_name(s)}: {line}" for line in named(s["findings"])]
-    return "\n".join(lines)
-
-
 @renderer("cluster-pairs", "html")
 def pairs_html(doc: Document, **_options: Any) -> str:
     b = doc.body
@@ -275,11 +252,6 @@ def mbw_title(doc: Document, **_options: Any) -> str:
     counts = sorted({c for s in b["series"] for c in s["pair_counts"]})
     return (f"N pairs at once {b['label']}: {', '.join(map(str, counts)) or 'no'} pairs, "
             f"{len(b['sizes'])} sizes")
-
-
-@renderer("cluster-mbw", "warnings")
-def mbw_warnings(doc: Document, **_options: Any) -> str:
-    return "\n".join(_warnings(doc))
 
 
 def mbw_table(s: dict[str, Any], i: int) -> Markup:

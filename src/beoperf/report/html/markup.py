@@ -90,9 +90,11 @@ def num(value: float | int | None, shown: str, key: str | None = None,
 
 def table(head: Sequence[str], rows: Iterable[Sequence[Any]], *, numeric: Iterable[int] = (),
           caption: str | None = None, cls: str | None = None,
-          row_classes: Sequence[str | None] | None = None) -> Markup:
+          row_classes: Sequence[str | None] | None = None,
+          empty: str | None = None) -> Markup:
     """A table: header texts, rows of cells (text or Markup), right-aligned ``numeric``
-    columns, an optional caption (text) and a class per row."""
+    columns, an optional caption (text) and a class per row.  Without rows: ``empty``,
+    what was looked for ("None: no ..."), under the caption, never a bare "(none)"."""
     right = set(numeric)
     head_cells = join(tag("th", h, class_="r" if i in right else None)
                       for i, h in enumerate(head))
@@ -103,7 +105,9 @@ def table(head: Sequence[str], rows: Iterable[Sequence[Any]], *, numeric: Iterab
                          class_="r" if i in right else None) for i, c in enumerate(row))
         body.append(tag("tr", cells, class_=cls_row))
     if not body:
-        return tag("p", "(none)", class_="none")
+        said = empty or "None."
+        return tag("p", join([tag("span", f"{caption}: ", class_="lbl"), esc(said)])
+                   if caption else said, class_="none")
     cap = tag("caption", caption) if caption else Markup("")
     return tag("div", tag("table", join([cap, tag("thead", tag("tr", head_cells)),
                                          tag("tbody", join(body))]), class_=cls),

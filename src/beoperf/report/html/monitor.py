@@ -33,7 +33,7 @@ from beoperf.report.html.markup import (
     para,
     table,
 )
-from beoperf.report.monitor import bandwidth_cell
+from beoperf.report.monitor import bandwidth_cell, no_bandwidth, none_found
 from beoperf.units import format_rate
 
 TIME_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
@@ -49,21 +49,6 @@ def title(doc: Document, **_options: Any) -> str:
     src, r = doc.body["source"], doc.body["range"]
     return (f"Link monitor report: {src['host']} over {src['transport']}, "
             f"{iso(r['from_utc'])} to {iso(r['to_utc'])} UTC")
-
-
-@renderer(REPORT_KIND, "warnings")
-def warnings(doc: Document, **_options: Any) -> str:
-    b = doc.body
-    out = list(b["warnings"])
-    s = b["summary"]
-    if s.get("outages"):
-        out.append(f"{s['outages']} outage(s), {words_s(s.get('outage_s') or 0.0)} in all "
-                   f"(uptime {_ms(s.get('uptime_pct'))} %)")
-    if s.get("congestion_events"):
-        out.append(f"{s['congestion_events']} congestion event(s)")
-    if s.get("level_shifts"):
-        out.append(f"{s['level_shifts']} level shift(s) (path changes)")
-    return "\n".join(out)
 
 
 # --------------------------------------------------------------------------- tables
@@ -115,13 +100,15 @@ def events(b: dict) -> Markup:
               for s in b["level_shifts"]]
     return join([
         table(["start (UTC)", "end (UTC)", "duration", "cycles", "kind", "note"], outages,
-              numeric=[3], caption="Outages"),
-        table(["from (UTC)", "to (UTC)", "duration"], gaps, caption="Not monitored"),
+              numeric=[3], caption="Outages", empty=none_found(b, "outages")),
+        table(["from (UTC)", "to (UTC)", "duration"], gaps, caption="Not monitored",
+              empty=none_found(b, "not_monitored")),
         table(["start (UTC)", "end (UTC)", "duration", "one-way median ms", "baseline ms",
                "ratio", "added ms", "IQR ms (baseline)", "loss % (baseline)"], cong,
-              numeric=range(3, 9), caption="Congestion"),
+              numeric=range(3, 9), caption="Congestion", empty=none_found(b, "congestion")),
         table(["at (UTC)", "from ms", "to ms", "change ms", "IQR ms before / after"], shifts,
-              numeric=range(1, 5), caption="Level shifts (path changes)")])
+              numeric=range(1, 5), caption="Level shifts (path changes)",
+              empty=none_found(b, "level_shifts"))])
 
 
 # --------------------------------------------------------------------------- plots
@@ -175,12 +162,14 @@ def _range(values: Sequence[float | None], log: bool = False) -> tuple[float, fl
 
 
 def _spread_chart(b: dict, stats: dict, scale: float, unit: str, title: str,
-                  what: str) -> Markup:
+                  what: str, nothing: str) -> Markup:
+    """Median line, min..p95 band and maxima of binned statistics; ``nothing``: why there
+    is nothing to draw (from the report's counts: a plot never contradicts its data)."""
     tl = b["series"]["timeline"]
     t = [x + tl["bin_s"] / 2 for x in tl["start_utc"]]
     med, lo, p95, top = (_floats(stats[k], scale) for k in ("median", "min", "p95", "max"))
     if not any(v is not None for v in med):
-        return svg.empty(title, "no answered probes in this range")
+        return svg.empty(title, nothing)
     gap = 1.5 * tl["bin_s"]  # bins missing from the series: no line across them
     bands = _bands(t, lo, p95, gap)
     tips = [f"{iso(x - tl['bin_s'] / 2)} + {words_s(tl['bin_s'])}: median "
@@ -231,7 +220,8 @@ def hour_chart(b: dict) -> Markup:
     h = b["series"]["hour_of_day"]
     lat = h["one_way_ms"]
     if not any(v is not None for v in lat["median"]):
-        return svg.empty("One-way latency by hour of day (UTC)", "no answered probes")
+        return svg.empty("One-way latency by hour of day (UTC)",
+                         "no small probe answered in this range")
     hours = [float(x) for x in h["hour"]]
     band = [(x, y) for x, y in zip(hours, lat["p25"], strict=True) if y is not None] + \
         [(x, y) for x, y in zip(hours, lat["p75"], strict=True) if y is not None][::-1]
@@ -254,7 +244,8 @@ def cdf_chart(b: dict) -> Markup:
     c = b["series"]["cdf"]
     xs, fs = c["one_way_ms"], c["fraction"]
     if not xs:
-        return svg.empty("Distribution of one-way latency", "no answered probes")
+        return svg.empty("Distribution of one-way latency",
+                         "no small probe answered in this range")
     tips = [f"{f * 100:.1f} % of probes at or below {x:.4g} ms" for x, f in zip(xs, fs,
                                                                               strict=True)]
     lo, hi = svg.padded(min(xs), max(xs), all(x > 0 for x in xs))
@@ -279,14 +270,15 @@ def plots(b: dict, anchor: str) -> Markup:
     bw = b["series"]["timeline"]["bandwidth_bps"]
     figs = [
         figure(_spread_chart(b, b["series"]["timeline"]["one_way_ms"], 1.0, "ms",
-                             "One-way latency over time", "one-way latency"),
+                             "One-way latency over time", "one-way latency",
+                             "no small probe answered in this range"),
                join([legend, esc(f"One-way latency: half the RTT of the small probes; {cond}.")]),
                f"{anchor}-latency", "latency"),
         figure(_loss_chart(b, "loss_pct", "Small probes lost per bin"),
                esc(f"Share of the small probes of each bin that got no answer; {cond}."),
                f"{anchor}-loss", "loss"),
         figure(_spread_chart(b, bw, 1e-6, "Mbit/s", "Bandwidth estimate over time",
-                             "bandwidth"),
+                             "bandwidth", no_bandwidth(b)),
                esc("Per cycle: 2 x 8 x (n_large - n_small) / (RTT_large - median RTT_small); "
                    f"median per bin, min..p95 band; {cond}."), f"{anchor}-bandwidth",
                "bandwidth"),

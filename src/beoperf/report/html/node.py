@@ -104,43 +104,6 @@ def network_fs(fstype: Any) -> bool:
 # --------------------------------------------------------------------------- warnings
 
 
-def _validation_warnings(parts: Mapping[str, Any]) -> list[str]:
-    """Each part's failed validation, with the figure that failed it."""
-    out = []
-    for r in parts.get("stream", {}).get("runs", []):
-        if r.get("ok") is False:
-            errs = ", ".join(f"{k} {v:.3g}" for k, v in (r.get("errors") or {}).items())
-            out.append(f"STREAM validation failed at {_plural(r['threads'], 'thread')} "
-                       f"(average relative errors {errs})")
-    for r in parts.get("dgemm", {}).get("runs", []):
-        if r.get("ok") is False:
-            out.append(f"DGEMM check failed at {_plural(r['threads'], 'thread')}: scaled "
-                       f"residual {r.get('residual')} over {parts['dgemm'].get('threshold')}")
-    for r in parts.get("randomaccess", {}).get("runs", []):
-        if r.get("ok") is False:
-            out.append(f"RandomAccess check failed at {_plural(r['threads'], 'thread')}: "
-                       f"{r.get('errors')} wrong table words")
-    fft = parts.get("fft", {})
-    if fft.get("ok") is False:
-        out.append(f"FFT check failed: error {fft.get('error')} over {fft.get('threshold')}")
-    return out
-
-
-@renderer("node", "warnings")
-def warnings(doc: Document, **_options: Any) -> str:
-    b = doc.body
-    out = ([f"status {b['status']}: {b.get('status_reason') or ''}".rstrip(": ")]
-           if b["status"] != "complete" else [])
-    out += _validation_warnings(b["parts"])
-    failed = [m["id"] for m in b["metrics"] if m.get("ok") is False]
-    if failed:
-        out.append(f"figures whose check failed: {', '.join(failed)}")
-    if b["parts"].get("stream", {}).get("below_4x_cache"):
-        out.append("STREAM's arrays are smaller than 4 x the last-level cache: its figures "
-                   "are cache bandwidth, not memory bandwidth")
-    return "\n".join(out)
-
-
 @renderer("node", "title")
 def title(doc: Document, **_options: Any) -> str:
     parts = ", ".join(doc.body.get("parts", {})) or "no part"
@@ -568,16 +531,6 @@ def section(doc: Document, **_options: Any) -> str:
 @renderer("node-fleet", "title")
 def fleet_title(doc: Document, **_options: Any) -> str:
     return f"Node suite on {doc.body['nodes']}"
-
-
-@renderer("node-fleet", "warnings")
-def fleet_warnings(doc: Document, **_options: Any) -> str:
-    b = doc.body
-    out = [f"did not answer: {ns} ({reason})" for reason, ns in b["no_answer"].items()]
-    out += [f"another beoperf version, not used: {ns} (beoperf {v})"
-            for v, ns in b["other_version"].items()]
-    out += [f"outlier node {n}: {len(ids)} metric(s)" for n, ids in b["outliers"].items()]
-    return "\n".join(out)
 
 
 def _node_key(key: str, node: str) -> str | None:

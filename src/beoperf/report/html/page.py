@@ -1,17 +1,20 @@
 """One self-contained HTML page of many documents: `beoperf report`.
 
-The page is a header (what was read, when, by which command), a table of contents
-grouped by kind (with each study's warning count), the warnings of every study in one
-list, then one section per document.  Each section starts with what every document has
-(the file it came from, its kind and version, host, beoperf version, UTC start and end
-and the command line that made it) and the study's warnings, then the kind's own view.
+The page opens with its answer: what needs attention in every study, FAILs first, then
+warnings, figures short of their precision and notes (beoperf.report.answer: each
+kind's ``@answer``), one line per topic that several studies share, each linked to its
+study; then what was read, when and by which command, a table of contents grouped by
+kind (each study's counts per level), then one section per document.  Each section
+starts with its own answer, then what every document has (the file it came from, its
+kind and version, host, beoperf version, UTC start and end and the command line that
+made it), then the kind's own view.
 
 A kind's view is its ``@renderer(kind, "html")`` (a module in this package, found when
-the package is imported, so a new kind is one new file); its title and warnings are its
-``"title"`` and ``"warnings"`` renderers when it has them.  A kind without an HTML view
-(yet) gets the generic section: its metadata and its summary figures as a table.  A view
-that fails on an odd but valid document falls back to the generic section too, with a
-warning that says so: the report never loses a study for a rendering bug.
+the package is imported, so a new kind is one new file); its title is its ``"title"``
+renderer when it has one.  A kind without an HTML view (yet) gets the generic section:
+its metadata and its summary figures as a table.  A view that fails on an odd but valid
+document falls back to the generic section too, with a warning that says so: the report
+never loses a study for a rendering bug.
 
 Nothing is fetched and nothing runs: CSS is inline, plots are inline SVG, there is no
 script, and a Content-Security-Policy forbids any request and any script, so the file
@@ -20,6 +23,7 @@ opens from disk, offline, exactly as written.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections import Counter
 from collections.abc import Sequence
@@ -28,7 +32,8 @@ from typing import Any
 
 from beoperf import __version__
 from beoperf.model.document import Document
-from beoperf.report import RENDERERS
+from beoperf.report import RENDERERS, answer
+from beoperf.report.answer import LABELS, Level, Line, lines_of, problems
 from beoperf.report.html import style
 from beoperf.report.html.markup import (
     Markup,
@@ -44,6 +49,11 @@ from beoperf.report.html.markup import (
     tag,
     text_of,
 )
+
+LEVEL_CLASS = {Level.FAIL: "fail", Level.WARN: "warn", Level.IMPRECISE: "imprecise",
+               Level.NOTE: "note", Level.OK: "ok"}
+MARK_CLASS = {Level.FAIL: "bad", Level.WARN: "warn", Level.IMPRECISE: "imprecise",
+              Level.NOTE: "unk", Level.OK: "ok"}
 
 # Kinds in the order a reader meets them (others follow, by name).
 KIND_ORDER = ("pingpong", "comparison", "audit", "fleet-audit", "tune-plan", "procedure",
@@ -100,32 +110,10 @@ def title_of(entry: Entry) -> str:
     return " ".join(p for p in parts if p)
 
 
-def warnings_of(entry: Entry) -> list[str]:
-    """The study's warnings: the kind's "warnings" renderer (one per line), else the
-    body's status and "warnings" list when it has them."""
-    doc = entry.document
-    fn = _own(doc, "warnings")
-    if fn is not None:
-        try:
-            return [w for w in str(fn(doc)).splitlines() if w.strip()]
-        except Exception as exc:  # noqa: BLE001
-            return [f"the warnings of this study could not be listed ({type(exc).__name__})"]
-    return generic_warnings(doc)
-
-
-def generic_warnings(doc: Document) -> list[str]:
-    """What any document may say about itself: a status that is not complete or ok, and
-    its list of warnings."""
-    body = doc.body if isinstance(doc.body, dict) else {}
-    out = []
-    status = body.get("status")
-    if isinstance(status, str) and status not in ("complete", "ok", "stopped", "planned"):
-        reason = body.get("status_reason") or body.get("stop_reason")
-        out.append(f"status {status}" + (f": {reason}" if reason else ""))
-    found = body.get("warnings")
-    if isinstance(found, list):
-        out += [text_of(w) for w in found]
-    return out
+def answer_of(entry: Entry) -> list[Line]:
+    """The study's answer (beoperf.report.answer: the kind's own, else its "warnings"
+    renderer, else its status and stored warnings), ordered."""
+    return lines_of(entry.document)
 
 
 def command_text(meta: dict[str, Any]) -> str | None:
@@ -153,17 +141,31 @@ def provenance(entry: Entry) -> Markup:
     return join([facts, line])
 
 
-def warnings_box(warnings: Sequence[str]) -> Markup:
-    if not warnings:
+def verdict_item(line: Line, where: Markup | None = None) -> Markup:
+    """One answer line: its level's mark, where it is from (the page's top block), the
+    text, and what to do."""
+    todo = tag("span", join([tag("span", "To do: ", class_="lbl"), esc(line.todo)]),
+               class_="todo") if line.todo else Markup("")
+    lead = join([where, esc(": ")]) if where is not None else Markup("")
+    return tag("li", join([level_mark(line.level), tag("span", join([lead, esc(line.text)]),
+                                                       class_="vtext"), todo]),
+               class_=f"v {LEVEL_CLASS[line.level]}", data_level=LABELS[line.level].lower())
+
+
+def level_mark(level: Level) -> Markup:
+    return tag("span", LABELS[level], class_=f"mark {MARK_CLASS[level]}")
+
+
+def answer_box(lines: Sequence[Line]) -> Markup:
+    """A study's answer at the top of its section (nothing when it has none)."""
+    if not lines:
         return Markup("")
-    return tag("div", join([tag("p", f"Warning{'s' if len(warnings) > 1 else ''}",
-                                class_="wtitle"),
-                            bullet_list([w for w in warnings], cls="warnings")]),
-               class_="warnbox", role="note")
+    return tag("div", tag("ul", join(verdict_item(line) for line in lines), class_="verdicts"),
+               class_="answer", role="note")
 
 
-def body_of(entry: Entry, anchor: str) -> tuple[Markup, list[str]]:
-    """The kind's view (or the generic one) and the warnings rendering added."""
+def body_of(entry: Entry, anchor: str) -> tuple[Markup, list[Line]]:
+    """The kind's view (or the generic one) and the lines rendering added."""
     fn = _own(entry.document, "html")
     if fn is None:
         return generic_body(entry, None), []
@@ -172,19 +174,20 @@ def body_of(entry: Entry, anchor: str) -> tuple[Markup, list[str]]:
     except Exception as exc:  # noqa: BLE001 - a rendering bug never costs the study
         why = f"the {entry.document.kind} view failed on this document ({type(exc).__name__}: " \
               f"{exc}); shown in the generic form"
-        return generic_body(entry, why), [why]
+        return generic_body(entry, why), [Line(Level.WARN, why)]
 
 
-def section(entry: Entry, number: int, anchor: str) -> tuple[Markup, str, list[str]]:
-    """(section markup, title, warnings) of one document."""
+def section(entry: Entry, number: int, anchor: str) -> tuple[Markup, str, list[Line]]:
+    """(section markup, title, answer lines) of one document: its title, its answer at
+    the top, where it came from, then its view."""
     title = title_of(entry)
     body, more = body_of(entry, anchor)
-    warnings = [*warnings_of(entry), *more]
+    lines = answer.ordered([*answer_of(entry), *more])
     head = tag("h2", join([tag("span", f"{number}.", class_="no"), esc(f" {title}")]))
-    markup = tag("section", join([head, provenance(entry), warnings_box(warnings), body]),
+    markup = tag("section", join([head, answer_box(lines), provenance(entry), body]),
                  id=anchor, class_="study", data_kind=entry.document.kind,
-                 data_source=entry.source, data_warnings=str(len(warnings)))
-    return markup, title, warnings
+                 data_source=entry.source, data_warnings=str(len(problems(lines))))
+    return markup, title, lines
 
 
 # --------------------------------------------------------------------------- generic view
@@ -234,14 +237,19 @@ def _generic_value(key: str, value: Any) -> Markup | str:
 # --------------------------------------------------------------------------- the page
 
 
-def toc(items: Sequence[tuple[str, str, str, int]]) -> Markup:
-    """Contents grouped by kind: (anchor, title, kind, warning count) per section."""
+def badges(lines: Sequence[Line]) -> Markup:
+    """How many lines of each level but OK, as small marks (the contents' entries)."""
+    counts = Counter(line.level for line in lines if line.level != Level.OK)
+    return join(tag("span", f"{n} {LABELS[level]}", class_=f"badge {LEVEL_CLASS[level]}")
+                for level, n in sorted(counts.items()))
+
+
+def toc(items: Sequence[tuple[str, str, str, list[Line]]]) -> Markup:
+    """Contents grouped by kind: (anchor, title, kind, answer lines) per section."""
     groups: dict[str, list[Markup]] = {}
-    for anchor, title, kind, nwarn in items:
-        badge = tag("span", f"{nwarn} warning{'s' if nwarn > 1 else ''}", class_="badge") \
-            if nwarn else Markup("")
+    for anchor, title, kind, lines in items:
         groups.setdefault(kind, []).append(
-            tag("li", join([tag("a", title, href=f"#{anchor}"), badge])))
+            tag("li", join([tag("a", title, href=f"#{anchor}"), badges(lines)])))
     blocks = [tag("li", join([tag("span", f"{KIND_NAMES.get(kind, kind)} ({len(links)})",
                                   class_="group"), tag("ol", join(links))]))
               for kind, links in groups.items()]
@@ -249,35 +257,97 @@ def toc(items: Sequence[tuple[str, str, str, int]]) -> Markup:
                id="contents")
 
 
-def all_warnings(items: Sequence[tuple[str, str, list[str]]]) -> Markup:
-    """Every study's warnings in one list, each linked to its section."""
-    lines = [tag("li", join([tag("a", title, href=f"#{anchor}"), esc(": "), esc(w)]))
-             for anchor, title, warnings in items for w in warnings]
-    if not lines:
-        return tag("section", join([tag("h2", "Warnings"),
-                                    para("None of the studies carries a warning.")]),
-                   id="warnings", class_="overview")
-    return tag("section", join([tag("h2", f"Warnings ({len(lines)})"),
-                                tag("ul", join(lines), class_="warnings")]),
-               id="warnings", class_="overview")
+@dataclass(frozen=True)
+class Study:
+    """A section as the top block links to it."""
+
+    anchor: str
+    number: int
+    title: str
+
+
+def grouped(items: Sequence[tuple[Study, list[Line]]]) -> list[tuple[Line, list[Study]]]:
+    """Every study's lines but OK, by level then study; lines of one topic and level
+    from several studies are one (the first's text stands for the topic)."""
+    out: list[tuple[Line, list[Study]]] = []
+    by_topic: dict[tuple[Level, str], list[Study]] = {}
+    for study, lines in items:
+        for line in problems(lines):
+            key = (line.level, line.topic)
+            if line.topic and key in by_topic:
+                if study not in by_topic[key]:
+                    by_topic[key].append(study)
+                continue
+            studies = [study]
+            if line.topic:
+                by_topic[key] = studies
+            out.append((line, studies))
+    return sorted(out, key=lambda pair: pair[0].level)
+
+
+def _link(study: Study, short: bool, number_only: bool = False) -> Markup:
+    """The study's number and title; ``short``: the title's first words ("Audit of vm"),
+    ``number_only``: the number alone."""
+    text = (f"{study.number}." if number_only else
+            f"{study.number}. {re.split('[:,]', study.title)[0]}" if short else
+            f"{study.number}. {study.title}")
+    return tag("a", text, href=f"#{study.anchor}")
+
+
+def _top_item(line: Line, studies: list[Study], after: list[Study] | None = None) -> Markup:
+    """A line of the top block; right after a line of the same study, only its number."""
+    if len(studies) == 1:
+        return verdict_item(line, _link(studies[0], short=after == studies))
+    where = join([esc(f"{line.topic}, in {len(studies)} studies ("),
+                  join(Markup(", ").join(_link(s, True, number_only=True) for s in studies)),
+                  esc("); e.g. ")])
+    return verdict_item(Line(line.level, line.text, line.todo), where)
+
+
+TOP_LINES = 10  # shown in the top block; the rest (and every note) one click away
+
+
+def top_block(items: Sequence[tuple[Study, list[Line]]]) -> Markup:
+    """The page's answer: every study's lines in one list by level, FAILs first, each
+    linked to its section; notes and what does not fit folded below."""
+    found = grouped(items)
+    if not found:
+        return tag("section", join([tag("h2", "Nothing needs attention"), para(
+            f"None of the {len(items)} studies has a failure, a warning or a figure short "
+            "of its precision.")]), id="answer", class_="overview top")
+    shown = [(line, s) for line, s in found if line.level < Level.NOTE][:TOP_LINES]
+    rest = [pair for pair in found if pair not in shown]
+    counts = Counter(line.level for line, _ in found)
+    head = "What needs attention (" + ", ".join(
+        f"{n} {LABELS[level]}" for level, n in sorted(counts.items())) + ")"
+    folded = details(f"{len(rest)} more: " + ", ".join(
+        f"{n} {LABELS[level]}" for level, n in sorted(Counter(
+            line.level for line, _ in rest).items())),
+        tag("ul", _items(rest), class_="verdicts")) if rest else Markup("")
+    return tag("section", join([tag("h2", head), tag("ul", _items(shown), class_="verdicts"),
+                                folded]), id="answer", class_="overview top")
+
+
+def _items(pairs: Sequence[tuple[Line, list[Study]]]) -> Markup:
+    return join(_top_item(line, studies, pairs[k - 1][1] if k else None)
+                for k, (line, studies) in enumerate(pairs))
 
 
 def page(entries: Sequence[Entry], notes: Sequence[str] = (), *, paths: Sequence[str] = (),
          command_line: Sequence[str] = (), generated_utc: str = "",
          title: str = "beoperf report") -> str:
     """The whole HTML document."""
-    sections, contents, warns = [], [], []
+    sections, contents, studies = [], [], []
     for number, entry in enumerate(ordered(entries), 1):
         anchor = f"s{number}"
-        markup, stitle, warnings = section(entry, number, anchor)
+        markup, stitle, lines = section(entry, number, anchor)
         sections.append(markup)
-        contents.append((anchor, f"{number}. {stitle}", entry.document.kind, len(warnings)))
-        warns.append((anchor, f"{number}. {stitle}", warnings))
+        contents.append((anchor, f"{number}. {stitle}", entry.document.kind, lines))
+        studies.append((Study(anchor, number, stitle), lines))
     counts = Counter(e.document.kind for e in entries)
     summary = "; ".join(f"{KIND_NAMES.get(k, k).lower()}: {n}" for k, n in
                         sorted(counts.items(), key=lambda kv: kind_rank(kv[0])))
     head = join([
-        tag("h1", title),
         pairs([("documents", f"{len(entries)}: {summary}" if entries else "none found"),
                ("read from", " ".join(paths) or None),
                ("generated", f"{generated_utc} UTC by beoperf {__version__}"),
@@ -286,7 +356,7 @@ def page(entries: Sequence[Entry], notes: Sequence[str] = (), *, paths: Sequence
     skipped = tag("section", join([tag("h2", f"Files not included ({len(notes)})"),
                                    bullet_list(list(notes), cls="notes")]),
                   id="skipped", class_="overview") if notes else Markup("")
-    body = join([tag("header", head), toc(contents), all_warnings(warns),
+    body = join([tag("h1", title), top_block(studies), tag("header", head), toc(contents),
                  tag("main", join(sections)), skipped,
                  tag("footer", para("Every figure is from the documents listed; times are "
                                     "UTC. Hover a plotted point for its values."))])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from beoperf.analysis.curve import CurveAnalysis, Fit, analyze_run
+from beoperf.analysis.curve import CurveAnalysis, Fit, analyze_run, latency_name, time_name
 from beoperf.model.document import Document
 from beoperf.model.pingpong import RunResult, SizeResult
 from beoperf.report import renderer
@@ -69,26 +69,6 @@ def title(doc: Document, **_options: Any) -> str:
             f"{peer}" + (f", MTU {mtu}" if mtu else ""))
 
 
-@renderer("pingpong", "warnings")
-def warnings(doc: Document, **_options: Any) -> str:
-    """Why the run stopped, its own warnings (sizes short of the precision, a shaper...),
-    the throughput collapses and corrupted messages."""
-    run = run_of(doc)
-    out = []
-    if run.status != "complete":
-        out.append(f"the sweep is {run.status}: {run.status_reason or 'no reason recorded'} "
-                   f"({len(run.sizes)} sizes kept)")
-    out += list(run.warnings)
-    analysis = _analysis(run)
-    if analysis is not None:
-        out += [f"{c.text()}; {analysis.collapse_note()}" for c in analysis.collapses]
-    corrupt = sum(s.corrupt for s in run.sizes)
-    if corrupt:
-        out.append(f"{corrupt} corrupted message(s) at sizes "
-                   f"{', '.join(str(s.size) for s in run.sizes if s.corrupt)}")
-    return "\n".join(out)
-
-
 def _analysis(run: RunResult) -> CurveAnalysis | None:
     try:
         return analyze_run(run) if run.sizes else None
@@ -105,8 +85,9 @@ def headline(run: RunResult, a: CurveAnalysis) -> Markup:
     lat = run.sizes[i_lat]
     i_peak = next(i for i, s in enumerate(run.sizes) if s.size == a.peak_size)
     ci = lat.ci95_halfwidth_us
+    mode = run.parameters.get("mode")
     rows = [
-        ("latency (one-way, median)",
+        (f"{latency_name(mode)} ({'' if mode == 'stream' else 'one-way, '}median)",
          num(lat.time_us.get("median"), time_text(a.latency_us), _key(i_lat, "time_us.median")),
          join([esc(f"95% CI ±{time_text(ci)}; " if ci is not None else "no CI; "),
                esc("p99 "), num(lat.time_us.get("p99"), time_text(lat.time_us["p99"])
@@ -117,7 +98,8 @@ def headline(run: RunResult, a: CurveAnalysis) -> Markup:
         ("peak throughput", num(run.sizes[i_peak].throughput_bps.get("from_median"),
                                 format_rate(a.peak_bps),
                                 _key(i_peak, "throughput_bps.from_median")),
-         _spread(run.sizes[i_peak]), f"at {format_size(a.peak_size)} ({a.peak_size} B), "
+         _spread(run.sizes[i_peak], time_name(mode)),
+         f"at {format_size(a.peak_size)} ({a.peak_size} B), "
                                      "from the median time"),
         ("saturation point", format_size(a.saturation_size) if a.saturation_size else
          "not reached", "-", _saturation_words(a)),
@@ -128,14 +110,15 @@ def headline(run: RunResult, a: CurveAnalysis) -> Markup:
                  caption="Headline figures (sizes outside any throughput collapse)")
 
 
-def _spread(s: SizeResult) -> str:
-    """The one-way time's min..p90 at this size, and the throughputs they give (the mode's
-    factor kept: throughput x time is the same for every time of one size)."""
+def _spread(s: SizeResult, what: str = "one-way time") -> str:
+    """The time's min..p90 at this size (``what``: its name in the run's mode), and the
+    throughputs they give (the mode's factor kept: throughput x time is the same for every
+    time of one size)."""
     lo, hi = s.time_us.get("min"), s.time_us.get("p90")
     if not (lo and hi):
         return "-"
     bits_us = s.central_bps() * s.central_time_us()
-    return (f"one-way time min..p90 {time_text(lo)}..{time_text(hi)} "
+    return (f"{what} min..p90 {time_text(lo)}..{time_text(hi)} "
             f"({format_rate(bits_us / hi)}..{format_rate(bits_us / lo)})")
 
 
@@ -239,6 +222,9 @@ class _Data:
         self.band = all((s.time_us.get("min") or 0) > 0 and (s.time_us.get("p90") or 0) > 0
                         for s in self.rows)
         self.factor = [b * t for b, t in zip(self.bps, self.time, strict=True)]  # bit/s * us
+        mode = run.parameters.get("mode")  # stream: a time per message, never a latency
+        self.what, self.figure = time_name(mode), latency_name(mode)
+        self.per = "per message" if mode == "stream" else "one-way"
 
     def thr(self, k: int, t_us: float) -> float:
         """Throughput (plot unit) of point k at another one-way time."""
@@ -250,7 +236,7 @@ class _Data:
         spread = (f", min..p90 {time_text(s.time_us['min'])}..{time_text(s.time_us['p90'])}"
                   if self.band else "")
         late = ", NOT converged" if not s.converged else ""
-        return (f"{size_tick(s.size)} B: {format_rate(self.bps[k])}; one-way "
+        return (f"{size_tick(s.size)} B: {format_rate(self.bps[k])}; {self.per} "
                 f"{time_text(self.time[k])}{spread} ({s.trials} trials{late})")
 
     def keys(self, path: str) -> list[str]:
@@ -292,11 +278,11 @@ def _thr_axis(d: _Data) -> svg.Axis:
                     tick_text=lambda v: f"{v:g}")
 
 
-def _time_axis(d: _Data, label: str = "one-way time") -> svg.Axis:
+def _time_axis(d: _Data) -> svg.Axis:
     lows = [s.time_us["min"] for s in d.rows] if d.band else d.time
     highs = [s.time_us["p90"] for s in d.rows] if d.band else d.time
     lo, hi = svg.padded(min(lows), max(highs), True)
-    return svg.Axis(label, lo, hi, log=True, tick_text=time_text)
+    return svg.Axis(d.what, lo, hi, log=True, tick_text=time_text)
 
 
 def throughput_chart(d: _Data) -> Markup:
@@ -323,7 +309,8 @@ def signature_chart(d: _Data) -> Markup:
     line = svg.Line("median", d.time, y, [d.tip(k) for k in range(len(y))],
                     keys=d.keys("throughput_bps.from_median"), raw=d.bps, bands=bands,
                     marks=d.saturation_mark(lambda k: d.time[k], lambda k: y[k]))
-    return svg.chart("Signature: throughput against one-way time (first point = latency)",
+    first = "the smallest size" if d.figure != "latency" else "latency"
+    return svg.chart(f"Signature: throughput against {d.what} (first point = {first})",
                      _time_axis(d), _thr_axis(d), [line], d.collapse_spans(True))
 
 
@@ -339,7 +326,7 @@ def saturation_chart(d: _Data) -> Markup:
     model = _model_line(d)
     if model is not None:
         lines.append(model)
-    return svg.chart("Saturation: one-way time against message size", _size_axis(d),
+    return svg.chart(f"Saturation: {d.what} against message size", _size_axis(d),
                      _time_axis(d), lines, d.collapse_spans(False))
 
 
@@ -370,10 +357,10 @@ def graphs(run: RunResult, a: CurveAnalysis | None, anchor: str) -> Markup:
     d = _Data(run, a)
     if len(d.sizes) < 2:
         return para("Too few sizes to draw (fewer than two with a positive time).", "none")
-    statistic = ("median one-way time (median of the trial medians)"
+    statistic = (f"median {d.what} (median of the trial medians)"
                  if all(s.time_us.get("median") is not None for s in d.rows)
                  else "the source's own time statistic (import)")
-    band = "shaded band: one-way time from the minimum to the 90th percentile; " \
+    band = f"shaded band: {d.what} from the minimum to the 90th percentile; " \
         if d.band else "no spread in this result (the source lacks it); "
     cond = (f"mode {run.parameters.get('mode')} over {run.parameters.get('transport', 'tcp')}"
             f", {len(d.sizes)} sizes, peer {run.meta.get('peer', '?')}")

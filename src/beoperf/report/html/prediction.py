@@ -42,11 +42,6 @@ def title(doc: Document, **_options: Any) -> str:
             f"{'s' if len(nets) > 1 else ''}")
 
 
-@renderer(PREDICTION, "warnings")
-def warnings(doc: Document, **_options: Any) -> str:
-    return "\n".join(doc.body["warnings"])
-
-
 def networks_table(b: dict) -> Markup:
     compute = b.get("compute_s")
     head = ["network", "method", "predicted", "interval", "ratio", "claimed"]
@@ -151,15 +146,6 @@ def html(doc: Document, *, anchor: str = "prediction", **_options: Any) -> str:
 def replay_title(doc: Document, **_options: Any) -> str:
     b = doc.body
     return f"Replay of {b['profile']['source']} to {b['peer']} over {b['transport']}"
-
-
-@renderer(REPLAY, "warnings")
-def replay_warnings(doc: Document, **_options: Any) -> str:
-    b = doc.body
-    out = list(b["warnings"])
-    if b["status"] != "complete":
-        out.insert(0, f"the replay is {b['status']}: {b['status_reason'] or 'no reason'}")
-    return "\n".join(out)
 
 
 @renderer(REPLAY, "html")

@@ -2,7 +2,7 @@
 
 Colours ``c0`` .. ``c9`` are matplotlib's tab10 (the PNG graphs of `beoperf plot` use the
 same), shared by lines, bands, bars and legend swatches.  For print: no background
-tints except the warning box's border, every collapsible block open, a study never
+tints except the answer's marks, every collapsible block open, a study never
 starts at the bottom of a page with its title alone, a plot never split.
 """
 
@@ -43,14 +43,25 @@ tr.bad td{background:#ffebe9}tr.warn td{background:#fff8c5}tr.base td{font-weigh
 .mark{display:inline-block;padding:0 .45em;border-radius:3px;font-size:.85em;font-weight:600}
 .mark.ok{color:var(--ok)}.mark.warn{color:var(--warn);background:var(--warnbg)}
 .mark.bad{color:#fff;background:var(--bad)}.mark.unk{color:var(--muted)}
-.warnbox{border-left:4px solid var(--warn);background:var(--warnbg);padding:.4em .9em;
-margin:.6em 0 1em;border-radius:0 4px 4px 0}
-.warnbox .wtitle{font-weight:600;margin:.1em 0;color:var(--warn)}
-ul.warnings{margin:.2em 0;padding-left:1.2em}
+.mark.imprecise{color:#0a3069;background:#ddf4ff}
+.answer{border-left:4px solid var(--line);padding:.2em .9em;margin:.4em 0 1em}
+ul.verdicts{list-style:none;margin:.2em 0;padding:0}
+ul.verdicts li{margin:.3em 0;display:grid;grid-template-columns:6.6em 1fr;column-gap:.6em;
+align-items:baseline}
+ul.verdicts .mark{text-align:center;padding:0 .3em}
+ul.verdicts .todo{grid-column:2;color:var(--muted);font-size:.92em}
+ul.verdicts .todo .lbl{font-weight:600}
+section.top{border:1px solid var(--line);border-radius:6px;padding:.3em 1em .5em;
+margin:.6em 0 1.2em}
+section.top h2{margin:.3em 0 .4em;border:none}
+section.top details{margin:.3em 0}
 nav ul.toc{list-style:none;padding-left:0}nav ul.toc>li{margin:.4em 0}
 nav .group{font-weight:600}nav ol{margin:.2em 0;padding-left:1.4em;list-style:none}
 .badge{display:inline-block;margin-left:.5em;font-size:.78em;padding:0 .45em;
 border-radius:8px;background:var(--warnbg);color:var(--warn);border:1px solid #d4a72c}
+.badge.fail{background:#ffebe9;color:var(--bad);border-color:var(--bad)}
+.badge.imprecise{background:#ddf4ff;color:#0a3069;border-color:#54aeff}
+.badge.note{background:var(--tint);color:var(--muted);border-color:var(--line)}
 section.study{margin-top:2.2em}
 figure.plot{margin:1em 0 1.4em;break-inside:avoid}
 figcaption{font-size:.88em;color:var(--muted);max-width:760px}
@@ -79,12 +90,11 @@ footer{margin-top:3em;color:var(--muted);font-size:.85em;border-top:1px solid va
 body{max-width:none;padding:0;font-size:11pt}
 a{color:var(--fg)}nav a::after{content:""}
 h2{break-after:avoid}section.study{break-before:auto}
-table,figure,.warnbox,dl{break-inside:avoid}
+table,figure,.answer,dl{break-inside:avoid}
 details>summary{list-style:none;color:var(--fg);font-weight:600}details{display:block}
 details::details-content{content-visibility:visible;display:block}
 th{background:none}tr.bad td,tr.warn td{background:none}
 .tablewrap{overflow:visible}table{font-size:8.5pt}
-.warnbox{background:none}
 svg .pt:hover{r:3}
 @page{margin:1.5cm}}
 """ + _COLOURS
