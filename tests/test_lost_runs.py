@@ -119,7 +119,8 @@ def test_a_sweep_with_16k_buffers_ends_within_its_budget(tmp_path):
         for size, trials in short[:6]:  # the summary lists the first six
             assert f"{size} B ({trials})" in res.stdout
         if sweep["not_measured"]:
-            assert f"{len(sweep['not_measured'])} sizes not measured" in res.stdout
+            n = len(sweep["not_measured"])
+            assert f"{n} size{'s' if n != 1 else ''} not measured" in res.stdout
             assert not {s["size"] for s in body["sizes"]} & set(sweep["not_measured"])
     assert wall <= 2 * 2 * budget + 60  # start-up, two values' connections, the graphs
 

@@ -183,7 +183,7 @@ def precision_lines(run: RunResult) -> list[Line]:
                                                "machine; each size's interval is in the result",
                         PRECISION))
     facts = run.sweep or {}
-    if facts.get("over_budget"):
+    if facts.get("over_budget") and facts.get("hard_budget") is not True:  # the old budget
         out.append(Line(Level.IMPRECISE, f"the minimum {facts.get('min_trials')} trials of "
                                          f"every size took {facts.get('elapsed_s')} s, longer "
                                          f"than the time budget of {facts.get('time_budget_s')} s",
