@@ -224,7 +224,7 @@ def test_settings_that_differ_from_the_baseline_are_named():
     row = rows([a, b])[1]
     assert row.differs == ["mode pingpong -> stream", "sndbuf None -> 262144",
                            "interface.mtu 1500 -> 9000"]
-    assert "(unlike the baseline in: mode pingpong -> stream; " in render_table(rows([a, b]))
+    assert "is unlike the baseline in: mode pingpong -> stream; " in render_table(rows([a, b]))
     assert rows([synthetic_run(1), synthetic_run(3)])[1].differs == []
 
 
@@ -261,7 +261,7 @@ def test_collapses_are_listed_per_run_in_every_format():
     (c,) = table[1].collapses
     assert (c.first_size, c.last_size, c.points) == (262144, 1048576, 2)
     assert table[1].peak_size == 65536  # the figures leave the collapse out
-    note = f"Warning: stalled: {c.text()}; its figures leave those sizes out"
+    note = f"stalled: {c.text()}; its figures leave those sizes out"
     for render in (render_table, render_markdown, render_impact):
         text = render(table)
         assert note in text and "base: throughput collapse" not in text
@@ -334,9 +334,11 @@ def three_rows() -> list[compare.Row]:
 def test_table_format_starts_with_the_verdicts():
     text = render_table(three_rows())
     lines = text.splitlines()
-    assert lines[0].startswith("noise vs base: latency at 4 B cannot tell (")
-    assert lines[1].startswith("  (within runs ±") and "between runs ±20%" in lines[1]
-    assert lines[2].startswith("slow | worse vs base: latency at 4 B worse (+")
+    assert lines[0].startswith("WARN      slow | worse vs base: latency at 4 B worse (+")
+    assert lines[1].startswith("IMPRECISE noise vs base: latency at 4 B cannot tell (")
+    assert lines[2].strip().startswith("to do: repeat each configuration")
+    assert lines[3].startswith("NOTE      noise: within runs ±") and "between runs ±20%" \
+        in lines[3]
     table_at = next(i for i, x in enumerate(lines) if x.startswith("run "))
     assert lines[table_at].split()[:4] == ["run", "runs", "latency", "us"]
     assert lines[table_at + 1].startswith("base ") and "baseline" in lines[table_at + 1]
@@ -352,7 +354,7 @@ def test_markdown_format():
     widths = {len(re.split(r"(?<!\\)\|", line)) for line in table}
     assert len(widths) == 1  # the escaped pipe in a label does not add a column
     assert "slow \\| worse" in table[4]
-    assert text.startswith("- noise vs base: ")
+    assert text.startswith("- **WARN** slow | worse vs base: ")
 
 
 def test_csv_format_parses():
@@ -427,8 +429,8 @@ def test_cli_table(files):
     assert res.status == 0, res.stderr
     lines = res.stdout.splitlines()
     # all three runs have the same metadata label: the file names tell them apart
-    assert lines[0].startswith("pingpong 10.0.0.2 (noise.json) vs pingpong 10.0.0.2 "
-                               "(base.json): latency at 4 B cannot tell (")
+    assert "IMPRECISE pingpong 10.0.0.2 (noise.json) vs pingpong 10.0.0.2 (base.json): " \
+        "latency at 4 B cannot tell (" in res.stdout
     table_at = next(i for i, x in enumerate(lines) if x.startswith("run "))
     for line, name in zip(lines[table_at + 1:table_at + 4], ("base", "noise", "slow"),
                           strict=True):

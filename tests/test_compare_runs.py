@@ -60,7 +60,7 @@ def test_a_socket_buffer_sweep_cannot_change_the_one_byte_latency(tmp_path):
     assert row["differs"] == ["sndbuf 65536 -> 262144"]  # and nothing else
     table = (tmp_path / "bufs-compare.md").read_text()
     assert "significant" not in table and "sndbuf=256K vs sndbuf=64K: latency at" in table
-    assert "(unlike the baseline in: sndbuf 65536 -> 262144)" in table
+    assert "sndbuf=256K is unlike the baseline in: sndbuf 65536 -> 262144" in table
 
 
 def pingpong_json(host, *args: str) -> Path:

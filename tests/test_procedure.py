@@ -157,8 +157,9 @@ def test_procedure_keeps_improvements_and_reverts_the_rest(fake_settings):
     assert all(len(r.repeats_us) == 6 for r in out.rows[1:])
     text = render(out, 6, "rb.json")
     lines = text.splitlines()
-    assert lines[0] == "Kept 1 change(s): net.x.a."
-    assert lines[1].startswith("Combined against Default: better: -")
+    assert lines[0] == "OK        kept 1 change(s): net.x.a"
+    assert lines[1].strip() == "to do: undo everything with 'beoperf tune --rollback rb.json'"
+    assert lines[2].startswith("OK        combined against Default: better: -")
     table = lines[lines.index("") + 1:]
     assert table[0].split() == ["Configuration", "Latency", "mean", "(variance)", "Impact"]
     assert table[1].startswith("Default ") and table[1].endswith("-")
@@ -208,7 +209,7 @@ def test_when_no_change_is_kept_combined_is_default_not_a_second_measurement(fak
     assert combined.decision == "no change kept: same as Default"
     assert all(r.impact_pct is not None for r in out.rows[1:-1])
     lines = render(out, 6, "rb.json").splitlines()
-    assert lines[0].startswith("No change was shown to improve latency")
+    assert lines[0].startswith("NOTE      no change was shown to improve latency")
     assert any(x.startswith("Combined (= Default) ") and x.endswith(" -") for x in lines)
     assert "Combined: no change kept: same as Default" in "\n".join(lines)
     doc = document(out, 6, None)

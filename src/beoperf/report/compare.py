@@ -11,9 +11,17 @@ from typing import Any
 
 from beoperf.analysis.compare import Row, describe_test, rows_of
 from beoperf.analysis.curve import COLLAPSE_FACTOR, LATENCY_MAX_SIZE, Collapse
-from beoperf.analysis.effect import DEFAULT_MARGIN, Effect
+from beoperf.analysis.effect import CANNOT_TELL, DEFAULT_MARGIN, WORSE, Effect
 from beoperf.model.document import Document
 from beoperf.report import renderer
+from beoperf.report.answer import (
+    Level,
+    Line,
+    answer,
+    markdown_block,
+    ordered,
+    text_block,
+)
 from beoperf.report.tables import aligned as _aligned
 
 
@@ -28,28 +36,54 @@ def collapse_notes(table: Sequence[Row]) -> list[str]:
             "size)." for r in table for c in r.collapses]
 
 
-def answer(table: Sequence[Row]) -> list[str]:
-    """The verdict lines, first: each configuration's latency, peak and sizes against the
-    baseline, with the interval and what it holds."""
+REPEAT = ("repeat each configuration (files given one --label are its runs) or keep a "
+          "history of the setup, to narrow the interval")
+
+
+def _row_level(r: Row) -> Level:
+    tests = [t for t in (r.latency_test, r.peak_test) if t is not None]
+    verdicts = {t.verdict for t in tests} | {v for v, n in (r.size_verdicts or {}).items()
+                                             if n}
+    if WORSE in verdicts:
+        return Level.WARN
+    if any(t.verdict == CANNOT_TELL for t in tests):
+        return Level.IMPRECISE
+    return Level.OK
+
+
+def verdict_lines(table: Sequence[Row]) -> list[Line]:
+    """Each configuration against the baseline: latency, peak and the sizes on one line
+    (a WARN when anything is worse, IMPRECISE when a headline cannot be told), what the
+    interval holds, and the settings unlike the baseline's."""
     out = []
+    base = _baseline_label(table)
     for r in table:
         if r.baseline or r.latency_test is None or r.peak_test is None:
             continue
         lat = f" at {r.latency_size} B" if r.latency_size is not None else ""
         peak = f" at {r.peak_test_size} B" if r.peak_test_size is not None else ""
-        out.append(f"{r.label} vs {_baseline_label(table)}: latency{lat} "
-                   f"{r.latency_test.text()}; peak{peak} {r.peak_test.text()}; "
-                   f"{r.sizes_text()}")
+        level = _row_level(r)
+        out.append(Line(level, f"{r.label} vs {base}: latency{lat} "
+                               f"{r.latency_test.text()}; peak{peak} {r.peak_test.text()}; "
+                               f"{r.sizes_text()}",
+                        REPEAT if level == Level.IMPRECISE else ""))
         spread = r.latency_test.spread_text()
         if spread:
-            out.append(f"  ({spread})")
+            out.append(Line(Level.NOTE, f"{r.label}: {spread}"))
         if r.differs:
-            out.append(f"  (unlike the baseline in: {'; '.join(r.differs)})")
+            out.append(Line(Level.NOTE, f"{r.label} is unlike the baseline in: "
+                                        f"{'; '.join(r.differs)}"))
+    out += [Line(Level.WARN, n.removeprefix("Warning: ")) for n in collapse_notes(table)]
     return out
 
 
+@answer("comparison")
+def comparison_answer(doc: Document) -> list[Line]:
+    return verdict_lines(rows_of(doc))
+
+
 def _notes(table: Sequence[Row], margin: float) -> list[str]:
-    return [*collapse_notes(table),
+    return [
             f"Baseline: {_baseline_label(table)}. One-way times; latency = the median time of "
             f"the middle size (by median) among sizes <= {LATENCY_MAX_SIZE} B; Mbit/s = 10^6 "
             "bit/s; verdicts compare one size every run measured (latency: lower is better, "
@@ -90,11 +124,15 @@ def _cells(row: Row) -> list[str]:
             collapse_cell(row.collapses)]
 
 
+def _head(table: Sequence[Row]) -> list[Line]:
+    return ordered(verdict_lines(table))
+
+
 def render_table(table: Sequence[Row], margin: float = DEFAULT_MARGIN) -> str:
     """The verdicts first, then the aligned table (one line per configuration), the notes
     and the method."""
     lines = _aligned(COLUMNS, [_cells(r) for r in table], NUMERIC)
-    head = answer(table)
+    head = text_block(_head(table))
     return "\n".join([*head, *([""] if head else []), *lines, "",
                       *_notes(table, margin)]) + "\n"
 
@@ -105,8 +143,7 @@ def render_markdown(table: Sequence[Row], margin: float = DEFAULT_MARGIN) -> str
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
     align = ["---:" if i in NUMERIC else "---" for i in range(len(COLUMNS))]
-    head = [f"  - {a.strip()}" if a.startswith("  ") else f"- {a}" for a in answer(table)]
-    out = [*head, *([""] if head else []), line(COLUMNS), line(align),
+    out = [*markdown_block(_head(table)), line(COLUMNS), line(align),
            *(line(_cells(r)) for r in table)]
     return "\n".join([*out, "", *(f"{n}  " for n in _notes(table, margin))]).rstrip() + "\n"
 

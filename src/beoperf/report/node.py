@@ -339,11 +339,36 @@ def comparison_rows(body: Mapping[str, Any]) -> tuple[list[str], list[list[str]]
     return head, rows
 
 
+LEVELS = (("worse", Level.WARN, "slower"), ("cannot tell", Level.IMPRECISE, "cannot tell"),
+          ("better", Level.OK, "faster"))
+
+
+@answer("node-comparison")
+def comparison_answer(doc: Document) -> list[Line]:
+    """Per configuration: the metrics worse (WARN), those that cannot be told (IMPRECISE)
+    and those better (OK) than the baseline."""
+    b = doc.body
+    out = []
+    for i, label in enumerate(b["labels"]):
+        if label == b["baseline"]:
+            continue
+        for verdict, level, word in LEVELS:
+            ids = [r["id"] for r in b["rows"] if r["verdicts"][i] == verdict]
+            if ids:
+                todo = ("repeat each configuration (files given one --label are its runs)"
+                        if level == Level.IMPRECISE else "")
+                out.append(Line(level, f"{printable(label)} vs {printable(b['baseline'])}: "
+                                       f"{plural(len(ids), 'metric')} {word}: {listed(ids)}",
+                                todo))
+    return out
+
+
 @renderer("node-comparison", "table")
 def comparison_table(doc: Document, **_options: Any) -> str:
     head, rows = comparison_rows(doc.body)
     numeric = {i for i, h in enumerate(head) if i >= 2 and h != "verdict"}
-    return "\n".join([*aligned(head, rows, numeric), "",
+    first = text_block(lines_of(doc))
+    return "\n".join([*first, *([""] if first else []), *aligned(head, rows, numeric), "",
                       f"Baseline: {printable(doc.body['baseline'])}; change of the mean and "
                       "its interval, + = faster (every figure is a rate).",
                       doc.body["test"]["statement"]]) + "\n"

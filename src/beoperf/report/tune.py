@@ -10,6 +10,7 @@ from typing import Any
 from beoperf.model.audit import as_text
 from beoperf.model.document import Document
 from beoperf.report import renderer
+from beoperf.report.answer import Level, Line, answer, text_block
 from beoperf.report.compare import impact_lines
 
 NOTHING_TO_CHANGE = "nothing to change (no rollback file written)"
@@ -100,18 +101,53 @@ def _shown_label(row: Mapping[str, Any]) -> str:
     return f"{row['label']} (= {row['same_as']})" if row.get("same_as") else row["label"]
 
 
-def procedure_answer(body: Mapping[str, Any]) -> list[str]:
-    """The outcome first: what was kept, and the combined effect against Default."""
+def procedure_lines(body: Mapping[str, Any]) -> list[Line]:
+    """The outcome first: what was kept and the combined effect against Default (OK),
+    nothing kept (NOTE), and how to undo it all."""
     rows = body["rows"]
+    if not rows:
+        return [Line(Level.OK, "nothing to change: the node already meets the profile")]
     kept = body.get("kept") or []
-    combined = rows[-1] if rows else None
+    path = body.get("rollback_file")
+    undo = f"undo everything with 'beoperf tune --rollback {path}'" if path else ""
     if not kept:
-        return ["No change was shown to improve latency: nothing kept (the node is as it "
-                "was)."]
-    lines = [f"Kept {len(kept)} change(s): {', '.join(kept)}."]
-    if combined is not None and combined.get("decision"):
-        lines.append(f"Combined against Default: {combined['decision']}.")
-    return lines
+        return [Line(Level.NOTE, "no change was shown to improve latency: nothing kept, the "
+                                 "node is as it was", "more --repeats narrow each change's "
+                                                      "interval")]
+    out = [Line(Level.OK, f"kept {len(kept)} change(s): {', '.join(kept)}", undo)]
+    combined = rows[-1]
+    if combined.get("decision") and combined.get("same_as") is None:
+        out.append(Line(Level.OK, f"combined against Default: {combined['decision']}"))
+    return out
+
+
+@answer("procedure")
+def procedure_answer(doc: Document) -> list[Line]:
+    return procedure_lines(doc.body)
+
+
+@answer("tune-plan")
+def plan_answer(doc: Document) -> list[Line]:
+    changes, advice = doc.body["changes"], doc.body["advice"]
+    out = []
+    if changes:
+        out.append(Line(Level.WARN, f"{len(changes)} setting(s) to change: "
+                                    f"{', '.join(c['key'] for c in changes[:6])}"
+                                    f"{' ...' if len(changes) > 6 else ''}",
+                        "beoperf tune --apply (as root; a rollback file is written first)"))
+    if advice:
+        out.append(Line(Level.NOTE, f"{len(advice)} advice only (not changed by beoperf "
+                                    f"tune): {', '.join(a['key'] for a in advice[:6])}"
+                                    f"{' ...' if len(advice) > 6 else ''}"))
+    return out or [Line(Level.OK, "nothing to change")]
+
+
+@answer("rollback")
+def rollback_answer(doc: Document) -> list[Line]:
+    changes = doc.body["changes"]
+    return [Line(Level.NOTE, f"a snapshot of {len(changes)} value(s) on "
+                             f"{doc.body['host']}: 'beoperf tune --rollback FILE' restores "
+                             "them")]
 
 
 @renderer("procedure", "text")
@@ -139,5 +175,5 @@ def procedure_text(doc: Document, **_options: Any) -> str:
         method,
         f"Undo everything with 'beoperf tune --rollback {path}'." if path else "",
     ]
-    head = procedure_answer(body) if "statement" in test else []
+    head = text_block(procedure_lines(body)) if "statement" in test else []
     return "\n".join([*head, *([""] if head else []), *lines, "", *(n for n in notes if n)])

@@ -364,7 +364,7 @@ def run_loop(keys: list[Any], measurer: Any, plan: dict[str, Any], what: str,
     loop = PrecisionLoop(keys, measurer, LoopConfig(
         precision=cfg["precision"], trial_time=cfg["trial_time"],
         min_trials=max(min_trials, cfg["min_trials"]), time_budget=cfg["time_budget"],
-        seed=cfg["seed"]),
+        seed=cfg["seed"], hard_budget=False),  # every figure gets its minimum trials
         on_pass=on_pass)
     return loop.run()
 

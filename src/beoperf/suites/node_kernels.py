@@ -179,7 +179,7 @@ def measure(kernel: str, lengths: list[int], repeat: int, budget: float,
     """The loop's points for one kernel, what stopped it early (None), and the lengths
     whose trials ran the narrower build."""
     cfg = LoopConfig(precision=PRECISION, trial_time=TRIAL_S, min_trials=repeat,
-                     time_budget=budget, order="axis")
+                     time_budget=budget, order="axis", hard_budget=False)  # --repeat holds
     measurer = KernelMeasurer(kernel, caches=caches)
 
     def on_pass(n: int, points: list[Any]) -> None:

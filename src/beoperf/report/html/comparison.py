@@ -12,7 +12,7 @@ from beoperf.analysis.compare import Row, rows_of
 from beoperf.analysis.effect import BETTER, WORSE, Effect
 from beoperf.model.document import Document
 from beoperf.report import renderer
-from beoperf.report.compare import answer, collapse_cell
+from beoperf.report.compare import collapse_cell
 from beoperf.report.html.markup import Markup, esc, heading, join, num, para, table, tag
 from beoperf.report.html.pingpong import time_text
 from beoperf.units import format_rate, format_size
@@ -26,12 +26,6 @@ def _k(i: int, field: str) -> str:
 def title(doc: Document, **_options: Any) -> str:
     rows = doc.body.get("rows", [])
     return f"Comparison of {len(rows)} configurations against {doc.body.get('baseline', '?')}"
-
-
-@renderer("comparison", "warnings")
-def warnings(doc: Document, **_options: Any) -> str:
-    return "\n".join(f"{r.label}: {c.text()}; its figures leave those sizes out"
-                     for r in rows_of(doc) for c in r.collapses)
 
 
 MARKS = {BETTER: "pass", WORSE: "fail"}
@@ -92,7 +86,6 @@ def html(doc: Document, **_options: Any) -> str:
             "n1/2", "alpha", "1/beta", "latency change", "peak change", "sizes", "collapses"]
     classes = ["base" if r.baseline else None for r in rows]
     return join([
-        *(para(line.strip(), "none") for line in answer(rows)),
         table(head, [_cells(i, r) for i, r in enumerate(rows)], numeric=range(1, 11),
               row_classes=classes,
               caption=f"Configurations against the baseline {doc.body.get('baseline', '?')}"),

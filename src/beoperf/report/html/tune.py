@@ -21,7 +21,7 @@ from beoperf.report.html.markup import (
     status_mark,
     table,
 )
-from beoperf.report.tune import action_text, procedure_answer
+from beoperf.report.tune import action_text
 
 
 @renderer("tune-plan", "title")
@@ -75,12 +75,6 @@ def procedure_title(doc: Document, **_options: Any) -> str:
             f"{len(b['rows'])} configurations, kept {', '.join(b['kept']) or 'none'}")
 
 
-@renderer("procedure", "warnings")
-def procedure_warnings(doc: Document, **_options: Any) -> str:
-    rows = doc.body["rows"]
-    return "" if rows else "the procedure measured nothing (nothing to change)"
-
-
 def _k(i: int, field: str) -> str:
     return f"body.rows.{i}.{field}"
 
@@ -105,9 +99,7 @@ def procedure_html(doc: Document, **_options: Any) -> str:
         f"A change is kept when two-sided Mann-Whitney U p < {test['alpha']} on the repeats "
         f"against the current kept state and the mean is more than "
         f"{test.get('min_improvement_pct', 2):g}% lower.")
-    head = procedure_answer(b) if "statement" in test and b["rows"] else []
     return join([
-        *(para(line, "none") for line in head),
         table(["configuration", "latency mean µs", "variance µs²", "impact", "verdict",
                "decision"], rows, numeric=[1, 2, 3], row_classes=classes,
               caption="Impact of each change, measured one at a time"),
