@@ -11,8 +11,10 @@ and a later run adds the spread between runs that those files show:
 
 (each difference holds two runs' level, hence the 2; within-run noise inflates it a
 little, which errs on the wide side).  The interval where a repeat run's median falls
-becomes ``median -+ hypot(within-run half-width, 1.96 sqrt(2) s_b median)``: the repeat
-run has its own level too.
+becomes, on the log scale (times are positive: beoperf.analysis.intervals),
+``median x exp(-+hypot(within-run log half-width, 1.96 sqrt(2) s_b))``: the repeat run
+has its own level too.  Both parts stay in the document: the within-run interval of
+every size (``ci95_within_run_us``) and s_b with where it came from (``sweep.between_runs``).
 
 How far a run's level moves is mostly the machine's doing (its neighbours, its CPUs'
 wake-up states), so the other setups of the same host (host name and kernel) tell
@@ -49,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from beoperf import safeio
+from beoperf.analysis import intervals
 
 ENV = "BEOPERF_HISTORY"
 OFF = "off"
@@ -58,7 +61,6 @@ MAX_AGE_DAYS = 14  # older runs are dropped: the setup may have changed since
 MAX_BYTES = 1024 * 1024
 MAX_POINTS = 10_000  # per run
 MIN_MEDIAN, MAX_MEDIAN = 1e-6, 1e12  # a median's range (the unit's: us for the ping-pong)
-Z95 = 1.959964
 MAX_OTHER_SETUPS = 16  # other setups of this host whose spread is used: the newest
 MAX_ENTRIES = 4096  # directory entries looked at for them
 HOST_WEIGHT = 1.0  # the host's spread counts as this many earlier runs of a setup
@@ -297,12 +299,12 @@ def _lock(fd: int) -> None:
             time.sleep(0.05)
 
 
-def widen(median: float, interval: Sequence[float], sd: float) -> tuple[float, float]:
-    """The within-run repeat interval with the between-run spread added."""
-    extra = Z95 * math.sqrt(2.0) * sd * median
+def widen(median: float, interval: Sequence[float], sd: float) -> tuple[float, float] | None:
+    """The within-run repeat interval with the between-run spread added, on the log scale
+    (beoperf.analysis.intervals.widened: both bounds stay positive however wide the
+    spread); None if the within-run interval is not one of a positive quantity."""
     low, high = interval
-    return (max(0.0, median - math.hypot(median - low, extra)),
-            median + math.hypot(high - median, extra))
+    return intervals.widened(median, low, high, extra=intervals.between_runs_halfwidth(sd))
 
 
 @dataclass
