@@ -150,6 +150,7 @@ def _v2_to_v3(doc: dict) -> dict:
 
 
 INTERVALS = ("ci95_us", "ci95_median_us", "ci95_within_run_us")  # [low, high] of a time
+DROPPED = "reached zero or below"  # in the interval_note of an interval the upgrade dropped
 
 
 def _v3_to_v4(doc: dict) -> dict:
@@ -165,7 +166,7 @@ def _v3_to_v4(doc: dict) -> dict:
             low, high = size[name]
             size[name] = None
             note = (f"{name} [{low:.4g}, {high:.4g}] us, written by an earlier beoperf, "
-                    "reached zero or below (widened on a linear scale); no interval kept")
+                    f"{DROPPED} (widened on a linear scale); no interval kept")
             size["interval_note"] = (f"{size['interval_note']}; {note}"
                                      if size.get("interval_note") else note)
         if "ci95_us" in dropped or _halfwidth_crosses_zero(size):
@@ -186,7 +187,7 @@ def _halfwidth_crosses_zero(size: dict) -> bool:
     if median - half > 0:
         return False
     note = (f"half-width {half:.4g} us around the median {median:.4g} us, written by an "
-            "earlier beoperf, reached zero or below; no interval kept")
+            f"earlier beoperf, {DROPPED}; no interval kept")
     size["interval_note"] = (f"{size['interval_note']}; {note}" if size.get("interval_note")
                              else note)
     return True

@@ -45,6 +45,7 @@ from beoperf.suites.pingpong import (
     Measured,
     Progress,
     Spec,
+    no_history,
     shaper_notes,
     validate,
     warnings_of,
@@ -175,6 +176,7 @@ def measure(spec: Spec, opts: MpiOptions, session: Any, info: ranks.RankInfo,
                        sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
                        warnings=warnings_of(transport.warnings, outcome), sweep=outcome.facts)
     result.warnings += shaper_notes(result, local)
+    no_history(result, "no history is kept for MPI runs")
     return Measured(document(result), result, *stopped(outcome))
 
 

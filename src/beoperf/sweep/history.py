@@ -24,11 +24,20 @@ pooled with its own (s^2 = (n s_own^2 + s_host^2) / (n + 1) after n earlier runs
 first run takes it alone.  With neither, the interval is the within-run one, and the
 document says so.
 
-Where the files go: ``--history DIR``, else $BEOPERF_HISTORY, else /var/lib/beoperf/history
-as root and $XDG_STATE_HOME/beoperf/history (~/.local/state) otherwise; ``off`` keeps
-none.  The directory must be this user's own and writable by nobody else (created 0700);
-a file is read bounded and validated, written atomically (read again and written under
-a lock on the directory, so that two runs of one setup at once both stay), and at most
+A setup is what the caller says it is (``suites.pingpong.history_setup``: the options
+that shape the figures, the peer, this host, its MTU and a digest of every setting a
+tuning change or a study may touch, ``beoperf.audit.state``), so that a run before a
+change and one after it are two setups, never one mixed history; a spread borrowed from
+other setups is always said beside the interval it widens.
+
+Where the files go (the history is on by default): ``--history DIR``, else
+$BEOPERF_HISTORY, else /var/lib/beoperf/history as root and $XDG_STATE_HOME/beoperf/history
+(~/.local/state) otherwise; ``off`` keeps none and reads none.  Every run that reads or
+writes one says where, once (the summary's ``history`` line, from
+``sweep.between_runs.history``).  The directory must be this user's own and writable by
+nobody else (created 0700); a file is read bounded and validated, written atomically
+(read again and written under a lock on the directory, so that two runs of one setup at
+once both stay), and at most
 ``MAX_RUNS`` runs no older than ``MAX_AGE_DAYS`` are kept.  Nothing here can fail a run:
 a history that cannot be used is skipped with a note.
 """
