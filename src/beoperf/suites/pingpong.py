@@ -364,27 +364,7 @@ def across_runs(result: RunResult, history: History, utc: str) -> list[str]:
     if sd is not None:
         for s in result.sizes:
             _add_between_runs(s, sd)
-    # where the spread came from is said beside every interval (report.pingpong); only a
-    # history that could not be read or kept is a warning (history.note, record's note)
-    missing = ("this setup's own history could not be read" if history.note else
-               "no earlier run of this setup" if not history.runs else
-               "no earlier run of this setup has a size of this one")
-    facts = {
-        "history": str(history.path),
-        "earlier_runs": len(history.runs) if own is not None else 0,
-        "relative_sd": _rounded(sd), "added_to_intervals": sd is not None,
-        "own_relative_sd": _rounded(own), "host_relative_sd": _rounded(history.host_sd),
-        "host_setups": history.host_setups,
-        "source": _source(own, sd),
-        "relative_halfwidth": _rounded(intervals.log_relative(
-            intervals.between_runs_halfwidth(sd))) if sd is not None else None,
-        "runs_read": len(history.runs), "recorded": False,
-        "settings": history.setup.get("settings")}
-    if own is None:
-        facts["own_missing"] = missing
-    if sd is None:
-        facts["why_none"] = missing + ("" if history.note else
-                                       "; the next run of this setup adds it")
+    facts = _between_facts(history, own, sd)
     result.sweep = dict(result.sweep or {}, between_runs=facts)
     if result.status == "complete" and medians:
         kept = history.record(utc, medians)
@@ -411,13 +391,34 @@ def _add_between_runs(s: SizeResult, sd: float) -> None:
     s.ci95_relative = intervals.relative_halfwidth(float(median), got[0], got[1])
 
 
-def _source(own: float | None, sd: float | None) -> str:
-    """Where the spread between runs came from: "own" (earlier runs of this setup),
-    "own+host" (those pooled with the host's other setups), "host" (borrowed from the
-    host's other setups only) or "none"."""
+def _between_facts(history: History, own: float | None, sd: float | None) -> dict[str, Any]:
+    """``sweep.between_runs``: the spread applied (``relative_sd``, None: none) and where
+    it came from (``source``: "own" earlier runs of this setup, "own+host" those pooled
+    with the host's other setups, "host" borrowed from those only, "none"), the part it
+    adds to an interval, the file and what was read.  Where the spread came from is said
+    beside every interval (report.pingpong), so it is no warning; only a history that
+    could not be read or kept is (history.note, record's note)."""
+    host = history.host_sd is not None
+    source = "none" if sd is None else "host" if own is None else "own+host" if host else "own"
+    missing = ("this setup's own history could not be read" if history.note else
+               "no earlier run of this setup" if not history.runs else
+               "no earlier run of this setup has a size of this one")
+    facts = {
+        "history": str(history.path),
+        "earlier_runs": len(history.runs) if own is not None else 0,
+        "relative_sd": _rounded(sd), "added_to_intervals": sd is not None,
+        "own_relative_sd": _rounded(own), "host_relative_sd": _rounded(history.host_sd),
+        "host_setups": history.host_setups, "source": source,
+        "relative_halfwidth": _rounded(intervals.log_relative(
+            intervals.between_runs_halfwidth(sd))) if sd is not None else None,
+        "runs_read": len(history.runs), "recorded": False,
+        "settings": history.setup.get("settings")}
+    if own is None:
+        facts["own_missing"] = missing
     if sd is None:
-        return "none"
-    return "host" if own is None else "own" if sd == own else "own+host"
+        facts["why_none"] = missing + ("" if history.note else
+                                       "; the next run of this setup adds it")
+    return facts
 
 
 def no_history(result: RunResult, why: str) -> None:
