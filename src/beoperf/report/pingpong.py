@@ -145,6 +145,7 @@ def interval_text(run: RunResult, size: SizeResult, pm: str = "+-", us: str = "u
     median, ci = size.time_us.get("median"), interval_of(size)
     if median is None or ci is None:
         return "no interval" + (f" ({size.interval_note})" if size.interval_note else
+                                " (the source gives none)" if run.source else
                                 f" (fewer than {MIN_CI_SAMPLES} trials)" if size.trials
                                 < MIN_CI_SAMPLES else "")
     shown = (intervals.not_precise_text(size.trials, ci[0], ci[1])
@@ -165,7 +166,9 @@ def _latency_lines(run: RunResult, s: dict[str, Any]) -> list[str]:
     p99 = s["latency_p99_us"]
     p99_text = f"; {p99:.2f} us p99" if p99 is not None else ""
     shown = interval_text(run, size)
+    meaning = ("" if shown.startswith("no interval") else
+               "; the interval is where a next run's median falls, 95%")
     return [f"  latency    {s['latency_median_us']:.2f} us median"
             f"{' ' if shown.startswith('[') else ', '}{shown}",
             f"             (one-way at {size.size} B, {size.trials} trials, {size.samples} "
-            f"samples{p99_text}; the interval is where a next run's median falls, 95%)"]
+            f"samples{p99_text}{meaning})"]
