@@ -154,7 +154,7 @@ def test_json_to_stdout_summary_to_stderr():
         res = cli("pingpong", "127.0.0.1", "--port", str(srv.port), "--sizes", "1,1024", "--json")
     assert res.status == 0, res.stderr
     doc = res.json
-    assert (doc["format"], doc["kind"], doc["schema_version"]) == ("beoperf", "pingpong", 3)
+    assert (doc["format"], doc["kind"], doc["schema_version"]) == ("beoperf", "pingpong", 4)
     assert doc["meta"]["command_line"][:2] == ["beoperf", "pingpong"]
     body = doc["body"]
     assert [s["size"] for s in body["sizes"]] == [1, 1024]

@@ -419,3 +419,52 @@ def test_analyze_run_carries_each_sizes_ci_and_is_kept_until_sizes_change():
     assert again is not first and again.peak_size == 2048
     assert analyze_run(run) is again
     assert analyze_run(run_of([], [], [])) is None
+
+
+# --------------------------------------------------------------------------- no model
+
+
+def test_a_fit_with_a_latency_at_or_below_zero_is_no_model_with_the_reason():
+    """Times on an exact line whose intercept is below zero (t = 0.01 n - 0.0005 us, all
+    positive at n >= 1): R^2 is 1, but alpha < 0 is no latency, so the analysis gives no
+    Hockney model and says why; the fit is kept aside (``rejected``), its figures as
+    they were."""
+    sizes = np.array([2.0**k for k in range(0, 21)])
+    times = 0.01 * sizes - 0.0005
+    res = analyze(list(sizes), list(times), [None] * len(sizes), list(throughput(sizes, times)))
+    fit = hockney(sizes, times)
+    assert fit.alpha_us == pytest.approx(-0.0005) and fit.r2 == pytest.approx(1.0)
+    assert res.hockney is None and res.rejected == fit
+    assert res.model_problem.startswith("its latency alpha is not positive (")
+    assert f"{fit.alpha_us:.3g} us" in res.model_problem
+
+
+def test_a_fit_that_explains_less_than_r2_0_9_is_no_model():
+    """Times that alternate 10 and 100 us from size to size: the weighted R^2 of a line
+    is near 0: no model (the threshold, 0.9, is the issue's), and no pieces either."""
+    sizes = np.array([2.0**k for k in range(0, 16)])
+    times = np.where(np.arange(16) % 2 == 0, 100.0, 10.0)
+    res = analyze(list(sizes), list(times), [None] * 16, list(throughput(sizes, times)))
+    assert res.hockney is None and res.pieces == [] and res.thresholds == []
+    assert "weighted R^2 " in res.model_problem and "below 0.9" in res.model_problem
+    assert res.to_dict()["model_problem"] == res.model_problem
+    clean = analyze(list(SIZES), list(model(SIZES, 5.0, 1e9)), [None] * len(SIZES),
+                    list(throughput(SIZES, model(SIZES, 5.0, 1e9))))
+    assert clean.hockney is not None and clean.model_problem is None and clean.rejected is None
+
+
+def test_pieces_that_give_a_time_at_or_below_zero_are_no_model():
+    """pieces_problem: a first piece with alpha <= 0, a piece whose time reaches zero within
+    its own sizes, or pieces that explain less than R^2 0.9 over their points."""
+    from beoperf.analysis.curve import Fit, pieces_problem
+
+    n = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0])
+    t = 10.0 + n / 10
+    good = [Fit(1, 8, 4, 10.0, 0.1, 8e7, 1.0), Fit(16, 128, 4, 10.0, 0.1, 8e7, 1.0)]
+    assert pieces_problem(n, t, good) is None
+    first = [Fit(1, 8, 4, -1.0, 0.1, 8e7, 1.0), good[1]]
+    assert "first piece's latency alpha is not positive (-1 us)" in pieces_problem(n, t, first)
+    sinking = [good[0], Fit(16, 128, 4, 10.0, -0.1, None, 1.0)]
+    assert "16..128 B gives a time <= 0" in pieces_problem(n, t, sinking)
+    far = [good[0], Fit(16, 128, 4, 1.0, 0.001, 8e9, 1.0)]  # positive, but far off
+    assert "weighted R^2" in pieces_problem(n, t, far)

@@ -94,3 +94,90 @@ def test_schema_errors_never_carry_control_characters():
     with pytest.raises(DocumentError) as err:
         model.from_json(doc, "x.json")
     assert "\x1b" not in str(err.value) and "\n" not in str(err.value)
+
+
+NEGATIVE = FIXTURES / "pingpong-v3-negative-bounds-issue25.json"
+
+
+def test_a_negative_bound_written_before_version_4_loads_as_no_interval_with_the_reason():
+    """The crafted version 3 MPICH --sync run (tests/fixtures/README.md): 13 sizes whose
+    linear widening crossed zero, among them the two intervals of issue 25
+    ([-0.097, 5644] and [-295, 10365] us).  Upgraded, each has no interval and says why;
+    the other sizes keep theirs, with their within-run part; none of it, nor the text
+    summary, shows a bound at or below zero."""
+    old = json.loads(NEGATIVE.read_text())
+    assert old["schema_version"] == 3
+    crossed = [s["size"] for s in old["body"]["sizes"] if s["ci95_us"][0] <= 0]
+    assert len(crossed) == 13
+    doc = model.load(NEGATIVE)
+    sizes = {s["size"]: s for s in doc.body["sizes"]}
+    for size in crossed:
+        s = sizes[size]
+        assert s["ci95_us"] is None and s["ci95_halfwidth_us"] is None
+        assert s["ci95_relative"] is None and s.get("ci95_within_run_us") is None
+        assert "written by an earlier beoperf, reached zero or below" in s["interval_note"]
+        assert s["ci95_median_us"][0] > 0  # the order statistics were fine: kept
+    assert "[-0.097, 5644] us" in sizes[512]["interval_note"]
+    assert "[-295, 1.036e+04] us" in sizes[32768]["interval_note"]
+    kept = [s for s in doc.body["sizes"] if s["size"] not in crossed]
+    assert kept and all(s["ci95_us"][0] > 0 and s.get("interval_note") is None for s in kept)
+    assert all(s["ci95_within_run_us"] == s["ci95_us"] for s in kept)
+    from beoperf.report import render
+
+    text = render(doc, "text")
+    assert "no interval (ci95_us [-0.097, 5644] us" in text  # the latency: 512 B
+    html = render(doc, "html")
+    assert "-295" not in html and html.count("none: the file&#x27;s bound was &lt;= 0") == 13
+
+
+def test_no_schema_admits_a_bound_at_or_below_zero():
+    """Every interval of a time or a rate the schemas describe has both bounds above 0, so
+    a document with one cannot validate (tests/helpers.checked validates what every test
+    writes)."""
+    doc = model.load(NEGATIVE).to_json()
+    size = next(s for s in doc["body"]["sizes"] if s["ci95_us"] is not None)
+    for name in ("ci95_us", "ci95_median_us", "ci95_within_run_us"):
+        bad = json.loads(json.dumps(doc))
+        target = next(s for s in bad["body"]["sizes"] if s["size"] == size["size"])
+        target[name] = [0.0, 5.0]
+        with pytest.raises(DocumentError, match=f"{name}/0"):
+            document.validate("pingpong", bad)
+
+
+@pytest.mark.parametrize("name", ["cluster-ring-v1-issue14.json", "cluster-pairs-v1-issue14.json",
+                                  "cluster-mbw-v1-issue14.json"])
+def test_a_cluster_interval_at_or_below_zero_written_by_version_1_is_dropped_with_the_reason(
+        name):
+    """The cluster's MPI tests store order-statistic intervals (positive as trials are);
+    version 2's schema says so, and a version 1 file with a bound at or below zero (made
+    here by hand from the real fixture) loads with that interval dropped and noted."""
+    old = json.loads((FIXTURES / name).read_text())
+    spoilt = []
+
+    def spoil(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("ci_s"), list) and not spoilt:
+                node["ci_s"][0] = -1e-6
+                spoilt.append(node)
+            if node.get("ci_low") is not None and not spoilt:
+                node["ci_low"] = 0.0
+                spoilt.append(node)
+            for value in node.values():
+                spoil(value)
+        elif isinstance(node, list):
+            for item in node:
+                spoil(item)
+
+    spoil(old["body"])
+    assert len(spoilt) == 1
+    doc = model.from_json(old, name)
+    assert doc.schema_version == 2
+    text = json.dumps(doc.body)
+    assert text.count("reached zero or below") == 1
+    intact = model.load(FIXTURES / name)
+    assert "reached zero or below" not in json.dumps(intact.body)
+    bad = intact.to_json()
+    spoilt.clear()
+    spoil(bad["body"])
+    with pytest.raises(DocumentError, match="exclusiveMinimum|less than or equal to"):
+        document.validate(doc.kind, bad)

@@ -192,8 +192,8 @@ def test_the_passes_inflation_widens_every_sizes_interval():
     factor has 4 lows and 5 highs: centred -5/9 and +4/9 (x 0.25), lag-1 sum (3 x 25 - 20
     + 4 x 16) / 81 over 180 / 81: r = 119/180, inflation sqrt(299/61) = 2.214.  1000 B:
     trial medians 1 us x 4, 1.25 us x 5; 9 trials: ranks 1 and 7 (P(B <= 1) = 10/512
-    <= 0.025 < P(B <= 2) = 46/512): [1, 1.25] around 1.25; a repeat run's: 1.25 - 0.25 x
-    sqrt2 x 2.214 to 1.25."""
+    <= 0.025 < P(B <= 2) = 46/512): [1, 1.25] around 1.25; a repeat run's, on the log
+    scale: 1.25 (1 / 1.25)^(sqrt2 x 2.214) to 1.25."""
     spell = [1.0] * 4 + [1.25] * 5
     wire = Wire("pingpong", lambda size, n, resets: int(2 * size * spell[resets]))
     passes, seen = [], []
@@ -210,7 +210,8 @@ def test_the_passes_inflation_widens_every_sizes_interval():
         assert s.trials == 9 and s.converged
         close(s.trial_medians_us, [scale * f for f in spell])
         close(s.ci95_median_us, [scale * 1.0, scale * 1.25])
-        close(s.ci95_us, [scale * (1.25 - 0.25 * SQRT2 * inflation), scale * 1.25])
+        close(s.ci95_us, [scale * 1.25 * 0.8 ** (SQRT2 * inflation), scale * 1.25])
+        assert s.ci95_within_run_us == s.ci95_us  # this run's own part: all of it here
 
 
 # ---------------------------------------------------------------- why a sweep stopped
@@ -255,26 +256,34 @@ def test_a_sizes_statistics_by_hand():
     x 2; sum of squares 349, so 349 - 69^2/18 = 84.5 about the mean: stddev
     sqrt(84.5/17); deviations from 3.5: 0.5 x 4, 1.5 x 8, 2.5 x 4, 3.5, 5.5: MAD 1.5.
     Trial medians sorted 2 2 3 4 4 6: median 3.5, 95% ranks 0 and 5: [2, 6]; a repeat
-    run's, inflated 1.5: 3.5 - 1.5 x sqrt2 x 1.5 to 3.5 + 1.5 x sqrt2 x 2.5, half-width
-    1.5 x sqrt2 x 2.  Best trial: the mean of [2, 2, 2].  8000 bits a message."""
-    k = 1.5 * SQRT2
+    run's, inflated 1.5, on the log scale: 3.5 (2 / 3.5)^(1.5 sqrt2) to 3.5 (6 /
+    3.5)^(1.5 sqrt2), and the same as this run's own part (no spread between runs yet).
+    Best trial: the mean of [2, 2, 2].  8000 bits a message."""
+
+    def repeat(k):
+        return [3.5 * (2 / 3.5) ** k, 3.5 * (6 / 3.5) ** k]
+
+    low, high = repeat(1.5 * SQRT2)
     want = {
         "size": 1000, "samples": 18, "trials": 6, "reps": 300,
         "time_us": {"min": 1.0, "median": 3.5, "mean": 69 / 18, "p90": 6.3, "p99": 8.66,
                     "max": 9.0, "stddev": math.sqrt(84.5 / 17), "mad": 1.5,
                     "best_trial_mean": 2.0, "sample_median": 3.5},
-        "ci95_halfwidth_us": 2 * k, "ci95_relative": 2 * k / 3.5, "converged": True,
+        "ci95_halfwidth_us": (high - low) / 2, "ci95_relative": (high - low) / 2 / 3.5,
+        "converged": True,
         "throughput_bps": {"from_median": 8000 / 3.5e-6, "from_min": 8000 / 1e-6,
                            "from_best_trial": 8000 / 2e-6},
         "corrupt": 3, "trial_medians_us": [2.0, 3.0, 4.0, 4.0, 2.0, 6.0],
-        "ci95_us": [3.5 - k * 1.5, 3.5 + k * 2.5], "ci95_median_us": [2.0, 6.0],
-        "ci95_within_run_us": None, "trial_passes": [0, 1, 2, 3, 4, 5]}
+        "ci95_us": [low, high], "ci95_median_us": [2.0, 6.0],
+        "ci95_within_run_us": [low, high], "trial_passes": [0, 1, 2, 3, 4, 5],
+        "interval_note": None}
     close(vars(size_result(chunky_point(), "pingpong", 3, 1.5)), want)
     # by default: no corruption, no inflation (sqrt2 alone); bidir moves the message twice
-    k = SQRT2
+    low, high = repeat(SQRT2)
     close(vars(size_result(chunky_point(), "bidir")), {
-        **want, "corrupt": 0, "ci95_halfwidth_us": 2 * k, "ci95_relative": 2 * k / 3.5,
-        "ci95_us": [3.5 - k * 1.5, 3.5 + k * 2.5],
+        **want, "corrupt": 0, "ci95_halfwidth_us": (high - low) / 2,
+        "ci95_relative": (high - low) / 2 / 3.5, "ci95_us": [low, high],
+        "ci95_within_run_us": [low, high],
         "throughput_bps": {"from_median": 16000 / 3.5e-6, "from_min": 16000 / 1e-6,
                            "from_best_trial": 16000 / 2e-6}})
 
@@ -283,8 +292,8 @@ def test_a_size_with_too_few_trials_for_an_interval_says_so():
     p = chunky_point()
     p.chunks, p.trial_medians = p.chunks[:5], p.trial_medians[:5]
     s = size_result(p, "pingpong")
-    assert (s.ci95_us, s.ci95_median_us, s.ci95_halfwidth_us, s.ci95_relative) == \
-        (None, None, None, None)
+    assert (s.ci95_us, s.ci95_median_us, s.ci95_halfwidth_us, s.ci95_relative,
+            s.ci95_within_run_us) == (None, None, None, None, None)
     assert s.time_us["median"] == 3.0  # of 2 3 4 4 2
 
 
@@ -525,9 +534,9 @@ def test_the_loop_gets_every_setting_of_the_sweep():
 
 INTERVAL = ("ci95_us: where a repeat run's median falls (95%): the median's order-statistic "
             "interval over trial medians (ci95_median_us), widened by sqrt(2) and by "
-            "interval_inflation, then (ping-pong over TCP, between_runs) by the spread "
-            "between earlier runs of the same setup, when there are any "
-            "(ci95_within_run_us: before)")
+            "interval_inflation on the log scale (ci95_within_run_us: this run's own part, "
+            "always), then (ping-pong over TCP, between_runs) with the spread between runs "
+            "of the setup added on the log scale, when it is known")
 
 
 def test_the_sweeps_facts():

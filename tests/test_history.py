@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from beoperf.analysis import intervals
 from beoperf.model.pingpong import RunResult, SizeResult
 from beoperf.report.pingpong import between_runs_text
 from beoperf.suites.pingpong import across_runs, history_setup
@@ -67,12 +68,13 @@ def test_between_run_sd_is_the_rms_log_ratio_over_sqrt2_pooled_over_runs_and_poi
     assert h.between_run_sd({9: 1.0}, earlier) is None  # no common point
 
 
-def test_widen_adds_the_between_run_term_in_quadrature_on_each_side():
+def test_widen_adds_the_between_run_term_in_quadrature_on_each_side_on_the_log_scale():
     low, high = h.widen(100.0, [97.0, 104.0], 0.05)
-    extra = 1.959964 * math.sqrt(2) * 0.05 * 100.0
-    assert low == pytest.approx(100.0 - math.hypot(3.0, extra))
-    assert high == pytest.approx(100.0 + math.hypot(4.0, extra))
+    extra = 1.959964 * math.sqrt(2) * 0.05  # a log half-width: s_b is of log level
+    assert low == pytest.approx(100.0 * math.exp(-math.hypot(math.log(100 / 97), extra)))
+    assert high == pytest.approx(100.0 * math.exp(math.hypot(math.log(104 / 100), extra)))
     assert h.widen(100.0, [97.0, 104.0], 0.0) == pytest.approx((97.0, 104.0))
+    assert h.widen(100.0, [0.0, 104.0], 0.05) is None  # no interval of a positive time
 
 
 # --- what it does to intervals ---------------------------------------------------------------
@@ -87,16 +89,22 @@ def test_a_run_after_a_shifted_one_covers_the_next_run_where_its_own_interval_di
     setup = {"peer": "127.0.0.1", "mode": "pingpong"}
 
     notes = across_runs(first, h.History.load(hist_dir, "pingpong", setup, NOW), utc(0.02))
-    assert any(f"no earlier run of this setup in {hist_dir}: each interval" in n for n in notes)
+    assert notes == []  # the summary says it beside the interval, not as a warning
     assert first.sweep["between_runs"]["added_to_intervals"] is False
-    assert all(s.ci95_within_run_us is None for s in first.sizes)
+    assert first.sweep["between_runs"]["source"] == "none"
+    assert "between runs not known (no earlier run of this setup; the next run of this " \
+        "setup adds it)" in between_runs_text(first)
+    assert all(s.ci95_within_run_us is None for s in first.sizes)  # made by hand: none
 
     own = [list(s.ci95_us) for s in second.sizes]
     assert covered(second, third) == 0.0  # the within-run interval, as it stands
     across_runs(second, h.History.load(hist_dir, "pingpong", setup, NOW), utc(0.01))
     facts = second.sweep["between_runs"]
     assert facts["earlier_runs"] == 1 and facts["added_to_intervals"] is True
+    assert (facts["source"], facts["runs_read"], facts["recorded"]) == ("own", 1, True)
     assert facts["relative_sd"] == pytest.approx(math.log(1.10) / math.sqrt(2), rel=0.05)
+    assert facts["relative_halfwidth"] == pytest.approx(
+        math.sinh(1.959964 * math.sqrt(2) * facts["relative_sd"]), abs=1e-5)
     assert [s.ci95_within_run_us for s in second.sizes] == own
     for s in second.sizes:
         assert s.ci95_us[0] < s.ci95_within_run_us[0] and s.ci95_us[1] > s.ci95_within_run_us[1]
@@ -140,6 +148,54 @@ def test_the_setup_key_separates_what_shapes_the_figures_and_ignores_the_budget(
                                                         "127.0.0.1"))
     assert key != h.setup_key("pingpong", history_setup(base, "198.18.0.2"))
     assert key != h.setup_key("pingpong", history_setup(dict(base, client_cpu=0), "127.0.0.1"))
+
+
+def test_the_setup_key_covers_every_setting_a_tuning_change_may_touch(monkeypatch):
+    """The settings tune or a study may change (beoperf.audit.state) are in the key: one
+    value changed (a sysctl, coalescing, irqbalance, the firewall's rules) is another
+    setup; equal settings are the same; a count that moves by itself is left out."""
+    from beoperf.audit import state
+    from beoperf.audit.base import Check
+
+    seen = {"net.ipv4.tcp_wmem": [4096, 16384, 4194304], "coalesce.rx_usecs": 50,
+            "irqbalance.active": True, "iptables.rules": 3, "conntrack.count": 17}
+
+    def collect(check: Check) -> dict:
+        return {k: v for k, v in seen.items() if k.split(".")[0] in {
+            "sysctl": ("net",), "coalesce": ("coalesce",), "irqbalance": ("irqbalance",),
+            "firewall": ("iptables", "conntrack")}.get(check.name, ())}
+
+    for cls in state.CHECKS:
+        monkeypatch.setattr(cls, "collect", collect)
+    base = {"mode": "pingpong"}
+
+    def key() -> str:
+        return h.setup_key("pingpong", history_setup(base, "p", {}, state.settings("eth0")))
+
+    first = key()
+    assert first == key() and first != h.setup_key("pingpong", history_setup(base, "p"))
+    seen["conntrack.count"] = 900  # moves by itself: the same setup
+    assert key() == first
+    for name, value in (("net.ipv4.tcp_wmem", [4096, 16384, 8388608]),
+                        ("coalesce.rx_usecs", 0), ("irqbalance.active", False),
+                        ("iptables.rules", 4)):
+        old, seen[name] = seen[name], value
+        assert key() != first, name
+        seen[name] = old
+    assert key() == first
+    assert {c.name for c in state.CHECKS} >= {"sysctl", "coalesce", "offloads", "rings",
+                                             "irqbalance", "firewall", "cpufreq"}
+
+
+def test_a_check_that_fails_costs_the_key_nothing_but_its_values(monkeypatch):
+    from beoperf.audit import state
+
+    def broken(_check):
+        raise RuntimeError("no")
+
+    monkeypatch.setattr(state.CHECKS[0], "collect", broken)
+    got = state.settings(None)
+    assert got[f"{state.CHECKS[0].name}.unread"] is True and len(got) > 1
 
 
 # --- the file: bounded, validated, private, atomic ---------------------------------------------
@@ -266,20 +322,41 @@ def test_the_second_run_of_a_setup_widens_its_intervals_by_the_first(tmp_path):
     hist_dir = tmp_path / "history"
     first = pingpong(tmp_path / "one", "--history", str(hist_dir))
     assert first["sweep"]["between_runs"]["earlier_runs"] == 0
-    assert any("no earlier run of this setup" in w for w in first["warnings"])
-    second = pingpong(tmp_path / "two", "--history", str(hist_dir))
+    assert not any("earlier run" in w for w in first["warnings"])  # said beside the interval
+    assert "between runs not known (no earlier run of this setup" in first["stdout"]
+    path = first["sweep"]["between_runs"]["history"]
+    assert path.startswith(str(hist_dir)) and first["sweep"]["between_runs"]["settings"]
+    assert f"history    {path} (0 earlier runs of this setup read; this run added)" in \
+        first["stdout"]
+    assert first["stdout"].count(str(hist_dir)) == 1  # says where, once
+    # (the precision is not part of the setup: 0.1% leaves every size short of it)
+    second = pingpong(tmp_path / "two", "--history", str(hist_dir), "--precision", "0.001")
     facts = second["sweep"]["between_runs"]
     assert facts["earlier_runs"] == 1 and facts["added_to_intervals"] is True
-    assert "intervals  include the spread between runs" in second["stdout"]
-    assert "from 1 earlier run of this setup" in second["stdout"]
-    assert "include the spread" not in first["stdout"]
-    for name, says in (("two", True), ("one", False)):
+    assert f"between runs +-{facts['relative_halfwidth'] * 100:.1f}% from 1 earlier run of " \
+        "this setup" in second["stdout"]
+    assert f"history    {path} (1 earlier run of this setup read; this run added)" in \
+        second["stdout"]
+    # the warning quotes the interval the summary and the document show (with the spread
+    # between runs), not the within-run one it was computed before (issue 25: +-23.4%
+    # beside a headline +-112%)
+    late = [s for s in second["sizes"] if not s["converged"]]
+    worst = max(late, key=lambda s: s["ci95_relative"])
+    shown = intervals.precision_text(worst["time_us"]["median"], worst["ci95_us"],
+                                     worst["trials"])  # "+-x%", or wider than the median
+    assert shown.startswith("+-" if worst["ci95_relative"] <= 1 else "not measured precisely")
+    assert f"the widest interval reached is {shown} at {worst['size']} B" in \
+        " ".join(second["warnings"])
+    within = worst["ci95_within_run_us"]
+    assert worst["ci95_relative"] > (within[1] - within[0]) / 2 / worst["time_us"]["median"]
+    for name, says in (("two", "from 1 earlier run of this setup"),
+                       ("one", "between runs not known (no earlier run of this setup")):
         page = tmp_path / f"{name}.html"
         proc = subprocess.run([sys.executable, "-m", "beoperf", "report", str(tmp_path /
                                f"{name}.json"), "-o", str(page)], capture_output=True,
                               text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
-        assert ("include the spread between runs" in page.read_text()) is says
+        assert says in page.read_text() and path in page.read_text()
     for s in second["sizes"]:
         (lo, hi), (wlo, whi) = s["ci95_us"], s["ci95_within_run_us"]
         assert lo <= wlo and hi >= whi and (lo < wlo or facts["relative_sd"] == 0)
@@ -287,9 +364,44 @@ def test_the_second_run_of_a_setup_widens_its_intervals_by_the_first(tmp_path):
     facts = other["sweep"]["between_runs"]
     assert facts["earlier_runs"] == 0  # another setup, but of this host: its spread
     assert facts["host_setups"] == 1 and facts["added_to_intervals"] is True
-    assert "from 1 other setup of this host; no earlier run of this setup" in other["stdout"]
+    assert "borrowed from 1 other setup of this host (no earlier run of this setup)" in \
+        other["stdout"]
     off = pingpong(tmp_path / "four", "--history", "off")
-    assert "between_runs" not in off["sweep"]
+    assert off["sweep"]["between_runs"]["source"] == "none"
+    assert off["sweep"]["between_runs"]["history"] is None
+    assert "between runs not known (--history off)" in off["stdout"]
+    assert "  history    " not in off["stdout"]
+
+
+def test_a_tuning_change_between_two_runs_starts_a_history_of_its_own(netns_pair, tmp_path):
+    """Between namespace hosts: a run, tcp_wmem's maximum raised on the client (as tune
+    would), a run, the same again: the second run reads none of the first's history (a
+    setup of its own), the third reads the second's; both history files exist."""
+    from tests.test_netns import start_server
+
+    server, client = netns_pair
+    start_server(server)
+    hist = tmp_path / "hist"
+
+    def run(name: str) -> dict:
+        res = client.run([sys.executable, "-m", "beoperf", "pingpong", server.addr4, "--sizes",
+                          "1K,64K", "--time-budget", "1", "--history", str(hist), "-o",
+                          str(tmp_path / name)], check=False, timeout=120)
+        assert res.returncode == 0, res.stderr
+        return json.loads((tmp_path / f"{name}.json").read_text())["body"]["sweep"][
+            "between_runs"]
+
+    before = run("before")
+    wmem = client.run(["sysctl", "-n", "net.ipv4.tcp_wmem"]).stdout.split()
+    client.run(["sysctl", "-w", f"net.ipv4.tcp_wmem={wmem[0]} {wmem[1]} {int(wmem[2]) * 2}"])
+    after = run("after")
+    again = run("again")
+    assert before["history"] != after["history"] == again["history"]
+    assert before["settings"] != after["settings"] == again["settings"]
+    assert (after["runs_read"], again["runs_read"]) == (0, 1)
+    # the first setup has one run: no spread of its own yet, so none to borrow either
+    assert again["source"] == "own" and after["source"] == "none"
+    assert len(list(hist.glob("pingpong-*.json"))) == 2
 
 
 # --- pinned by hand (each kills a mutant that would change a figure or what is kept) -------
@@ -312,18 +424,24 @@ def test_across_runs_by_hand(tmp_path):
     assert across_runs(run, hist, utc()) == []
     logs = [math.log(0.5 / 0.6), math.log(10 / 11), math.log(20 / 22)]
     sd = math.sqrt(sum(x * x for x in logs) / 3 / 2)
+    extra = 1.959964 * math.sqrt(2) * sd
     assert run.sweep == {"passes": 9, "between_runs": {
         "history": str(tmp_path / f"{hist.key}.json"), "earlier_runs": 1,
         "relative_sd": round(sd, 5), "added_to_intervals": True,
-        "own_relative_sd": round(sd, 5), "host_relative_sd": None, "host_setups": 0}}
-    extra = 1.959964 * math.sqrt(2) * sd
+        "own_relative_sd": round(sd, 5), "host_relative_sd": None, "host_setups": 0,
+        "source": "own", "relative_halfwidth": round(math.sinh(extra), 5), "runs_read": 1,
+        "recorded": True, "settings": None}}
     small, middle, last = sizes[0], sizes[1], sizes[2]
-    assert small.ci95_us == pytest.approx([0.5 - math.hypot(0.05, extra * 0.5),
-                                           0.5 + math.hypot(0.05, extra * 0.5)])
-    assert small.ci95_relative == pytest.approx(math.hypot(0.05, extra * 0.5) / 0.5)
+
+    def widened(median, low, high):
+        return [median * math.exp(-math.hypot(math.log(median / low), extra)),
+                median * math.exp(math.hypot(math.log(high / median), extra))]
+
+    assert small.ci95_us == pytest.approx(widened(0.5, 0.45, 0.55))
+    assert small.ci95_within_run_us == pytest.approx([0.45, 0.55])
+    assert small.ci95_relative == pytest.approx((small.ci95_us[1] - small.ci95_us[0]) / 2 / 0.5)
     assert middle.ci95_us is None and middle.ci95_within_run_us is None
-    assert last.ci95_us == pytest.approx([20 - math.hypot(1.0, extra * 20),
-                                          20 + math.hypot(1.0, extra * 20)])
+    assert last.ci95_us == pytest.approx(widened(20, 19, 21))
     kept = h.History.load(tmp_path, "pingpong", setup)  # the real clock: just recorded
     assert kept.note is None and kept.runs[-1].medians == {1: 0.5, 2: 10.0, 3: 20.0}
 
@@ -464,7 +582,12 @@ def test_extreme_medians_in_a_file_are_refused_not_a_crash(tmp_path):
 
 
 def test_a_wide_spread_never_takes_the_interval_below_zero():
-    assert h.widen(10.0, [9.0, 11.0], 2.0)[0] == 0.0
+    """A spread between runs of 200% (a linear widening gave 10 - 55 < 0, then cut to 0):
+    the low bound stays above zero, and the interval reads as not measured precisely."""
+    low, high = h.widen(10.0, [9.0, 11.0], 2.0)
+    assert 0 < low < 9.0 and high > 11.0
+    assert math.log(10 / low) == pytest.approx(math.hypot(math.log(10 / 9),
+                                                          1.959964 * math.sqrt(2) * 2.0))
 
 
 def test_made_directories_have_their_modes_whatever_the_umask(tmp_path):
@@ -661,10 +784,11 @@ def test_a_first_run_takes_the_hosts_spread_and_says_so(tmp_path):
     assert facts["relative_sd"] == pytest.approx(host, abs=1e-5)
     assert (facts["own_relative_sd"], facts["host_setups"]) == (None, 1)
     assert facts["host_relative_sd"] == pytest.approx(host, abs=1e-5)
-    assert any(f"1 other setup of this host showed ({host * 100:.1f}%)" in n for n in notes)
-    assert not any("holds this run's own spread only" in n for n in notes)
+    assert facts["source"] == "host" and notes == []
     text = between_runs_text(first)
-    assert "from 1 other setup of this host; no earlier run of this setup" in text
+    half = math.sinh(1.959964 * math.sqrt(2) * host)
+    assert f"between runs +-{half * 100:.1f}% borrowed from 1 other setup of this host (no " \
+        "earlier run of this setup)" in text
     for s in first.sizes:
         assert s.ci95_us[0] < s.ci95_within_run_us[0] and s.ci95_us[1] > s.ci95_within_run_us[1]
     second = sweep(1.05, rng=rng)
@@ -673,14 +797,16 @@ def test_a_first_run_takes_the_hosts_spread_and_says_so(tmp_path):
     own = facts["own_relative_sd"]
     assert own == pytest.approx(math.log(1.05) / math.sqrt(2), rel=0.2)
     assert facts["relative_sd"] == pytest.approx(math.sqrt((own**2 + host**2) / 2), abs=1e-5)
-    assert "from 1 earlier run of this setup and 1 other setup of this host" in \
-        between_runs_text(second)
+    assert facts["source"] == "own+host"
+    assert "from 1 earlier run of this setup pooled with the spread borrowed from 1 other " \
+        "setup of this host" in between_runs_text(second)
     other_setup(tmp_path, 2, [1.0, 1.1])
     third = sweep(1.0, rng=rng)
-    notes = across_runs(third, h.History.load(tmp_path, "pingpong", {"peer": "y", **HOST},
-                                              NOW), utc(0.005))
-    assert any("3 other setups of this host showed" in n for n in notes)  # 127.0.0.1 too
-    assert "from 3 other setups of this host; no earlier run" in between_runs_text(third)
+    across_runs(third, h.History.load(tmp_path, "pingpong", {"peer": "y", **HOST}, NOW),
+                utc(0.005))
+    # 127.0.0.1 too
+    assert "borrowed from 3 other setups of this host (no earlier run" in \
+        between_runs_text(third)
 
 
 # --- two runs of one setup at once ---------------------------------------------------------
@@ -793,18 +919,18 @@ def test_earlier_runs_without_a_common_size_are_not_counted_and_the_note_says_wh
     setup = {"peer": "p", **HOST}
     h.History.load(tmp_path, "pingpong", setup, NOW).record(utc(0.1), {999: 5.0})
     run = sweep(1.0, rng=random.Random(2), status="interrupted")  # not recorded
-    notes = across_runs(run, h.History.load(tmp_path, "pingpong", setup, NOW), utc())
-    assert any("has a size of this one: each interval (ci95_us) holds this run's own spread "
-               "only" in n for n in notes)
+    assert across_runs(run, h.History.load(tmp_path, "pingpong", setup, NOW), utc()) == []
+    assert "between runs not known (no earlier run of this setup has a size of this one; " \
+        "the next run of this setup adds it)" in between_runs_text(run)
     assert run.sweep["between_runs"]["earlier_runs"] == 0
+    assert run.sweep["between_runs"]["runs_read"] == 1
     assert run.sweep["between_runs"]["added_to_intervals"] is False
     other_setup(tmp_path, 1, [1.0, 1.1])
     run = sweep(1.0, rng=random.Random(3))
-    notes = across_runs(run, h.History.load(tmp_path, "pingpong", setup, NOW), utc())
-    assert any("has a size of this one: each interval (ci95_us) includes the spread between "
-               "runs that 1 other setup of this host showed" in n for n in notes)
+    assert across_runs(run, h.History.load(tmp_path, "pingpong", setup, NOW), utc()) == []
+    assert "borrowed from 1 other setup of this host (no earlier run of this setup has a " \
+        "size of this one)" in between_runs_text(run)
     assert run.sweep["between_runs"]["earlier_runs"] == 0
-    assert "no earlier run of this setup" in between_runs_text(run)
 
 
 def test_an_unusable_own_history_still_takes_the_hosts_spread_and_says_both(tmp_path):
@@ -814,12 +940,12 @@ def test_an_unusable_own_history_still_takes_the_hosts_spread_and_says_both(tmp_
     (tmp_path / f"{h.setup_key('pingpong', setup)}.json").write_text("not json")
     run = sweep(1.0, rng=random.Random(4))
     notes = across_runs(run, h.History.load(tmp_path, "pingpong", setup, NOW), utc())
-    assert notes[0].startswith("history not used: ")
-    assert notes[1].startswith("this setup's own history was not used: each interval "
-                               "(ci95_us) includes the spread between runs that 1 other "
-                               "setup of this host showed")
-    assert notes[2].startswith("this run was not added to the history: ")
+    assert len(notes) == 2 and notes[0].startswith("history not used: ")
+    assert notes[1].startswith("this run was not added to the history: ")
+    assert "borrowed from 1 other setup of this host (this setup's own history could not be " \
+        "read)" in between_runs_text(run)
     assert run.sweep["between_runs"]["added_to_intervals"] is True
+    assert run.sweep["between_runs"]["recorded"] is False
 
 
 def test_other_hosts_files_do_not_crowd_out_this_hosts_in_a_shared_directory(tmp_path):

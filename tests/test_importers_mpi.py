@@ -39,7 +39,10 @@ def test_osu_bibw_is_bidir_and_counts_both_directions():
         assert s.central_bps() == pytest.approx(mbps * 8e6)  # OSU's MB/s is 10^6 B/s
         # one exchange carries a message each way: 2 x size in the time of one sample
         assert s.time_us["mean"] == pytest.approx(2 * size / mbps)
-    assert analyze_run(run).hockney is not None  # moved = 2, found from the data
+    a = analyze_run(run)  # moved = 2, found from the data
+    # the shared-memory curve is too uneven for one line (R^2 0.523): no model, said why
+    assert a.hockney is None and "weighted R^2 0.523, below 0.9" in a.model_problem
+    assert a.rejected.bandwidth_bps > 0
 
 
 def test_osu_mbw_mr_records_pairs_and_window():

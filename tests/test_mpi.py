@@ -77,6 +77,22 @@ def test_variants_stream_bidir_sync_nonblocking_integrity():
         2 * s["size"] * 8 / (s["time_us"]["median"] * 1e-6))
 
 
+def test_an_mpich_sync_run_has_only_intervals_above_zero():
+    """The run of issue 25 that gave [-0.097, 5644] us (MPICH, --sync), on this machine:
+    whatever the spread of its trials, every interval of every size is above zero (its
+    document validates, and the schema says so), each size carries this run's own part
+    (ci95_within_run_us), and the run says it has no spread between runs."""
+    doc = sweep("mpich", "--sync")
+    body = doc["body"]
+    assert body["parameters"]["sync"] is True and body["sizes"]
+    for s in body["sizes"]:
+        for name in ("ci95_us", "ci95_median_us", "ci95_within_run_us"):
+            assert s[name] is None or 0 < s[name][0] <= s["time_us"]["median"] <= s[name][1]
+        assert s["ci95_within_run_us"] == s["ci95_us"]
+    facts = body["sweep"]["between_runs"]
+    assert facts["source"] == "none" and facts["why_none"] == "no history is kept for MPI runs"
+
+
 def test_np_output_and_text_summary(tmp_path):
     require_mpi("openmpi")
     prefix = tmp_path / "run"

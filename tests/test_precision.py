@@ -91,10 +91,27 @@ def test_the_interval_is_over_trial_medians_not_samples():
                  time_budget=0.065)
     point = out.points[0]
     assert point.median_ci() == (120.0, 100.0, 140.0)
-    # a repeat run's median: sqrt(2) wider, as the repeat has this run's error too
-    assert point.relative_ci() == pytest.approx(2**0.5 * 20 / 120)
-    assert point.repeat_interval(1.5) == pytest.approx((120 - 1.5 * 2**0.5 * 20,
-                                                        120 + 1.5 * 2**0.5 * 20))
+    # a repeat run's median: sqrt(2) wider, as the repeat has this run's error too, on the
+    # log scale (a time is positive): each side's log half-width times sqrt(2)
+    k = 2**0.5
+    low, high = 120 * (100 / 120) ** k, 120 * (140 / 120) ** k
+    assert point.relative_ci() == pytest.approx((high - low) / 2 / 120)
+    assert point.relative_ci() == pytest.approx(2**0.5 * 20 / 120, rel=0.01)  # ~ linear
+    assert point.repeat_interval(1.5) == pytest.approx((120 * (100 / 120) ** (1.5 * k),
+                                                        120 * (140 / 120) ** (1.5 * k)))
+
+
+def test_a_repeat_interval_never_reaches_zero_however_wide():
+    """Trial medians from 1 to 1000 with the largest inflation: a linear widening
+    (median - k (median - low)) went below zero; on the log scale the low bound stays
+    above zero and the interval is still around the median."""
+    out, _ = run({1: [1.0, 1000.0, 2.0, 900.0, 3.0, 800.0, 500.0]}, precision=0.02,
+                 time_budget=0.07)
+    point = out.points[0]
+    med, lo, hi = point.median_ci()
+    assert med - 2**0.5 * 3 * (med - lo) < 0  # what the linear widening gave
+    low, high = point.repeat_interval(3.0)
+    assert 0 < low < lo <= med <= hi < high
 
 
 def test_state_lasting_across_passes_widens_the_intervals():

@@ -114,14 +114,20 @@ def test_reps_fill_the_trial_rounded_down_and_within_bounds():
 def test_a_points_interval_is_the_order_statistics_of_its_trial_medians():
     """Six trials: ranks 0 and 5 bracket the median at 95% (P(B <= 0) = 1/64 <= 0.025 <
     P(B <= 1) = 7/64).  Sorted 90 100 110 120 130 200: median 115, interval [90, 200];
-    a repeat run's median: each side widened by sqrt(2) (and by the inflation)."""
+    a repeat run's median: each side's log half-width widened by sqrt(2) (and by the
+    inflation): 115 (90 / 115)^k .. 115 (200 / 115)^k."""
     p = point([130, 100, 200, 110, 90, 120])
     assert p.median_ci() == (115.0, 90.0, 200.0)
-    assert p.repeat_interval() == pytest.approx((115 - SQRT2 * 25, 115 + SQRT2 * 85), rel=EXACT)
-    assert p.repeat_interval(2.0) == pytest.approx((115 - 2 * SQRT2 * 25, 115 + 2 * SQRT2 * 85),
-                                                   rel=EXACT)
-    assert p.relative_ci() == pytest.approx(SQRT2 * 55 / 115, rel=EXACT)
-    assert p.relative_ci(3.0) == pytest.approx(3 * SQRT2 * 55 / 115, rel=EXACT)
+
+    def repeat(k):
+        return 115 * (90 / 115) ** k, 115 * (200 / 115) ** k
+
+    assert p.repeat_interval() == pytest.approx(repeat(SQRT2), rel=EXACT)
+    assert p.repeat_interval(2.0) == pytest.approx(repeat(2 * SQRT2), rel=EXACT)
+    low, high = repeat(SQRT2)
+    assert p.relative_ci() == pytest.approx((high - low) / 2 / 115, rel=EXACT)
+    low, high = repeat(3 * SQRT2)
+    assert p.relative_ci(3.0) == pytest.approx((high - low) / 2 / 115, rel=EXACT)
     few = point([100, 100, 100, 100, 100])
     assert few.median_ci() is None and few.repeat_interval() is None
     assert few.relative_ci() is None
@@ -131,9 +137,11 @@ def test_a_relative_interval_needs_a_positive_median_and_only_that():
     assert point([0] * 6).relative_ci() is None
     assert point([-5] * 6).relative_ci() is None
     assert point([0.5] * 6).relative_ci() == 0.0  # a median under 1 is still a median
-    # the low end at 0 is fine: median 100, interval [0, 100]: half-width sqrt2 x 100 / 2
-    assert point([0, 100, 100, 100, 100, 100]).relative_ci() == pytest.approx(SQRT2 / 2,
-                                                                                rel=EXACT)
+    # a low end at 0 is no interval of a positive quantity: none (no clock gives 0 ns)
+    assert point([0, 100, 100, 100, 100, 100]).relative_ci() is None
+    assert point([0, 100, 100, 100, 100, 100]).repeat_interval() is None
+    assert point([1, 100, 100, 100, 100, 100]).relative_ci() == pytest.approx(
+        (100 - 100 * 0.01 ** SQRT2) / 2 / 100, rel=EXACT)
 
 
 # ---------------------------------------------------------------- calibration

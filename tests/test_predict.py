@@ -296,6 +296,24 @@ def test_cli_predict_refuses_a_stream_run(files):
     assert res.status == 1 and "predict needs a ping-pong run" in res.stderr
 
 
+def test_cli_predict_refuses_a_run_whose_model_is_not_physical(files):
+    """Times that jump tenfold from one size to the next (a run on a machine that came and
+    went): no line and no pieces explain them (R^2 0); predict says why, in one line, and
+    prices nothing from it."""
+    times = {n: 10.0 if i % 2 else 100.0 for i, n in enumerate(SIZES)}
+    run = run_of(times)
+    a = predict.analyze([s.size for s in run.sizes], [s.time_us["mean"] for s in run.sizes],
+                        [None] * len(run.sizes), [s.central_bps() for s in run.sizes])
+    assert a.hockney is None and a.pieces == [] and a.model_problem
+    save_run(run, files["dir"] / "noisy.json")
+    res = cli("predict", "--profile", str(files["profile"]), "--network",
+              str(files["dir"] / "noisy.json"))
+    assert res.status == 1 and len(res.error_lines) == 1, res.stderr
+    assert "no model of this network: the fit of its mean times is not physical (" in \
+        res.error_lines[0] and a.model_problem in res.error_lines[0]
+    assert "Traceback" not in res.stderr
+
+
 def test_imb_sanity_case_predicts_its_own_time():
     """The IMB run priced from its own model: within the interval of the time IMB itself
     measured (sum over sizes of 2 x repetitions x t[usec])."""

@@ -62,7 +62,7 @@ def make_run(mode: str = "pingpong") -> RunResult:
 def test_document_envelope_and_summary():
     doc = run_json(make_run())
     assert (doc["format"], doc["kind"]) == ("beoperf", KIND) and KIND == "pingpong"
-    assert doc["schema_version"] == VERSION == 3
+    assert doc["schema_version"] == VERSION == 4
     assert doc["meta"]["beoperf"] == "0.1"  # the run's own meta is the envelope's
     body = doc["body"]
     assert body["status"] == "interrupted"
@@ -155,8 +155,11 @@ def test_summary_latency_is_the_analysis_figure_with_its_own_ci(tmp_path: Path):
     assert s["latency_p99_us"] == analysis["latency_p99_us"] == pytest.approx(23.42 * 1.3)
     assert s["latency_ci95_halfwidth_us"] == analysis["latency_ci95_halfwidth_us"]
     text = summary_text(run)
-    assert "latency    23.42 us median, 30.45 us p99 (one-way, 4 B, 42 samples, " \
-           "95% CI +-0.23 us (+-1.0%))" in text
+    assert "latency    23.42 us median [23.19, 23.65] us: this run +-1.0%, between runs " \
+           "not known (this result records none)\n" \
+           "             (one-way at 4 B, 3 trials, 42 samples; 30.45 us p99; " in text
+    assert s["latency_ci95_us"] == s["latency_ci95_within_run_us"] == \
+        pytest.approx([23.42 - 0.2342, 23.42 + 0.2342])  # stored as a half-width only
     assert "3.36" not in text
     path = tmp_path / "run.json"
     save_run(run, path)

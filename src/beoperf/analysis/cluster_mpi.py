@@ -97,9 +97,15 @@ def ring_stat(latencies: Sequence[float], measurements: int | None = None) -> di
     the median of them all and its 95% interval."""
     first = latencies[:measurements] if measurements else latencies
     arr = np.sort(np.asarray(latencies, dtype=float))
-    ci = median_ci(arr)
+    ci = _positive(median_ci(arr))
     return {"hpcc_s": float(min(first)), "median_s": float(np.median(arr)),
             "ci_s": [ci[0], ci[1]] if ci is not None else None}
+
+
+def _positive(ci: tuple[float, float] | None) -> tuple[float, float] | None:
+    """An interval of a time or a rate, if its bounds are above 0 (order statistics of
+    trials that are all positive always are; a trial of 0 s leaves no interval)."""
+    return ci if ci is not None and ci[0] > 0 else None
 
 
 def ring_figures(rings: Sequence[Mapping[str, Any]], latency_bytes: int,
@@ -151,7 +157,7 @@ def stat_of(values: Sequence[float]) -> dict[str, Any] | None:
     if not values:
         return None
     arr = np.sort(np.asarray(values, dtype=float))
-    ci = median_ci(arr)
+    ci = _positive(median_ci(arr))
     return {"median": float(np.median(arr)), "ci_low": ci[0] if ci else None,
             "ci_high": ci[1] if ci else None, "min": float(arr[0]), "max": float(arr[-1]),
             "trials": len(arr)}

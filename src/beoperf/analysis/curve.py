@@ -42,6 +42,14 @@ Definitions (the README and `beoperf pingpong --help` repeat them):
   asymptotic bandwidth; piecewise: the sizes where the model changes
   (MSS/MTU boundaries, eager/rendezvous switches) are found by segmented
   regression, the number of pieces chosen by BIC.
+- a model is given only where it is physical: the Hockney fit needs a positive
+  latency alpha and a weighted R^2 of at least MIN_R2 (0.9: below it the sizes do
+  not follow one line, and alpha and 1/beta describe no link); the piecewise fit
+  needs a positive alpha in its first piece, a positive time at both ends of every
+  piece, and a weighted R^2 of at least MIN_R2 over all its points.  A fit that
+  fails is "no model" with the reason (``model_problem``, ``pieces_problem``; the
+  Hockney fit itself stays in ``rejected`` for the record): a noisy loopback run
+  once gave alpha = -143 us, which is no latency.
 """
 
 from __future__ import annotations
@@ -60,6 +68,7 @@ LATENCY_SLOPE = 0.1
 MAX_BREAKS = 3
 MIN_PIECE_POINTS = 4
 MAX_SEGMENT_POINTS = 600  # the piecewise fit needs (m+1)^2 floats; skipped above this
+MIN_R2 = 0.9  # a fit explaining less of the (relative) variation is no model
 
 
 @dataclass
@@ -111,11 +120,14 @@ class CurveAnalysis:
     saturation_size: int | None
     saturation_interval: tuple[int, int] | None
     n_half: float | None
-    hockney: Fit | None
-    pieces: list[Fit] = field(default_factory=list)
+    hockney: Fit | None  # None: too few sizes, or not physical (model_problem says why)
+    pieces: list[Fit] = field(default_factory=list)  # [] unless a physical piecewise fit
     thresholds: list[int] = field(default_factory=list)
     slopes: list[float | None] = field(default_factory=list)  # per size; None where collapsed
     collapses: list[Collapse] = field(default_factory=list)
+    model_problem: str | None = None  # why the Hockney fit is not a model
+    pieces_problem: str | None = None  # why the piecewise fit is not one
+    rejected: Fit | None = None  # the Hockney fit that was not given, for the record
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -262,6 +274,39 @@ def hockney(sizes: np.ndarray, times: np.ndarray, moved: float = 1.0) -> Fit:
                bandwidth_bps=moved * 8e6 / float(beta) if beta > 0 else None, r2=r2)
 
 
+def fit_problem(fit: Fit) -> str | None:
+    """Why a Hockney fit is no model of a link (see the module docstring), or None."""
+    problems = []
+    if not fit.alpha_us > 0:
+        problems.append(f"its latency alpha is not positive ({fit.alpha_us:.3g} us)")
+    if not fit.r2 >= MIN_R2:
+        problems.append(f"it explains too little: weighted R^2 {fit.r2:.3f}, below {MIN_R2:g} "
+                        "(the times do not follow one line)")
+    return " and ".join(problems) or None
+
+
+def pieces_problem(sizes: np.ndarray, times: np.ndarray, pieces: list[Fit]) -> str | None:
+    """Why a piecewise fit is no model (see the module docstring), or None."""
+    if not pieces:
+        return None
+    if not pieces[0].alpha_us > 0:
+        return f"its first piece's latency alpha is not positive ({pieces[0].alpha_us:.3g} us)"
+    model = np.empty_like(times)
+    for p in pieces:
+        ends = p.alpha_us + p.beta_us_per_byte * np.array([p.first_size, p.last_size], float)
+        if not (ends > 0).all():
+            return (f"its piece {p.first_size}..{p.last_size} B gives a time <= 0 within its "
+                    "own sizes")
+        inside = (sizes >= p.first_size) & (sizes <= p.last_size)
+        model[inside] = p.alpha_us + p.beta_us_per_byte * sizes[inside]
+    weighted = np.sum(1.0 / times) / np.sum(1.0 / times**2)  # mean of t, weights 1/t^2
+    total = float((((times - weighted) / times) ** 2).sum())
+    r2 = 1.0 - float((((times - model) / times) ** 2).sum()) / total if total > 0 else 1.0
+    if not r2 >= MIN_R2:
+        return f"it explains too little: weighted R^2 {r2:.3f} over its points, below {MIN_R2:g}"
+    return None
+
+
 def segment(sizes: np.ndarray, times: np.ndarray, max_breaks: int = MAX_BREAKS,
             min_points: int = MIN_PIECE_POINTS) -> list[int]:
     """Indices where a new piece starts (the break points), number chosen by BIC."""
@@ -342,10 +387,14 @@ def analyze(sizes: list[int], median_us: list[float], p99_us: list[float | None]
     slopes = local_slopes(n, t) if len(n) >= 3 else np.zeros(len(n))
     sat, interval = saturation(n, slopes) if len(n) >= 3 else (None, None)
     fit = hockney(n, t, moved) if len(n) >= 2 else None
+    problem = fit_problem(fit) if fit is not None else None
     segmentable = 2 * MIN_PIECE_POINTS <= len(n) <= MAX_SEGMENT_POINTS  # O(m^2) memory
     breaks = segment(n, t) if segmentable else []
     bounds = [0, *breaks, len(n)]
     pieces = [hockney(n[a:b], t[a:b], moved) for a, b in zip(bounds, bounds[1:], strict=False)]
+    broken = pieces_problem(n, t, pieces) if breaks else None
+    if broken:
+        breaks = []
     all_slopes: list[float | None] = [None] * len(n_all)
     for i, slope in zip(at, slopes, strict=True):
         all_slopes[int(i)] = float(slope)
@@ -355,5 +404,6 @@ def analyze(sizes: list[int], median_us: list[float], p99_us: list[float | None]
         latency_ci95_halfwidth_us=None if ci is None else float(ci),
         peak_bps=float(thr.max()), peak_size=int(n[int(thr.argmax())]),
         saturation_size=sat, saturation_interval=interval, n_half=n_half(n, thr),
-        hockney=fit, pieces=pieces if breaks else [], thresholds=[int(n[b]) for b in breaks],
-        slopes=all_slopes, collapses=found)
+        hockney=None if problem else fit, pieces=pieces if breaks else [],
+        thresholds=[int(n[b]) for b in breaks], slopes=all_slopes, collapses=found,
+        model_problem=problem, pieces_problem=broken, rejected=fit if problem else None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from beoperf.analysis import intervals
 from beoperf.analysis.curve import analyze_run
 from beoperf.analysis.mpi import protocol_switch
 from beoperf.model.document import Document
@@ -32,15 +33,58 @@ def summary(run: RunResult) -> dict[str, Any]:
         a = analyze_run(run)
     except Exception:  # noqa: BLE001 - the analysis never costs the measured data
         return counts
+    size = next(s for s in run.sizes if s.size == a.latency_size)
     out = {**counts, "latency_size": a.latency_size, "latency_median_us": a.latency_us,
            "latency_p99_us": a.latency_p99_us,
            "latency_ci95_halfwidth_us": a.latency_ci95_halfwidth_us,
+           "latency_ci95_us": interval_of(size), "latency_ci95_within_run_us": within_run(size),
+           "latency_trials": size.trials,
            "peak_throughput_bps": a.peak_bps, "peak_size": a.peak_size,
            "throughput_collapses": len(a.collapses)}
+    if a.hockney is None and a.model_problem:
+        out["model_problem"] = a.model_problem
     switch = protocol_switch(run)  # MPI runs: the eager/rendezvous switch and its setting
     if switch is not None:
         out["protocol_switch"] = switch.to_dict()
     return out
+
+
+def interval_of(size: SizeResult) -> list[float] | None:
+    """A size's interval for a next run: ``ci95_us``; a result written before beoperf
+    stored bounds has only a half-width, read as median -+ half-width (when that stays
+    above zero: the upgrade to version 4 drops one that does not)."""
+    if size.ci95_us is not None:
+        return size.ci95_us
+    median, half = size.time_us.get("median"), size.ci95_halfwidth_us
+    if median is None or half is None or not median - half > 0:
+        return None
+    return [median - half, median + half]
+
+
+def within_run(size: SizeResult) -> list[float] | None:
+    """This run's own part of a size's interval: ``ci95_within_run_us``; a document written
+    before every size carried it has it only where the spread between runs was added,
+    and elsewhere its interval (interval_of) is the within-run one itself."""
+    return size.ci95_within_run_us if size.ci95_within_run_us is not None else \
+        interval_of(size)
+
+
+SOURCES = ("own", "own+host", "host", "none")
+
+
+def between_runs(run: RunResult) -> dict[str, Any]:
+    """The spread between runs the intervals hold (``sweep.between_runs``), with its
+    ``source`` (one of SOURCES: earlier runs of this setup, those pooled with the host's
+    other setups, the host's other setups only, none); a run that records none, or
+    written before the source was recorded, gets it inferred from what it has."""
+    facts = dict((run.sweep or {}).get("between_runs") or {})
+    if facts.get("source") not in SOURCES:
+        sd = facts.get("relative_sd")
+        added = bool(facts.get("added_to_intervals")) and isinstance(sd, int | float)
+        own, host = facts.get("own_relative_sd"), facts.get("host_setups") or 0
+        facts["source"] = ("none" if not added else "host" if own is None else
+                           "own" if not host else "own+host")
+    return facts
 
 
 def derived(run: RunResult) -> dict[str, Any]:
@@ -68,8 +112,9 @@ def precision_shortfall(sizes: Sequence[SizeResult], precision: float | None) ->
     goal = f"±{precision * 100:.3g}%" if isinstance(precision, int | float) else \
         "the precision asked"
     worst = max(late, key=lambda s: s.ci95_relative or 0.0)
-    widest = (f": widest ±{worst.ci95_relative * 100:.3g}% at {size_text(worst.size)}"
-              if worst.ci95_relative is not None else "")
+    shown = intervals.precision_text(worst.time_us.get("median"), worst.ci95_us,
+                                     worst.trials, pm="±")
+    widest = f": widest {shown} at {size_text(worst.size)}" if shown else ""
     return (f"{len(late)} of {len(sizes)} size{'s' if len(sizes) != 1 else ''} did not "
             f"reach {goal}{widest}")
 

@@ -1,7 +1,9 @@
 """An application's communication time on a network, from the network's measured model.
 
 The model of a network is the piecewise Hockney fit of `beoperf.analysis.curve`
-(t(n) = alpha + beta * n per piece, the pieces split at the protocol thresholds), fitted
+(t(n) = alpha + beta * n per piece, the pieces split at the protocol thresholds; the
+single fit when no threshold is found; none, and predict refuses the network with the
+reason, when neither fit is physical: a latency <= 0 or an R^2 below 0.9), fitted
 to the **mean** one-way time of each size of a ping-pong run: an application's time is
 a sum over its messages, and a sum is count x mean, not count x median (a run's mean
 sits above its median by its tail: 1-15% at small sizes on a shared machine).
@@ -149,8 +151,11 @@ def from_run(run: RunResult, name: str, source: str) -> NetModel:
     bps = [8e6 * n / t for n, t in zip(sizes, times, strict=True)]
     a = analyze(sizes, times, [None] * len(rows), bps)
     fits = a.pieces or ([a.hockney] if a.hockney else [])
-    if not fits:
-        raise PredictError(f"{source}: no model could be fitted")
+    if not fits:  # none that is physical (beoperf.analysis.curve): no prices from it
+        why = "; ".join(p for p in (a.model_problem, a.pieces_problem) if p) or \
+            "too few sizes"
+        raise PredictError(f"{source}: no model of this network: the fit of its mean times "
+                           f"is not physical ({why})")
     healthy = [(n, t) for n, t in zip(sizes, times, strict=True)
                if not any(c.first_size <= n <= c.last_size for c in a.collapses)]
     pieces = [_piece(f, healthy) for f in fits]

@@ -16,10 +16,14 @@ the precision loop went, the status, and the test's own figures:
 * ``cluster-mbw``: per pair count and message size, the aggregate bandwidth (B/s) and
   message rate (messages/s), and the slowest and fastest pair's own rate.
 
-Version 1 of each: no upgrades yet (a later version registers its step from 1 here).
+Version 2 of each: every 95% interval of a time or a rate has both bounds above 0 (the
+schema says so); a version 1 file with a bound at or below zero loads with that interval
+dropped and the reason in ``interval_note`` beside it.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from beoperf.model import document
 
@@ -27,6 +31,41 @@ RING_KIND = "cluster-ring"
 PAIRS_KIND = "cluster-pairs"
 MBW_KIND = "cluster-mbw"
 KINDS = (RING_KIND, PAIRS_KIND, MBW_KIND)
+VERSION = 2  # 1: intervals whose bounds were not checked to be above 0
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _positive_intervals(node: Any) -> None:
+    """Drop, everywhere in ``node``, an interval with a bound at or below zero: a ring's
+    ``ci_s`` [low, high], a statistic's ``ci_low``/``ci_high``; ``interval_note`` says so.
+    (The order statistics of positive trials never give one; a version 1 file that holds
+    one was made by hand or by a bug, and its interval is no interval of a time.)"""
+    if isinstance(node, list):
+        for item in node:
+            _positive_intervals(item)
+        return
+    if not isinstance(node, dict):
+        return
+    ci = node.get("ci_s")
+    if isinstance(ci, list) and len(ci) == 2 and all(map(_number, ci)) and min(ci) <= 0:
+        node["ci_s"] = None
+        node["interval_note"] = f"interval [{ci[0]:.4g}, {ci[1]:.4g}] s reached zero or below"
+    ends = (node.get("ci_low"), node.get("ci_high"))
+    if "ci_low" in node and all(map(_number, ends)) and min(ends) <= 0:
+        node["ci_low"] = node["ci_high"] = None
+        node["interval_note"] = f"interval [{ends[0]:.4g}, {ends[1]:.4g}] reached zero or below"
+    for value in node.values():
+        _positive_intervals(value)
+
+
+def _v1_to_v2(doc: dict) -> dict:
+    """Version 2: every interval's bounds above 0 (see the module docstring)."""
+    _positive_intervals(doc["body"])
+    return doc
+
 
 for _kind in KINDS:
-    document.register(_kind, 1)
+    document.register(_kind, VERSION, upgrades={1: _v1_to_v2})

@@ -21,7 +21,9 @@ from beoperf.model import document
 from beoperf.model.document import Document, DocumentError
 
 KIND = "pingpong"
-VERSION = 3  # 1: "format": "beoperf.pingpong", no envelope; 2: the envelope; 3: "sweep"
+# 1: "format": "beoperf.pingpong", no envelope; 2: the envelope; 3: "sweep"; 4: intervals
+# of positive quantities (both bounds > 0), "interval_note", ci95_within_run_us always
+VERSION = 4
 LEGACY_FORMAT = "beoperf.pingpong"
 
 ResultFormatError = DocumentError  # a file that is not a ping-pong result
@@ -54,11 +56,17 @@ class SizeResult:
     trial_medians_us: list[float] | None = None  # one per trial: the independent observations
     ci95_us: list[float] | None = None  # [low, high]: where a repeat run's median falls
     ci95_median_us: list[float] | None = None  # [low, high]: this run's median's interval
-    # [low, high]: ci95_us before the spread between earlier runs was added (only then)
+    # [low, high]: this run's own part of ci95_us (the repeat interval from the run's own
+    # trials), ci95_us before the spread between runs was added; every size measured
+    # since version 4 has it (earlier files: only where that spread was added, and
+    # elsewhere ci95_us is the within-run interval)
     ci95_within_run_us: list[float] | None = None
     # the pass of each trial (0: calibration), in the order of trial_medians_us: which
     # trials shared the machine's state of one moment
     trial_passes: list[int] | None = None
+    # why the size has no interval though it has trials (e.g. one an earlier beoperf
+    # wrote with a bound <= 0, dropped when the file was read)
+    interval_note: str | None = None
 
     def central_time_us(self) -> float:
         """The figure to read: the median, or for imports what the source has."""
@@ -141,6 +149,57 @@ def _v2_to_v3(doc: dict) -> dict:
     return doc
 
 
+INTERVALS = ("ci95_us", "ci95_median_us", "ci95_within_run_us")  # [low, high] of a time
+DROPPED = "reached zero or below"  # in the interval_note of an interval the upgrade dropped
+
+
+def _v3_to_v4(doc: dict) -> dict:
+    """Version 4: every interval of a time has both bounds above 0.  An earlier beoperf
+    widened intervals on a linear scale, which could cross zero (an MPICH --sync run:
+    [-0.097, 5644] us); such an interval is dropped ("no interval", with the reason in
+    the size's ``interval_note``), its half-widths with it when it was ``ci95_us``.  A
+    size whose ``ci95_us`` holds no spread between runs (no ``ci95_within_run_us``) gets
+    it as its within-run interval too, as version 4 writes every size."""
+    for size in doc["body"]["sizes"]:
+        dropped = [name for name in INTERVALS if _crosses_zero(size.get(name))]
+        for name in dropped:
+            low, high = size[name]
+            size[name] = None
+            note = (f"{name} [{low:.4g}, {high:.4g}] us, written by an earlier beoperf, "
+                    f"{DROPPED} (widened on a linear scale); no interval kept")
+            size["interval_note"] = (f"{size['interval_note']}; {note}"
+                                     if size.get("interval_note") else note)
+        if "ci95_us" in dropped or _halfwidth_crosses_zero(size):
+            size["ci95_halfwidth_us"] = size["ci95_relative"] = None
+        if size.get("ci95_within_run_us") is None and size.get("ci95_us") is not None \
+                and "ci95_within_run_us" not in dropped:
+            size["ci95_within_run_us"] = list(size["ci95_us"])
+    return doc
+
+
+def _halfwidth_crosses_zero(size: dict) -> bool:
+    """A size stored with a half-width only (no bounds; files before ci95_us), which
+    reaches zero or below from its median: noted, as a dropped interval is."""
+    median, half = (size.get("time_us") or {}).get("median"), size.get("ci95_halfwidth_us")
+    if size.get("ci95_us") is not None or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in (median, half)):
+        return False
+    if median - half > 0:
+        return False
+    note = (f"half-width {half:.4g} us around the median {median:.4g} us, written by an "
+            f"earlier beoperf, {DROPPED}; no interval kept")
+    size["interval_note"] = (f"{size['interval_note']}; {note}" if size.get("interval_note")
+                             else note)
+    return True
+
+
+def _crosses_zero(interval: Any) -> bool:
+    """A [low, high] pair of numbers whose low (or high) bound is zero or below."""
+    return (isinstance(interval, list) and len(interval) == 2
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in interval)
+            and min(interval) <= 0)
+
+
 BODY_KEYS = ("parameters", "local", "remote", "sizes", "status", "status_reason", "warnings",
              "source", "summary", "analysis")  # of version 1
 
@@ -162,5 +221,5 @@ def _from_legacy_v1(doc: dict) -> dict:
             "body": body}
 
 
-document.register(KIND, VERSION, upgrades={2: _v2_to_v3},
+document.register(KIND, VERSION, upgrades={2: _v2_to_v3, 3: _v3_to_v4},
                   legacy={LEGACY_FORMAT: _from_legacy_v1})

@@ -1,8 +1,11 @@
 """Renderers of a ping-pong document: the summary a sweep prints, and NetPIPE's np.out.
 
-The summary shows the figures of the curve analysis (the same `compare` shows): the
-latency with its p99 and CI, the peak, saturation, n1/2 and the fitted model, then the
-throughput collapses those figures leave out, the warnings and why a run stopped.
+The summary opens with the answer (what is wrong and what to do: beoperf.report.answer),
+then the figures of the curve analysis (the same `compare` shows): the latency (in stream
+mode the time per message) with its interval for a next run and the interval's two parts
+(this run's own spread, and the spread between runs with where it came from), its p99,
+the peak, saturation, n1/2 and the fitted model (or "no model" and why), and where the
+history of earlier runs is.
 """
 
 from __future__ import annotations
@@ -10,12 +13,21 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from beoperf.analysis.curve import analyze_run, latency_name
+from beoperf.analysis import intervals
+from beoperf.analysis.curve import CurveAnalysis, analyze_run, latency_name
 from beoperf.analysis.mpi import protocol_switch
-from beoperf.analysis.pingpong import precision_shortfall, size_text, summary
+from beoperf.analysis.pingpong import (
+    between_runs,
+    interval_of,
+    precision_shortfall,
+    size_text,
+    summary,
+    within_run,
+)
+from beoperf.analysis.stats import MIN_CI_SAMPLES
 from beoperf.model.document import Document
 from beoperf.model.netpipe import netpipe_lines
-from beoperf.model.pingpong import RunResult
+from beoperf.model.pingpong import RunResult, SizeResult
 from beoperf.report import renderer
 from beoperf.report.answer import (
     PRECISION,
@@ -45,16 +57,16 @@ def text(doc: Document | RunResult, **_options: Any) -> str:
     lines += text_block(lines_of(doc if isinstance(doc, Document) else run.to_document()),
                         "  ")
     if "latency_size" in s:
-        lines.append(_latency_line(run, s))
+        lines += _latency_lines(run, s)
         lines.append(f"  throughput {s['peak_throughput_bps'] / 1e6:.2f} Mbit/s peak at "
                      f"{s['peak_size']} B (from the median time)")
         lines += analysis_lines(run)
-        between = between_runs_text(run)
-        if between:
-            lines.append(f"  intervals  {between}")
         switch = protocol_switch(run) if len(run.sizes) >= 3 else None
         if switch is not None:
             lines.append(f"  protocol   {switch.text()}")
+    where = history_text(run)
+    if where:
+        lines.append(f"  history    {where}")
     return "\n".join(lines) + "\n"
 
 
@@ -80,44 +92,104 @@ def analysis_lines(run: RunResult) -> list[str]:
                 " outside the collapse" if a.collapses else "")
         half = f"{a.n_half:.0f} B" if a.n_half is not None else "-"
         out.append(f"  saturation {sat}; n1/2 {half}")
-    if len(run.sizes) >= 3 and a.hockney and a.hockney.bandwidth_bps:
-        h = a.hockney
-        breaks = (", ".join(str(b) for b in a.thresholds) + " B") if a.thresholds else "none"
-        out.append(f"  model      t = {h.alpha_us:.2f} us + n / {h.bandwidth_bps / 1e6:.1f} "
-                   f"Mbit/s (R^2 {h.r2:.3f}); protocol thresholds at: {breaks}")
+    if len(run.sizes) >= 3:
+        out += model_lines(a)
     return out
 
 
-def between_runs_text(run: RunResult) -> str | None:
-    """What the history of earlier runs added to the intervals, when it added anything
-    (the text summary and the HTML report say it alike)."""
-    facts = (run.sweep or {}).get("between_runs") or {}
-    sd, n, m = facts.get("relative_sd"), facts.get("earlier_runs"), facts.get("host_setups", 0)
-    if not facts.get("added_to_intervals") or not isinstance(sd, int | float) \
-            or not isinstance(n, int) or not isinstance(m, int) or n < 0 or m < 0 \
-            or n + m < 1:
-        return None
+def model_lines(a: CurveAnalysis) -> list[str]:
+    """The fitted model, or "no model" with the reason (a fit with a latency <= 0 or an
+    R^2 below 0.9 describes no link: beoperf.analysis.curve)."""
+    breaks = (", ".join(str(b) for b in a.thresholds) + " B") if a.thresholds else "none"
+    h = a.hockney
+    if h is not None and h.bandwidth_bps:
+        return [f"  model      t = {h.alpha_us:.2f} us + n / {h.bandwidth_bps / 1e6:.1f} "
+                f"Mbit/s (R^2 {h.r2:.3f}); protocol thresholds at: {breaks}"]
+    if h is not None or a.model_problem is None:
+        return []
+    pieces = (f"; the piecewise fit holds ({len(a.pieces)} pieces, thresholds at {breaks})"
+              if a.pieces else f"; nor does the piecewise fit: {a.pieces_problem}"
+              if a.pieces_problem else "")
+    return [f"  model      no model: the fit t = alpha + n / bandwidth is not physical: "
+            f"{a.model_problem}{pieces}"]
+
+
+def between_runs_text(run: RunResult, pm: str = "+-") -> str:
+    """The between-run part of the intervals, and where it came from, in one phrase: a
+    spread borrowed from the host's other setups says so here, never elsewhere only (the
+    text summary and the HTML report say it alike)."""
+    facts = between_runs(run)
+    source, sd = facts["source"], facts.get("relative_sd")
+    n, m = facts.get("earlier_runs") or 0, facts.get("host_setups") or 0
+    if source == "none" or not isinstance(sd, int | float):
+        recorded = (run.sweep or {}).get("between_runs")
+        why = facts.get("why_none") or ("this result records none" if not recorded else
+                                        "no earlier run of this setup")
+        return f"between runs not known ({why})"
+    half = facts.get("relative_halfwidth")
+    rel = half if isinstance(half, int | float) else \
+        intervals.log_relative(intervals.between_runs_halfwidth(float(sd)))
     own = f"{n} earlier run{'s' if n != 1 else ''} of this setup"
     host = f"{m} other setup{'s' if m != 1 else ''} of this host"
-    whence = (own if not m else f"{own} and {host}" if n else
-              f"{host}; no earlier run of this setup")
-    return (f"include the spread between runs: {float(sd) * 100:.1f}% (one run's level, "
-            f"from {whence})")
+    whence = {"own": f"from {own}",
+              "own+host": f"from {own} pooled with the spread borrowed from {host}",
+              "host": f"borrowed from {host} "
+                      f"({facts.get('own_missing') or 'no earlier run of this setup'})"}[source]
+    return f"between runs {pm}{rel * 100:.1f}% {whence}"
 
 
-def _latency_line(run: RunResult, s: dict[str, Any]) -> str:
-    """The analysis's latency (in stream mode the time per message), with the p99, sample
-    count and CI of the same size."""
+def history_text(run: RunResult) -> str | None:
+    """Where the run's history is, what was read and whether the run was added: one line,
+    every run that reads or writes a history says it once."""
+    facts = (run.sweep or {}).get("between_runs") or {}
+    path = facts.get("history")
+    if not isinstance(path, str):
+        return None
+    read = facts.get("runs_read")
+    counted = (f"{read} earlier run{'s' if read != 1 else ''} of this setup read"
+               if isinstance(read, int) else "earlier runs read")
+    added = facts.get("recorded")
+    kept = ("this run added" if added else "this run not added" if added is False
+            else "")
+    return f"{path} ({counted}{'; ' + kept if kept else ''})"
+
+
+def interval_text(run: RunResult, size: SizeResult, pm: str = "+-", us: str = "us") -> str:
+    """A size's interval for a next run and its two parts: "[15.1, 23.4] us: this run
+    +-2.0%, between runs +-22.0% from 4 earlier runs of this setup"; an interval wider
+    than its median is "not measured precisely (n trials, spread xS)"."""
+    median, ci = size.time_us.get("median"), interval_of(size)
+    if median is None or ci is None:
+        return "no interval" + (f" ({size.interval_note})" if size.interval_note else
+                                " (the source gives none)" if run.source else
+                                f" (fewer than {MIN_CI_SAMPLES} trials)" if size.trials
+                                < MIN_CI_SAMPLES else "")
+    shown = (intervals.not_precise_text(size.trials, ci[0], ci[1])
+             if intervals.imprecise(float(median), ci[0], ci[1])
+             else f"[{_fixed(ci[0])}, {_fixed(ci[1])}] {us}")
+    own = intervals.precision_text(float(median), within_run(size), size.trials, pm)
+    return f"{shown}: this run {own or 'no interval'}, {between_runs_text(run, pm)}"
+
+
+def _fixed(us: float) -> str:
+    return f"{us:.2f}" if us >= 0.1 else f"{us:.3g}"
+
+
+def _latency_lines(run: RunResult, s: dict[str, Any]) -> list[str]:
+    """The analysis's latency with its interval for a next run and that interval's two
+    parts, then the size, trials, samples and p99 of the same size."""
     size = next(x for x in run.sizes if x.size == s["latency_size"])
-    half = s["latency_ci95_halfwidth_us"]
-    ci_text = (f", 95% CI +-{half:.2f} us (+-{half / s['latency_median_us'] * 100:.1f}%)"
-               if half is not None and s["latency_median_us"] > 0 else "")
     p99 = s["latency_p99_us"]
-    p99_text = f", {p99:.2f} us p99" if p99 is not None else ""
+    p99_text = f"; {p99:.2f} us p99" if p99 is not None else ""
+    shown = interval_text(run, size)
+    meaning = ("" if shown.startswith("no interval") else
+               "; the interval is where a next run's median falls, 95%")
     stream = run.parameters.get("mode") == "stream"  # a time per message, no latency
     label, what = ("time/msg", "time per message") if stream else ("latency", "one-way")
-    return (f"  {label:<10} {s['latency_median_us']:.2f} us median{p99_text} ({what}, "
-            f"{size.size} B, {size.samples} samples{ci_text})")
+    return [f"  {label:<10} {s['latency_median_us']:.2f} us median"
+            f"{' ' if shown.startswith('[') else ', '}{shown}",
+            f"             ({what} at {size.size} B, {size.trials} trials, {size.samples} "
+            f"samples{p99_text}{meaning})"]
 
 
 # --------------------------------------------------------------------------- the answer

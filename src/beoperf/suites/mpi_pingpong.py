@@ -45,6 +45,7 @@ from beoperf.suites.pingpong import (
     Measured,
     Progress,
     Spec,
+    no_history,
     shaper_notes,
     validate,
     warnings_of,
@@ -177,6 +178,7 @@ def measure(spec: Spec, opts: MpiOptions, session: Any, info: ranks.RankInfo,
                                             params.get("precision")),
                        sweep=outcome.facts)
     result.warnings += shaper_notes(result, local)
+    no_history(result, "no history is kept for MPI runs")
     return Measured(document(result), result, *stopped(outcome))
 
 

@@ -22,12 +22,15 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from beoperf import _core, engines, errors, interrupts, pools, sysinfo, units
+from beoperf.analysis import intervals
 from beoperf.analysis.pingpong import document, precision_shortfall
 from beoperf.analysis.stats import MIN_CI_SAMPLES
+from beoperf.audit import state
+from beoperf.audit.base import valid_ifname
 from beoperf.engines import protocol, tcp_data
 from beoperf.engines.base import MODES, Peer
 from beoperf.model.document import Document, make_meta, utc_now
-from beoperf.model.pingpong import RunResult
+from beoperf.model.pingpong import RunResult, SizeResult
 from beoperf.suites import serve
 from beoperf.suites.mpi_spec import MpiOptions
 from beoperf.sweep import history as run_history
@@ -263,7 +266,8 @@ def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
     params = spec.params()
     client = open_transport(Peer(host, port, spec.family), params, timeout=spec.timeout)
     local, remote = client.facts()
-    history = History.load(spec.history, "pingpong", history_setup(params, host, local)) \
+    history = History.load(spec.history, "pingpong",
+                           history_setup(params, host, local, tuning_settings(local))) \
         if spec.history is not None else None
     outcome = run_sweep(client, spec.sweep(), on_pass=progress)
     if hold is not None:
@@ -277,15 +281,29 @@ def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
                      clock=dict(sysinfo.clock_facts(), overhead_ns=_core.clock_overhead_ns(1000)))
     result = RunResult(parameters=params, local=local, remote=remote, meta=meta,
                        sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
-                       warnings=warnings_of(client.warnings, outcome, spec.precision),
                        sweep=outcome.facts)
-    result.warnings += shaper_notes(result, local)
-    if history is not None:
-        try:
-            result.warnings += across_runs(result, history, started_utc)
-        except Exception as exc:  # noqa: BLE001 - the history never costs a measured run
-            result.warnings.append(f"history not used: {type(exc).__name__}: {exc}")
+    notes = history_notes(result, history, started_utc,
+                          "--history off" if spec.transport == "tcp" else
+                          f"no history for the {spec.transport} transport")
+    # after the history: the warnings quote the intervals the summary shows
+    result.warnings = [*warnings_of(client.warnings, outcome, spec.precision),
+                       *shaper_notes(result, local), *notes]
     return Measured(document(result), result, *_stopped(outcome, spec.transport, host))
+
+
+def history_notes(result: RunResult, history: History | None, utc: str,
+                  off: str = "--history off") -> list[str]:
+    """Add the spread between runs to the intervals (across_runs), or record that none
+    was known and why (no_history: ``off`` when there is no history); the notes for the
+    result.  Never costs the measured run."""
+    if history is None:
+        no_history(result, off)
+        return []
+    try:
+        return across_runs(result, history, utc)
+    except Exception as exc:  # noqa: BLE001 - the history never costs a measured run
+        no_history(result, f"the history was not used: {type(exc).__name__}: {exc}")
+        return [f"history not used: {type(exc).__name__}: {exc}"]
 
 
 HISTORY_ENV = run_history.ENV
@@ -297,15 +315,18 @@ def history_dir(option: str | None) -> Path | None:
 
 
 def history_setup(params: dict[str, Any], host: str,
-                  local: dict[str, Any] | None = None) -> dict[str, Any]:
+                  local: dict[str, Any] | None = None,
+                  settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """What makes two runs the same setup for the history: every parameter that shapes
     the figures (not the budget, precision or cap, which only decide how many trials),
     the peer (its address as given; not the port, which the embedded server draws), and
     from this end's facts its host name and kernel, the congestion control its data
     socket got and the interface's MTU (a history shared over NFS by several nodes, a
-    kernel update or "system" meaning another control start a new history).  Settings
-    that tune changes (sysctls, interrupt moderation) are not in it: a before-and-after
-    comparison wants --history off, or a history of its own."""
+    kernel update or "system" meaning another control start a new history), and a digest
+    of ``settings``: every setting of this end that tune or a study may change
+    (beoperf.audit.state: sysctls, coalescing, offloads, rings, irqbalance, firewall,
+    governor ...), so that a run before a tuning change and one after it are two setups
+    with a history each.  The other end's settings are not read (it is another host)."""
     drop = ("precision", "time_budget", "max_time")
     setup = {"peer": host, **{k: v for k, v in params.items() if k not in drop}}
     facts = local or {}
@@ -315,13 +336,27 @@ def history_setup(params: dict[str, Any], host: str,
                         ("congestion_used", sock.get("congestion")), ("mtu", iface.get("mtu"))):
         if value is not None:
             setup[name] = value
+    if settings is not None:
+        setup["settings"] = state.digest(settings)
     return setup
 
 
+def tuning_settings(local: dict[str, Any]) -> dict[str, Any] | None:
+    """This end's settings a tuning change may touch (beoperf.audit.state), for the
+    interface the data socket uses; None if they could not be read at all."""
+    iface = local.get("interface") if isinstance(local.get("interface"), dict) else {}
+    name = iface.get("name") if isinstance(iface.get("name"), str) else None
+    try:
+        return state.settings(name if valid_ifname(name) else None)
+    except Exception:  # noqa: BLE001 - reading them never costs a run
+        return None
+
+
 def across_runs(result: RunResult, history: History, utc: str) -> list[str]:
-    """Widen every size's ``ci95_us`` by the spread between this run and the earlier runs
-    of its setup (beoperf.sweep.history), record what was done in ``sweep.between_runs``,
-    and add a complete run to the history; the notes for the result."""
+    """Add to every size's ``ci95_us`` the spread between this run and the earlier runs
+    of its setup (beoperf.sweep.history; this run's own part stays in
+    ``ci95_within_run_us``), record what was done in ``sweep.between_runs``, and add a
+    complete run to the history; the notes for the result."""
     medians = {s.size: float(s.time_us["median"]) for s in result.sizes
                if s.time_us.get("median") is not None}  # range: between_run_sd, record
     own = run_history.between_run_sd(medians, history.runs)
@@ -329,41 +364,72 @@ def across_runs(result: RunResult, history: History, utc: str) -> list[str]:
     notes = [history.note] if history.note else []
     if sd is not None:
         for s in result.sizes:
-            if s.ci95_us is None or s.time_us.get("median") is None:
-                continue
-            med = float(s.time_us["median"])
-            s.ci95_within_run_us = list(s.ci95_us)
-            low, high = run_history.widen(med, s.ci95_us, sd)
-            s.ci95_us = [low, high]
-            s.ci95_halfwidth_us = (high - low) / 2.0
-            s.ci95_relative = s.ci95_halfwidth_us / med if med > 0 else None
-    lead = (f"no earlier run of this setup in {history.directory}" if not history.runs
-            else f"no earlier run of this setup in {history.directory} has a size of this "
-                 "one")
-    if own is None and sd is not None:
-        host = (f"each interval (ci95_us) includes the spread between runs that "
-                f"{_setups(history.host_setups)} of this host showed ({sd * 100:.1f}%)")
-        notes.append(f"this setup's own history was not used: {host}" if history.note else
-                     f"{lead}: {host}; the next run of this setup adds its own")
-    elif sd is None and not history.note:
-        notes.append(f"{lead}: each interval (ci95_us) holds this run's own spread only, and "
-                     "the level of a whole run can move between runs by more than that; "
-                     "the next run of this setup adds the spread between runs")
-    result.sweep = dict(result.sweep or {}, between_runs={
-        "history": str(history.path),
-        "earlier_runs": len(history.runs) if own is not None else 0,
-        "relative_sd": _rounded(sd), "added_to_intervals": sd is not None,
-        "own_relative_sd": _rounded(own), "host_relative_sd": _rounded(history.host_sd),
-        "host_setups": history.host_setups})
+            _add_between_runs(s, sd)
+    facts = _between_facts(history, own, sd)
+    result.sweep = dict(result.sweep or {}, between_runs=facts)
     if result.status == "complete" and medians:
         kept = history.record(utc, medians)
         if kept:
             notes.append(kept)
+        facts["recorded"] = kept is None
     return notes
 
 
-def _setups(n: int) -> str:
-    return f"{n} other setup{'s' if n != 1 else ''}"
+def _add_between_runs(s: SizeResult, sd: float) -> None:
+    """One size's ``ci95_us``: its within-run interval with the spread between runs added
+    on the log scale (beoperf.sweep.history.widen), with its half-width and relative
+    half-width; left as it is without a within-run interval."""
+    within = s.ci95_within_run_us or s.ci95_us  # (a size made by hand may lack the first)
+    median = s.time_us.get("median")
+    if within is None or median is None:
+        return
+    got = run_history.widen(float(median), within, sd)
+    if got is None:
+        return
+    s.ci95_within_run_us = list(within)
+    s.ci95_us = [got[0], got[1]]
+    s.ci95_halfwidth_us = (got[1] - got[0]) / 2.0
+    s.ci95_relative = intervals.relative_halfwidth(float(median), got[0], got[1])
+
+
+def _between_facts(history: History, own: float | None, sd: float | None) -> dict[str, Any]:
+    """``sweep.between_runs``: the spread applied (``relative_sd``, None: none) and where
+    it came from (``source``: "own" earlier runs of this setup, "own+host" those pooled
+    with the host's other setups, "host" borrowed from those only, "none"), the part it
+    adds to an interval, the file and what was read.  Where the spread came from is said
+    beside every interval (report.pingpong), so it is no warning; only a history that
+    could not be read or kept is (history.note, record's note)."""
+    host = history.host_sd is not None
+    source = "none" if sd is None else "host" if own is None else "own+host" if host else "own"
+    missing = ("this setup's own history could not be read" if history.note else
+               "no earlier run of this setup" if not history.runs else
+               "no earlier run of this setup has a size of this one")
+    facts = {
+        "history": str(history.path),
+        "earlier_runs": len(history.runs) if own is not None else 0,
+        "relative_sd": _rounded(sd), "added_to_intervals": sd is not None,
+        "own_relative_sd": _rounded(own), "host_relative_sd": _rounded(history.host_sd),
+        "host_setups": history.host_setups, "source": source,
+        "relative_halfwidth": _rounded(intervals.log_relative(
+            intervals.between_runs_halfwidth(sd))) if sd is not None else None,
+        "runs_read": len(history.runs), "recorded": False,
+        "settings": history.setup.get("settings")}
+    if own is None:
+        facts["own_missing"] = missing
+    if sd is None:
+        facts["why_none"] = missing + ("" if history.note else
+                                       "; the next run of this setup adds it")
+    return facts
+
+
+def no_history(result: RunResult, why: str) -> None:
+    """Record in ``sweep.between_runs`` that this run's intervals hold no spread between
+    runs, and why (the comparison reads the same fields whether there is one or not)."""
+    result.sweep = dict(result.sweep or {}, between_runs={
+        "history": None, "earlier_runs": 0, "relative_sd": None, "added_to_intervals": False,
+        "own_relative_sd": None, "host_relative_sd": None, "host_setups": 0,
+        "source": "none", "relative_halfwidth": None, "runs_read": 0, "recorded": False,
+        "settings": None, "why_none": why})
 
 
 def _rounded(value: float | None) -> float | None:
@@ -428,7 +494,7 @@ def _stopped(outcome: SweepOutcome, transport: str,
 def warnings_of(transport_warnings: list[str], outcome: SweepOutcome,
                 precision: float | None = None) -> list[str]:
     out = list(transport_warnings)
-    short = precision_shortfall(outcome.sizes, precision)
+    short = precision_shortfall(outcome.sizes, precision)  # the intervals shown
     if short:
         out.append(f"{short} (each size's interval is in the result)")
     out += budget_notes(outcome.facts, outcome.status)  # sizes the hard budget cut

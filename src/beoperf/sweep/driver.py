@@ -356,8 +356,10 @@ def size_result(point: Point, mode: str, corrupt: int = 0,
     independent unit); ``ci95_median_us`` is its 95% interval (order statistics), and
     ``ci95_us`` (with its half-width and relative half-width) the interval a repeat run's
     median is expected in: the first widened by sqrt(2) and by ``inflation`` (the
-    machine's state carried between passes; beoperf.sweep.precision).  The other
-    statistics are of all samples (``sample_median`` too)."""
+    machine's state carried between passes; beoperf.sweep.precision), on the log scale.
+    ``ci95_within_run_us`` is the same interval, kept as this run's own part when the
+    spread between runs is added to ``ci95_us`` later (suites.pingpong.across_runs).
+    The other statistics are of all samples (``sample_median`` too)."""
     s = summarize(np.concatenate(point.chunks) / 1000.0)  # ns -> us
     best_trial = min(float(c.mean()) for c in point.chunks) / 1000.0
     median = float(np.median(point.trial_medians)) / 1000.0
@@ -378,8 +380,15 @@ def size_result(point: Point, mode: str, corrupt: int = 0,
         corrupt=corrupt,
         trial_medians_us=[float(t) for t in np.array(point.trial_medians) / 1000.0],
         ci95_us=[repeat[0] / 1000.0, repeat[1] / 1000.0] if repeat else None,
-        ci95_median_us=[plain[1] / 1000.0, plain[2] / 1000.0] if plain else None,
+        ci95_median_us=_positive([plain[1] / 1000.0, plain[2] / 1000.0]) if plain else None,
+        ci95_within_run_us=[repeat[0] / 1000.0, repeat[1] / 1000.0] if repeat else None,
         trial_passes=list(point.pass_of))
+
+
+def _positive(interval: list[float]) -> list[float] | None:
+    """An interval of a time, if both bounds are positive (a trial median of 0 ns, which
+    no clock should give, leaves the size without one rather than with a bound of 0)."""
+    return interval if interval[0] > 0 else None
 
 
 def open_transport(peer: Peer, params: dict[str, Any], *, timeout: float = 10.0) -> Transport:
@@ -443,9 +452,10 @@ def sweep_facts(cfg: SweepConfig, result: LoopOutcome,
             "pass_autocorrelation": result.pass_autocorrelation,
             "interval": "ci95_us: where a repeat run's median falls (95%): the median's "
                         "order-statistic interval over trial medians (ci95_median_us), "
-                        "widened by sqrt(2) and by interval_inflation, then (ping-pong "
-                        "over TCP, between_runs) by the spread between earlier runs of "
-                        "the same setup, when there are any (ci95_within_run_us: before)"}
+                        "widened by sqrt(2) and by interval_inflation on the log scale "
+                        "(ci95_within_run_us: this run's own part, always), then (ping-pong "
+                        "over TCP, between_runs) with the spread between runs of the setup "
+                        "added on the log scale, when it is known"}
 
 
 def cut_facts(points: list[Point], min_trials: int) -> dict[str, Any]:

@@ -11,8 +11,10 @@ and a later run adds the spread between runs that those files show:
 
 (each difference holds two runs' level, hence the 2; within-run noise inflates it a
 little, which errs on the wide side).  The interval where a repeat run's median falls
-becomes ``median -+ hypot(within-run half-width, 1.96 sqrt(2) s_b median)``: the repeat
-run has its own level too.
+becomes, on the log scale (times are positive: beoperf.analysis.intervals),
+``median x exp(-+hypot(within-run log half-width, 1.96 sqrt(2) s_b))``: the repeat run
+has its own level too.  Both parts stay in the document: the within-run interval of
+every size (``ci95_within_run_us``) and s_b with where it came from (``sweep.between_runs``).
 
 How far a run's level moves is mostly the machine's doing (its neighbours, its CPUs'
 wake-up states), so the other setups of the same host (host name and kernel) tell
@@ -22,11 +24,20 @@ pooled with its own (s^2 = (n s_own^2 + s_host^2) / (n + 1) after n earlier runs
 first run takes it alone.  With neither, the interval is the within-run one, and the
 document says so.
 
-Where the files go: ``--history DIR``, else $BEOPERF_HISTORY, else /var/lib/beoperf/history
-as root and $XDG_STATE_HOME/beoperf/history (~/.local/state) otherwise; ``off`` keeps
-none.  The directory must be this user's own and writable by nobody else (created 0700);
-a file is read bounded and validated, written atomically (read again and written under
-a lock on the directory, so that two runs of one setup at once both stay), and at most
+A setup is what the caller says it is (``suites.pingpong.history_setup``: the options
+that shape the figures, the peer, this host, its MTU and a digest of every setting a
+tuning change or a study may touch, ``beoperf.audit.state``), so that a run before a
+change and one after it are two setups, never one mixed history; a spread borrowed from
+other setups is always said beside the interval it widens.
+
+Where the files go (the history is on by default): ``--history DIR``, else
+$BEOPERF_HISTORY, else /var/lib/beoperf/history as root and $XDG_STATE_HOME/beoperf/history
+(~/.local/state) otherwise; ``off`` keeps none and reads none.  Every run that reads or
+writes one says where, once (the summary's ``history`` line, from
+``sweep.between_runs.history``).  The directory must be this user's own and writable by
+nobody else (created 0700); a file is read bounded and validated, written atomically
+(read again and written under a lock on the directory, so that two runs of one setup at
+once both stay), and at most
 ``MAX_RUNS`` runs no older than ``MAX_AGE_DAYS`` are kept.  Nothing here can fail a run:
 a history that cannot be used is skipped with a note.
 """
@@ -48,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from beoperf import safeio
+from beoperf.analysis import intervals
 
 ENV = "BEOPERF_HISTORY"
 OFF = "off"
@@ -57,7 +69,6 @@ MAX_AGE_DAYS = 14  # older runs are dropped: the setup may have changed since
 MAX_BYTES = 1024 * 1024
 MAX_POINTS = 10_000  # per run
 MIN_MEDIAN, MAX_MEDIAN = 1e-6, 1e12  # a median's range (the unit's: us for the ping-pong)
-Z95 = 1.959964
 MAX_OTHER_SETUPS = 16  # other setups of this host whose spread is used: the newest
 MAX_ENTRIES = 4096  # directory entries looked at for them
 HOST_WEIGHT = 1.0  # the host's spread counts as this many earlier runs of a setup
@@ -260,12 +271,12 @@ def _lock(fd: int) -> None:
             time.sleep(0.05)
 
 
-def widen(median: float, interval: Sequence[float], sd: float) -> tuple[float, float]:
-    """The within-run repeat interval with the between-run spread added."""
-    extra = Z95 * math.sqrt(2.0) * sd * median
+def widen(median: float, interval: Sequence[float], sd: float) -> tuple[float, float] | None:
+    """The within-run repeat interval with the between-run spread added, on the log scale
+    (beoperf.analysis.intervals.widened: both bounds stay positive however wide the
+    spread); None if the within-run interval is not one of a positive quantity."""
     low, high = interval
-    return (max(0.0, median - math.hypot(median - low, extra)),
-            median + math.hypot(high - median, extra))
+    return intervals.widened(median, low, high, extra=intervals.between_runs_halfwidth(sd))
 
 
 @dataclass

@@ -46,6 +46,7 @@ from typing import Protocol
 
 import numpy as np
 
+from beoperf.analysis import intervals
 from beoperf.analysis.stats import MIN_CI_SAMPLES, median_ci
 
 MAX_REPS = 1 << 24
@@ -119,13 +120,14 @@ class Point:
     def repeat_interval(self, inflation: float = 1.0) -> tuple[float, float] | None:
         """Where a repeat run's median is expected (95%): the median's interval, each side
         widened by sqrt(2) (the repeat has the same error as this run) and by
-        ``inflation`` (the machine's state carried from pass to pass)."""
+        ``inflation`` (the machine's state carried from pass to pass), on the log scale
+        (beoperf.analysis.intervals: a time or a rate is positive, and so are both
+        bounds, however wide); None without an interval or with a bound <= 0."""
         got = self.median_ci()
         if got is None:
             return None
         med, lo, hi = got
-        k = math.sqrt(2.0) * inflation
-        return med - k * (med - lo), med + k * (hi - med)
+        return intervals.widened(med, lo, hi, math.sqrt(2.0) * inflation)
 
     def relative_ci(self, inflation: float = 1.0) -> float | None:
         """Half-width of the repeat interval, relative to the median."""

@@ -12,9 +12,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from beoperf.analysis import intervals
 from beoperf.analysis.curve import CurveAnalysis, Fit, analyze_run, latency_name, time_name
+from beoperf.analysis.pingpong import interval_of, within_run
 from beoperf.model.document import Document
-from beoperf.model.pingpong import RunResult, SizeResult
+from beoperf.model.pingpong import DROPPED, RunResult, SizeResult
 from beoperf.report import renderer
 from beoperf.report.html import svg
 from beoperf.report.html.markup import (
@@ -30,7 +32,7 @@ from beoperf.report.html.markup import (
     table,
     text_of,
 )
-from beoperf.report.pingpong import between_runs_text
+from beoperf.report.pingpong import between_runs_text, history_text, interval_text
 from beoperf.units import format_rate, format_size, size_tick
 
 GBIT_FROM_BPS = 1e9
@@ -84,12 +86,11 @@ def headline(run: RunResult, a: CurveAnalysis) -> Markup:
     i_lat = next(i for i, s in enumerate(run.sizes) if s.size == a.latency_size)
     lat = run.sizes[i_lat]
     i_peak = next(i for i, s in enumerate(run.sizes) if s.size == a.peak_size)
-    ci = lat.ci95_halfwidth_us
     mode = run.parameters.get("mode")
     rows = [
         (f"{latency_name(mode)} ({'' if mode == 'stream' else 'one-way, '}median)",
          num(lat.time_us.get("median"), time_text(a.latency_us), _key(i_lat, "time_us.median")),
-         join([esc(f"95% CI ±{time_text(ci)}; " if ci is not None else "no CI; "),
+         join([esc(f"{_for_next_run(interval_text(run, lat, '±', 'µs'))}; "),
                esc("p99 "), num(lat.time_us.get("p99"), time_text(lat.time_us["p99"])
                                 if lat.time_us.get("p99") is not None else "n/a",
                                 _key(i_lat, "time_us.p99")),
@@ -108,6 +109,10 @@ def headline(run: RunResult, a: CurveAnalysis) -> Markup:
     ]
     return table(["figure", "value", "spread", "how"], rows, cls="headline",
                  caption="Headline figures (sizes outside any throughput collapse)")
+
+
+def _for_next_run(text: str) -> str:
+    return text if text.startswith("no interval") else f"95% for a next run {text}"
 
 
 def _spread(s: SizeResult, what: str = "one-way time") -> str:
@@ -138,13 +143,20 @@ def _fit_row(label: str, f: Fit) -> list[Any]:
 
 
 def model_table(a: CurveAnalysis) -> Markup:
-    """The Hockney fit and the pieces of the piecewise one (what `predict` uses)."""
+    """The Hockney fit and the pieces of the piecewise one (what `predict` uses); a fit
+    that is not physical is "no model" with the reason, never a figure."""
     rows = [_fit_row("Hockney (all sizes)", a.hockney)] if a.hockney else []
     rows += [_fit_row(f"piece {k}", f) for k, f in enumerate(a.pieces, 1)]
     note = (f"protocol thresholds at {', '.join(format_size(t) for t in a.thresholds)}"
-            if a.thresholds else "no threshold: one piece fits")
-    return join([table(["model t(n) = alpha + n / bandwidth", "sizes", "points", "alpha",
-                        "1/beta", "R²"], rows, numeric=[2, 3, 4, 5],
+            if a.thresholds else "no threshold: one piece fits" if a.hockney else
+            "no threshold")
+    missing = [f"No model over all sizes: the fit t = alpha + n / bandwidth is not "
+               f"physical: {a.model_problem}." if a.hockney is None and a.model_problem
+               else None,
+               f"No piecewise model: {a.pieces_problem}." if a.pieces_problem else None]
+    return join([*(para(m, "none") for m in missing if m),
+                 table(["model t(n) = alpha + n / bandwidth", "sizes", "points",
+                        "alpha (at 0 B)", "1/beta", "R²"], rows, numeric=[2, 3, 4, 5],
                        caption="Fitted model (least squares on relative error)"),
                  para(f"{note} (segmented regression, pieces chosen by BIC).", "none")])
 
@@ -168,7 +180,8 @@ def conditions(run: RunResult, doc: Document) -> Markup:
         ("sweep", f"{sweep.get('passes')} passes in {sweep.get('elapsed_s')} s (budget "
                   f"{text_of(sweep.get('time_budget_s'))} s); interval inflation "
                   f"{sweep.get('interval_inflation')}" if sweep else None),
-        ("intervals", between_runs_text(run)),
+        ("spread between runs", between_runs_text(run, "±")),
+        ("history", history_text(run)),
         ("clock", f"{clock.get('source')}, overhead {clock.get('overhead_ns')} ns"
          if clock else None),
         ("source", text_of(run.source) if run.source else None),
@@ -333,9 +346,9 @@ def saturation_chart(d: _Data) -> Markup:
 def _model_line(d: _Data) -> svg.Line | None:
     """The fitted model (piecewise when it has pieces) at the measured sizes, dashed."""
     a = d.a
-    if a is None or a.hockney is None:
-        return None
-    fits = a.pieces or [a.hockney]
+    fits = (a.pieces or ([a.hockney] if a.hockney else [])) if a is not None else []
+    if not fits:
+        return None  # no model: nothing to draw (model_table says why)
     xs, ys, tips = [], [], []
     for s in d.sizes:
         f = next((f for f in fits if f.first_size <= s <= f.last_size), None)
@@ -388,11 +401,12 @@ def size_table(run: RunResult) -> Markup:
     rows, classes = [], []
     for i, s in enumerate(run.sizes[:MAX_SIZE_ROWS]):
         t = s.time_us
-        ci = s.ci95_us
         rows.append([num(s.size, str(s.size), _key(i, "size")), s.samples, s.trials,
                      num(t.get("median"), _us(t.get("median")), _key(i, "time_us.median"),
                          unit="µs"),
-                     f"{_us(ci[0])}..{_us(ci[1])}" if ci else "-",
+                     _interval_cell(s),
+                     intervals.precision_text(t.get("median"), within_run(s), s.trials, "±")
+                     or "-",
                      _us(t.get("min")), _us(t.get("p90")), _us(t.get("p99")),
                      num(s.throughput_bps.get("from_median"),
                          _mbps(s.throughput_bps.get("from_median")),
@@ -404,9 +418,22 @@ def size_table(run: RunResult) -> Markup:
              f"The first {len(rows)} of {len(run.sizes)} sizes (the document has them all): "
              "times in µs, throughput in Mbit/s")
     return details(title,
-                   table(["size B", "samples", "trials", "median", "95% CI (repeat)", "min",
-                          "p90", "p99", "Mbit/s", "converged", "corrupt"], rows,
-                         numeric=range(0, 9), row_classes=classes, cls="sizes"))
+                   table(["size B", "samples", "trials", "median", "95% for a next run",
+                          "this run", "min", "p90", "p99", "Mbit/s", "converged", "corrupt"],
+                         rows, numeric=range(0, 10), row_classes=classes, cls="sizes"))
+
+
+def _interval_cell(s: SizeResult) -> str:
+    """A size's interval for a next run: low..high, "not measured precisely (n trials,
+    spread xS)" when wider than its median, or why it has none."""
+    median, ci = s.time_us.get("median"), interval_of(s)
+    if ci is None or median is None:
+        if s.interval_note and DROPPED in s.interval_note:
+            return "none: the file's bound was <= 0"  # (the whole note: the headline, JSON)
+        return f"- ({s.interval_note})" if s.interval_note else "-"
+    if intervals.imprecise(float(median), ci[0], ci[1]):
+        return intervals.not_precise_text(s.trials, ci[0], ci[1])
+    return f"{_us(ci[0])}..{_us(ci[1])}"
 
 
 def _g4(v: float | None) -> str:
