@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from beoperf.analysis import intervals
+from beoperf.analysis.pingpong import size_text
 from beoperf.model.pingpong import RunResult, SizeResult
 from beoperf.report.pingpong import between_runs_text
 from beoperf.suites.pingpong import across_runs, history_setup
@@ -343,10 +344,9 @@ def test_the_second_run_of_a_setup_widens_its_intervals_by_the_first(tmp_path):
     late = [s for s in second["sizes"] if not s["converged"]]
     worst = max(late, key=lambda s: s["ci95_relative"])
     shown = intervals.precision_text(worst["time_us"]["median"], worst["ci95_us"],
-                                     worst["trials"])  # "+-x%", or wider than the median
-    assert shown.startswith("+-" if worst["ci95_relative"] <= 1 else "not measured precisely")
-    assert f"the widest interval reached is {shown} at {worst['size']} B" in \
-        " ".join(second["warnings"])
+                                     worst["trials"], pm="±")  # or wider than the median
+    assert shown.startswith("±" if worst["ci95_relative"] <= 1 else "not measured precisely")
+    assert f"widest {shown} at {size_text(worst['size'])}" in " ".join(second["warnings"])
     within = worst["ci95_within_run_us"]
     assert worst["ci95_relative"] > (within[1] - within[0]) / 2 / worst["time_us"]["median"]
     for name, says in (("two", "from 1 earlier run of this setup"),

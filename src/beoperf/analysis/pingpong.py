@@ -113,7 +113,8 @@ def precision_shortfall(sizes: Sequence[SizeResult], precision: float | None) ->
         "the precision asked"
     worst = max(late, key=lambda s: s.ci95_relative or 0.0)
     shown = intervals.precision_text(worst.time_us.get("median"), worst.ci95_us,
-                                     worst.trials, pm="±")
+                                     worst.trials, pm="±") or (
+        f"±{worst.ci95_relative * 100:.3g}%" if worst.ci95_relative is not None else None)
     widest = f": widest {shown} at {size_text(worst.size)}" if shown else ""
     return (f"{len(late)} of {len(sizes)} size{'s' if len(sizes) != 1 else ''} did not "
             f"reach {goal}{widest}")
