@@ -228,6 +228,15 @@ def test_settings_that_differ_from_the_baseline_are_named():
     assert rows([synthetic_run(1), synthetic_run(3)])[1].differs == []
 
 
+def test_stream_runs_are_compared_by_their_time_per_message():
+    a, b = synthetic_run(1), synthetic_run(2)
+    for run in (a, b):
+        run.parameters = {**run.parameters, "mode": "stream"}
+    text = render_table(rows([a, b]))
+    assert "time per message at 4 B cannot tell" in text and "latency" not in text.split(
+        "\n\n")[1].split("\n")[0]
+
+
 def test_run_without_sizes_is_rejected():
     empty = synthetic_run(1)
     empty.sizes = []

@@ -53,6 +53,7 @@ class Row:
     label: str
     baseline: bool
     runs: int
+    mode: str | None  # of its first run: in stream mode the "latency" is a time per message
     latency_us: float
     latency_p99_us: float | None
     peak_bps: float
@@ -146,7 +147,7 @@ def _median_int(values: Sequence[int | None]) -> int | None:
 
 def _figures(g: _Group) -> dict[str, Any]:
     a = g.analyses
-    return {"label": g.label, "runs": len(g.runs),
+    return {"label": g.label, "runs": len(g.runs), "mode": g.runs[0].parameters.get("mode"),
             "latency_us": _median([x.latency_us for x in a]),
             "latency_p99_us": _median([x.latency_p99_us for x in a]),
             "peak_bps": _median([x.peak_bps for x in a]),

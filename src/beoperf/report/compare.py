@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from beoperf.analysis.compare import Row, describe_test, rows_of
-from beoperf.analysis.curve import COLLAPSE_FACTOR, LATENCY_MAX_SIZE, Collapse
+from beoperf.analysis.curve import COLLAPSE_FACTOR, LATENCY_MAX_SIZE, Collapse, latency_name
 from beoperf.analysis.effect import CANNOT_TELL, DEFAULT_MARGIN, WORSE, Effect
 from beoperf.model.document import Document
 from beoperf.report import renderer
@@ -57,13 +57,14 @@ def verdict_lines(table: Sequence[Row]) -> list[Line]:
     interval holds, and the settings unlike the baseline's."""
     out = []
     base = _baseline_label(table)
+    base_mode = next((r.mode for r in table if r.baseline), None)
     for r in table:
         if r.baseline or r.latency_test is None or r.peak_test is None:
             continue
         lat = f" at {r.latency_size} B" if r.latency_size is not None else ""
         peak = f" at {r.peak_test_size} B" if r.peak_test_size is not None else ""
         level = _row_level(r)
-        out.append(Line(level, f"{r.label} vs {base}: latency{lat} "
+        out.append(Line(level, f"{r.label} vs {base}: {latency_name(base_mode)}{lat} "
                                f"{r.latency_test.text()}; peak{peak} {r.peak_test.text()}; "
                                f"{r.sizes_text()}",
                         REPEAT if level == Level.IMPRECISE else ""))
@@ -128,10 +129,17 @@ def _head(table: Sequence[Row]) -> list[Line]:
     return ordered(verdict_lines(table))
 
 
+def _columns(table: Sequence[Row]) -> tuple[str, ...]:
+    """The table's columns; runs all in stream mode have a time per message, no latency."""
+    if table and all(r.mode == "stream" for r in table):
+        return tuple(c.replace("latency", "time/msg") for c in COLUMNS)
+    return COLUMNS
+
+
 def render_table(table: Sequence[Row], margin: float = DEFAULT_MARGIN) -> str:
     """The verdicts first, then the aligned table (one line per configuration), the notes
     and the method."""
-    lines = _aligned(COLUMNS, [_cells(r) for r in table], NUMERIC)
+    lines = _aligned(_columns(table), [_cells(r) for r in table], NUMERIC)
     head = text_block(_head(table))
     return "\n".join([*head, *([""] if head else []), *lines, "",
                       *_notes(table, margin)]) + "\n"
@@ -143,7 +151,7 @@ def render_markdown(table: Sequence[Row], margin: float = DEFAULT_MARGIN) -> str
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
     align = ["---:" if i in NUMERIC else "---" for i in range(len(COLUMNS))]
-    out = [*markdown_block(_head(table)), line(COLUMNS), line(align),
+    out = [*markdown_block(_head(table)), line(_columns(table)), line(align),
            *(line(_cells(r)) for r in table)]
     return "\n".join([*out, "", *(f"{n}  " for n in _notes(table, margin))]).rstrip() + "\n"
 
