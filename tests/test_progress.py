@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from beoperf.cli.progress import PassLines, Progress
+from beoperf.cli.progress import PartsProgress, PassLines, Progress, precision_summary
 from helpers import child_env
 
 
@@ -47,3 +47,22 @@ def test_a_piped_sweep_prints_a_line_per_value_not_per_pass(tmp_path):
                        for i, v in enumerate(values)]
     assert [line for line in res.stdout.splitlines() if line.startswith("== ")] == \
         [f"== sndbuf={v}" for v in values]
+
+
+def test_the_node_suite_prints_a_line_per_part_and_what_missed_its_precision():
+    """`node` piped: one line when each part starts however many passes its kernels take
+    (it had a spinner and nothing else); the end names the figures short of precision."""
+    said: list[str] = []
+    parts = ["stream", "kernels", "io"]
+    with PartsProgress(parts, enabled=False, say=said.append) as progress:
+        progress("stream: 1 thread, 5 repetitions")
+        progress("stream: 2 threads, 5 repetitions")
+        for n in range(1, 50):
+            progress(f"kernels: daxpy pass {n}, 3/10 lengths within 2%")
+        progress("io: /tmp, 10 MiB file, repetition 1/3")
+    assert said == ["part 1 of 3: stream", "part 2 of 3: kernels", "part 3 of 3: io"]
+    metrics = [{"part": "kernels", "converged": c} for c in (True, False, False)] + \
+        [{"part": "stream"}]
+    assert precision_summary(metrics, 0.02) == \
+        "precision not reached: kernels 2 of 3 figures outside 2%"
+    assert precision_summary([{"part": "kernels", "converged": True}]) is None

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from beoperf import errors, interrupts, report, safeio, units
 from beoperf.cli import ExitStatus, UsageError, check_seconds
+from beoperf.cli.progress import PartsProgress, precision_summary
 from beoperf.model.document import Document
 from beoperf.suites import node as suite
 from beoperf.suites import node_fleet
@@ -104,31 +104,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-class NodeProgress:
-    """One status line on a terminal (stderr): the part running and the time so far."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self._status: Any = None
-
-    def __enter__(self) -> NodeProgress:
-        if self.enabled:
-            from rich.console import Console
-
-            self._status = Console(stderr=True).status("starting")
-            self._status.__enter__()
-        return self
-
-    def __call__(self, text: str) -> None:
-        if self._status is not None:
-            self._status.update(text)
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if self._status is not None:
-            self._status.__exit__(exc_type, exc, tb)
-
-
 def _sizes(name: str, text: str | None) -> tuple[int, ...] | None:
     if text is None:
         return None
@@ -220,9 +195,14 @@ def run(args: argparse.Namespace) -> int:
     if args.nodes:
         return run_fleet(args, fmt)
     spec = spec_of(args)
-    with NodeProgress(sys.stderr.isatty() and not args.no_progress) as progress:
+    with PartsProgress(spec.parts, sys.stderr.isatty() and not args.no_progress,
+                       lines=not args.no_progress) as progress:
         measured = suite.run(spec, progress)
     save(args.output, measured.document)
+    missed = precision_summary(measured.document.body.get("metrics") or [],
+                               suite.node_kernels.PRECISION)
+    if missed:  # after the result is saved, on stderr
+        print(missed, file=sys.stderr, flush=True)
     if measured.interrupt is not None:  # what was measured, on stderr; then 130/143
         show(measured.document, "text", sys.stderr)
         if fmt == "json":

@@ -148,3 +148,65 @@ class PassLines:
         if not missed:
             return f"precision: every figure of {len(self.last)} measurement(s) reached it"
         return "precision not reached: " + "; ".join(missed)
+
+
+class PartsProgress:
+    """A suite of parts (the node suite: stream, kernels, dgemm ...): on a terminal a bar
+    over the parts with what runs now and the time so far; without one, a line when a
+    part starts.  A progress text names its part first ("kernels: daxpy pass 3 ...")."""
+
+    def __init__(self, parts: Sequence[str], enabled: bool, lines: bool = True,
+                 say: Callable[[str], None] = _say) -> None:
+        self.parts, self.enabled, self.lines, self.say = list(parts), enabled, lines, say
+        self.current: str | None = None
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> PartsProgress:
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as Bar
+
+            self._bar = Bar(TextColumn("{task.description}"), BarColumn(),
+                            MofNCompleteColumn(), TextColumn("parts"), TimeElapsedColumn(),
+                            console=Console(stderr=True), transient=True,
+                            refresh_per_second=4)
+            self._bar.__enter__()
+            self._task = self._bar.add_task("starting", total=len(self.parts))
+        return self
+
+    def __call__(self, text: str) -> None:
+        part = text.split(":", 1)[0].strip()
+        if part in self.parts and part != self.current:
+            self.current = part
+            done = self.parts.index(part)
+            if self._bar is not None:
+                self._bar.update(self._task, completed=done)
+            elif self.lines:
+                self.say(f"part {done + 1} of {len(self.parts)}: {part}")
+        if self._bar is not None:
+            self._bar.update(self._task, description=text)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(exc_type, exc, tb)
+            self._bar = None
+
+
+def precision_summary(metrics: Sequence[dict[str, Any]], precision: float | None = None
+                      ) -> str | None:
+    """One line of the figures that missed their precision, per part ("precision not
+    reached: kernels 12 of 40 figures outside 2%"); None when every figure that has a
+    precision reached it."""
+    judged: dict[str, list[bool]] = {}
+    for m in metrics:
+        if isinstance(m.get("converged"), bool):
+            judged.setdefault(str(m.get("part")), []).append(m["converged"])
+    missed = [f"{part} {flags.count(False)} of {len(flags)} figures"
+              for part, flags in judged.items() if not all(flags)]
+    if not missed:
+        return None
+    within = f" outside {precision:.0%}" if precision else ""
+    return f"precision not reached: {'; '.join(missed)}{within}"
