@@ -11,8 +11,9 @@ The verdicts (``beoperf.analysis.effect``, docs/STATISTICS.md) compare like with
 - **latency**: the median one-way time at one size every run measured: the baseline's
   latency size (the middle small size, see curve.py), or the common size <= 16 B nearest
   to it; lower is better;
-- **peak**: the median throughput at one size every run measured: the baseline's peak
-  size, or the common size where the baseline's throughput is highest; higher is better;
+- **peak**: each run's highest median throughput over the sizes every run measured (the
+  same statistic over the same sizes; where each run reaches it is shown beside it, and
+  the sizes' verdicts say where the curves differ); higher is better;
 - **every common size**: the median one-way time of each size every run measured, as a
   family (each interval widened for the number of sizes), summed up as "better at 38 of
   124 sizes (64 KiB..8 MiB)".
@@ -63,7 +64,8 @@ class Row:
     alpha_us: float | None
     bandwidth_bps: float | None  # 1/beta of the Hockney fit
     latency_size: int | None  # the size the latency verdict compares (every run measured it)
-    peak_test_size: int | None  # the size the peak verdict compares
+    peak_test_size: int | None  # where the first run's peak over the common sizes is
+    peak_baseline_size: int | None  # and the baseline's first run's
     latency_change_pct: float | None  # of the compared latency; + = slower
     peak_change_pct: float | None  # of the compared throughput; + = faster
     latency_test: Effect | None
@@ -162,9 +164,11 @@ def _figures(g: _Group) -> dict[str, Any]:
 
 def _row(g: _Group, base: _Group, margin: float) -> Row:
     common = _common_sizes([*g.runs, *base.runs])
-    lat, peak = latency_size(base, common), peak_size(base, common)
+    lat = latency_size(base, common)
+    peak, base_peak = peak_size(g.runs[0], common), peak_size(base.runs[0], common)
     mean, variance = _mean_variance(g.runs, lat)
     figures = dict(_figures(g), latency_size=lat, peak_test_size=peak,
+                   peak_baseline_size=base_peak,
                    sizes_compared=len(common), latency_mean_us=mean,
                    latency_variance=variance)
     if g is base:
@@ -172,7 +176,7 @@ def _row(g: _Group, base: _Group, margin: float) -> Row:
                    latency_test=None, peak_test=None, size_verdicts=None)
     prior = spread_of([*g.runs, *base.runs])
     lat_test = _effect(g.runs, base.runs, lat, prior, HEADLINE_FAMILY, margin, rate=False)
-    peak_test = _effect(g.runs, base.runs, peak, prior, HEADLINE_FAMILY, margin, rate=True)
+    peak_test = _peak_effect(g.runs, base.runs, common, prior, margin)
     per_size = [_effect(g.runs, base.runs, s, prior, len(common), margin, rate=False)
                 for s in common]
     base_mean = _mean_variance(base.runs, lat)[0]
@@ -235,16 +239,31 @@ def latency_size(base: _Group, common: Sequence[int]) -> int | None:
     return min(small, key=lambda s: (abs(s - own), s)) if small else None
 
 
-def peak_size(base: _Group, common: Sequence[int]) -> int | None:
-    """The size the peak verdict compares: the baseline's peak size when every run
-    measured it, else the common size of the baseline's highest throughput."""
-    own = base.analyses[0].peak_size
-    if own in common:
-        return own
+def peak_size(run: RunResult, common: Sequence[int]) -> int | None:
+    """The common size of the run's highest median throughput (None: no common size)."""
     if not common:
         return None
-    first = {s.size: s for s in base.runs[0].sizes}
-    return max(common, key=lambda s: first[s].central_bps())
+    by_size = {s.size: s for s in run.sizes}
+    return max(common, key=lambda n: by_size[n].central_bps())
+
+
+def _peak_effect(runs: Sequence[RunResult], base: Sequence[RunResult], common: Sequence[int],
+                 prior: Spread, margin: float) -> Effect:
+    """Each run's peak over the common sizes (with the uncertainty of the size it is at)
+    against the baseline's."""
+    if not common:
+        return Effect(effect.CANNOT_TELL, family=HEADLINE_FAMILY, higher_is_better=True,
+                      margin=margin, reason="no size that every run measured")
+
+    def reps(group: Sequence[RunResult]) -> list[Replicate]:
+        out = []
+        for run in group:
+            at = _size(run, peak_size(run, common))
+            out.append(Replicate(at.central_bps(), within_sd(run, at)))
+        return out
+
+    return effect.compare(reps(base), reps(runs), higher_is_better=True, prior=prior,
+                          family=HEADLINE_FAMILY, margin=margin)
 
 
 def _size(run: RunResult, size: int) -> SizeResult:
@@ -361,8 +380,8 @@ def describe_test(margin: float = DEFAULT_MARGIN) -> dict[str, Any]:
             "headline_family": HEADLINE_FAMILY, "correction": "Bonferroni",
             "latency": "median one-way time at the baseline's latency size (or the common "
                        f"size <= {LATENCY_MAX_SIZE} B nearest), lower is better",
-            "peak": "median throughput at the baseline's peak size (or the common size of "
-                    "its highest throughput), higher is better",
+            "peak": "each run's highest median throughput over the sizes every run "
+                    "measured, higher is better",
             "statement": statement}
 
 

@@ -244,7 +244,7 @@ def judge(b: Side, c: Side, found: Effect, prior: Spread, alpha: float = ALPHA) 
     if df_r >= 1:
         var, df, source = _with_replicates((b.ss + c.ss) / df_r, df_r, prior, mean_w2)
         var_d = var * (1.0 / b.n + 1.0 / c.n)
-        between = math.sqrt(max(0.0, var - mean_w2))
+        between = math.sqrt(var)  # a run's figure between runs, its own noise included
     else:
         var_d = sum(w * w for w in within) + 2.0 * prior.sd ** 2
         df, source, between = prior.df, prior.source, prior.sd

@@ -32,9 +32,10 @@ moves between runs. The change of a figure is a ratio with an interval made of
 both runs' own uncertainty and the spread between runs: from repeated runs
 (files given the same --label form one configuration), else from the runs'
 history (earlier runs of the same setup; or borrowed from the host's other
-setups, which the output says), else 10%. Latency (lower is better) and peak
-(higher is better) are compared at one size every run measured, and so is every
-common size (each interval widened for the number of sizes). "better" or
+setups, which the output says), else 10%. Latency (lower is better) is compared at
+one size every run measured, peak (higher is better) as each run's highest
+throughput over the sizes every run measured, and every common size on its own
+(each interval widened for the number of sizes). "better" or
 "worse": the interval excludes no change; "no difference shown": it lies within
 +-MARGIN (--margin, default 10%); "cannot tell": it is wider. With one run a
 side and no history, only changes of about 30% or more can be told.

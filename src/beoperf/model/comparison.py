@@ -56,7 +56,9 @@ def _v1_to_v2(doc: dict) -> dict:
     for r in body.get("rows", []):
         r = dict(r)
         lat, peak = r.get("latency_test") or {}, r.get("peak_test") or {}
-        r.update(runs=1, mode=None, differs=[], peak_test_size=peak.get("size", r.get("peak_size")),
+        r.update(runs=1, mode=None, differs=[],
+                 peak_test_size=peak.get("size", r.get("peak_size")),
+                 peak_baseline_size=peak.get("baseline_size"),
                  latency_size=lat.get("size", r.get("latency_size")), sizes_compared=0,
                  size_verdicts=None, size_effects=[],
                  latency_test=_old_test(r.get("latency_test"), False),

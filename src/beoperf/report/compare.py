@@ -40,6 +40,15 @@ REPEAT = ("repeat each configuration (files given one --label are its runs) or k
           "history of the setup, to narrow the interval")
 
 
+def _peak_where(r: Row) -> str:
+    """' at 16381 B', or ' (16381 -> 12285 B)' when the two peak at different sizes."""
+    if r.peak_test_size is None:
+        return ""
+    if r.peak_baseline_size not in (None, r.peak_test_size):
+        return f" ({r.peak_baseline_size} -> {r.peak_test_size} B)"
+    return f" at {r.peak_test_size} B"
+
+
 def _row_level(r: Row) -> Level:
     tests = [t for t in (r.latency_test, r.peak_test) if t is not None]
     verdicts = {t.verdict for t in tests} | {v for v, n in (r.size_verdicts or {}).items()
@@ -62,7 +71,7 @@ def verdict_lines(table: Sequence[Row]) -> list[Line]:
         if r.baseline or r.latency_test is None or r.peak_test is None:
             continue
         lat = f" at {r.latency_size} B" if r.latency_size is not None else ""
-        peak = f" at {r.peak_test_size} B" if r.peak_test_size is not None else ""
+        peak = _peak_where(r)
         level = _row_level(r)
         out.append(Line(level, f"{r.label} vs {base}: {latency_name(base_mode)}{lat} "
                                f"{r.latency_test.text()}; peak{peak} {r.peak_test.text()}; "
@@ -121,7 +130,8 @@ def _cells(row: Row) -> list[str]:
             _fmt(row.latency_p99_us, ".2f"), _fmt(row.peak_bps, ".1f", 1e6), str(row.peak_size),
             _fmt(row.saturation_size, ".0f"), _fmt(row.n_half, ".0f"), _fmt(row.alpha_us, ".2f"),
             _fmt(row.bandwidth_bps, ".1f", 1e6), verdict_cell(row.latency_test, row.latency_size),
-            verdict_cell(row.peak_test, row.peak_test_size), row.sizes_text(),
+            verdict_cell(row.peak_test, None) + (_peak_where(row) if row.peak_test else ""),
+            row.sizes_text(),
             collapse_cell(row.collapses)]
 
 

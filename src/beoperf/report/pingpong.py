@@ -167,8 +167,11 @@ def interval_text(run: RunResult, size: SizeResult, pm: str = "+-", us: str = "u
     shown = (intervals.not_precise_text(size.trials, ci[0], ci[1])
              if intervals.imprecise(float(median), ci[0], ci[1])
              else f"[{_fixed(ci[0])}, {_fixed(ci[1])}] {us}")
+    between = between_runs_text(run, pm)
+    if between_runs(run)["source"] == "none":  # the interval is this run's alone
+        return f"{shown} (this run only; {between})"
     own = intervals.precision_text(float(median), within_run(size), size.trials, pm)
-    return f"{shown}: this run {own or 'no interval'}, {between_runs_text(run, pm)}"
+    return f"{shown}: this run {own or 'no interval'}, {between}"
 
 
 def _fixed(us: float) -> str:
