@@ -324,7 +324,7 @@ def test_the_second_run_of_a_setup_widens_its_intervals_by_the_first(tmp_path):
     first = pingpong(tmp_path / "one", "--history", str(hist_dir))
     assert first["sweep"]["between_runs"]["earlier_runs"] == 0
     assert not any("earlier run" in w for w in first["warnings"])  # said beside the interval
-    assert "between runs not known (no earlier run of this setup" in first["stdout"]
+    assert "between runs not known: no earlier run of this setup" in first["stdout"]
     path = first["sweep"]["between_runs"]["history"]
     assert path.startswith(str(hist_dir)) and first["sweep"]["between_runs"]["settings"]
     assert f"history    {path} (0 earlier runs of this setup read; this run added)" in \
@@ -350,7 +350,7 @@ def test_the_second_run_of_a_setup_widens_its_intervals_by_the_first(tmp_path):
     within = worst["ci95_within_run_us"]
     assert worst["ci95_relative"] > (within[1] - within[0]) / 2 / worst["time_us"]["median"]
     for name, says in (("two", "from 1 earlier run of this setup"),
-                       ("one", "between runs not known (no earlier run of this setup")):
+                       ("one", "between runs not known: no earlier run of this setup")):
         page = tmp_path / f"{name}.html"
         proc = subprocess.run([sys.executable, "-m", "beoperf", "report", str(tmp_path /
                                f"{name}.json"), "-o", str(page)], capture_output=True,
@@ -369,7 +369,7 @@ def test_the_second_run_of_a_setup_widens_its_intervals_by_the_first(tmp_path):
     off = pingpong(tmp_path / "four", "--history", "off")
     assert off["sweep"]["between_runs"]["source"] == "none"
     assert off["sweep"]["between_runs"]["history"] is None
-    assert "between runs not known (--history off)" in off["stdout"]
+    assert "between runs not known: --history off" in off["stdout"]
     assert "  history    " not in off["stdout"]
 
 

@@ -155,8 +155,8 @@ def test_summary_latency_is_the_analysis_figure_with_its_own_ci(tmp_path: Path):
     assert s["latency_p99_us"] == analysis["latency_p99_us"] == pytest.approx(23.42 * 1.3)
     assert s["latency_ci95_halfwidth_us"] == analysis["latency_ci95_halfwidth_us"]
     text = summary_text(run)
-    assert "latency    23.42 us median [23.19, 23.65] us (this run only; between runs " \
-           "not known (this result records none))\n" \
+    assert "latency    23.42 us median [23.19, 23.65] us for this run only; between runs " \
+           "not known: this result records none\n" \
            "             (one-way at 4 B, 3 trials, 42 samples; 30.45 us p99; " in text
     assert s["latency_ci95_us"] == s["latency_ci95_within_run_us"] == \
         pytest.approx([23.42 - 0.2342, 23.42 + 0.2342])  # stored as a half-width only

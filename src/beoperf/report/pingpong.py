@@ -122,10 +122,7 @@ def between_runs_text(run: RunResult, pm: str = "+-") -> str:
     source, sd = facts["source"], facts.get("relative_sd")
     n, m = facts.get("earlier_runs") or 0, facts.get("host_setups") or 0
     if source == "none" or not isinstance(sd, int | float):
-        recorded = (run.sweep or {}).get("between_runs")
-        why = facts.get("why_none") or ("this result records none" if not recorded else
-                                        "no earlier run of this setup")
-        return f"between runs not known ({why})"
+        return f"between runs not known ({_why_none(run, facts)})"
     half = facts.get("relative_halfwidth")
     rel = half if isinstance(half, int | float) else \
         intervals.log_relative(intervals.between_runs_halfwidth(float(sd)))
@@ -136,6 +133,12 @@ def between_runs_text(run: RunResult, pm: str = "+-") -> str:
               "host": f"borrowed from {host} "
                       f"({facts.get('own_missing') or 'no earlier run of this setup'})"}[source]
     return f"between runs {pm}{rel * 100:.1f}% {whence}"
+
+
+def _why_none(run: RunResult, facts: dict[str, Any]) -> str:
+    recorded = (run.sweep or {}).get("between_runs")
+    return facts.get("why_none") or ("this result records none" if not recorded else
+                                     "no earlier run of this setup")
 
 
 def history_text(run: RunResult) -> str | None:
@@ -167,11 +170,11 @@ def interval_text(run: RunResult, size: SizeResult, pm: str = "+-", us: str = "u
     shown = (intervals.not_precise_text(size.trials, ci[0], ci[1])
              if intervals.imprecise(float(median), ci[0], ci[1])
              else f"[{_fixed(ci[0])}, {_fixed(ci[1])}] {us}")
-    between = between_runs_text(run, pm)
-    if between_runs(run)["source"] == "none":  # the interval is this run's alone
-        return f"{shown} (this run only; {between})"
+    facts = between_runs(run)
+    if facts["source"] == "none":  # the interval is this run's alone
+        return f"{shown} for this run only; between runs not known: {_why_none(run, facts)}"
     own = intervals.precision_text(float(median), within_run(size), size.trials, pm)
-    return f"{shown}: this run {own or 'no interval'}, {between}"
+    return f"{shown}: this run {own or 'no interval'}, {between_runs_text(run, pm)}"
 
 
 def _fixed(us: float) -> str:

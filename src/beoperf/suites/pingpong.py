@@ -470,7 +470,7 @@ def shaper_notes(result: RunResult, local: dict[str, Any]) -> list[str]:
     notes = [f"the stream rate falls as trials get longer, as behind a shaper: about "
              f"{units.format_size(shaper['burst_bytes'])} pass at line rate "
              f"({units.format_rate(shaper['short_trial_bps'])} in a "
-             f"{units.format_time(shaper['short_trial_s'], 2)} trial), then "
+             f"{units.format_time(shaper['short_trial_s'], 3)} trial), then "
              f"{units.format_rate(rate)} of payload{wire}, sustained in trials of "
              f"{shaper['trial_s']:.2g} s"]
     peak = max((s.central_bps() for s in result.sizes), default=0.0)
