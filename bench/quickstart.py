@@ -111,6 +111,8 @@ def questions(topo: netns.VethPair, n1: netns.Host, n2: netns.Host, out: Path,
                                                    "-o", str(name))]),
                            capture_output=True, timeout=300, check=True)
             files.append(f"{name}.json")
+    for host in (n1, n2):  # the lab as it was (at 9000 against 1500 large packets are lost)
+        host.set_mtu(1500)
     labels = [x for tag in ("before", "after") for x in ("--label", tag) * 3]
     shown("4. Did my change help? (MTU 1500 -> 9000 on node01 and node02, three runs each)",
           beoperf("compare", *files, *labels), n1, args.lines)

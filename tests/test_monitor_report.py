@@ -1000,3 +1000,24 @@ def test_a_damaged_database_is_one_line(tmp_path, damage, message):
     res = cli("monitor", "report", str(path))
     assert res.status == 1 and len(res.error_lines) == 1, res.stderr
     assert res.stderr.startswith(f"beoperf: monitor database: {path}: {message}"), res.stderr
+
+
+def test_large_probes_lost_on_the_path_are_a_warning(tmp_path):
+    """Every large probe timed out, every small one answered (the lab's case: one end's
+    MTU at 9000 against 1500 beyond it): the report says large packets are lost, at the
+    top, where it used to show an empty bandwidth column only."""
+    db = write_db(tmp_path / "lost.db", steady, 40)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE probes SET outcome = 'timeout', rtt_us = NULL WHERE size = ?", (LARGE,))
+    con.commit()
+    con.close()
+    doc = report_document(db)
+    lost = [w for w in doc.body["warnings"] if "large probes" in w]
+    assert lost == [f"the large probes ({LARGE:,} bytes) were answered 0 of 40 times, the "
+                    "small ones 120 of 120: large packets or their fragments are lost on the "
+                    "path (a path MTU, a firewall dropping fragments, a shaper's burst); "
+                    "without them the link's rate cannot be estimated"]
+    text = renderers.render(doc, "markdown")
+    assert text.index("large probes") < text.index("## Summary")
+    healthy = build_report(write_db(tmp_path / "ok.db", steady, 40))
+    assert not any("large probes" in w for w in healthy["warnings"])

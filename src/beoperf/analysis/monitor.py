@@ -369,6 +369,7 @@ def warnings(ctx: Context, roles: Roles, ev: EventInput, bw: bandwidth.CycleBand
     if not roles.large.any():
         out.append("the schedule has one probe size: no bandwidth estimate")
     else:
+        out += _large_lost(ctx, roles)
         tried = np.count_nonzero(np.bincount(ctx.cyc[roles.large & (ctx.p.outcome == 0)],
                                              minlength=ctx.c.count))
         bad = tried - np.count_nonzero(~np.isnan(bw.bps))
@@ -381,6 +382,26 @@ def warnings(ctx: Context, roles: Roles, ev: EventInput, bw: bandwidth.CycleBand
         out.append(f"only {ev.windows.count} window(s) of {ev.windows.width} cycles: too "
                    "few to look for congestion or level shifts")
     return out
+
+
+LARGE_LOST = 0.5  # large probes answered at most this share as often as small ones: lost
+
+
+def _large_lost(ctx: Context, roles: Roles) -> list[str]:
+    """Large probes answered far less often than the small ones of the same cycles: big
+    packets (fragments) are lost on the path, which no latency figure shows."""
+    ok = ctx.p.outcome == 0
+    small, large = int(np.count_nonzero(roles.small)), int(np.count_nonzero(roles.large))
+    small_ok = int(np.count_nonzero(roles.small & ok))
+    large_ok = int(np.count_nonzero(roles.large & ok))
+    if not small or not large or not small_ok or \
+            large_ok / large > LARGE_LOST * small_ok / small:
+        return []
+    size = int(np.max(ctx.p.size[roles.large]))
+    return [f"the large probes ({size:,} bytes) were answered {large_ok} of {large} times, "
+            f"the small ones {small_ok} of {small}: large packets or their fragments are "
+            "lost on the path (a path MTU, a firewall dropping fragments, a shaper's "
+            "burst); without them the link's rate cannot be estimated"]
 
 
 def _context(p: Probes, runs: list[dict], outage_cycles: int,
