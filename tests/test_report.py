@@ -574,3 +574,15 @@ def test_empty_tables_say_what_was_looked_for(first_screen):
     assert any(t.startswith("Outages: None: no 2 or more cycles in a row without an answered "
                             "probe") for t in empty)
     assert len(empty) >= 4 and all(": " in t for t in empty)
+
+
+def test_a_piece_whose_line_meets_zero_below_zero_shows_no_alpha():
+    """Issue 25: alphas of -143 us and -2.27 ms were printed as figures; a later piece's
+    line is fitted far from 0 B, and where it meets 0 B is no time."""
+    from beoperf.analysis.curve import Fit
+    from beoperf.report.html.pingpong import _fit_row
+
+    late = Fit(1048576, 8388608, 21, -3960.0, 0.00837, 956e6, 0.9999)
+    assert _fit_row("piece 4", late)[3] == "n/a (intercept below 0)"
+    first = Fit(1, 1024, 46, 22.11, 0.0078, 1.028e9, 0.84)
+    assert "22.11" in str(_fit_row("piece 1", first)[3])

@@ -300,7 +300,7 @@ def _top_item(line: Line, studies: list[Study], after: list[Study] | None = None
         return verdict_item(line, _link(studies[0], short=after == studies))
     where = join([esc(f"{line.topic}, in {len(studies)} studies ("),
                   join(Markup(", ").join(_link(s, True, number_only=True) for s in studies)),
-                  esc("); e.g. ")])
+                  esc("); for example")])
     return verdict_item(Line(line.level, line.text, line.todo), where)
 
 

@@ -136,8 +136,12 @@ def _saturation_words(a: CurveAnalysis) -> str:
 
 
 def _fit_row(label: str, f: Fit) -> list[Any]:
+    """A fit's row; a piece whose line meets 0 B below zero shows no alpha: that is an
+    intercept of a line fitted far from 0 B, not a time (issue 25: "-2.27 ms")."""
+    alpha = num(f.alpha_us, time_text(f.alpha_us)) if f.alpha_us > 0 else \
+        "n/a (intercept below 0)"
     return [label, f"{format_size(f.first_size)}..{format_size(f.last_size)}", f.points,
-            num(f.alpha_us, time_text(f.alpha_us)),
+            alpha,
             num(f.bandwidth_bps, format_rate(f.bandwidth_bps) if f.bandwidth_bps else
                 "time does not grow"), num(f.r2, f"{f.r2:.4f}")]
 
