@@ -257,3 +257,10 @@ def test_a_real_gain_is_found_in_blocks():
         cand = 40.0 * rng.lognormal(0, 0.05, 4)
         found += blocks(list(cand), list(around), higher_is_better=False).verdict == BETTER
     assert found >= 190, found
+
+
+def test_an_interval_wider_than_ten_times_reads_as_that():
+    e = compare([Replicate(v) for v in (10.0, 20.0)], [Replicate(v) for v in (11.0, 30.0)],
+                higher_is_better=True, family=40)
+    assert e.high / e.low > 10 and e.span_text() == "an interval over x10"
+    assert e.text().startswith("cannot tell (+") and e.text().endswith(", an interval over x10)")

@@ -39,6 +39,7 @@ ALPHA = 0.05
 DEFAULT_BETWEEN_SD = 0.10  # a run's level between runs, relative, when nothing says more
 DEFAULT_MARGIN = 0.10  # a change within +-10% counts as none
 Z95 = 1.959963984540054
+WIDE = 10.0  # an interval of a ratio whose ends are further apart than this: "over x10"
 
 BETTER = "better"
 WORSE = "worse"
@@ -103,13 +104,24 @@ class Effect:
             return None
         return (self.low - 1.0) * 100.0, (self.high - 1.0) * 100.0
 
+    def span_text(self) -> str | None:
+        """The interval of the change: '-18..-6.2%', or 'an interval over x10' when its
+        high end is more than WIDE times its low one (a ratio known to no better than an
+        order of magnitude reads as that, not as -99.9..+157885%); None without one."""
+        span = self.interval_pct()
+        if span is None or self.low is None or self.high is None:
+            return None
+        if self.low <= 0 or self.high / self.low > WIDE:
+            return f"an interval over x{WIDE:g}"
+        return f"{_pct(span[0])}..{_pct(span[1])}%"
+
     def text(self) -> str:
         """One cell: 'better (-12.3%, -18.0..-6.2%)', 'cannot tell (+4.1%, -24..+41%)',
         'cannot tell (no common size)'."""
-        span = self.interval_pct()
+        span = self.span_text()
         if self.change_pct is None or span is None:
             return f"{self.verdict} ({self.reason})" if self.reason else self.verdict
-        return f"{self.verdict} ({self.change_pct:+.1f}%, {_pct(span[0])}..{_pct(span[1])}%)"
+        return f"{self.verdict} ({self.change_pct:+.1f}%, {span})"
 
     def spread_text(self) -> str:
         """What the interval holds, in words: 'within runs +-1.2%, between runs +-28%

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from beoperf import units
+from beoperf.analysis.effect import WIDE
 from beoperf.analysis.node import describe_test
 from beoperf.model.document import Document
 from beoperf.report import renderer
@@ -314,11 +315,19 @@ def _label(body: Mapping[str, Any], i: int) -> str:
 
 
 def change_text(change: float | None, interval: Sequence[float] | None) -> str:
-    """'+31.7% [+12.0, +55.0]' (the interval of the change), '-' without one."""
+    """'+31.7% [+12.0, +55.0]' (the interval of the change), '+31.2% [over x10]' when its
+    ends are more than ten times apart, '-' without one."""
     if change is None:
         return "-"
-    return f"{change:+.1f}%" + (f" [{interval[0]:+.1f}, {interval[1]:+.1f}]" if interval
-                                else "")
+    return f"{change:+.1f}%" + (f" {interval_cell(interval)}" if interval else "")
+
+
+def interval_cell(interval: Sequence[float]) -> str:
+    """'[+12.0, +55.0]', or '[over x10]' for an interval of a ratio wider than that."""
+    low, high = 1 + interval[0] / 100, 1 + interval[1] / 100
+    if low <= 0 or high / low > WIDE:
+        return f"[over x{WIDE:g}]"
+    return f"[{interval[0]:+.1f}, {interval[1]:+.1f}]"
 
 
 def comparison_rows(body: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:

@@ -37,9 +37,9 @@ def _change(i: int, row: Row, field: str, test: Effect | None) -> Markup | str:
     value = getattr(row, field)
     if row.baseline or test is None:
         return tag("span", "baseline", class_="mark unk")
-    span = test.interval_pct()
+    span = test.span_text()
     shown = num(value, f"{value:+.1f}%", _k(i, field)) if value is not None else esc("-")
-    within = esc(f" [{span[0]:+.1f}, {span[1]:+.1f}]%") if span else esc("")
+    within = esc(f" [{span}]") if span else esc("")
     return join([shown, within, esc(" "),
                  tag("span", test.verdict, class_=f"mark {MARKS.get(test.verdict, 'unk')}",
                      title=test.spread_text() or (test.reason or ""))])

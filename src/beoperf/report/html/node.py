@@ -611,7 +611,7 @@ def _comparison_rows(b: Mapping[str, Any]) -> tuple[list[str], list[list[Any]], 
                 span = (r.get("intervals") or [None] * len(labels))[i]
                 row += ["-" if not _is_number(change) else join([num(
                     change, f"{change:+.1f}", f"body.rows.{k}.changes.{i}", unit="%"),
-                    esc(f" [{span[0]:+.1f}, {span[1]:+.1f}]" if span else "")]),
+                    esc(f" {text.interval_cell(span)}" if span else "")]),
                     r["verdicts"][i] or "-"]
         rows.append(row)
         classes.append("warn" if "worse" in r["verdicts"] else None)
