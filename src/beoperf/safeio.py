@@ -311,6 +311,18 @@ class PrivateDirError(ValueError):
     """A directory that cannot be used as this user's private one (the message says why)."""
 
 
+def state_dir(name: str) -> Path:
+    """This user's state directory for ``name`` ("history", "runs"): under
+    /var/lib/beoperf as root, else under $XDG_STATE_HOME/beoperf (~/.local/state/beoperf
+    when it is unset or relative, as the XDG specification says)."""
+    if os.geteuid() == 0:
+        return Path("/var/lib/beoperf") / name
+    state = os.environ.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(state):  # unset or relative: the XDG default
+        state = str(Path.home() / ".local" / "state")
+    return Path(state) / "beoperf" / name
+
+
 def open_private_dir(path: str | os.PathLike[str], create: bool) -> int | None:
     """An open descriptor of the directory ``path`` (O_NOFOLLOW: a link there is refused),
     checked on the descriptor itself to be this user's and writable by nobody else; made

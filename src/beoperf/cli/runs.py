@@ -31,12 +31,7 @@ def directory() -> Path | None:
     text = os.environ.get(ENV, "").strip()
     if text:
         return None if text.lower() == OFF else Path(text).expanduser()
-    if os.geteuid() == 0:
-        return Path("/var/lib/beoperf/runs")
-    state = os.environ.get("XDG_STATE_HOME", "")
-    if not os.path.isabs(state):  # unset or relative: the XDG default
-        state = str(Path.home() / ".local" / "state")
-    return Path(state) / "beoperf" / "runs"
+    return safeio.state_dir("runs")
 
 
 def keep(command: str, files: dict[str, str | bytes]) -> Path | None:

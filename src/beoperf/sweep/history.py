@@ -82,12 +82,7 @@ class HistoryError(ValueError):
 
 
 def default_dir() -> Path:
-    if os.geteuid() == 0:
-        return Path("/var/lib/beoperf/history")
-    state = os.environ.get("XDG_STATE_HOME", "")
-    if not os.path.isabs(state):  # unset or relative: the XDG default
-        state = str(Path.home() / ".local" / "state")
-    return Path(state) / "beoperf" / "history"
+    return safeio.state_dir("history")
 
 
 def resolve(option: str | None) -> Path | None:
