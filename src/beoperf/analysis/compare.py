@@ -258,7 +258,9 @@ def _peak_effect(runs: Sequence[RunResult], base: Sequence[RunResult], common: S
     def reps(group: Sequence[RunResult]) -> list[Replicate]:
         out = []
         for run in group:
-            at = _size(run, peak_size(run, common))
+            size = peak_size(run, common)
+            assert size is not None  # common is not empty
+            at = _size(run, size)
             out.append(Replicate(at.central_bps(), within_sd(run, at)))
         return out
 

@@ -253,6 +253,7 @@ def judge(b: Side, c: Side, found: Effect, prior: Spread, alpha: float = ALPHA) 
     within = [*b.within, *c.within]
     mean_w2 = float(np.mean(np.square(within))) if within else 0.0
     df_r = b.n + c.n - 2
+    df: float | None
     if df_r >= 1:
         var, df, source = _with_replicates((b.ss + c.ss) / df_r, df_r, prior, mean_w2)
         var_d = var * (1.0 / b.n + 1.0 / c.n)
