@@ -248,6 +248,18 @@ def test_interrupt_while_measuring_restores_what_is_applied(fake_settings):
     assert state == {"a": "1", "b": "1", "c": "1"}
 
 
+def test_the_measurements_stay_within_what_the_plan_announced(fake_settings):
+    """The progress bar's total (blocks_at_most) bounds the measurements made: warm-up,
+    each change's blocks and neighbours, the combined state's."""
+    state, _log = fake_settings
+    count = [0]
+    measure = procedure.counted(latency_of(state), lambda: count.__setitem__(0, count[0] + 1))
+    procedure.warm_up(measure)
+    procedure.run_changes(changes(), measure, 6)
+    assert count[0] == procedure.blocks_at_most(3, 6) == 2 + 4 * 13  # a=0 kept: combined
+    assert procedure.blocks_at_most(0, 6) == 0
+
+
 def test_warm_up_measures_and_drops():
     calls = []
     procedure.warm_up(lambda: calls.append(1) or 1.0)

@@ -6,7 +6,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from beoperf.cli.progress import PartsProgress, PassLines, Progress, precision_summary
+from beoperf.cli.progress import (
+    CountBar,
+    PartsProgress,
+    PassLines,
+    Progress,
+    precision_summary,
+)
 from helpers import child_env
 
 
@@ -66,3 +72,38 @@ def test_the_node_suite_prints_a_line_per_part_and_what_missed_its_precision():
     assert precision_summary(metrics, 0.02) == \
         "precision not reached: kernels 2 of 3 figures outside 2%"
     assert precision_summary([{"part": "kernels", "converged": True}]) is None
+
+
+class Recorder(Progress):
+    """A bar that records what it is told instead of drawing."""
+
+    def __init__(self) -> None:
+        super().__init__(None, enabled=True)
+        self.restarts: list[float | None] = []
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def restart(self, budget_s: float | None) -> None:
+        self.restarts.append(budget_s)
+
+    def update(self, text: str) -> None:
+        pass
+
+
+def test_each_cluster_measurement_restarts_the_bar_on_its_budget():
+    """On a terminal the cluster tests' bar runs over each measurement's time budget (its
+    ETA), starting over when the next measurement begins."""
+    bar = Recorder()
+    lines = PassLines(bar, say=lambda _line: None, budget_s=120.0)
+    for n in range(1, 4):
+        lines(f"ring latency: pass {n}, 2 of 8 figures within 5%")
+    lines("ring bandwidth: pass 1, 1 of 8 figures within 5%")
+    assert bar.restarts == [120.0, 120.0]
+
+
+def test_a_count_bar_off_a_terminal_draws_nothing():
+    with CountBar(enabled=False) as bar:
+        bar(54)
+        bar(0)
+    assert bar._bar is None

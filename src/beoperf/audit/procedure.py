@@ -142,6 +142,22 @@ class Outcome:
 # --------------------------------------------------------------------------- measuring
 
 
+def blocks_at_most(changes: int, repeats: int) -> int:
+    """The measurements a plan takes at most: the warm-up, each change's blocks and its
+    neighbours, and the combined state's (when something is kept)."""
+    return WARMUP + (changes + 1) * (2 * repeats + 1) if changes else 0
+
+
+def counted(measure: Measure, on_block: Callable[[], None]) -> Measure:
+    """``measure``, calling ``on_block`` after each measurement (a progress display)."""
+    def measured() -> float:
+        figure = measure()
+        on_block()
+        return figure
+
+    return measured
+
+
 def warm_up(measure: Measure, count: int = WARMUP) -> None:
     """Measurements whose figures are dropped: the first connections and a cold peer are
     slower, and a baseline measured cold makes every later change look good.  The

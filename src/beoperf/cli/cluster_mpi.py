@@ -264,7 +264,9 @@ def progress_of(args: argparse.Namespace) -> PassLines | None:
     under way; piped, a line per measurement, not per pass (beoperf.cli.progress)."""
     if args.quiet:
         return None
-    return PassLines(Progress(None, enabled=sys.stderr.isatty(), what="starting"))
+    budget = _seconds(args.time_budget, "--time-budget", none_ok=True)  # per measurement
+    return PassLines(Progress(budget, enabled=sys.stderr.isatty(), what="starting",
+                              hard=False), budget_s=budget)
 
 
 def measured(run: Callable[[Any, Any], Outcome | None], spec: Any,

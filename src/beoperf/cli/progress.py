@@ -27,9 +27,11 @@ class Progress:
     (``enabled``); ``phase`` lines on stderr otherwise (``lines``)."""
 
     def __init__(self, budget_s: float | None, enabled: bool, lines: bool = False,
-                 what: str = "measuring", precision: float | None = None) -> None:
+                 what: str = "measuring", precision: float | None = None,
+                 hard: bool = True) -> None:
         self.budget_s, self.enabled, self.lines = budget_s, enabled, lines
         self.what, self.precision = what, precision
+        self.hard = hard  # a hard budget: "at most" left; a soft one: "about"
         self._bar: Any = None
         self._task: Any = None
         self.started = time.monotonic()
@@ -37,7 +39,7 @@ class Progress:
     def __enter__(self) -> Progress:
         self.started = time.monotonic()
         if self.enabled:
-            self._bar = _bar(self.budget_s)
+            self._bar = _bar(self.budget_s, self.hard)
             self._bar.__enter__()
             self._task = self._bar.add_task(self.what, total=self.budget_s or None)
         return self
@@ -76,9 +78,10 @@ class Progress:
             self._bar = None
 
 
-def _bar(budget_s: float | None) -> Any:
+def _bar(budget_s: float | None, hard: bool = True) -> Any:
     """rich's progress display on stderr: text, a bar filled by the time spent of the
-    budget, the time spent and the budget's time left."""
+    budget, the time spent and the budget's time left ("at most" for a hard budget,
+    "about" for a soft one, which the minimum trials may overrun)."""
     from rich.console import Console
     from rich.progress import BarColumn, ProgressColumn, TextColumn, TimeElapsedColumn
     from rich.progress import Progress as Bar
@@ -97,7 +100,7 @@ def _bar(budget_s: float | None) -> Any:
             if not task.total:
                 return Text("")
             left = max(0.0, task.total - (task.elapsed or 0.0))
-            return Text(f"at most {_clock(left)} left")
+            return Text(f"{'at most' if hard else 'about'} {_clock(left)} left")
 
     return Bar(TextColumn("{task.description}"), TimeBar(), TimeElapsedColumn(), Left(),
                console=Console(stderr=True), transient=True, refresh_per_second=4)
@@ -121,8 +124,9 @@ class PassLines:
     end, :meth:`summary` is one line: which measurements ended with figures outside
     their precision (from each one's last pass)."""
 
-    def __init__(self, progress: Progress, say: Callable[[str], None] = _say) -> None:
-        self.progress, self.say = progress, say
+    def __init__(self, progress: Progress, say: Callable[[str], None] = _say,
+                 budget_s: float | None = None) -> None:
+        self.progress, self.say, self.budget_s = progress, say, budget_s  # per measurement
         self.last: dict[str, tuple[int, int, int, str]] = {}  # what -> passes, done, of
 
     def __call__(self, line: str) -> None:
@@ -131,8 +135,11 @@ class PassLines:
             self.progress.phase(line) if self.progress.enabled else self.say(line)
             return
         what = match["what"]
-        if what not in self.last and not self.progress.enabled:
-            self.say(f"{what}: measuring (a line per pass on a terminal only)")
+        if what not in self.last:  # a new measurement: its own budget on the bar
+            if self.progress.enabled:
+                self.progress.restart(self.budget_s)
+            else:
+                self.say(f"{what}: measuring (a line per pass on a terminal only)")
         self.last[what] = (int(match["n"]), int(match["done"]), int(match["of"]),
                            match["precision"])
         self.progress.update(line)
@@ -210,3 +217,48 @@ def precision_summary(metrics: Sequence[dict[str, Any]], precision: float | None
         return None
     within = f" outside {precision:.0%}" if precision else ""
     return f"precision not reached: {'; '.join(missed)}{within}"
+
+
+class CountBar:
+    """On a terminal, a bar over a count of steps known once the work is planned (a
+    tuning procedure's measurements): the steps done, the time spent and the time left at
+    the pace so far.  ``__call__(total)`` with a total sets it, with 0 counts a step."""
+
+    def __init__(self, enabled: bool, what: str = "measuring") -> None:
+        self.enabled, self.what = enabled, what
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> CountBar:
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+            from rich.progress import Progress as Bar
+
+            self._bar = Bar(TextColumn("{task.description}"), BarColumn(),
+                            MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("left"),
+                            TimeRemainingColumn(), console=Console(stderr=True),
+                            transient=True, refresh_per_second=4)
+            self._bar.__enter__()
+            self._task = self._bar.add_task(self.what, total=None)
+        return self
+
+    def __call__(self, total: int) -> None:
+        if self._bar is None:
+            return
+        if total:
+            self._bar.update(self._task, total=total)
+        else:
+            self._bar.advance(self._task)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(exc_type, exc, tb)
+            self._bar = None

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
 
 from beoperf import report, safeio
 from beoperf.cli import CliError, ExitStatus, UsageError
 from beoperf.cli.audit import add_interface_options, command_line
+from beoperf.cli.progress import CountBar
 from beoperf.model.document import Document
 from beoperf.report import tune as tune_report
 from beoperf.suites import tune as suite
@@ -142,7 +144,10 @@ def write_persist(directory: str, plan: Document) -> int:
 
 
 def run_procedure(spec: suite.Spec, fmt: str) -> int:
-    doc = suite.procedure(spec, None if fmt == "json" else say)
+    """The procedure: on a terminal a bar over its measurements with the time left, and a
+    line per change as it is decided (not with --json)."""
+    with CountBar(sys.stderr.isatty(), "measured procedure") as bar:
+        doc = suite.procedure(spec, None if fmt == "json" else say, bar)
     if fmt == "text" and doc.body["rows"]:
         print()  # after the progress lines
     print(report.render(doc, fmt))

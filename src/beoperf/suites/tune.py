@@ -276,7 +276,8 @@ def _procedure_body(spec: Spec, name: str, interface: str | None, out: measured.
                          rollback_file=path)
 
 
-def procedure(spec: Spec, progress: Progress | None = None) -> Document:
+def procedure(spec: Spec, progress: Progress | None = None,
+              on_block: Callable[[int], None] | None = None) -> Document:
     """The measured procedure (root; under the lock): warm-up, snapshot, one change at a
     time in blocks between blocks of the current state, kept only when it is shown to
     help, the combined state against Default.  No rows when there is
@@ -293,6 +294,9 @@ def procedure(spec: Spec, progress: Progress | None = None) -> Document:
             body = _procedure_body(spec, name, interface, measured.Outcome(), None)
             return documents.procedure(body, _meta(spec, started))
         measure = peer_measure(spec.peer, spec.port)
+        if on_block is not None:  # told the plan's size first, then once per measurement
+            on_block(measured.blocks_at_most(len(found.changes), spec.repeats))
+            measure = measured.counted(measure, lambda: on_block(0))
         measured.warm_up(measure)  # the peer answers before anything is changed
         save_snapshot(path, tune.rollback_document(found.changes, name, interface,
                                                    _meta(spec, started)))
