@@ -196,3 +196,43 @@ def test_an_exception_keeps_the_trials_made():
     m = Failing(clock, {1: [100.0, 200.0]})
     out = PrecisionLoop([1], m, LoopConfig(precision=0.01), clock=clock).run()
     assert isinstance(out.stopped, ConnectionResetError) and out.points[0].trials == 3
+
+
+class PerMessage(Scripted):
+    """A stream's cost: every key's repetition costs the same 10 us (per-message work, not
+    bytes), and the measurer can probe one repetition; a cost scaled up from key 1 by the
+    size ratio predicts 0.66 s a repetition at 64 KiB, 2 s a trial of three: over a 1.5 s
+    budget."""
+
+    UNIT_NS = 1e4
+
+    def calibrate(self, key, estimate):
+        self.calls.append(("calibrate", key))
+        return self.UNIT_NS
+
+    def trial(self, key, reps):
+        super().trial(key, reps)
+        self.clock.now += reps * self.UNIT_NS * 1e-9 - 0.01
+        return np.full(5, self.UNIT_NS)
+
+    def seconds(self, key, reps, unit_ns):
+        return reps * unit_ns * 1e-9
+
+    def probe(self, key):
+        self.calls.append(("probe", key))
+        self.clock.now += self.UNIT_NS * 1e-9
+        return self.UNIT_NS
+
+
+def test_a_cost_scaled_from_a_smaller_size_gives_way_to_the_probe():
+    """The CI failure of issue 25: stream mode at 1, 64K and 1M in a 20 s budget measured
+    1 B only, the larger sizes cut on a cost scaled by their size from 1 B's.  One
+    repetition's probe says they cost what 1 B does: every size gets its trials."""
+    keys = {1: [100.0], 65536: [100.0], 1048576: [100.0]}
+    clock = Clock()
+    m = PerMessage(clock, keys)
+    out = PrecisionLoop(list(keys), m, LoopConfig(precision=0.5, time_budget=1.5, min_reps=3,
+                                                  trial_time=0.001), clock=clock).run()
+    assert [p.trials >= 6 and not p.cut for p in out.points] == [True, True, True]
+    assert ("probe", 65536) in m.calls and ("probe", 1048576) in m.calls
+    assert out.elapsed_s <= 1.5

@@ -183,8 +183,11 @@ class PrecisionLoop:
             if guess is not None and _scalable(previous, point.key):
                 guess *= max(1.0, float(point.key) / float(previous))  # type: ignore[arg-type]
             fits = guess is None or self._fits(self.predict(point, guess))
-            if fits and guess is not None and self.deadline is not None and probe is not None:
-                guess = max(guess, float(probe(point.key)))  # a jump in cost shows here
+            if guess is not None and probe is not None and self._may_probe(guess, fits):
+                seen = float(probe(point.key))  # one repetition, untimed by the loop
+                # a jump in cost shows here; and a cost scaled up from a smaller size (a
+                # stream's 1 B is per-message work, not bytes) gives way to what it is
+                guess = max(guess, seen) if fits else seen
                 fits = self._fits(self.predict(point, guess))
             if not fits:
                 point.cut = True
@@ -200,6 +203,18 @@ class PrecisionLoop:
                 estimate, previous = point.unit_ns, point.key
             if self.on_point:
                 self.on_point(point)
+
+    def _may_probe(self, guess_ns: float, fits: bool) -> bool:
+        """Under the hard budget: probe a point's cost before its first trial when a trial
+        at the guessed cost fits, or when one repetition at that cost fits beside the
+        minimum trials owed (a guess scaled up from a smaller size may be far too high;
+        a point whose one repetition would not fit is cut without trying)."""
+        if self.deadline is None:
+            return False
+        if fits:
+            return True
+        left = self._left()
+        return self._reserve(left)[1] + guess_ns * 1e-9 <= left
 
     def predict(self, point: Point, unit_ns: float | None = None) -> float:
         """Seconds the next trial of ``point`` is expected to take: at ``unit_ns`` a
