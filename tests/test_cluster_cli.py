@@ -278,6 +278,11 @@ def test_compare_puts_runs_and_references_side_by_side(tmp_path):
     latency = next(r for r in body["rows"] if r["metric"] == "AvgPingPongLatency_usec")
     assert latency["ratios"][1] > 20 and latency["verdicts"][1] == "better"  # lower is better
     assert latency["intervals"][1][1] < -90
+    first = cli("compare", str(tmp_path / "net" / "scaling.json"),
+                str(FIXTURES / "hpcc-1.5.0-np2.txt")).stdout.splitlines()
+    assert first[0].startswith("WARN      hpcc-1.5.0-np2 vs net (np 2): 1 metric worse: ")
+    assert any(x.startswith("OK        hpcc-1.5.0-np2 vs net (np 2): ") and "MPIFFT" in x
+               for x in first[:6])
     table = cli("compare", str(tmp_path / "net" / "scaling.json"), "--reference", "xc4000")
     assert table.status == 0 and "XC4000 (np 32)" in table.stdout
     assert "ratio = the baseline" in table.stdout

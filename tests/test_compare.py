@@ -392,7 +392,7 @@ def test_json_format_parses():
     slow = doc["rows"][2]
     assert slow["latency_test"]["verdict"] == WORSE and slow["latency_test"]["low"] > 1
     assert len(slow["size_effects"]) == len(SIZES)
-    assert slow["latency_test"]["change_pct"] if "change_pct" in slow["latency_test"] else True
+    assert slow["latency_change_pct"] == pytest.approx((slow["latency_test"]["ratio"] - 1) * 100)
 
 
 def test_version_1_comparisons_load_without_their_verdicts():

@@ -312,12 +312,14 @@ def _comparison_notes(doc: Document) -> list[str]:
 
 @renderer("hpcc-comparison", "text")
 def comparison_text(doc: Document, **_options: Any) -> str:
-    return "\n".join([*aligned(*comparison_table(doc)), "", *_comparison_notes(doc)]) + "\n"
+    first = text_block(lines_of(doc))
+    return "\n".join([*first, *([""] if first else []), *aligned(*comparison_table(doc)), "",
+                      *_comparison_notes(doc)]) + "\n"
 
 
 @renderer("hpcc-comparison", "markdown")
 def comparison_markdown(doc: Document, **_options: Any) -> str:
-    return "\n".join([*markdown(*comparison_table(doc)), "",
+    return "\n".join([*markdown_block(lines_of(doc)), *markdown(*comparison_table(doc)), "",
                       *(f"{n}  " for n in _comparison_notes(doc))]).rstrip() + "\n"
 
 
@@ -383,5 +385,25 @@ def scaling_answer(doc: Document) -> list[Line]:
 
 @answer("hpcc-comparison")
 def comparison_answer(doc: Document) -> list[Line]:
-    """Figures beside each other: nothing is judged."""
-    return []
+    """Each column against the baseline (the first): the metrics worse (WARN), those that
+    cannot be told (IMPRECISE, only for runs: a reference's figure is one published run)
+    and those better (OK).  Documents made before the verdicts: nothing judged."""
+    cols, rows = doc.body["columns"], doc.body["rows"]
+    out = []
+    for i, col in enumerate(cols[1:], 1):
+        by = {v: [hpcc.short_name(r["metric"]) for r in rows
+                  if (r.get("verdicts") or [None] * len(cols))[i] == v]
+              for v in ("worse", "cannot tell", "better")}
+        name = f"{col['label']} vs {cols[0]['label']}"
+        if by["worse"]:
+            out.append(Line(Level.WARN, f"{name}: {plural(len(by['worse']), 'metric')} worse: "
+                                        f"{listed(by['worse'])}"))
+        if by["cannot tell"] and col["kind"] == "run":
+            out.append(Line(Level.IMPRECISE, f"{name}: {plural(len(by['cannot tell']), 'metric')}"
+                                             f" cannot tell: {listed(by['cannot tell'])}",
+                            "repeat the runs (a scaling study's repeats give each point its "
+                            "spread)"))
+        if by["better"]:
+            out.append(Line(Level.OK, f"{name}: {plural(len(by['better']), 'metric')} better: "
+                                      f"{listed(by['better'])}"))
+    return out
