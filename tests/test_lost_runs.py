@@ -4,6 +4,7 @@ read by `head -1`, a sweep whose sizes stall, and runs kept without -o."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import stat
@@ -162,3 +163,33 @@ def test_the_runs_directory_keeps_the_newest_and_refuses_a_link(tmp_path, monkey
         runs.keep("pingpong", {".json": "{}"})
     monkeypatch.setenv(runs.ENV, "off")
     assert runs.keep("pingpong", {".json": "{}"}) is None
+
+
+def test_a_sweep_value_stopped_before_its_first_size_leaves_no_file(tmp_path, monkeypatch):
+    """The race the piped Ctrl-C test can lose: the stop lands after a value has started
+    but before its first size completed.  That value's document would hold no size; it is
+    not written (a file with nothing measured is not a result), the values before it are,
+    with their comparison, and the exit status is the stop's."""
+    from beoperf.suites import pingpong
+
+    real = pingpong.run_configs
+
+    def stopped_on_the_second(spec, key, values, progress=None, hold=None):
+        configs = real(spec, key, values[:1], progress)
+        for value, measured, stack in configs:
+            yield value, measured, stack
+        body = {**measured.document.body, "sizes": []}
+        empty = model.Document(kind=measured.document.kind, body=body,
+                               meta=measured.document.meta)
+        yield values[1], pingpong.Measured(empty, measured.run, None, KeyboardInterrupt()), \
+            contextlib.ExitStack()
+
+    monkeypatch.setattr(pingpong, "run_configs", stopped_on_the_second)
+    prefix = tmp_path / "P"
+    result = cli("pingpong", "--sizes", "1,1K", "--time-budget", "0.5", "--history", "off",
+                 "--sweep", "sndbuf=64K,128K", "-o", str(prefix))
+    assert result.status == 130, result.stderr
+    _valid(tmp_path / "P-sndbuf-64K")
+    assert not (tmp_path / "P-sndbuf-128K.json").exists()
+    assert not (tmp_path / "P-sndbuf-128K.np").exists()
+    assert "sndbuf=128K: stopped before any size was measured" in result.stderr

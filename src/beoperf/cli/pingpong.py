@@ -351,10 +351,14 @@ def _run_values(args: argparse.Namespace, spec: pingpong.Spec, key: str, values:
             for value, measured, hold in configs:
                 with hold:  # a stop signal waits until the value is written and counted
                     text = by_value[repr(value)]
-                    write_outputs(f"{args.output}-{mpi_options.file_part(key, text)}",
-                                  measured.document, False)
-                    last = measured
                     complete = measured.error is None and measured.interrupt is None
+                    if complete or measured.document.body["sizes"]:
+                        write_outputs(f"{args.output}-{mpi_options.file_part(key, text)}",
+                                      measured.document, False)
+                    else:  # stopped before its first size: no file with nothing in it
+                        _flush_line(f"beoperf: {key}={text}: stopped before any size was "
+                                    "measured; nothing written for it", sys.stderr)
+                    last = measured
                     if complete:
                         done.append(measured.run)
                 _show_value(progress, key, text, measured)
