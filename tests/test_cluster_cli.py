@@ -326,9 +326,8 @@ def test_an_hpcc_of_another_mpi_than_the_launchers_is_caught(tmp_path):
     """Debian's hpcc is Open MPI's: MPICH's mpirun starts it as separate one-process jobs
     (each appending a run with CommWorldProcs=1 to hpccoutf.txt; seen here, 18 s for
     N=240, too slow to run in the suite), which the run's document must catch."""
-    from beoperf.launch import binary
+    from beoperf.launch import binary, plan
     from beoperf.suites import cluster as suite
-    from beoperf.suites import cluster_plan as plan
 
     rundir = tmp_path / "runs" / "np2-r1"
     rundir.mkdir(parents=True)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from beoperf import errors
-from beoperf.launch import binary, hosts
+from beoperf.cli.cluster import parse_counts
+from beoperf.launch import binary, hosts, plan
 from beoperf.launch.mpirun import Mpich, OpenMpi
 from beoperf.launch.srun import Srun
-from beoperf.suites import cluster_plan as plan
 
 ALLOCATION = {"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "node[03-05],gpu1",
               "SLURM_JOB_NUM_NODES": "4"}
@@ -113,10 +113,10 @@ def test_n_grid_and_their_reasons():
 
 
 def test_counts():
-    assert plan.parse_counts("12,2,6,2") == (2, 6, 12)
+    assert parse_counts("12,2,6,2") == (2, 6, 12)
     for bad in ("", "0", "a", "-2", "1,2x"):
         with pytest.raises(errors.BadSpec):
-            plan.parse_counts(bad)
+            parse_counts(bad)
 
 
 def test_meminfo():

@@ -16,9 +16,9 @@ import sys
 import pytest
 
 import netns
+from beoperf.launch.plan import local_memory
 from beoperf.model import hpcc
 from beoperf.model import load as load_document
-from beoperf.suites.cluster_plan import local_memory
 from helpers import child_env
 from slurm import SlurmCluster
 

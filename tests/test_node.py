@@ -21,7 +21,8 @@ from beoperf.analysis import node as analysis
 from beoperf.model import node as node_doc
 from beoperf.model.document import from_json
 from beoperf.suites import node as suite
-from beoperf.suites import node_io, node_kernels, node_stream
+from beoperf.suites import node_io, node_stream
+from beoperf.sweep import node_kernels
 from helpers import checked, cli
 
 FIXTURES = Path(__file__).parent / "fixtures"

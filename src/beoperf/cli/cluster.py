@@ -13,10 +13,13 @@ import argparse
 import importlib
 from collections.abc import Sequence
 
+from beoperf import errors
+
 # subcommand -> the module that adds its parser
 SUBCOMMANDS = {"hpcc": "cluster_hpcc", "import": "cluster_docs", "show": "cluster_docs",
                "plot": "cluster_docs", "references": "cluster_docs", "ring": "cluster_mpi",
                "pairs": "cluster_mpi", "mbw": "cluster_mpi"}
+MAX_PROCESSES = 1 << 20
 
 DESCRIPTION = """Cluster-wide tests. 'hpcc' runs HPC Challenge at several process counts,
 several times each, through mpirun (Open MPI, MPICH) or srun, and writes one document per
@@ -70,3 +73,14 @@ def add_output_options(p: argparse.ArgumentParser, formats: tuple[str, ...]) -> 
                    help="what is printed (default: text)")
     g.add_argument("--all", action="store_true", dest="all_keys",
                    help="every summary key, not only the performance figures")
+
+
+def parse_counts(text: str, what: str = "--np") -> tuple[int, ...]:
+    """'2,6,12' -> (2, 6, 12), ascending, each once; BadSpec otherwise."""
+    try:
+        values = sorted({int(v) for v in text.split(",") if v.strip()})
+    except ValueError:
+        raise errors.BadSpec(f"{what} {text!r}: expected counts such as 2,6,12") from None
+    if not values or values[0] < 1 or values[-1] > MAX_PROCESSES:
+        raise errors.BadSpec(f"{what} {text!r}: counts from 1 to {MAX_PROCESSES}")
+    return tuple(values)

@@ -9,12 +9,11 @@ from pathlib import Path
 from beoperf import errors, units
 from beoperf.analysis.scaling import processes
 from beoperf.cli import ExitStatus, UsageError, check_seconds
-from beoperf.cli.cluster import add_output_options, add_reference_options
+from beoperf.cli.cluster import add_output_options, add_reference_options, parse_counts
 from beoperf.cli.cluster_docs import FORMATS, print_doc, write_plots
 from beoperf.model.document import Document
 from beoperf.suites import cluster
 from beoperf.suites.cluster import Event
-from beoperf.suites.cluster_plan import LAUNCHERS, parse_counts
 
 EXAMPLES = """examples:
   beoperf cluster hpcc --np 2,6,12 --repeat 5 --hosts 'node[01-06]' -o runs/medusa
@@ -88,7 +87,7 @@ def _launcher(p: argparse.ArgumentParser) -> None:
     g.add_argument("--hpcc", default="hpcc", metavar="PATH",
                    help="the hpcc to run (default: hpcc on PATH); its MPI and BLAS are "
                         "recorded")
-    g.add_argument("--launcher", choices=LAUNCHERS, default="auto",
+    g.add_argument("--launcher", choices=cluster.plan.LAUNCHERS, default="auto",
                    help="default auto: srun inside a Slurm allocation, else mpirun of the "
                         "MPI hpcc is linked against")
     g.add_argument("--srun-mpi", choices=("pmix", "pmi2", "none"),

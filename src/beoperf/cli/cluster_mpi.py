@@ -10,12 +10,12 @@ from typing import Any
 
 from beoperf import errors, interrupts, report, safeio, units
 from beoperf.cli import ExitStatus, UsageError, check_seconds
+from beoperf.cli.cluster import parse_counts
 from beoperf.cli.mpi_options import env_pairs
 from beoperf.cli.progress import PassLines, Progress
 from beoperf.model.document import Document
 from beoperf.suites import cluster_mbw, cluster_pairs, cluster_ring
 from beoperf.suites.cluster_mpi import Common, Outcome
-from beoperf.suites.cluster_plan import parse_counts
 from beoperf.suites.mpi_spec import BINDINGS, DEFAULT_WINDOW, IMPLEMENTATIONS, LAUNCHERS, MpiOptions
 
 FORMATS = ("text", "markdown", "csv", "json")

@@ -36,7 +36,6 @@ from beoperf.model import hpcc
 
 LAUNCHERS = ("auto", "openmpi", "mpich", "mpirun", "srun")
 SRUN_PLUGIN = {"openmpi": "pmix", "mpich": "pmi2"}
-MAX_PROCESSES = 1 << 20
 _MEMTOTAL = re.compile(r"^MemTotal:\s+(\d+)\s+kB", re.MULTILINE)
 
 
@@ -55,17 +54,6 @@ class Config:
     def name(self) -> str:
         tag = "" if self.series in ("spread", "this host") else f"-{self.ranks_per_node}pn"
         return f"np{self.np}{tag}"
-
-
-def parse_counts(text: str, what: str = "--np") -> tuple[int, ...]:
-    """'2,6,12' -> (2, 6, 12), ascending, each once; BadSpec otherwise."""
-    try:
-        values = sorted({int(v) for v in text.split(",") if v.strip()})
-    except ValueError:
-        raise errors.BadSpec(f"{what} {text!r}: expected counts such as 2,6,12") from None
-    if not values or values[0] < 1 or values[-1] > MAX_PROCESSES:
-        raise errors.BadSpec(f"{what} {text!r}: counts from 1 to {MAX_PROCESSES}")
-    return tuple(values)
 
 
 def spread(np_: int, available: int) -> int:

@@ -1,7 +1,7 @@
 """`beoperf cluster hpcc`: HPC Challenge over process counts, with repeats, through mpirun
 (Open MPI, MPICH) or srun, into one document per run and a scaling document.
 
-``run(Spec(...), progress)`` plans every run (:mod:`beoperf.suites.cluster_plan`), then,
+``run(Spec(...), progress)`` plans every run (:mod:`beoperf.launch.plan`), then,
 repeat after repeat, runs each process count once (so that a slow spell of a shared
 machine spreads over all counts rather than landing on one), each in its own directory
 ``OUTPUT/runs/LABEL/`` with the ``hpccinf.txt`` written for it, where hpcc leaves its
@@ -37,12 +37,11 @@ from typing import Any
 
 from beoperf import errors, interrupts, procwait, safeio
 from beoperf.analysis import scaling
-from beoperf.launch import binary
+from beoperf.launch import binary, plan
 from beoperf.launch.base import LaunchSpec
 from beoperf.launch.srun import Srun, allocation
 from beoperf.model import cluster, hpcc
 from beoperf.model.document import Document, make_meta, utc_now
-from beoperf.suites import cluster_plan as plan
 from beoperf.suites.cluster_refs import systems_for
 
 DEFAULT_TIMEOUT_S = 3600.0

@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from beoperf import errors, interrupts, launch
+from beoperf.launch import plan as cluster_plan
 from beoperf.launch import ranks
 from beoperf.launch.base import LaunchSpec
 from beoperf.model.document import Document, make_meta, utc_now
-from beoperf.suites import cluster_plan
 from beoperf.suites.mpi_job import PROGRESS_MARKER, Job
 from beoperf.suites.mpi_pingpong import (
     ROOT_NOTE,

@@ -67,7 +67,7 @@ def hosts_from(text: str | None, hostfile: str | None) -> tuple[str, ...]:
     hostfile that cannot be read."""
     if text is None and hostfile is None:
         return ()
-    from beoperf.suites.cluster_plan import resolve_hosts
+    from beoperf.launch.plan import resolve_hosts
 
     found = resolve_hosts(text, hostfile, environ={})
     return found.names if found is not None else ()

@@ -26,7 +26,9 @@ from beoperf import errors, interrupts, units
 from beoperf.model import node as node_doc
 from beoperf.model import node_reference
 from beoperf.model.document import Document, make_meta, utc_now
-from beoperf.suites import node_compute, node_conditions, node_io, node_kernels, node_stream
+from beoperf.suites import node_compute, node_io, node_stream
+from beoperf.sweep import node_kernels
+from beoperf.sysinfo import node as node_conditions
 
 PARTS = node_doc.PARTS
 DEFAULT_REPEAT = 5

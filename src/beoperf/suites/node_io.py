@@ -37,7 +37,7 @@ from typing import Any
 
 from beoperf import _node, errors, interrupts, units
 from beoperf.model.node import metric
-from beoperf.suites.node_conditions import mount_of
+from beoperf.sysinfo.node import mount_of
 
 PATTERNS = ("sequential write", "sequential read", "random read-rewrite", "random read",
             "backward write", "backward read")
