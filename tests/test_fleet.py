@@ -15,7 +15,7 @@ from ClusterShell.NodeSet import NodeSet
 
 from beoperf import __version__, model, report
 from beoperf.cli import ExitStatus, main
-from beoperf.launch import clush
+from beoperf.launch import clush, remote
 from beoperf.launch.base import LaunchSpec
 from beoperf.model import fleet as fleet_model
 from beoperf.model.document import Document, validate
@@ -184,22 +184,22 @@ def test_missing_key_is_its_own_group():
 
 
 def test_node_command_quotes_and_escapes():
-    argv = suite.node_argv("python3 -m beoperf", suite.audit_args("latency", "eth 0"))
+    argv = remote.node_argv("python3 -m beoperf", suite.audit_args("latency", "eth 0"))
     assert argv == ("python3", "-m", "beoperf", "audit", "--json", "--profile", "latency",
                     "--interface", "eth 0")
     spec = LaunchSpec(argv, hosts=("n1",))
     assert clush.remote_command(spec) == \
         "python3 -m beoperf audit --json --profile latency --interface 'eth 0'"
-    odd = LaunchSpec(suite.node_argv("x", suite.audit_args("latency", "a%h")), hosts=("n1",))
+    odd = LaunchSpec(remote.node_argv("x", suite.audit_args("latency", "a%h")), hosts=("n1",))
     assert clush.remote_command(odd).endswith("--interface a%%h")
 
 
 def test_remote_command_with_shell_syntax_runs_in_a_shell():
     """--remote-command 'cd /opt && python3 -m beoperf' meant what it said when it was
     pasted into the command string; as words it would not, so it runs as sh -c."""
-    argv = suite.node_argv("cd /opt && python3 -m beoperf", ["audit", "--json"])
+    argv = remote.node_argv("cd /opt && python3 -m beoperf", ["audit", "--json"])
     assert argv == ("sh", "-c", "cd /opt && python3 -m beoperf audit --json")
-    assert suite.node_argv("  python3   -m beoperf ", ["audit"]) == (
+    assert remote.node_argv("  python3   -m beoperf ", ["audit"]) == (
         "python3", "-m", "beoperf", "audit")
 
 
@@ -298,13 +298,13 @@ def fake_node(tmp_path) -> str:
 def fan_out(nodes: str, script: str, timeout: float) -> suite.Sorted:
     spec = LaunchSpec((sys.executable, script), hosts=tuple(NodeSet(nodes)),
                       agent="exec env NODE=%h")
-    return suite.sort_outcome(clush.run(spec, timeout=timeout, fanout=8), suite.ANSWER_LIMIT)
+    return suite.sort_outcome(remote.run(spec, timeout=timeout, fanout=8), suite.ANSWER_LIMIT)
 
 
 def test_fan_out_sorts_answers_and_reasons(tmp_path):
     got = fan_out("ok[1-4],bad[1-2],slow1,junk1,silent1", fake_node(tmp_path), timeout=3)
     assert sorted(got.answers) == ["ok1", "ok2", "ok3", "ok4"]
-    reasons = clush.group_reasons(got.no_answer)
+    reasons = remote.group_reasons(got.no_answer)
     assert reasons == {"exit status 1: boom on %h": "bad[1-2]",
                        "timed out after 3 s": "slow1", "no output": "silent1",
                        "unparsable output: invalid JSON (Expecting value at line 1 column 1)":
@@ -321,9 +321,9 @@ def test_fan_out_bounds_each_nodes_output(tmp_path):
     got = fan_out("ok[1-2],huge1,endless1,noisy1,old[1-2]", fake_node(tmp_path), timeout=60)
     elapsed = time.monotonic() - started
     assert sorted(got.answers) == ["ok1", "ok2"]
-    assert clush.group_reasons(got.no_answer) == {
+    assert remote.group_reasons(got.no_answer) == {
         f"output over {suite.ANSWER_LIMIT:,} bytes": "endless1,huge1,noisy1"}
-    assert clush.group_reasons(got.other_version) == {"0.0.9": "old[1-2]"}
+    assert remote.group_reasons(got.other_version) == {"0.0.9": "old[1-2]"}
     assert elapsed < 30  # the 60 s timeout never came into it
 
 

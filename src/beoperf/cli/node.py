@@ -93,7 +93,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--exec-template", metavar="TEMPLATE",
                    help="a local command per node instead of ssh, with %%h (e.g. "
                         "'ip netns exec %%h')")
-    g.add_argument("--fanout", type=int, default=node_fleet.clush.DEFAULT_FANOUT, metavar="N",
+    g.add_argument("--fanout", type=int, default=node_fleet.remote.DEFAULT_FANOUT, metavar="N",
                    help="at most N nodes at a time (default %(default)s)")
     g.add_argument("--remote-command", default=node_fleet.DEFAULT_REMOTE, metavar="CMD",
                    help="how to start beoperf on a node (default '%(default)s')")

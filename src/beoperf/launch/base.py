@@ -4,7 +4,7 @@ A launcher is one small class registered by name (as ReFrame registers its launc
 ``available()`` says whether this machine can use it, ``command(spec)`` turns a
 :class:`LaunchSpec` into a :class:`Launch` (the full argv to run here, and the variables
 to add to its environment).  Nothing is run by ``command``: suites run the argv (or, for
-the ClusterShell fan-out, call :func:`beoperf.launch.clush.run`).  A spec a launcher
+the ClusterShell fan-out, call :func:`beoperf.launch.remote.run`).  A spec a launcher
 cannot express (an agent for srun, several ranks for a fan-out ...) is a ValueError that
 says why, never silently dropped.
 

@@ -12,33 +12,41 @@ short lines), so the workers here do not hand output to it at all: each node's e
 client (ClusterShell's extension point, a worker's ``SHELL_CLASS``) reads raw chunks, keeps
 at most ``limit`` bytes of standard output and the last few KiB of standard error, and once
 a node has written more than ``limit`` bytes on a stream it ends that node's command and
-closes the stream.  The node is then reported as having sent too much.
+closes the stream.  The node is then reported as having sent too much.  A command that
+closes its output and runs on is still a running command: its timeout applies (ClusterShell
+alone would wait for it, without one, with every other node stalled).
 
-:func:`run` returns, per node, its output (identical outputs grouped, as ``clubak -b``
-groups them) or why there is none: over the limit, an exit status with the last line of
-standard error, a timeout.
+This module is the mechanics; :mod:`beoperf.launch.remote` runs commands with it and
+returns one result per host.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
-from dataclasses import dataclass, field
+import signal
+import subprocess
+import time
 from string import Template
+from typing import Any
 
+from ClusterShell.Engine.Engine import E_READ, E_WRITE
 from ClusterShell.NodeSet import NodeSet
-from ClusterShell.Task import task_self
+from ClusterShell.Task import Task
 from ClusterShell.Worker.EngineClient import EngineClientEOF
 from ClusterShell.Worker.Exec import ExecWorker
+from ClusterShell.Worker.fastsubprocess import PIPE, STDOUT, Popen
 from ClusterShell.Worker.Pdsh import WorkerPdsh
 from ClusterShell.Worker.Ssh import WorkerSsh
 
-from beoperf import safeio
+from beoperf import procwait, safeio
 from beoperf.launch.base import Launch, Launcher, LaunchSpec, refuse, register
 
 DEFAULT_FANOUT = 64
 DEFAULT_TIMEOUT_S = 60.0
 OUTPUT_LIMIT = safeio.LIMITS["answer"]
 STDERR_TAIL = 4096  # bytes of each node's standard error kept (for its last line)
+EXITED = "exited"  # the stream of a command's pidfd
 
 
 # --------------------------------------------------------------------------- bounded reading
@@ -46,7 +54,8 @@ STDERR_TAIL = 4096  # bytes of each node's standard error kept (for its last lin
 
 class Outputs:
     """What the nodes printed: standard output (at most ``limit`` bytes each), the tail of
-    standard error, and the nodes that went over the limit on either stream."""
+    standard error, the nodes that went over the limit on either stream, and when each
+    node's command started and ended (monotonic seconds)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -54,22 +63,30 @@ class Outputs:
         self.stderr: dict[str, bytearray] = {}
         self.sent: dict[tuple[str, bool], int] = {}
         self.oversized: set[str] = set()
+        self.overdue: set[str] = set()  # closed their output, ran past the deadline
+        self.started: dict[str, float] = {}
+        self.ended: dict[str, float] = {}
 
     def add(self, node: str, is_stdout: bool, data: bytes) -> bool:
-        """Keep ``data`` from ``node``; False (nothing kept) once it is over the limit."""
-        sent = self.sent.get((node, is_stdout), 0) + len(data)
-        self.sent[(node, is_stdout)] = sent
-        if sent > self.limit:
-            self.oversized.add(node)
-            self.stdout.pop(node, None)
-            return False
+        """Keep ``data`` from ``node`` (standard output up to the limit, standard error's
+        tail); False once the node is over the limit on this stream."""
+        before = self.sent.get((node, is_stdout), 0)
+        self.sent[(node, is_stdout)] = before + len(data)
+        over = before + len(data) > self.limit
         if is_stdout:
-            self.stdout.setdefault(node, bytearray()).extend(data)
+            self.stdout.setdefault(node, bytearray()).extend(data[:max(0, self.limit - before)])
         else:
             tail = self.stderr.setdefault(node, bytearray())
-            tail.extend(data)
+            tail.extend(data[-STDERR_TAIL:])
             del tail[:-STDERR_TAIL]
-        return True
+        if over:
+            self.oversized.add(node)
+        return not over
+
+    def cut(self, node: str, is_stdout: bool) -> bool:
+        """Whether less of the stream was kept than the node wrote."""
+        kept = len((self.stdout if is_stdout else self.stderr).get(node, b""))
+        return self.sent.get((node, is_stdout), 0) > kept
 
     def last_error_line(self, node: str) -> str:
         """The node's last non-empty line of standard error ('' if none)."""
@@ -78,16 +95,94 @@ class Outputs:
 
 
 class _BoundedClient:
-    """Mixed into an ExecClient (or SshClient): raw, counted reads instead of lines."""
+    """Mixed into an ExecClient (or SshClient): raw, counted reads instead of lines; when
+    the command started and ended.  A command that closes its output and runs on keeps its
+    node open through the command's pidfd, a stream of its own that becomes readable when
+    the command ends, so that the node's timeout still applies and the other nodes are
+    served meanwhile (without a pidfd, ``_close`` waits for it, at most until the
+    deadline)."""
 
     def _handle_read(self, sname: str) -> None:
+        if sname == EXITED:
+            raise EngineClientEOF()  # the command ended: its pidfd became readable
         worker = self.worker  # type: ignore[attr-defined]
         data = self._read(sname)  # type: ignore[attr-defined]  # EngineClientEOF at the end
         if not worker.outputs.add(self.key, sname == worker.SNAME_STDOUT, data):  # type: ignore
-            popen = getattr(self, "popen", None)
-            if popen is not None and popen.poll() is None:
-                popen.kill()
+            self._end()
             raise EngineClientEOF()
+
+    def _end(self) -> None:
+        """Kill the command and whatever it started (its process group)."""
+        popen = getattr(self, "popen", None)
+        if popen is not None and popen.returncode is None:
+            try:
+                os.killpg(popen.pid, signal.SIGKILL)
+            except OSError:
+                pass  # already gone
+
+    def _exec_nonblock(self, commandlist: object, shell: bool = False,
+                       env: dict[str, str] | None = None) -> Any:
+        """As ClusterShell starts a command, but in a session (so a process group) of its
+        own: ending it on a timeout, an output over the limit or an interrupt ends what it
+        started too (``ip netns exec NS sh -c ...``: the shell and its children)."""
+        proc = Popen(commandlist, bufsize=0, stdin=PIPE, stdout=PIPE,
+                     stderr=PIPE if self._stderr else STDOUT,  # type: ignore[attr-defined]
+                     shell=shell, env={**os.environ, **env} if env else None,
+                     preexec_fn=os.setsid)
+        streams, worker = self.streams, self.worker  # type: ignore[attr-defined]
+        if self._stderr:  # type: ignore[attr-defined]
+            streams.set_stream(worker.SNAME_STDERR, proc.stderr, E_READ)
+        streams.set_stream(worker.SNAME_STDOUT, proc.stdout, E_READ)
+        streams.set_stream(worker.SNAME_STDIN, proc.stdin, E_WRITE, retain=False)
+        return proc
+
+    def _start(self) -> object:
+        self.worker.outputs.started[self.key] = time.monotonic()  # type: ignore[attr-defined]
+        started = super()._start()  # type: ignore[misc]
+        try:
+            pidfd = os.pidfd_open(self.popen.pid)  # type: ignore[attr-defined]
+        except (AttributeError, OSError):
+            return started  # no pidfd: _close waits, at most until the deadline
+        self.streams.set_stream(EXITED, pidfd, E_READ, retain=True)  # type: ignore
+        return started
+
+    def _close(self, abort: bool, timeout: bool) -> None:
+        outputs = self.worker.outputs  # type: ignore[attr-defined]
+        popen = getattr(self, "popen", None)
+        if abort:
+            self._end()
+        elif popen is not None and popen.poll() is None:
+            delay = self.fire_delay  # type: ignore[attr-defined]  # the timeout (-1: none)
+            left = None if delay < 0 else outputs.started[self.key] + delay - time.monotonic()
+            if procwait.wait(_Waitable(popen), left) is None:  # type: ignore[arg-type]
+                self._end()
+                outputs.overdue.add(self.key)  # type: ignore[attr-defined]
+        outputs.ended[self.key] = time.monotonic()  # type: ignore[attr-defined]
+        super()._close(abort, timeout)  # type: ignore[misc]
+
+
+class _Waitable:
+    """ClusterShell's Popen (its own, forked) as :func:`beoperf.procwait.wait` takes it:
+    a pid, ``poll``, and ``wait(timeout)`` (here a short poll, for kernels without a
+    pidfd)."""
+
+    def __init__(self, popen: Any) -> None:
+        self.popen, self.pid = popen, popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.returncode  # type: ignore[no-any-return]
+
+    def poll(self) -> int | None:
+        return self.popen.poll()  # type: ignore[no-any-return]
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.popen.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired("", timeout or 0.0)
+            time.sleep(0.01)
+        return self.popen.returncode  # type: ignore[no-any-return]
 
 
 class _BoundedWorker:
@@ -157,7 +252,7 @@ def remote_command(spec: LaunchSpec) -> str:
     return shlex.join(words).replace("%", "%%")
 
 
-def _check(spec: LaunchSpec) -> str | None:
+def check(spec: LaunchSpec) -> str | None:
     """ValueError for what a fan-out cannot honour; the exec template (None: ssh)."""
     refuse(spec, "clush", ranks_per_host=1, bind="none", interface=None, extra=())
     if not spec.hosts:
@@ -178,35 +273,23 @@ class Clush(Launcher):
 
     def command(self, spec: LaunchSpec) -> Launch:
         """The same fan-out with the ``clush`` command."""
-        template = _check(spec)
+        template = check(spec)
         nodes, command = str(NodeSet.fromlist(list(spec.hosts))), remote_command(spec)
         if template is None:
             return Launch(("clush", "-w", nodes, "--options=-oBatchMode=yes", command))
         return Launch(("clush", "-w", nodes, "-R", "exec", f"{template} {command}"))
 
 
-# --------------------------------------------------------------------------- running
+# --------------------------------------------------------------------------- scheduling
 
 
-@dataclass
-class Outcome:
-    """Per node: what it printed (identical outputs grouped: output -> nodes) when it
-    exited 0 in time within the limit, or why not (reason -> nodes)."""
-
-    outputs: dict[bytes, NodeSet] = field(default_factory=dict)
-    failed: dict[str, NodeSet] = field(default_factory=dict)
-
-    def fail(self, nodes: list[str], reason: str) -> None:
-        self.failed.setdefault(reason, NodeSet()).update(NodeSet.fromlist(nodes))
-
-
-def start(spec: LaunchSpec, timeout: float, fanout: int = DEFAULT_FANOUT,
-          limit: int = OUTPUT_LIMIT) -> ExecWorker:
-    """Run the command on every host, at most ``limit`` bytes read from each; the
-    finished worker."""
-    template = _check(spec)
-    task = task_self()
-    task.set_info("fanout", fanout)
+def schedule(task: Task, spec: LaunchSpec, timeout: float, limit: int = OUTPUT_LIMIT,
+             stdin: bytes = b"") -> ExecWorker:
+    """A bounded worker running ``spec`` on its hosts (each for at most ``timeout``
+    seconds, at most ``limit`` bytes read per stream), scheduled on ``task`` (which runs
+    it); every host's command reads ``stdin`` then the end of its input.  ValueError for
+    a spec a fan-out cannot honour."""
+    template = check(spec)
     if template is None:
         task.set_info("ssh_options", "-oBatchMode=yes")  # never wait for a password
     base = base_worker_class(task.default("distant_worker"), template is None)
@@ -214,55 +297,9 @@ def start(spec: LaunchSpec, timeout: float, fanout: int = DEFAULT_FANOUT,
     worker = bounded_worker_class(base, limit)(
         NodeSet.fromlist(list(spec.hosts)), handler=None, timeout=timeout, stderr=True,
         command=f"{template} {command}" if template else command)
+    if stdin:
+        worker.write(stdin)
+    worker.set_write_eof()
     task.schedule(worker)
-    task.run()
     return worker
 
-
-def _exit_reason(worker: ExecWorker, node: str, rc: int) -> str:
-    """``exit status RC: last stderr line``, the node's name as %h so that reasons group."""
-    last = worker.outputs.last_error_line(node).replace(node, "%h")
-    return f"exit status {rc}: {last}" if last else f"exit status {rc}"
-
-
-def collect(worker: ExecWorker, timeout: float) -> Outcome:
-    """Sort every node of a finished worker into an output or a reason."""
-    out = Outcome()
-    failed = set(worker.outputs.oversized)
-    if failed:
-        out.fail(sorted(failed), f"output over {worker.outputs.limit:,} bytes")
-    done = []
-    for rc, keys in worker.iter_retcodes():
-        for node in (k for k in keys if k not in failed):
-            if rc == 0:
-                done.append(node)
-            else:
-                out.fail([node], _exit_reason(worker, node, rc))
-                failed.add(node)
-    timed_out = [k for k in worker.iter_keys_timeout() if k not in failed]
-    if timed_out:
-        out.fail(timed_out, f"timed out after {timeout:g} s")
-    for node in done:
-        data = bytes(worker.outputs.stdout.get(node, b""))
-        out.outputs.setdefault(data, NodeSet()).update(node)
-    return out
-
-
-def run(spec: LaunchSpec, timeout: float = DEFAULT_TIMEOUT_S, fanout: int = DEFAULT_FANOUT,
-        limit: int = OUTPUT_LIMIT) -> Outcome:
-    """Run ``spec`` on its hosts (at most ``fanout`` at a time, each for at most
-    ``timeout`` seconds, at most ``limit`` bytes of output read from each) and sort every
-    host into an output or a reason; ValueError for a spec a fan-out cannot honour."""
-    worker = start(spec, timeout, fanout, limit)
-    out = collect(worker, timeout)
-    silent = [n for n in spec.hosts if not any(n in ns for ns in
-                                                [*out.outputs.values(), *out.failed.values()])]
-    if silent:
-        out.fail(silent, "no output")
-    return out
-
-
-def group_reasons(failed: dict[str, NodeSet]) -> dict[str, str]:
-    """reason -> folded node set (JSON-ready), the biggest group first."""
-    items = sorted(failed.items(), key=lambda kv: (-len(kv[1]), str(kv[1])))
-    return {reason: str(ns) for reason, ns in items if len(ns)}

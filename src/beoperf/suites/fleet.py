@@ -1,26 +1,28 @@
 """The fleet audit: `beoperf audit --json` on many nodes at once, the answers grouped.
 
-``run(Spec(...))`` runs the audit on every node through the ClusterShell launcher
-(``beoperf.launch.clush``: ssh, or a local command per node with an exec template; at most
-``limit`` bytes read from each node), parses each distinct answer once (bounded JSON, no
-NaN, no deep nesting; the audit document's schema), sets apart nodes that run another
-beoperf version, and returns the "fleet-audit" document.  Whether every node answered is
-in the document (:func:`beoperf.model.fleet.answer_counts`): the caller decides what a
-partial answer means (the CLI exits 6, or 7 when no node answered).
+``run(Spec(...))`` runs the audit on every node through the remote-host layer
+(``beoperf.launch.remote``: ssh, or a local command per node with an exec template; at most
+``limit`` bytes read from each node; one result per node, whatever happened to it), parses
+each distinct answer once (bounded JSON, no NaN, no deep nesting; the audit document's
+schema), sets apart nodes that run another beoperf version, and returns the "fleet-audit"
+document.  The node fleet (``suites/node_fleet.py``) reads its answers the same way.
+Whether every node answered is in the document (:func:`beoperf.model.fleet.answer_counts`):
+the caller decides what a partial answer means (the CLI exits 6, or 7 when no node
+answered).
 """
 
 from __future__ import annotations
 
-import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ClusterShell.NodeSet import NodeSet, NodeSetParseError
 
 from beoperf import __version__, errors, safeio
-from beoperf.launch import clush
+from beoperf.launch import clush, remote
 from beoperf.launch.base import LaunchSpec
+from beoperf.launch.remote import HostResult
 from beoperf.model import audit as audit_doc
 from beoperf.model import fleet as fleet_doc
 from beoperf.model.document import Document, DocumentError, from_json, make_meta, utc_now
@@ -30,9 +32,9 @@ from beoperf.suites.audit import check_profile_name
 __all__ = ["Spec", "run", "parse_answer", "OtherVersion", "answer_counts", "DEFAULT_FANOUT",
            "DEFAULT_TIMEOUT_S", "DEFAULT_REMOTE", "ANSWER_LIMIT"]
 
-DEFAULT_FANOUT = clush.DEFAULT_FANOUT
-DEFAULT_TIMEOUT_S = clush.DEFAULT_TIMEOUT_S
-DEFAULT_REMOTE = "python3 -m beoperf"
+DEFAULT_FANOUT = remote.DEFAULT_FANOUT
+DEFAULT_TIMEOUT_S = remote.DEFAULT_TIMEOUT_S
+DEFAULT_REMOTE = remote.DEFAULT_BEOPERF
 ANSWER_LIMIT = safeio.LIMITS["answer"]
 
 Progress = Callable[[str], None]
@@ -77,30 +79,25 @@ def audit_args(profile: str, interface: str | None = None,
     return argv + (["--peer", peer] if peer else [])
 
 
-def node_argv(remote: str, args: list[str]) -> tuple[str, ...]:
-    """The words each node runs: ``remote`` (how to start beoperf there) then ``args``.
-    Plain words (``python3 -m beoperf``) are kept as words; anything a shell must read
-    (``cd /opt && ...``, ``$VAR``) runs as ``sh -c`` so that it means what it says."""
-    try:
-        words = shlex.split(remote)
-    except ValueError:
-        words = []
-    if words and shlex.join(words) == " ".join(remote.split()):
-        return (*words, *args)
-    return ("sh", "-c", f"{remote} {shlex.join(args)}")
+def fleet_launch(nodes: NodeSet, remote_command: str, args: list[str],
+                 exec_template: str | None, fanout: int) -> LaunchSpec:
+    """beoperf ``args`` on every node; BadSpec for --fanout or --exec-template values the
+    fan-out cannot take (the node fleet's too)."""
+    if fanout < 1:
+        raise errors.BadSpec(f"--fanout {fanout}: give at least 1")
+    problem = None if exec_template is None else clush.template_problem(exec_template)
+    if problem:
+        raise errors.BadSpec(f"--exec-template {exec_template!r} {problem}",
+                             "e.g. --exec-template 'ip netns exec %h'")
+    return LaunchSpec(remote.node_argv(remote_command, args), hosts=tuple(nodes),
+                      agent=exec_template)
 
 
 def launch_spec(spec: Spec, nodes: NodeSet) -> LaunchSpec:
     """The fan-out to run; BadSpec for values it cannot take."""
-    if spec.fanout < 1:
-        raise errors.BadSpec(f"--fanout {spec.fanout}: give at least 1")
-    problem = None if spec.exec_template is None else \
-        clush.template_problem(spec.exec_template)
-    if problem:
-        raise errors.BadSpec(f"--exec-template {spec.exec_template!r} {problem}",
-                             "e.g. --exec-template 'ip netns exec %h'")
-    argv = node_argv(spec.remote_command, audit_args(spec.profile, spec.interface, spec.peer))
-    return LaunchSpec(argv, hosts=tuple(nodes), agent=spec.exec_template)
+    return fleet_launch(nodes, spec.remote_command,
+                        audit_args(spec.profile, spec.interface, spec.peer),
+                        spec.exec_template, spec.fanout)
 
 
 # --------------------------------------------------------------------------- the answers
@@ -143,21 +140,41 @@ class Sorted:
     other_version: dict[str, NodeSet] = field(default_factory=dict)
 
 
-def sort_outcome(outcome: clush.Outcome, limit: int) -> Sorted:
-    """Each distinct output parsed once; its nodes as answers or with their reason."""
-    out = Sorted(no_answer=dict(outcome.failed))
+@dataclass
+class Answers:
+    """node -> its document; reason -> nodes without one; version -> nodes of another
+    beoperf version."""
+
+    docs: dict[str, Document] = field(default_factory=dict)
+    no_answer: dict[str, NodeSet] = field(default_factory=dict)
+    other_version: dict[str, NodeSet] = field(default_factory=dict)
+
+
+def sort_documents(results: Mapping[str, HostResult],
+                   parse: Callable[[bytes], Document]) -> Answers:
+    """Each node's result as a document (each distinct output parsed once by ``parse``)
+    or a reason: the node's failure, or why its output is not an answer."""
+    outcome = remote.group(results)
+    out = Answers(no_answer=dict(outcome.failed))
     for message, nodes in outcome.outputs.items():
         try:
             if not message:
                 raise ValueError("no output")
-            doc = parse_answer(message, limit)
+            doc = parse(message)
         except OtherVersion as exc:
             out.other_version.setdefault(exc.version, NodeSet()).update(nodes)
         except ValueError as exc:
             out.no_answer.setdefault(str(exc), NodeSet()).update(nodes)
         else:
-            out.answers.update(dict.fromkeys(nodes, doc.body["findings"]))
+            out.docs.update(dict.fromkeys(nodes, doc))
     return out
+
+
+def sort_outcome(results: Mapping[str, HostResult], limit: int) -> Sorted:
+    """Each node's findings, or why it has none."""
+    got = sort_documents(results, lambda text: parse_answer(text, limit))
+    answers = {node: doc.body["findings"] for node, doc in got.docs.items()}
+    return Sorted(answers, got.no_answer, got.other_version)
 
 
 # --------------------------------------------------------------------------- the suite
@@ -171,12 +188,12 @@ def run(spec: Spec, progress: Progress | None = None) -> Document:
         nodes = NodeSet(spec.nodes)
     except NodeSetParseError as exc:
         raise errors.BadSpec(f"-w/--nodes {spec.nodes!r}: {exc}") from None
-    outcome = clush.run(launch_spec(spec, nodes), timeout=spec.timeout, fanout=spec.fanout,
-                        limit=spec.limit)
-    got = sort_outcome(outcome, spec.limit)
+    results = remote.run(launch_spec(spec, nodes), timeout=spec.timeout, fanout=spec.fanout,
+                         limit=spec.limit)
+    got = sort_outcome(results, spec.limit)
     groups = fleet_doc.group_findings(got.answers)
-    body = fleet_doc.body(nodes, groups, clush.group_reasons(got.no_answer),
-                          clush.group_reasons(got.other_version),
+    body = fleet_doc.body(nodes, groups, remote.group_reasons(got.no_answer),
+                          remote.group_reasons(got.other_version),
                           answered=NodeSet.fromlist(list(got.answers)))
     meta = make_meta(list(spec.command_line), utc_start=started, utc_end=utc_now())
     return fleet_doc.make(body, meta)

@@ -1,17 +1,18 @@
 """`beoperf node -w NODES`: the node suite on every node at once, and the outliers.
 
-Each node runs ``beoperf node --json`` with the same options (through the ClusterShell
-launcher, as the fleet audit does: ssh, or a local command per node with an exec
-template such as ``ip netns exec %h``); each answer is read bounded, parsed once and
-validated as a node document of this beoperf version.  Per metric, the nodes' means are
-judged against the fleet's median (``beoperf.analysis.node.robust_z``): a node whose
-robust z-score is beyond the threshold is an outlier (a bad DIMM in STREAM, a throttled
-CPU in the kernels, another BLAS in DGEMM, a slow disk in I/O).
+Each node runs ``beoperf node --json`` with the same options (through the remote-host
+layer, as the fleet audit does: ssh, or a local command per node with an exec template
+such as ``ip netns exec %h``); each answer is read bounded, parsed once and validated as a
+node document of this beoperf version, and a node without one is named with its reason.
+Per metric, the nodes' means are judged against the fleet's median
+(``beoperf.analysis.node.robust_z``): a node whose robust z-score is beyond the threshold
+is an outlier (a bad DIMM in STREAM, a throttled CPU in the kernels, another BLAS in DGEMM,
+a slow disk in I/O).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,11 +20,12 @@ from ClusterShell.NodeSet import NodeSet, NodeSetParseError
 
 from beoperf import errors
 from beoperf.analysis import node as analysis
-from beoperf.launch import clush
+from beoperf.launch import remote
 from beoperf.launch.base import LaunchSpec
+from beoperf.launch.remote import HostResult
 from beoperf.model import node as node_doc
 from beoperf.model.document import Document, make_meta, utc_now
-from beoperf.suites.fleet import DEFAULT_REMOTE, OtherVersion, node_argv, parse_document
+from beoperf.suites.fleet import DEFAULT_REMOTE, fleet_launch, parse_document, sort_documents
 
 DEFAULT_TIMEOUT_S = 900.0
 ANSWER_LIMIT = 16 << 20
@@ -38,7 +40,7 @@ class Spec:
     nodes: str
     args: tuple[str, ...] = ()
     exec_template: str | None = None
-    fanout: int = clush.DEFAULT_FANOUT
+    fanout: int = remote.DEFAULT_FANOUT
     timeout: float = DEFAULT_TIMEOUT_S
     remote_command: str = DEFAULT_REMOTE
     threshold: float = analysis.THRESHOLD
@@ -52,36 +54,17 @@ def parse_answer(text: bytes, limit: int = ANSWER_LIMIT) -> Document:
 
 
 def launch_spec(spec: Spec, nodes: NodeSet) -> LaunchSpec:
-    if spec.fanout < 1:
-        raise errors.BadSpec(f"--fanout {spec.fanout}: give at least 1")
-    problem = None if spec.exec_template is None else clush.template_problem(spec.exec_template)
-    if problem:
-        raise errors.BadSpec(f"--exec-template {spec.exec_template!r} {problem}",
-                             "e.g. --exec-template 'ip netns exec %h'")
-    argv = node_argv(spec.remote_command, ["node", "--json", "--no-progress", *spec.args])
-    return LaunchSpec(argv, hosts=tuple(nodes), agent=spec.exec_template)
+    """The fan-out to run; BadSpec for values it cannot take."""
+    return fleet_launch(nodes, spec.remote_command,
+                        ["node", "--json", "--no-progress", *spec.args], spec.exec_template,
+                        spec.fanout)
 
 
-def sort_answers(outcome: clush.Outcome, limit: int) -> tuple[dict[str, Document],
-                                                               dict[str, NodeSet],
-                                                               dict[str, NodeSet]]:
+def sort_answers(results: Mapping[str, HostResult], limit: int) -> tuple[
+        dict[str, Document], dict[str, NodeSet], dict[str, NodeSet]]:
     """node -> document; reason -> nodes without one; version -> nodes of another."""
-    docs: dict[str, Document] = {}
-    no_answer = dict(outcome.failed)
-    other: dict[str, NodeSet] = {}
-    for output, nodes in outcome.outputs.items():
-        try:
-            doc = parse_answer(output, limit) if output else None
-            if doc is None:
-                raise ValueError("no output")
-        except OtherVersion as exc:
-            other.setdefault(exc.version, NodeSet()).update(nodes)
-            continue
-        except ValueError as exc:
-            no_answer.setdefault(str(exc), NodeSet()).update(nodes)
-            continue
-        docs.update(dict.fromkeys(nodes, doc))
-    return docs, no_answer, other
+    got = sort_documents(results, lambda text: parse_answer(text, limit))
+    return got.docs, got.no_answer, got.other_version
 
 
 def run(spec: Spec, progress: Callable[[str], None] | None = None) -> Document:
@@ -95,16 +78,16 @@ def run(spec: Spec, progress: Callable[[str], None] | None = None) -> Document:
         raise errors.BadSpec(f"--threshold {spec.threshold}: give a positive z-score")
     if progress:
         progress(f"node suite on {len(nodes)} node(s), {spec.fanout} at a time")
-    outcome = clush.run(launch_spec(spec, nodes), timeout=spec.timeout, fanout=spec.fanout,
-                        limit=spec.limit)
-    docs, no_answer, other = sort_answers(outcome, spec.limit)
+    results = remote.run(launch_spec(spec, nodes), timeout=spec.timeout, fanout=spec.fanout,
+                         limit=spec.limit)
+    docs, no_answer, other = sort_answers(results, spec.limit)
     per_node = {n: node_doc.metrics_by_id(d.body) for n, d in sorted(docs.items())}
     metrics = analysis.fleet_metrics(per_node, spec.threshold)
     conditions = {n: {k: d.body["conditions"].get(k) for k in CONDITION_KEYS}
                   | {"status": d.body["status"]} for n, d in sorted(docs.items())}
     body: dict[str, Any] = {
         "nodes": str(nodes), "answered": str(NodeSet.fromlist(list(docs))),
-        "no_answer": clush.group_reasons(no_answer), "other_version": clush.group_reasons(other),
+        "no_answer": remote.group_reasons(no_answer), "other_version": remote.group_reasons(other),
         "method": analysis.method(spec.threshold), "metrics": metrics,
         "outliers": analysis.outlier_nodes(metrics), "conditions": conditions}
     meta = make_meta(list(spec.command_line), utc_start=started, utc_end=utc_now())

@@ -1,0 +1,240 @@
+"""The remote-host layer: a command on a set of hosts, one result per host.
+
+A host is reached by ssh through ClusterShell (BatchMode: never a password prompt), by
+another ssh-like command (``ssh -p 2222``), or by an exec template naming the host
+(``ip netns exec %h``: a local command per host); :mod:`beoperf.launch.clush` does the
+fan-out and bounds what each host may cost.  Every host named gets a :class:`HostResult`,
+whatever happened to it: what it printed (standard output up to the limit, the tail of
+standard error, each marked when cut), its exit status, how long it ran and, when it did
+not succeed, why in one line.  A host that times out, fails, prints too much or does not
+exist never stops or hides the others, and nothing here raises for one host: errors are
+data, and every command that reaches hosts reads them the same way.
+
+Data for a host goes to its command's standard input (the same bytes for every host, or
+bytes per host), followed by the end of input.  A file meant for a host is sent that way
+and written there by the program that reads it (with :mod:`beoperf.safeio`), so that its
+bytes never pass through a shell.
+
+:func:`run` is one command on many hosts, :func:`run_each` a command per host (all at
+once, under one fanout).  :func:`group` folds the results as ``clubak -b`` does: identical
+outputs together, the others by reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ClusterShell.Engine.Engine import EngineException
+from ClusterShell.NodeSet import NodeSet, NodeSetException
+from ClusterShell.Task import Task, task_self
+from ClusterShell.Worker.Exec import ExecWorker
+from ClusterShell.Worker.Worker import WorkerError
+
+from beoperf.launch import clush
+from beoperf.launch.base import LaunchSpec
+
+DEFAULT_FANOUT = clush.DEFAULT_FANOUT
+DEFAULT_TIMEOUT_S = clush.DEFAULT_TIMEOUT_S
+OUTPUT_LIMIT = clush.OUTPUT_LIMIT
+DEFAULT_BEOPERF = "python3 -m beoperf"  # how beoperf is started on a host
+
+OK, FAILED, TIMEOUT, OVER_LIMIT, NOT_RUN = "ok", "failed", "timeout", "over-limit", "not-run"
+STATUSES = (OK, FAILED, TIMEOUT, OVER_LIMIT, NOT_RUN)
+
+Stdin = bytes | Mapping[str, bytes] | None  # for every host, or per host (absent: none)
+
+
+@dataclass(frozen=True)
+class HostResult:
+    """What one host's command did.
+
+    ``status``: ok (exit status 0 in time, output within the limit), failed (another exit
+    status, or ended early when the fan-out itself stopped), timeout, over-limit (more
+    output than the limit: the command was ended and its output cut) or not-run (it never
+    started: ``error`` says why).  ``exit_code`` is
+    the command's own (None when it was ended or never started); ``stdout`` at most the
+    limit, ``stderr`` its last few KiB, ``*_cut`` when less was kept than was written;
+    ``duration_s`` from start to end (None if never started); ``error`` one line ('' when
+    ok), and ``reason`` the same with the host's own name written %h, so that hosts that
+    failed alike group."""
+
+    host: str
+    status: str
+    exit_code: int | None = None
+    stdout: bytes = b""
+    stderr: bytes = b""
+    stdout_cut: bool = False
+    stderr_cut: bool = False
+    duration_s: float | None = None
+    error: str = ""
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+
+# --------------------------------------------------------------------------- running
+
+
+def run(spec: LaunchSpec, timeout: float = DEFAULT_TIMEOUT_S, fanout: int = DEFAULT_FANOUT,
+        limit: int = OUTPUT_LIMIT, stdin: Stdin = None) -> dict[str, HostResult]:
+    """``spec``'s command on each of its hosts (``spec.agent``: how they are reached; at
+    most ``fanout`` at a time, each for at most ``timeout`` seconds with at most ``limit``
+    bytes of output read): host -> result, in the order named.  ValueError only for what
+    cannot run on any host (a spec a fan-out cannot honour, a host named twice ...)."""
+    return run_each([spec], timeout, fanout, limit, stdin)
+
+
+def run_each(specs: Sequence[LaunchSpec], timeout: float = DEFAULT_TIMEOUT_S,
+             fanout: int = DEFAULT_FANOUT, limit: int = OUTPUT_LIMIT,
+             stdin: Stdin = None) -> dict[str, HostResult]:
+    """Each spec's command on its hosts, all at once under one fanout (e.g. a server on
+    one host, its clients on the others): host -> result, in the order named."""
+    hosts = _checked(specs, timeout, fanout, limit)
+    task = task_self()
+    task.set_info("fanout", fanout)
+    workers = [clush.schedule(task, part, timeout, limit, data)
+               for spec in specs for part, data in _by_stdin(spec, stdin)]
+    failure = _run(task)
+    results: dict[str, HostResult] = {}
+    for worker in workers:
+        results.update(_results(worker, timeout, failure))
+    return {h: results.get(h) or _not_run(h, failure or "no result") for h in hosts}
+
+
+def _checked(specs: Sequence[LaunchSpec], timeout: float, fanout: int,
+             limit: int) -> list[str]:
+    """Every host named (ValueError for anything that cannot run at all)."""
+    if fanout < 1 or limit < 1 or not timeout > 0:
+        raise ValueError(f"fanout {fanout}, limit {limit}, timeout {timeout}: each must be "
+                         "positive")
+    hosts = [h for spec in specs for h in spec.hosts]
+    for spec in specs:
+        clush.check(spec)
+        try:
+            NodeSet.fromlist(list(spec.hosts))
+        except NodeSetException as exc:
+            raise ValueError(f"hosts {', '.join(spec.hosts)}: {exc}") from None
+    twice = sorted({h for h in hosts if hosts.count(h) > 1})
+    if twice:
+        raise ValueError(f"host {twice[0]} named twice")
+    return hosts
+
+
+def _by_stdin(spec: LaunchSpec, stdin: Stdin) -> list[tuple[LaunchSpec, bytes]]:
+    """``spec`` split into the hosts that read the same input (one part without
+    per-host input)."""
+    if not isinstance(stdin, Mapping):
+        return [(spec, stdin or b"")]
+    parts: dict[bytes, list[str]] = {}
+    for host in spec.hosts:
+        parts.setdefault(bytes(stdin.get(host, b"")), []).append(host)
+    return [(dataclasses.replace(spec, hosts=tuple(hosts)), data)
+            for data, hosts in parts.items()]
+
+
+def _run(task: Task) -> str | None:
+    """Run the scheduled workers; why the commands not yet started never will (None:
+    they all ran).  The engine has ended the commands it had started."""
+    try:
+        task.run()
+    except (OSError, WorkerError, EngineException) as exc:
+        return f"the fan-out stopped: {exc}"
+    return None
+
+
+def _not_run(host: str, why: str) -> HostResult:
+    return HostResult(host, NOT_RUN, error=f"not run: {why}", reason=f"not run: {why}")
+
+
+def _results(worker: ExecWorker, timeout: float,
+             failure: str | None) -> dict[str, HostResult]:
+    """One result for every host of a finished worker."""
+    codes = {node: rc for rc, keys in worker.iter_retcodes() for node in keys}
+    late = set(worker.iter_keys_timeout()) | worker.outputs.overdue
+    return {node: _result(worker.outputs, node, codes.get(node), node in late, timeout,
+                          failure) for node in worker.nodes}
+
+
+def _result(out: clush.Outputs, node: str, rc: int | None, late: bool, timeout: float,
+            failure: str | None) -> HostResult:
+    started = out.started.get(node)
+    if started is None:
+        return _not_run(node, failure or "not started")
+    status, code, error, reason = _status(out, node, rc, late, timeout, failure)
+    return HostResult(node, status, code, bytes(out.stdout.get(node, b"")),
+                      bytes(out.stderr.get(node, b"")), out.cut(node, True),
+                      out.cut(node, False), out.ended.get(node, time.monotonic()) - started,
+                      error, reason)
+
+
+def _status(out: clush.Outputs, node: str, rc: int | None, late: bool, timeout: float,
+            failure: str | None) -> tuple[str, int | None, str, str]:
+    """(status, the command's exit status, error, reason) of a host whose command started."""
+    if node in out.oversized:
+        why = f"output over {out.limit:,} bytes"
+        return OVER_LIMIT, None, why, why
+    if late:
+        why = f"timed out after {timeout:g} s"
+        return TIMEOUT, None, why, why
+    if rc is None:  # ended with the others when the fan-out stopped
+        why = f"ended early: {failure or 'no exit status'}"
+        return FAILED, None, why, why
+    if rc == 0:
+        return OK, 0, "", ""
+    last = out.last_error_line(node)
+    if not last:
+        return FAILED, rc, f"exit status {rc}", f"exit status {rc}"
+    return FAILED, rc, f"exit status {rc}: {last}", f"exit status {rc}: " + \
+        last.replace(node, "%h")
+
+
+# --------------------------------------------------------------------------- beoperf on hosts
+
+
+def node_argv(remote: str, args: Sequence[str]) -> tuple[str, ...]:
+    """The words a host runs to start beoperf with ``args``: ``remote`` (how beoperf is
+    started there, e.g. ``python3 -m beoperf``) then ``args``.  Plain words are kept as
+    words; anything a shell must read (``cd /opt && ...``, ``$VAR``) runs as ``sh -c`` so
+    that it means what it says."""
+    try:
+        words = shlex.split(remote)
+    except ValueError:
+        words = []
+    if words and shlex.join(words) == " ".join(remote.split()):
+        return (*words, *args)
+    return ("sh", "-c", f"{remote} {shlex.join(args)}")
+
+
+# --------------------------------------------------------------------------- grouping
+
+
+@dataclass
+class Outcome:
+    """The hosts folded: identical outputs of the hosts that succeeded (output -> hosts),
+    the others by reason (reason -> hosts)."""
+
+    outputs: dict[bytes, NodeSet] = field(default_factory=dict)
+    failed: dict[str, NodeSet] = field(default_factory=dict)
+
+
+def group(results: Mapping[str, HostResult]) -> Outcome:
+    """``results`` folded as ``clubak -b`` folds them."""
+    out = Outcome()
+    for host, result in results.items():
+        if result.ok:
+            out.outputs.setdefault(result.stdout, NodeSet()).update(host)
+        else:
+            out.failed.setdefault(result.reason, NodeSet()).update(host)
+    return out
+
+
+def group_reasons(failed: Mapping[str, NodeSet]) -> dict[str, str]:
+    """reason -> folded node set (JSON-ready), the biggest group first."""
+    items = sorted(failed.items(), key=lambda kv: (-len(kv[1]), str(kv[1])))
+    return {reason: str(ns) for reason, ns in items if len(ns)}

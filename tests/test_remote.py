@@ -1,0 +1,214 @@
+"""The remote-host layer (beoperf.launch.remote): a command on many hosts, one result per
+host, whatever each host does.  Hosts are network namespaces reached with the exec
+template ``ip netns exec %h`` (root), or local commands told apart by ``env NODE=%h``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from beoperf.launch import remote
+from beoperf.launch.base import LaunchSpec
+from helpers import child_env
+
+NETNS = "ip netns exec %h"
+LIMIT = 64 * 1024
+
+# What a namespace host does, read from its standard input: its name on standard output,
+# or a failure, a sleep, or output without end.
+ON_HOST = """read what
+here=$(ip netns identify)
+case $what in
+  sleep) exec sleep 60 ;;
+  fail) echo "no disk in $here" >&2; exit 3 ;;
+  flood) exec yes "$here" ;;
+  *) echo "$here" ;;
+esac"""
+
+
+def pids_in(namespace: str) -> list[str]:
+    done = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True,
+                          timeout=10)
+    return done.stdout.split()
+
+
+def wait_empty(namespace: str, seconds: float = 5) -> list[str]:
+    deadline = time.monotonic() + seconds
+    while (left := pids_in(namespace)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def test_every_host_has_a_result_whatever_the_others_do(netns_hosts):
+    """One host sleeps past its timeout, one fails, one prints without end, one does not
+    exist; the other two answer at once, from their own namespace, and the run ends at
+    the timeout, not at the sleeper's end.  Nothing is left running in any host."""
+    hosts = netns_hosts(5)
+    sleeper, failing, flooding = (h.name for h in hosts[:3])
+    fine = [h.name for h in hosts[3:]]
+    missing = f"bptnone{os.getpid()}"
+    names = (*fine, sleeper, failing, flooding, missing)
+    stdin = {sleeper: b"sleep\n", failing: b"fail\n", flooding: b"flood\n"}
+    started = time.monotonic()
+    got = remote.run(LaunchSpec(("sh", "-c", ON_HOST), hosts=names, agent=NETNS),
+                     timeout=3, limit=LIMIT, stdin=stdin)
+    elapsed = time.monotonic() - started
+    assert list(got) == list(names)
+    assert 3 <= elapsed < 30  # the timeout, never the sleeper's 60 s
+
+    for name in fine:
+        assert (got[name].status, got[name].exit_code) == ("ok", 0)
+        assert got[name].stdout == f"{name}\n".encode() and got[name].error == ""
+        assert got[name].duration_s < got[sleeper].duration_s
+
+    slow = got[sleeper]
+    assert (slow.status, slow.exit_code, slow.error) == ("timeout", None, "timed out after 3 s")
+    assert 3 <= slow.duration_s < 30
+
+    bad = got[failing]
+    assert (bad.status, bad.exit_code) == ("failed", 3)
+    assert bad.error == f"exit status 3: no disk in {failing}"
+    assert bad.reason == "exit status 3: no disk in %h"
+
+    flood = got[flooding]
+    assert (flood.status, flood.exit_code) == ("over-limit", None)
+    assert flood.error == f"output over {LIMIT:,} bytes"
+    assert flood.stdout_cut and len(flood.stdout) == LIMIT
+    assert flood.stdout.startswith(f"{flooding}\n".encode())
+
+    unknown = got[missing]
+    assert (unknown.status, unknown.exit_code) == ("failed", 255)
+    assert unknown.error.startswith("exit status 255: Cannot open network namespace")
+    assert missing in unknown.error and "%h" in unknown.reason
+
+    for host in hosts:
+        assert wait_empty(host.name) == [], host.name
+
+
+def test_grouped_as_clubak_groups_them(netns_hosts):
+    hosts = netns_hosts(3)
+    names = tuple(h.name for h in hosts)
+    got = remote.run(LaunchSpec(("sh", "-c", ON_HOST), hosts=names, agent=NETNS),
+                     timeout=20, stdin={names[0]: b"fail\n", names[1]: b"fail\n"})
+    folded = remote.group(got)
+    assert [set(ns) for ns in folded.outputs.values()] == [{names[2]}]
+    assert {k: set(v) for k, v in folded.failed.items()} == {
+        "exit status 3: no disk in %h": set(names[:2])}
+
+
+def test_a_command_per_host_under_one_fanout(netns_hosts):
+    """run_each: each host its own command (a server here, clients there, as a study runs
+    them); the fanout holds across them: three 0.4 s commands one at a time take 1.2 s."""
+    hosts = netns_hosts(3)
+    specs = [LaunchSpec(("sh", "-c", f"sleep 0.4; echo {i}; ip netns identify"),
+                        hosts=(h.name,), agent=NETNS) for i, h in enumerate(hosts)]
+    started = time.monotonic()
+    got = remote.run_each(specs, timeout=20, fanout=1)
+    elapsed = time.monotonic() - started
+    assert [r.stdout.decode().split() for r in got.values()] == [
+        [str(i), h.name] for i, h in enumerate(hosts)]
+    assert elapsed >= 3 * 0.4
+    assert all(r.duration_s >= 0.4 for r in got.values())
+
+
+# ------------------------------------------------------------------ local commands (no root)
+
+LOCAL = """case $NODE in
+  closer*) exec >&- 2>&-; sleep 60 ;;
+  noisy*) exec yes complaint >&2 ;;
+  echo*) cat ;;
+  *) echo "$NODE" ;;
+esac"""
+
+
+def local(*names: str) -> LaunchSpec:
+    return LaunchSpec(("sh", "-c", LOCAL), hosts=names, agent="exec env NODE=%h")
+
+
+def test_a_command_that_closes_its_output_and_runs_on_times_out_alone():
+    """ClusterShell waits for a command whose output has ended: one that closes it and
+    sleeps held every host until it ended.  Its timeout applies and the others are
+    answered at once."""
+    started = time.monotonic()
+    got = remote.run(local("ok1", "closer1", "ok2"), timeout=2)
+    elapsed = time.monotonic() - started
+    assert (got["closer1"].status, got["closer1"].error) == ("timeout", "timed out after 2 s")
+    assert [got[n].status for n in ("ok1", "ok2")] == ["ok", "ok"]
+    assert elapsed < 30
+    # not held meanwhile (without a pidfd they are, and each takes the closer's 2 s)
+    assert max(got["ok1"].duration_s, got["ok2"].duration_s) < got["closer1"].duration_s / 2
+
+
+def test_standard_input_per_host_then_its_end():
+    got = remote.run(local("echo1", "echo2", "echo3"), timeout=20,
+                     stdin={"echo1": b"first", "echo2": b"x" * 300_000})
+    assert got["echo1"].stdout == b"first"
+    assert got["echo2"].stdout == b"x" * 300_000  # more than a pipe holds
+    assert got["echo3"].stdout == b"" and got["echo3"].ok  # its input ended at once
+    same = remote.run(local("echo1", "echo2"), timeout=20, stdin=b"both")
+    assert [r.stdout for r in same.values()] == [b"both", b"both"]
+
+
+def test_standard_error_is_bounded_and_its_tail_kept():
+    got = remote.run(local("noisy1", "ok1"), timeout=20, limit=10_000)["noisy1"]
+    assert (got.status, got.error) == ("over-limit", "output over 10,000 bytes")
+    assert got.stderr_cut and not got.stdout_cut
+    assert got.stderr.endswith(b"complaint\n") and len(got.stderr) <= 4096
+
+
+@pytest.mark.parametrize("specs, kw, message", [
+    ([local("a", "b"), local("b")], {}, "host b named twice"),
+    ([local("a")], {"fanout": 0}, "each must be positive"),
+    ([local("a")], {"timeout": 0}, "each must be positive"),
+    ([LaunchSpec(("true",), hosts=("a",), agent="env %hosts")], {}, "%hosts"),
+    ([LaunchSpec(("true",))], {}, "needs hosts"),
+])
+def test_what_cannot_run_anywhere_is_refused_before_anything_runs(specs, kw, message):
+    with pytest.raises(ValueError, match=message):
+        remote.run_each(specs, **kw)
+
+
+def test_beoperf_on_a_host():
+    argv = remote.node_argv(f"{sys.executable} -m beoperf", ["--version"])
+    [got] = remote.run(LaunchSpec(argv, hosts=("n1",), agent="exec env NODE=%h"),
+                       timeout=60).values()
+    assert got.ok and got.stdout.startswith(b"beoperf ")
+
+
+STARVED = """
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40))
+from beoperf.launch import remote
+from beoperf.launch.base import LaunchSpec
+hosts = tuple(f"n{i}" for i in range(20))
+spec = LaunchSpec(("sh", "-c", "sleep 60", sys.argv[1]), hosts=hosts, agent="exec env NODE=%h")
+got = remote.run(spec, timeout=60, fanout=20)
+print(json.dumps({h: [r.status, r.error] for h, r in got.items()}))
+"""
+
+
+def test_a_fan_out_that_cannot_go_on_still_answers_for_every_host(tmp_path):
+    """Out of file descriptors after a few hosts (ClusterShell's engine raises and stops):
+    the hosts started are ended (nothing left running) and the rest are named as not run,
+    each with the reason; nothing raises."""
+    marker = f"bpt-starved-{os.getpid()}"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", STARVED, marker], capture_output=True,
+                          text=True, timeout=120, env=child_env())
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 30  # the sleeps were ended, not waited for
+    got = json.loads(done.stdout)
+    assert len(got) == 20
+    why = "the fan-out stopped: [Errno 24] Too many open files"
+    ended = [h for h, (status, error) in got.items() if status == "failed"]
+    never = [h for h, (status, error) in got.items() if status == "not-run"]
+    assert ended and never and len(ended) + len(never) == 20
+    assert {got[h][1] for h in ended} == {f"ended early: {why}"}
+    assert {got[h][1] for h in never} == {f"not run: {why}"}
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    assert left.stdout == ""
