@@ -12,9 +12,11 @@ import time
 
 import pytest
 
-from beoperf.launch import remote
+from beoperf.launch import clush, remote
 from beoperf.launch.base import LaunchSpec
+from conftest import require_tools
 from helpers import child_env
+from test_node_netns import SSHD, start_sshd, wait_port
 
 NETNS = "ip netns exec %h"
 LIMIT = 64 * 1024
@@ -116,6 +118,47 @@ def test_a_command_per_host_under_one_fanout(netns_hosts):
     assert all(r.duration_s >= 0.4 for r in got.values())
 
 
+def test_over_ssh_across_the_namespace_network(netns_hosts, tmp_path):
+    """An ssh-like agent (the controller's ssh in one namespace, sshd in another): the
+    command's words arrive as given through both shells (this host's and the node's), its
+    input too; an address nothing answers on is named with ssh's reason; and a command
+    given up here for its timeout is ended on the node soon after by the node itself
+    (ending ssh does not end it: there is no terminal to hang up)."""
+    require_tools("ssh", "ssh-keygen")
+    if not os.access(SSHD, os.X_OK):
+        pytest.skip("needs sshd (apt-get install openssh-server)")
+    server, client = netns_hosts(2)
+    start_sshd(server, tmp_path)
+    wait_port(client, server.addr4, 22)
+    agent = (f"ip netns exec {client.name} ssh -i {tmp_path}/userkey -l root -o BatchMode=yes "
+             "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "
+             "-o ConnectTimeout=3")
+    odd = "a  b 'c' \"d\" %h $HOME ;"
+    nowhere = "198.18.0.250"  # on the test network, no host
+    argv = ("sh", "-c", 'read what; echo "got $what"; printf "%s\\n" "$0"', odd)
+    got = remote.run(LaunchSpec(argv, hosts=(server.addr4, nowhere), agent=agent),
+                     timeout=30, stdin=b"hello there\n")
+    assert got[server.addr4].ok and got[server.addr4].stdout == \
+        f"got hello there\n{odd}\n".encode()
+    far = got[nowhere]
+    assert (far.status, far.exit_code) == ("failed", 255)
+    assert far.error.startswith(f"exit status 255: ssh: connect to host {nowhere} port 22")
+    assert far.reason.startswith("exit status 255: ssh: connect to host %h port 22")
+
+    marker = f"bpt-ssh-sleep-{os.getpid()}"
+    slow = remote.run(LaunchSpec(("sh", "-c", "sleep 120", marker), hosts=(server.addr4,),
+                                 agent=agent), timeout=2)[server.addr4]
+    assert (slow.status, slow.error) == ("timeout", "timed out after 2 s")
+    started = time.monotonic()
+    while pgrep(marker) and time.monotonic() - started < clush.REMOTE_GRACE_S + 20:
+        time.sleep(0.1)
+    assert pgrep(marker) == []
+
+
+def pgrep(pattern: str) -> list[str]:
+    return subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+
+
 # ------------------------------------------------------------------ local commands (no root)
 
 LOCAL = """case $NODE in
@@ -183,7 +226,7 @@ def test_beoperf_on_a_host():
 STARVED = """
 import json, resource, sys
 resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40))
-from beoperf.launch import remote
+from beoperf.launch import clush, remote
 from beoperf.launch.base import LaunchSpec
 hosts = tuple(f"n{i}" for i in range(20))
 spec = LaunchSpec(("sh", "-c", "sleep 60", sys.argv[1]), hosts=hosts, agent="exec env NODE=%h")

@@ -22,6 +22,7 @@ returns one result per host.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import signal
@@ -47,6 +48,7 @@ DEFAULT_TIMEOUT_S = 60.0
 OUTPUT_LIMIT = safeio.LIMITS["answer"]
 STDERR_TAIL = 4096  # bytes of each node's standard error kept (for its last line)
 EXITED = "exited"  # the stream of a command's pidfd
+REMOTE_GRACE_S = 5.0  # a node kills its command this long after the timeout here (at least)
 
 
 # --------------------------------------------------------------------------- bounded reading
@@ -245,11 +247,18 @@ def exec_template(agent: str | None) -> str | None:
 
 def remote_command(spec: LaunchSpec) -> str:
     """The command each node runs, as ClusterShell takes it: the words quoted for a shell,
-    the environment set with ``env``, and every % doubled (ClusterShell substitutes %h)."""
+    the environment set with ``env``, and every % doubled (ClusterShell substitutes %h).
+    Behind an ssh-like agent (no %h) the words pass through two shells, this host's and the
+    node's, so they are quoted twice; a template naming the node (``ip netns exec %h``)
+    runs them as its own arguments, and ssh itself (no agent) hands the line to the node's
+    shell: quoted once."""
     words = list(spec.argv)
     if spec.env:
         words = ["env", *(f"{k}={v}" for k, v in spec.env.items()), *words]
-    return shlex.join(words).replace("%", "%%")
+    line = shlex.join(words)
+    if spec.agent is not None and "%" not in spec.agent:
+        line = shlex.quote(line)
+    return line.replace("%", "%%")
 
 
 def check(spec: LaunchSpec) -> str | None:
@@ -283,17 +292,26 @@ class Clush(Launcher):
 # --------------------------------------------------------------------------- scheduling
 
 
+def bounded_there(spec: LaunchSpec, timeout: float) -> LaunchSpec:
+    """``spec`` run under the node's own ``timeout`` (coreutils), killed there a little
+    after it is given up here: over ssh, ending the local ssh does not end the command on
+    the node (it has no terminal to hang up), nor does this host dying."""
+    after = timeout + max(REMOTE_GRACE_S, 0.1 * timeout)
+    return dataclasses.replace(spec, argv=("timeout", "-s", "KILL", f"{after:g}", *spec.argv))
+
+
 def schedule(task: Task, spec: LaunchSpec, timeout: float, limit: int = OUTPUT_LIMIT,
              stdin: bytes = b"") -> ExecWorker:
     """A bounded worker running ``spec`` on its hosts (each for at most ``timeout``
-    seconds, at most ``limit`` bytes read per stream), scheduled on ``task`` (which runs
-    it); every host's command reads ``stdin`` then the end of its input.  ValueError for
-    a spec a fan-out cannot honour."""
+    seconds, at most ``limit`` bytes read per stream, and killed on the host itself soon
+    after: :func:`bounded_there`), scheduled on ``task`` (which runs it); every host's
+    command reads ``stdin`` then the end of its input.  ValueError for a spec a fan-out
+    cannot honour."""
     template = check(spec)
     if template is None:
         task.set_info("ssh_options", "-oBatchMode=yes")  # never wait for a password
     base = base_worker_class(task.default("distant_worker"), template is None)
-    command = remote_command(spec)
+    command = remote_command(bounded_there(spec, timeout))
     worker = bounded_worker_class(base, limit)(
         NodeSet.fromlist(list(spec.hosts)), handler=None, timeout=timeout, stderr=True,
         command=f"{template} {command}" if template else command)
