@@ -255,3 +255,25 @@ def test_a_fan_out_that_cannot_go_on_still_answers_for_every_host(tmp_path):
     assert {got[h][1] for h in never} == {f"not run: {why}"}
     left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
     assert left.stdout == ""
+
+
+def test_a_process_that_detaches_outlives_its_command():
+    """The contract a study's dead-man agent relies on: started through the layer, in a
+    session of its own with its output closed, it outlives its command, the timeout here
+    and the host's own timeout after it; its command answers at once."""
+    marker = f"bpt-detached-{os.getpid()}"
+    detach = f'setsid sh -c "sleep 60; :" {marker} </dev/null >/dev/null 2>&1 & echo armed'
+    started = time.monotonic()
+    [got] = remote.run(local_spec(detach), timeout=1).values()
+    try:
+        assert (got.status, got.stdout) == ("ok", b"armed\n")
+        assert got.duration_s < 1
+        time.sleep(max(0.0, started + 1 + clush.REMOTE_GRACE_S + 1 - time.monotonic()))
+        assert len(pgrep(marker)) == 1
+    finally:
+        for pid in pgrep(marker):
+            os.killpg(int(pid), 9)  # its session: the shell and its sleep
+
+
+def local_spec(script: str) -> LaunchSpec:
+    return LaunchSpec(("sh", "-c", script), hosts=("n1",), agent="exec env NODE=%h")

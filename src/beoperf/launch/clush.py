@@ -28,6 +28,7 @@ import shlex
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from string import Template
 from typing import Any
 
@@ -104,12 +105,21 @@ class _BoundedClient:
     served meanwhile (without a pidfd, ``_close`` waits for it, at most until the
     deadline)."""
 
+    # what the ExecClient this is mixed into has (for the type checker)
+    key: str
+    worker: Any
+    popen: Any
+    streams: Any
+    fire_delay: float
+    _stderr: bool
+    _read: Callable[[str], bytes]
+
     def _handle_read(self, sname: str) -> None:
         if sname == EXITED:
             raise EngineClientEOF()  # the command ended: its pidfd became readable
-        worker = self.worker  # type: ignore[attr-defined]
-        data = self._read(sname)  # type: ignore[attr-defined]  # EngineClientEOF at the end
-        if not worker.outputs.add(self.key, sname == worker.SNAME_STDOUT, data):  # type: ignore
+        worker = self.worker
+        data = self._read(sname)  # EngineClientEOF at the end
+        if not worker.outputs.add(self.key, sname == worker.SNAME_STDOUT, data):
             self._end()
             raise EngineClientEOF()
 
@@ -128,38 +138,38 @@ class _BoundedClient:
         own: ending it on a timeout, an output over the limit or an interrupt ends what it
         started too (``ip netns exec NS sh -c ...``: the shell and its children)."""
         proc = Popen(commandlist, bufsize=0, stdin=PIPE, stdout=PIPE,
-                     stderr=PIPE if self._stderr else STDOUT,  # type: ignore[attr-defined]
+                     stderr=PIPE if self._stderr else STDOUT,
                      shell=shell, env={**os.environ, **env} if env else None,
                      preexec_fn=os.setsid)
-        streams, worker = self.streams, self.worker  # type: ignore[attr-defined]
-        if self._stderr:  # type: ignore[attr-defined]
+        streams, worker = self.streams, self.worker
+        if self._stderr:
             streams.set_stream(worker.SNAME_STDERR, proc.stderr, E_READ)
         streams.set_stream(worker.SNAME_STDOUT, proc.stdout, E_READ)
         streams.set_stream(worker.SNAME_STDIN, proc.stdin, E_WRITE, retain=False)
         return proc
 
     def _start(self) -> object:
-        self.worker.outputs.started[self.key] = time.monotonic()  # type: ignore[attr-defined]
-        started = super()._start()  # type: ignore[misc]
+        self.worker.outputs.started[self.key] = time.monotonic()
+        started = super()._start()  # type: ignore[misc]  # the ExecClient mixed with
         try:
-            pidfd = os.pidfd_open(self.popen.pid)  # type: ignore[attr-defined]
+            pidfd = os.pidfd_open(self.popen.pid)
         except (AttributeError, OSError):
             return started  # no pidfd: _close waits, at most until the deadline
-        self.streams.set_stream(EXITED, pidfd, E_READ, retain=True)  # type: ignore
+        self.streams.set_stream(EXITED, pidfd, E_READ, retain=True)
         return started
 
     def _close(self, abort: bool, timeout: bool) -> None:
-        outputs = self.worker.outputs  # type: ignore[attr-defined]
+        outputs = self.worker.outputs
         popen = getattr(self, "popen", None)
         if abort:
             self._end()
         elif popen is not None and popen.poll() is None:
-            delay = self.fire_delay  # type: ignore[attr-defined]  # the timeout (-1: none)
+            delay = self.fire_delay  # the timeout (-1: none)
             left = None if delay < 0 else outputs.started[self.key] + delay - time.monotonic()
             if procwait.wait(_Waitable(popen), left) is None:  # type: ignore[arg-type]
                 self._end()
-                outputs.overdue.add(self.key)  # type: ignore[attr-defined]
-        outputs.ended[self.key] = time.monotonic()  # type: ignore[attr-defined]
+                outputs.overdue.add(self.key)
+        outputs.ended[self.key] = time.monotonic()
         super()._close(abort, timeout)  # type: ignore[misc]
 
 

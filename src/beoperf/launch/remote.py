@@ -15,6 +15,12 @@ bytes per host), followed by the end of input.  A file meant for a host is sent 
 and written there by the program that reads it (with :mod:`beoperf.safeio`), so that its
 bytes never pass through a shell.
 
+A command given up (its timeout, too much output, Ctrl-C) is ended with what it started
+(its process group, here); on the host it runs under coreutils' ``timeout``, which ends it
+there a few seconds later whatever became of this side (ssh gone, beoperf killed).  A
+process meant to outlive its command (a study's dead-man agent) starts a session of its own
+and closes its output, and its command then ends.
+
 :func:`run` is one command on many hosts, :func:`run_each` a command per host (all at
 once, under one fanout).  :func:`group` folds the results as ``clubak -b`` does: identical
 outputs together, the others by reason.
