@@ -39,7 +39,9 @@ def pids_in(namespace: str) -> list[str]:
     return done.stdout.split()
 
 
-def wait_empty(namespace: str, seconds: float = 5) -> list[str]:
+def wait_empty(namespace: str, seconds: float = 2) -> list[str]:
+    """The processes left in ``namespace`` after ``seconds`` (less than the host's own
+    timeout needs: what is gone was ended here)."""
     deadline = time.monotonic() + seconds
     while (left := pids_in(namespace)) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -210,6 +212,8 @@ def test_standard_error_is_bounded_and_its_tail_kept():
     ([local("a")], {"timeout": 0}, "each must be positive"),
     ([LaunchSpec(("true",), hosts=("a",), agent="env %hosts")], {}, "%hosts"),
     ([LaunchSpec(("true",))], {}, "needs hosts"),
+    ([local("n1", "n[2-3]")], {}, "host 'n\\[2-3\\]' is not one host name"),
+    ([local("a,b")], {}, "host 'a,b' is not one host name"),
 ])
 def test_what_cannot_run_anywhere_is_refused_before_anything_runs(specs, kw, message):
     with pytest.raises(ValueError, match=message):

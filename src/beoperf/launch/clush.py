@@ -124,19 +124,17 @@ class _BoundedClient:
             raise EngineClientEOF()
 
     def _end(self) -> None:
-        """Kill the command and whatever it started (its process group)."""
+        """Kill the command and whatever it started: its session, which it leads (a
+        process group is not enough: coreutils' timeout, for one, makes its own)."""
         popen = getattr(self, "popen", None)
         if popen is not None and popen.returncode is None:
-            try:
-                os.killpg(popen.pid, signal.SIGKILL)
-            except OSError:
-                pass  # already gone
+            end_session(popen.pid)
 
     def _exec_nonblock(self, commandlist: object, shell: bool = False,
                        env: dict[str, str] | None = None) -> Any:
-        """As ClusterShell starts a command, but in a session (so a process group) of its
-        own: ending it on a timeout, an output over the limit or an interrupt ends what it
-        started too (``ip netns exec NS sh -c ...``: the shell and its children)."""
+        """As ClusterShell starts a command, but in a session of its own: ending it on a
+        timeout, an output over the limit or an interrupt ends what it started too (``ip
+        netns exec NS sh -c ...``: the shell and its children)."""
         proc = Popen(commandlist, bufsize=0, stdin=PIPE, stdout=PIPE,
                      stderr=PIPE if self._stderr else STDOUT,
                      shell=shell, env={**os.environ, **env} if env else None,
@@ -171,6 +169,40 @@ class _BoundedClient:
                 outputs.overdue.add(self.key)
         outputs.ended[self.key] = time.monotonic()
         super()._close(abort, timeout)  # type: ignore[misc]
+
+
+def end_session(sid: int, rounds: int = 5) -> None:
+    """SIGKILL every process of session ``sid`` (found in /proc), again while some are
+    left (one may have forked meanwhile).  A process that started a session of its own
+    is not in it: what is meant to outlive its command detaches so."""
+    for _ in range(rounds):
+        members = session_members(sid)
+        if not members:
+            return
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass  # already gone
+
+
+def session_members(sid: int) -> list[int]:
+    """The processes whose session is ``sid`` (/proc/PID/stat's sixth field; the name in
+    the second may hold spaces and parentheses, so fields are counted after its last
+    ')')."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read(4096)
+        except OSError:
+            continue  # ended meanwhile
+        fields = stat[stat.rfind(b")") + 1:].split()
+        if len(fields) > 3 and fields[3] == str(sid).encode():
+            found.append(int(entry))
+    return found
 
 
 class _Waitable:

@@ -16,7 +16,7 @@ and written there by the program that reads it (with :mod:`beoperf.safeio`), so 
 bytes never pass through a shell.
 
 A command given up (its timeout, too much output, Ctrl-C) is ended with what it started
-(its process group, here); on the host it runs under coreutils' ``timeout``, which ends it
+(its session, here); on the host it runs under coreutils' ``timeout``, which ends it
 there a few seconds later whatever became of this side (ssh gone, beoperf killed).  A
 process meant to outlive its command (a study's dead-man agent) starts a session of its own
 and closes its output, and its command then ends.
@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import shlex
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -61,12 +62,11 @@ class HostResult:
     ``status``: ok (exit status 0 in time, output within the limit), failed (another exit
     status, or ended early when the fan-out itself stopped), timeout, over-limit (more
     output than the limit: the command was ended and its output cut) or not-run (it never
-    started: ``error`` says why).  ``exit_code`` is
-    the command's own (None when it was ended or never started); ``stdout`` at most the
-    limit, ``stderr`` its last few KiB, ``*_cut`` when less was kept than was written;
-    ``duration_s`` from start to end (None if never started); ``error`` one line ('' when
-    ok), and ``reason`` the same with the host's own name written %h, so that hosts that
-    failed alike group."""
+    started: ``error`` says why).  ``exit_code`` is the command's own (None when it was
+    ended or never started); ``stdout`` at most the limit, ``stderr`` its last few KiB,
+    ``*_cut`` when less was kept than was written; ``duration_s`` from start to end (None
+    if never started); ``error`` one line ('' when ok), and ``reason`` the same with the
+    host's own name written %h, so that hosts that failed alike group."""
 
     host: str
     status: str
@@ -119,17 +119,25 @@ def _checked(specs: Sequence[LaunchSpec], timeout: float, fanout: int,
     if fanout < 1 or limit < 1 or not timeout > 0:
         raise ValueError(f"fanout {fanout}, limit {limit}, timeout {timeout}: each must be "
                          "positive")
-    hosts = [h for spec in specs for h in spec.hosts]
     for spec in specs:
         clush.check(spec)
-        try:
-            NodeSet.fromlist(list(spec.hosts))
-        except NodeSetException as exc:
-            raise ValueError(f"hosts {', '.join(spec.hosts)}: {exc}") from None
-    twice = sorted({h for h in hosts if hosts.count(h) > 1})
+    hosts = [h for spec in specs for h in spec.hosts]
+    for host in hosts:
+        _one_host(host)
+    twice = sorted(h for h, n in Counter(hosts).items() if n > 1)
     if twice:
         raise ValueError(f"host {twice[0]} named twice")
     return hosts
+
+
+def _one_host(name: str) -> None:
+    """ValueError unless ``name`` is one host to ClusterShell (not 'a,b' or 'n[1-2]')."""
+    try:
+        ok = list(NodeSet(name)) == [name]
+    except NodeSetException:
+        ok = False
+    if not ok:
+        raise ValueError(f"host {name!r} is not one host name")
 
 
 def _by_stdin(spec: LaunchSpec, stdin: Stdin) -> list[tuple[LaunchSpec, bytes]]:
