@@ -281,3 +281,15 @@ def test_a_process_that_detaches_outlives_its_command():
 
 def local_spec(script: str) -> LaunchSpec:
     return LaunchSpec(("sh", "-c", script), hosts=("n1",), agent="exec env NODE=%h")
+
+
+def test_a_host_without_timeout_runs_the_command_unbounded_there(tmp_path):
+    """The host's own timeout is used where there is one (coreutils): a host with no
+    `timeout` on its PATH (here: only sh) still runs the command."""
+    (tmp_path / "sh").symlink_to("/bin/sh")
+    script = 'command -v timeout || echo "no timeout here"; echo "$NODE ran"'
+    bare = LaunchSpec(("sh", "-c", script), hosts=("n1",),
+                      agent=f"exec env PATH={tmp_path} NODE=%h")
+    assert remote.run(bare, timeout=20)["n1"].stdout == b"no timeout here\nn1 ran\n"
+    [usual] = remote.run(local_spec(script), timeout=20).values()
+    assert usual.stdout.decode().splitlines()[1:] == ["n1 ran"]  # the first: timeout's path

@@ -334,12 +334,17 @@ class Clush(Launcher):
 # --------------------------------------------------------------------------- scheduling
 
 
+# the node runs "$@" under its own timeout ($0 seconds), or as it is where it has none
+BOUND_THERE = 'command -v timeout >/dev/null 2>&1 && exec timeout -s KILL "$0" "$@"; exec "$@"'
+
+
 def bounded_there(spec: LaunchSpec, timeout: float) -> LaunchSpec:
     """``spec`` run under the node's own ``timeout`` (coreutils), killed there a little
     after it is given up here: over ssh, ending the local ssh does not end the command on
-    the node (it has no terminal to hang up), nor does this host dying."""
+    the node (it has no terminal to hang up), nor does this host dying.  A node without
+    ``timeout`` runs the command unbounded, as before."""
     after = timeout + max(REMOTE_GRACE_S, 0.1 * timeout)
-    return dataclasses.replace(spec, argv=("timeout", "-s", "KILL", f"{after:g}", *spec.argv))
+    return dataclasses.replace(spec, argv=("sh", "-c", BOUND_THERE, f"{after:g}", *spec.argv))
 
 
 def schedule(task: Task, spec: LaunchSpec, timeout: float, limit: int = OUTPUT_LIMIT,
