@@ -60,7 +60,7 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def cluster_body(run: hpcc.HpccRun, *, label: str, output: dict[str, Any],
+def cluster_body(run: hpcc.HpccRun, *, label: str, output: dict[str, Any] | None,
                  source: str = "beoperf", ranks_per_node: int | None = None,
                  nodes: list[str] | None = None, repeat: int | None = None,
                  series: str | None = None, input_: dict[str, int] | None = None,

@@ -23,7 +23,7 @@ dropped and the reason in ``interval_note`` beside it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from beoperf.model import document
 
@@ -34,7 +34,7 @@ KINDS = (RING_KIND, PAIRS_KIND, MBW_KIND)
 VERSION = 2  # 1: intervals whose bounds were not checked to be above 0
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -53,10 +53,10 @@ def _positive_intervals(node: Any) -> None:
     if isinstance(ci, list) and len(ci) == 2 and all(map(_number, ci)) and min(ci) <= 0:
         node["ci_s"] = None
         node["interval_note"] = f"interval [{ci[0]:.4g}, {ci[1]:.4g}] s reached zero or below"
-    ends = (node.get("ci_low"), node.get("ci_high"))
-    if "ci_low" in node and all(map(_number, ends)) and min(ends) <= 0:
+    low, high = node.get("ci_low"), node.get("ci_high")
+    if "ci_low" in node and _number(low) and _number(high) and min(low, high) <= 0:
         node["ci_low"] = node["ci_high"] = None
-        node["interval_note"] = f"interval [{ends[0]:.4g}, {ends[1]:.4g}] reached zero or below"
+        node["interval_note"] = f"interval [{low:.4g}, {high:.4g}] reached zero or below"
     for value in node.values():
         _positive_intervals(value)
 

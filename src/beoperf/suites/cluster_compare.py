@@ -109,11 +109,12 @@ def _verdict(columns: list[Column], values: list[float | None], key: str, i: int
     """Column i against the baseline on one metric (None where either has no figure or
     failed its checks)."""
     base, col = columns[0], columns[i]
-    if values[0] is None or values[i] is None or 0 in (base.runs, col.runs):
+    base_value, value = values[0], values[i]
+    if base_value is None or value is None or 0 in (base.runs, col.runs):
         return None
     return effect.compare_summaries(
-        (values[0], base.stdevs.get(key), base.runs or 1),
-        (values[i], col.stdevs.get(key), col.runs or 1),
+        (base_value, base.stdevs.get(key), base.runs or 1),
+        (value, col.stdevs.get(key), col.runs or 1),
         higher_is_better=hpcc.info(key).role != "latency", family=family)
 
 

@@ -103,7 +103,8 @@ def linear_ticks(lo: float, hi: float) -> list[float]:
         return [lo]
     step = nice_step(hi - lo)
     first = math.ceil(lo / step - 1e-9) * step
-    out, v = [], first
+    out: list[float] = []
+    v = first
     while v <= hi + step * 1e-9 and len(out) < 50:
         out.append(round(v, 12))
         v += step
