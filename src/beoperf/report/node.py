@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from beoperf import units
 from beoperf.analysis.effect import WIDE
 from beoperf.analysis.node import describe_test
 from beoperf.model.document import Document
+from beoperf.model.node import IoDir, Metric, NodeRun
 from beoperf.report import renderer
 from beoperf.report.answer import Level, Line, answer, lines_of, listed, plural, text_block
 from beoperf.report.compare import _aligned as aligned
@@ -35,46 +36,67 @@ def _f(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:.0f}"
 
 
-def _spread(m: Mapping[str, Any]) -> str:
-    rel = m["stdev"] / m["mean"] * 100 if m["mean"] else 0.0
-    return f"{_f(m['mean'])} ±{rel:.1f}%"
+def _spread(m: Metric) -> str:
+    rel = m.stdev / m.mean * 100 if m.mean else 0.0
+    return f"{_f(m.mean)} ±{rel:.1f}%"
 
 
-def _by_part(body: Mapping[str, Any], part: str) -> list[dict[str, Any]]:
-    return [m for m in body["metrics"] if m["part"] == part]
+def _by_part(run: NodeRun, part: str) -> list[Metric]:
+    return [m for _, m in run.of(part)]
+
+
+def repeat_count(ms: Iterable[Metric]) -> str:
+    """The repetitions of some metrics: '5', or '3-5' when they differ."""
+    repeats = sorted({m.repeat for m in ms})
+    return str(repeats[0]) if len(repeats) == 1 else f"{repeats[0]}-{repeats[-1]}"
 
 
 # --------------------------------------------------------------------------- conditions
 
 
-def condition_lines(body: Mapping[str, Any], meta: Mapping[str, Any]) -> list[str]:
-    c = body["conditions"]
-    caches = ", ".join(f"L{x['level']}{'d' if x.get('type') == 'Data' else ''} "
-                       f"{units.format_size(x['size'])}" for x in c.get("caches", [])
-                       if x.get("type") != "Instruction" and x.get("size"))
+def blas_core(run: NodeRun) -> str | None:
+    """The core type the BLAS chose (OpenBLAS's corename), from the DGEMM runs."""
+    return next((r["blas"].get("corename") for r in run.part("dgemm").get("runs", [])
+                 if r.get("blas")), None)
+
+
+def _caches_text(c: Mapping[str, Any]) -> str:
+    return ", ".join(f"L{x['level']}{'d' if x.get('type') == 'Data' else ''} "
+                     f"{units.format_size(x['size'])}" for x in c.get("caches", [])
+                     if x.get("type") != "Instruction" and x.get("size"))
+
+
+def _machine_line(c: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
+    """Node, CPU, cores used, caches, memory, NUMA nodes and governor."""
     numa = c.get("numa") or []
     gov = c.get("governor")
+    mem = c.get("memory")
+    return (f"node {printable(str(meta.get('host', '?')))}: {printable(str(c.get('cpu_model')))}, "
+            f"{c.get('cores_used')} of {c.get('cpus')} cores used; caches "
+            f"{_caches_text(c) or 'unknown'}; "
+            f"memory {units.format_size(mem) if mem else 'unknown'}; NUMA "
+            f"{len(numa)} node{'s' if len(numa) != 1 else ''}; governor "
+            + (", ".join(f"{g} ({cpus})" for g, cpus in gov.items()) if gov else
+               "n/a (no cpufreq)"))
+
+
+def _build_line(run: NodeRun) -> str:
+    """The kernels' compiler and flags, the BLAS, its core type and environment."""
+    c = run.conditions
     blas = c.get("blas") or {}
     env = " ".join(f"{k}={v}" for k, v in (blas.get("environment") or {}).items())
     build = c.get("build") or {}
-    core = next((r["blas"].get("corename") for r in body["parts"].get("dgemm", {})
-                 .get("runs", []) if r.get("blas")), None)
-    mem = c.get("memory")
-    lines = [
-        f"node {printable(str(meta.get('host', '?')))}: {printable(str(c.get('cpu_model')))}, "
-        f"{c.get('cores_used')} of {c.get('cpus')} cores used; caches {caches or 'unknown'}; "
-        f"memory {units.format_size(mem) if mem else 'unknown'}; NUMA "
-        f"{len(numa)} node{'s' if len(numa) != 1 else ''}; governor "
-        + (", ".join(f"{g} ({cpus})" for g, cpus in gov.items()) if gov else
-           "n/a (no cpufreq)"),
-        f"kernels built by {build.get('compiler')} with {build.get('flags')}; BLAS "
-        f"{blas.get('library')} {blas.get('version')}"
-        + (f" (core type {core})" if core else "") + (f"; {env}" if env else ""),
-        f"status: {body['status']}" + (f" ({printable(body['status_reason'])})"
-                                        if body.get("status_reason") else "")
-        + f"; --repeat {body['repeat']}; {_f(c.get('elapsed_s'), 3)} s",
-    ]
-    return lines
+    core = blas_core(run)
+    return (f"kernels built by {build.get('compiler')} with {build.get('flags')}; BLAS "
+            f"{blas.get('library')} {blas.get('version')}"
+            + (f" (core type {core})" if core else "") + (f"; {env}" if env else ""))
+
+
+def condition_lines(run: NodeRun, meta: Mapping[str, Any]) -> list[str]:
+    reason = f" ({printable(run.status_reason)})" if run.status_reason else ""
+    return [_machine_line(run.conditions, meta), _build_line(run),
+            f"status: {run.status}{reason}; --repeat {run.repeat}; "
+            f"{_f(run.conditions.get('elapsed_s'), 3)} s"]
 
 
 # --------------------------------------------------------------------------- parts
@@ -88,32 +110,35 @@ def warm_phrase(detail: dict) -> str:
     return ""
 
 
-def stream_lines(body: Mapping[str, Any]) -> list[str]:
-    ms = _by_part(body, "stream")
+def _stream_row(m: Metric) -> list[str]:
+    return [str(m.params["threads"]), m.name, _f(m.figure("best")), _f(m.figure("per_core")),
+            _f(m.mean), _f(m.stdev, 2), _f(m.min), _f(m.max),
+            *(units.format_time(m.extra[k]) for k in ("avg_time_s", "min_time_s",
+                                                       "max_time_s")), str(m.repeat)]
+
+
+def stream_lines(run: NodeRun) -> list[str]:
+    ms = _by_part(run, "stream")
     if not ms:
         return []
-    d = body["parts"].get("stream", {})
+    d = run.part("stream")
     head = ("threads", "test", "best GB/s", "per core", "mean", "stdev", "min", "max",
             "avg time", "min time", "max time", "n")
-    rows = [[str(m["params"]["threads"]), m["name"], _f(m["best"]), _f(m["per_core"]),
-             _f(m["mean"]), _f(m["stdev"], 2), _f(m["min"]), _f(m["max"]),
-             units.format_time(m["avg_time_s"]), units.format_time(m["min_time_s"]),
-             units.format_time(m["max_time_s"]), str(m["repeat"])] for m in ms]
     ok = "passed" if d.get("ok") else "FAILED"
     title = (f"STREAM: 3 arrays of {units.format_size(d.get('array_bytes', 0))} "
              f"({printable(str(d.get('size_rule')))}; {d.get('stores')} stores); "
              "GB/s = 10^9 B/s, copy/scale 16 B, "
              f"add/triad 24 B an element; {warm_phrase(d)}first iteration dropped; validation {ok} "
              f"(average relative error <= {d.get('epsilon')})")
-    lines = ["", title, *aligned(head, rows, set(range(2, 12)))]
+    lines = ["", title, *aligned(head, [_stream_row(m) for m in ms], set(range(2, 12)))]
     if d.get("below_4x_cache"):
         lines.append("note: the arrays are smaller than 4 x the last-level cache: this is "
                      "cache bandwidth, not memory bandwidth")
     return lines
 
 
-def _ref_kernel(ref: Mapping[str, Any] | None, kernel: str, length: int) -> float | None:
-    for r in (ref or {}).get("kernels", []):
+def _ref_kernel(run: NodeRun, kernel: str, length: int) -> float | None:
+    for r in run.reference_entries("kernels"):
         if r["kernel"] == kernel and abs(r["length"] - length) <= REF_LENGTH_TOLERANCE * length:
             return r["mflops"]
     return None
@@ -131,113 +156,119 @@ def levels(by_kernel: Mapping[str, str]) -> str:
     return "; ".join(f"{level}: {', '.join(ks)}" for level, ks in groups.items())
 
 
-def kernel_lines(body: Mapping[str, Any]) -> list[str]:
-    ms = _by_part(body, "kernels")
+def _kernel_row(run: NodeRun, n: int, kernels: list[str],
+                cell: Mapping[tuple[str, int], Metric], with_ref: bool) -> list[str]:
+    found = {k: cell[(k, n)] for k in kernels if (k, n) in cell}
+    row = [f"{n:,}", levels({k: m.level for k, m in found.items()}),
+           *(_spread(found[k]) if k in found else "-" for k in kernels)]
+    if with_ref:
+        row += [_f(_ref_kernel(run, k, n)) for k in kernels]
+    return row
+
+
+def _drops_line(run: NodeRun) -> list[str]:
+    drops = run.kernels().drops
+    if not drops:
+        return []
+    return ["drops between levels: " + "; ".join(
+        f"{d.kernel} {d.from_level}->{d.to_level} {d.change_pct:+.0f}%"
+        for d in drops if d.change_pct is not None)]
+
+
+def kernel_lines(run: NodeRun) -> list[str]:
+    ms = _by_part(run, "kernels")
     if not ms:
         return []
-    ref = body.get("reference")
-    kernels = list(dict.fromkeys(m["name"] for m in ms))
-    lengths = sorted({m["params"]["length"] for m in ms})
-    cell = {(m["name"], m["params"]["length"]): m for m in ms}
-    with_ref = bool(ref and ref.get("kernels"))
-    head = ["length", "level", *kernels,
-            *([f"{ref['name']} {k}" for k in kernels] if with_ref else [])]
-    rows = []
-    for n in lengths:
-        level = levels({k: cell[(k, n)].get("level", "?") for k in kernels if (k, n) in cell})
-        row = [f"{n:,}", level, *(_spread(cell[(k, n)]) if (k, n) in cell else "-"
-                                  for k in kernels)]
-        if with_ref:
-            row += [_f(_ref_kernel(ref, k, n)) for k in kernels]
-        rows.append(row)
-    repeats = sorted({m["repeat"] for m in ms})
-    count = str(repeats[0]) if len(repeats) == 1 else f"{repeats[0]}-{repeats[-1]}"
-    lines = ["", f"PEAK kernels, MFLOP/s (mean ±stdev over {count} trials; flops/element: "
-             "div 1, daxpy 2, dot 2, "
-             "poly 10; level: the cache of cpu0 that holds the working set)",
-             *aligned(head, rows, set(range(2, len(head))))]
-    drops = body["parts"].get("kernels", {}).get("drops", [])
-    if drops:
-        lines.append("drops between levels: " + "; ".join(
-            f"{d['kernel']} {d['from']}->{d['to']} {d['change_pct']:+.0f}%"
-            for d in drops if d["change_pct"] is not None))
-    return lines
+    kernels = list(dict.fromkeys(m.name for m in ms))
+    cell = {(m.name, m.length): m for m in ms}
+    with_ref = bool(run.reference_entries("kernels"))
+    name = (run.reference or {}).get("name")
+    head = ["length", "level", *kernels, *([f"{name} {k}" for k in kernels] if with_ref else [])]
+    rows = [_kernel_row(run, n, kernels, cell, with_ref) for n in sorted({m.length for m in ms})]
+    return ["", f"PEAK kernels, MFLOP/s (mean ±stdev over {repeat_count(ms)} trials; "
+            "flops/element: div 1, daxpy 2, dot 2, "
+            "poly 10; level: the cache of cpu0 that holds the working set)",
+            *aligned(head, rows, set(range(2, len(head)))), *_drops_line(run)]
 
 
 HPCC_REF = {("dgemm", 1): "SingleDGEMM", ("randomaccess", 1): "SingleRandomAccess",
             ("fft", None): "SingleFFT"}
 
 
-def compute_lines(body: Mapping[str, Any]) -> list[str]:
-    ms = [m for m in body["metrics"] if m["part"] in ("dgemm", "randomaccess", "fft")]
+def compute_lines(run: NodeRun) -> list[str]:
+    ms = [m for m in run.metrics if m.part in ("dgemm", "randomaccess", "fft")]
     if not ms:
         return []
-    ref = {r["metric"]: r["value"] for r in (body.get("reference") or {}).get("hpcc", [])}
+    ref = {r["metric"]: r["value"] for r in run.reference_entries("hpcc")}
     head = ["figure", "unit", "mean", "stdev", "min", "max", "n", "check",
             *(["reference"] if ref else [])]
     rows = []
     for m in ms:
-        params = ", ".join(f"{k} {v}" for k, v in m["params"].items())
-        check = "ok" if m["ok"] else "FAILED"
-        row = [f"{m['part']} ({params})", m["unit"], _f(m["mean"]), _f(m["stdev"], 2),
-               _f(m["min"]), _f(m["max"]), str(m["repeat"]), check]
+        params = ", ".join(f"{k} {v}" for k, v in m.params.items())
+        check = "ok" if m.ok else "FAILED"
+        row = [f"{m.part} ({params})", m.unit, _f(m.mean), _f(m.stdev, 2),
+               _f(m.min), _f(m.max), str(m.repeat), check]
         if ref:
-            name = HPCC_REF.get((m["part"], m["params"].get("threads")))
+            name = HPCC_REF.get((m.part, m.params.get("threads")))
             row.append(_f(ref.get(name)) + f" ({name})" if name in ref else "-")
         rows.append(row)
     return ["", "DGEMM (numpy BLAS, 2N^3 flops), RandomAccess (HPCC updates), FFT "
             "(5 N log2 N flops)", *aligned(head, rows, {2, 3, 4, 5, 6})]
 
 
-def _ref_io(ref: Mapping[str, Any] | None, where: str, size: int,
-            test: str) -> float | None:
-    for r in ((ref or {}).get("io") or {}).get(where, []):
+def _ref_io(run: NodeRun, where: str, size: int, test: str) -> float | None:
+    for r in ((run.reference or {}).get("io") or {}).get(where, []):
         if r["test"] == test and abs(r["file_size"] - size) <= REF_SIZE_TOLERANCE * size:
             return r["mb_s"]
     return None
 
 
-def io_lines(body: Mapping[str, Any]) -> list[str]:
-    ms = _by_part(body, "io")
+def io_refs(run: NodeRun) -> list[str]:
+    """The reference system's I/O columns present: "local", "nfs"."""
+    io = (run.reference or {}).get("io") or {}
+    return [w for w in ("local", "nfs") if io.get(w)]
+
+
+def _io_cell(m: Metric | None) -> str:
+    return f"{_f(m.min, 3)}/{_f(m.mean, 3)}/{_f(m.max, 3)}" if m else "-"
+
+
+def _dir_line(e: IoDir) -> str:
+    m = e.mount
+    methods = ", ".join(sorted({str(v) for v in e.method.values()}))
+    return (f"  {printable(e.dir)}: {printable(str(m.get('fstype')))} "
+            f"{printable(str(m.get('source')))} on "
+            f"{printable(str(m.get('mount_point')))} "
+            f"({printable(str(m.get('options')))}); cache: {methods}")
+
+
+def io_lines(run: NodeRun) -> list[str]:
+    ms = _by_part(run, "io")
     if not ms:
         return []
-    d = body["parts"].get("io", {})
-    dirs = [e["dir"] for e in d.get("dirs", [])]
-    ref = body.get("reference")
-    refs = [w for w in ("local", "nfs") if ((ref or {}).get("io") or {}).get(w)]
-    cell = {(m["params"]["dir"], m["params"]["file_size"], m["name"]): m for m in ms}
+    d = run.io()
+    dirs = [e.dir for e in d.dirs]
+    refs = io_refs(run)
+    cell = {(m.params["dir"], m.params["file_size"], m.name): m for m in ms}
     head = ["file", "test", *(f"{printable(x)} min/avg/max" for x in dirs),
-            *(f"{ref['name']} {w}" for w in refs)]
-    rows = []
-    for size in d.get("file_sizes", []):
-        for test in d.get("patterns", []):
-            row = [units.format_size(size), test]
-            for x in dirs:
-                m = cell.get((x, size, test))
-                row.append(f"{_f(m['min'], 3)}/{_f(m['mean'], 3)}/{_f(m['max'], 3)}"
-                           if m else "-")
-            row += [_f(_ref_io(ref, w, size, test)) for w in refs]
-            rows.append(row)
-    lines = ["", f"I/O: {units.format_size(d.get('block', 0))} blocks, MB/s = 10^6 B/s"]
-    for e in d.get("dirs", []):
-        m = e.get("mount") or {}
-        methods = ", ".join(sorted({str(v) for v in e.get("method", {}).values()}))
-        lines.append(f"  {printable(e['dir'])}: {printable(str(m.get('fstype')))} "
-                     f"{printable(str(m.get('source')))} on "
-                     f"{printable(str(m.get('mount_point')))} "
-                     f"({printable(str(m.get('options')))}); cache: {methods}")
+            *(f"{(run.reference or {}).get('name')} {w}" for w in refs)]
+    rows = [[units.format_size(size), test, *(_io_cell(cell.get((x, size, test))) for x in dirs),
+             *(_f(_ref_io(run, w, size, test)) for w in refs)]
+            for size in d.file_sizes for test in d.patterns]
+    lines = ["", f"I/O: {units.format_size(d.block)} blocks, MB/s = 10^6 B/s",
+             *(_dir_line(e) for e in d.dirs)]
     return [*lines, *aligned(head, rows, set(range(2, len(head))))]
 
 
 def report_lines(doc: Document) -> list[str]:
-    body = doc.body
-    lines = condition_lines(body, doc.meta)
+    run = NodeRun.from_document(doc)
+    lines = condition_lines(run, doc.meta)
     for part in (stream_lines, kernel_lines, compute_lines, io_lines):
-        lines += part(body)
-    if body.get("reference"):
-        lines += ["", f"reference: {body['reference']['name']} "
-                  f"({printable(body['reference']['system'])}), from "
-                  f"{body['reference']['source']}"]
+        lines += part(run)
+    ref = run.reference
+    if ref:
+        lines += ["", f"reference: {ref['name']} ({printable(ref['system'])}), from "
+                  f"{ref['source']}"]
     return lines
 
 
@@ -261,11 +292,11 @@ def csv_text(doc: Document, **_options: Any) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CSV_FIELDS)
-    for m in doc.body["metrics"]:
-        params = ";".join(f"{k}={v}" for k, v in m["params"].items())
-        writer.writerow([m["id"], m["part"], m["name"], params, m["unit"], m["repeat"],
-                         f"{m['mean']:.10g}", f"{m['stdev']:.10g}", f"{m['min']:.10g}",
-                         f"{m['max']:.10g}", "" if m["ok"] is None else int(m["ok"])])
+    for m in NodeRun.from_document(doc).metrics:
+        params = ";".join(f"{k}={v}" for k, v in m.params.items())
+        writer.writerow([m.id, m.part, m.name, params, m.unit, m.repeat,
+                         f"{m.mean:.10g}", f"{m.stdev:.10g}", f"{m.min:.10g}",
+                         f"{m.max:.10g}", "" if m.ok is None else int(m.ok)])
     return buf.getvalue()
 
 
@@ -445,25 +476,25 @@ CHECK_TODO = ("a failed check means wrong results: check the memory (EDAC counte
 def node_answer(doc: Document) -> list[Line]:
     """A run that did not complete, each failed check, the figures whose check failed,
     STREAM measuring a cache instead of memory; all checks passed: says so."""
-    b = doc.body
+    run = NodeRun.from_document(doc)
     out = []
-    if b["status"] != "complete":
-        reason = f": {b['status_reason']}" if b.get("status_reason") else ""
-        out.append(Line(Level.WARN if b["status"] == "interrupted" else Level.FAIL,
-                        f"the node suite is {b['status']}{reason}"))
-    out += [Line(Level.FAIL, text, CHECK_TODO) for text in validation_failures(b["parts"])]
-    failed = [m["id"] for m in b["metrics"] if m.get("ok") is False]
+    if run.status != "complete":
+        reason = f": {run.status_reason}" if run.status_reason else ""
+        out.append(Line(Level.WARN if run.status == "interrupted" else Level.FAIL,
+                        f"the node suite is {run.status}{reason}"))
+    out += [Line(Level.FAIL, text, CHECK_TODO) for text in validation_failures(run.parts)]
+    failed = [m.id for m in run.metrics if m.ok is False]
     if failed:
         out.append(Line(Level.FAIL, f"{plural(len(failed), 'figure')} whose check failed: "
                                     f"{listed(failed)}", CHECK_TODO))
-    if b["parts"].get("stream", {}).get("below_4x_cache"):
+    if run.part("stream").get("below_4x_cache"):
         out.append(Line(Level.WARN, "STREAM's arrays are smaller than 4 x the last-level "
                                     "cache: its figures are cache bandwidth, not memory "
                                     "bandwidth",
                         "a larger --array-size (at least 4 x the last-level cache)"))
     if not out:
-        checked = sum(m.get("ok") is True for m in b["metrics"])
-        out.append(Line(Level.OK, f"{plural(len(b['metrics']), 'figure')} measured; the "
+        checked = sum(m.ok is True for m in run.metrics)
+        out.append(Line(Level.OK, f"{plural(len(run.metrics), 'figure')} measured; the "
                                   f"{plural(checked, 'check')} of their results passed"))
     return out
 
