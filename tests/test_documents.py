@@ -181,3 +181,46 @@ def test_a_cluster_interval_at_or_below_zero_written_by_version_1_is_dropped_wit
     spoil(bad["body"])
     with pytest.raises(DocumentError, match="exclusiveMinimum|less than or equal to"):
         document.validate(doc.kind, bad)
+
+
+def test_a_node_body_read_typed_gives_back_the_stored_body():
+    """NodeRun reads every field of a node document (the fixture and one written now) and
+    body() gives the stored body back unchanged: renderers read fields, nothing is lost."""
+    from beoperf.model.node import NodeRun, body, metric
+
+    stored = model.load(FIXTURES / "node-v1-issue13.json")
+    run = NodeRun.from_document(stored)
+    assert run.body() == stored.body
+    assert [m.id for m in run.metrics] == [m["id"] for m in stored.body["metrics"]]
+    fresh = body({"cpus": 2}, {"kernels": {"drops": []}},
+                 [metric("kernels", "daxpy", "MFLOP/s", [1.0, 3.0], params={"length": 1024},
+                         level="L1", median=2.0)], repeat=2)
+    typed = NodeRun.from_document(Document("node", fresh, document.make_meta(["beoperf"])))
+    m = typed.metrics[0]
+    assert (m.id, m.length, m.level, m.central()) == ("kernels.daxpy.n1024", 1024, "L1",
+                                                      ("median", 2.0))
+    assert typed.body() == fresh and list(fresh["metrics"][0]) == list(m.to_dict())
+    with pytest.raises(DocumentError, match="not a node run"):
+        NodeRun.from_document(stored.__class__("node-fleet", {}, {}))
+
+
+def test_mypy_refuses_a_wrong_field_name_on_a_typed_body(tmp_path):
+    """The type check CI runs (pyproject.toml's [tool.mypy]) catches a misspelt field of a
+    document body, and passes the right one."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("mypy")
+    root = Path(__file__).resolve().parent.parent
+    probe = tmp_path / "probe.py"
+    probe.write_text("from beoperf.model.node import NodeRun\n\n\n"
+                     "def right(run: NodeRun) -> float:\n    return run.metrics[0].mean\n\n\n"
+                     "def wrong(run: NodeRun) -> float:\n    return run.metrics[0].meen\n")
+    res = subprocess.run([sys.executable, "-m", "mypy", "--config-file",
+                          str(root / "pyproject.toml"), "--cache-dir", str(tmp_path / "cache"),
+                          str(probe)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "MYPYPATH": str(root / "src")}, cwd=tmp_path)
+    errors = [line for line in res.stdout.splitlines() if ": error:" in line]
+    assert res.returncode == 1 and len(errors) == 1, res.stdout
+    assert 'probe.py:9: error: "Metric" has no attribute "meen"' in errors[0]
