@@ -78,6 +78,22 @@ def text(doc: Document, **_options: Any) -> str:
                       summary_line(body["profile"], body["interface"], findings), *lines])
 
 
+def _alone_line(level: Level, f: Mapping[str, Any]) -> Line:
+    """A failure with no single value to set: its value, reason and command."""
+    todo = (f"{f['command']} (by hand: beoperf tune does not change it)" if f.get("command")
+            else "change it by hand: beoperf tune cannot set it and restore it exactly")
+    return Line(level, f"{f['key']} = {show_value(f['value'])}: {f['reason']}", todo)
+
+
+def _group_line(status: str, level: Level, keys: list[str], profile: str, plan: str) -> Line:
+    """The settings that fail (or warn) against the profile, on one line."""
+    one = len(keys) == 1
+    verb = (f"{'fails' if one else 'fail'} the" if status == "fail" else
+            f"{'warns' if one else 'warn'} against the")
+    return Line(level, f"{plural(len(keys), 'setting')} {verb} {profile} profile: "
+                       f"{listed(keys)}", plan)
+
+
 @answer("audit")
 def what_is_wrong(doc: Document) -> list[Line]:
     """The settings that fail, then those that warn (each group one line, with what
@@ -95,20 +111,16 @@ def what_is_wrong(doc: Document) -> list[Line]:
     for status, level in (("fail", Level.FAIL), ("warn", Level.WARN)):
         found = [f for f in findings if f["status"] == status]
         alone = [f for f in found if f.get("target") is None and status == "fail"]
-        out += [Line(level, f"{f['key']} = {show_value(f['value'])}: {f['reason']}",
-                     f"{f['command']} (by hand: beoperf tune does not change it)"
-                     if f.get("command") else "change it by hand: beoperf tune cannot set it "
-                                              "and restore it exactly")
-                for f in alone]
-        grouped = [f for f in found if f not in alone]
+        out += [_alone_line(level, f) for f in alone]
+        grouped = [f["key"] for f in found if f not in alone]
         if grouped:
-            out.append(Line(level, f"{plural(len(grouped), 'setting')} "
-                                   f"{'fails' if len(grouped) == 1 else 'fail'} the {profile} "
-                                   f"profile: {listed([f['key'] for f in grouped])}"
-                            if status == "fail" else
-                            f"{plural(len(grouped), 'setting')} "
-                            f"{'warns' if len(grouped) == 1 else 'warn'} against the {profile} "
-                            f"profile: {listed([f['key'] for f in grouped])}", plan))
+            out.append(_group_line(status, level, grouped, profile, plan))
+    return out + _unread_or_passed(findings, profile)
+
+
+def _unread_or_passed(findings: Sequence[Mapping[str, Any]], profile: str) -> list[Line]:
+    """The settings not read or judged; "all pass" when none fails or warns."""
+    out = []
     unknown = [f["key"] for f in findings if f["status"] == "unknown"]
     if unknown:
         out.append(Line(Level.NOTE, f"{plural(len(unknown), 'setting')} could not be read or "

@@ -159,6 +159,45 @@ def _brightness(values: list[float], field: str) -> tuple[float, float, bool]:
     return min(min(values), med / 2), max(values), True
 
 
+def _missing_cell(x: int, y: int, a: str, b: str) -> str:
+    return (f'<rect x="{x}" y="{y}" width="{CELL}" height="{CELL}" fill="#d9d9d9"><title>'
+            f"{esc(a)} - {esc(b)}: not measured</title></rect>")
+
+
+def _cell(x: int, y: int, v: float, frac: float, edge: bool, tip: str, key: str,
+          shown: str) -> list[str]:
+    """A measured cell: its colour (frac 0..1 of the scale), a red edge for a slow link,
+    the value as stored and where (data-value, data-key), and the figure written in it."""
+    stroke = ' stroke="#c0392b" stroke-width="3"' if edge else ""
+    ink = "#fff" if frac < 0.5 else "#000"  # (a style: the page's CSS sets fill)
+    return [f'<rect x="{x}" y="{y}" width="{CELL}" height="{CELL}" '
+            f'fill="{_colour(frac)}"{stroke} data-value="{v!r}" data-key="{key}">'
+            f"<title>{esc(tip)}</title></rect>",
+            f'<text x="{x + CELL / 2}" y="{y + CELL / 2 + 4}" text-anchor="middle" '
+            f'style="fill:{ink}">{esc(shown)}</text>']
+
+
+def _node_labels(nodes: list[str], slow_nodes: set[str]) -> list[str]:
+    """Each node's name left of its row and slanted under its column (a slow node red)."""
+    out = []
+    n = len(nodes)
+    for k, node in enumerate(nodes):
+        colour = ' style="fill:#c0392b;font-weight:bold"' if node in slow_nodes else ""
+        short = node if len(node) <= 14 else node[:13] + "…"
+        out.append(f'<text class="tick" x="{LABEL_W - 6}" y="{TOP + k * CELL + CELL / 2 + 4}" '
+                   f'text-anchor="end"{colour}>{esc(short)}</text>')
+        cx, cy = LABEL_W + k * CELL + CELL / 2, TOP + n * CELL + 8
+        out.append(f'<text class="tick" x="{cx}" y="{cy}" text-anchor="end" '
+                   f'transform="rotate(-45 {cx} {cy})"{colour}>{esc(short)}</text>')
+    return out
+
+
+def _fraction(v: float, lo: float, hi: float, bright_high: bool) -> float:
+    """Where v sits on the colour scale (0..1; bright for the better end)."""
+    frac = (v - lo) / (hi - lo) if hi > lo else 0.5
+    return frac if bright_high else 1 - frac
+
+
 def heatmap(found: dict[str, Any], field: str, i: int, title: str, scale: float,
             unit: str) -> Markup:
     """The node x node matrix of ``field`` as an SVG heat map (see the module's doc)."""
@@ -179,31 +218,14 @@ def heatmap(found: dict[str, Any], field: str, i: int, title: str, scale: float,
         for c in range(n):
             x, y, v = LABEL_W + c * CELL, TOP + r * CELL, m[r][c]
             if v is None:
-                out.append(f'<rect x="{x}" y="{y}" width="{CELL}" height="{CELL}" '
-                           f'fill="#d9d9d9"><title>{esc(nodes[r])} - {esc(nodes[c])}: not '
-                           "measured</title></rect>")
+                out.append(_missing_cell(x, y, nodes[r], nodes[c]))
                 continue
-            frac = (v - lo) / (hi - lo) if hi > lo else 0.5
-            frac = frac if bright_high else 1 - frac
             edge = (nodes[r], nodes[c]) in slow or (nodes[c], nodes[r]) in slow
-            stroke = ' stroke="#c0392b" stroke-width="3"' if edge else ""
-            tip = f"{nodes[r]} - {nodes[c]}: {_g(v * scale)} {unit}"
-            out.append(f'<rect x="{x}" y="{y}" width="{CELL}" height="{CELL}" '
-                       f'fill="{_colour(frac)}"{stroke} data-value="{v!r}" '
-                       f'data-key="body.series.{i}.findings.matrix.{field}.{r}.{c}">'
-                       f"<title>{esc(tip)}</title></rect>")
-            ink = "#fff" if frac < 0.5 else "#000"  # (a style: the page's CSS sets fill)
-            out.append(f'<text x="{x + CELL / 2}" y="{y + CELL / 2 + 4}" text-anchor="middle" '
-                       f'style="fill:{ink}">{esc(_g(v * scale))}</text>')
-    slow_nodes = {s["node"] for s in found["slow_nodes"] if s["metric"] == metric}
-    for k, node in enumerate(nodes):
-        colour = ' style="fill:#c0392b;font-weight:bold"' if node in slow_nodes else ""
-        short = node if len(node) <= 14 else node[:13] + "…"
-        out.append(f'<text class="tick" x="{LABEL_W - 6}" y="{TOP + k * CELL + CELL / 2 + 4}" '
-                   f'text-anchor="end"{colour}>{esc(short)}</text>')
-        cx, cy = LABEL_W + k * CELL + CELL / 2, TOP + n * CELL + 8
-        out.append(f'<text class="tick" x="{cx}" y="{cy}" text-anchor="end" '
-                   f'transform="rotate(-45 {cx} {cy})"{colour}>{esc(short)}</text>')
+            out += _cell(x, y, v, _fraction(v, lo, hi, bright_high), edge,
+                         f"{nodes[r]} - {nodes[c]}: {_g(v * scale)} {unit}",
+                         f"body.series.{i}.findings.matrix.{field}.{r}.{c}", _g(v * scale))
+    out += _node_labels(nodes, {s["node"] for s in found["slow_nodes"]
+                                if s["metric"] == metric})
     out.append(f'<text class="title" x="{width / 2:.0f}" y="18" text-anchor="middle">'
                f"{esc(title)}</text></svg>")
     return Markup("".join(out))

@@ -225,6 +225,11 @@ def _end(end: dict[str, Any]) -> str | None:
 # --------------------------------------------------------------------------- graphs
 
 
+def _edge(rows: list[SizeResult], statistic: str) -> list[float]:
+    """One edge of the band (min or p90) per size; 0 where a size has none."""
+    return [s.time_us.get(statistic) or 0.0 for s in rows]
+
+
 class _Data:
     """The plotted arrays of a run (sizes with a positive time), in plot units."""
 
@@ -237,8 +242,7 @@ class _Data:
         top = max(self.bps, default=0.0)
         self.unit, self.scale = ("Gbit/s", 1e9) if top >= GBIT_FROM_BPS else ("Mbit/s", 1e6)
         self.a = a
-        self.low = [s.time_us.get("min") or 0.0 for s in self.rows]  # the band's edges
-        self.high = [s.time_us.get("p90") or 0.0 for s in self.rows]
+        self.low, self.high = _edge(self.rows, "min"), _edge(self.rows, "p90")  # the band
         self.band = all(t > 0 for t in self.low + self.high)
         self.factor = [b * t for b, t in zip(self.bps, self.time, strict=True)]  # bit/s * us
         mode = run.parameters.get("mode")  # stream: a time per message, never a latency
