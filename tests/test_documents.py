@@ -224,3 +224,18 @@ def test_mypy_refuses_a_wrong_field_name_on_a_typed_body(tmp_path):
     errors = [line for line in res.stdout.splitlines() if ": error:" in line]
     assert res.returncode == 1 and len(errors) == 1, res.stdout
     assert 'probe.py:9: error: "Metric" has no attribute "meen"' in errors[0]
+
+
+@pytest.mark.parametrize("name", ["cluster-ring-v1-issue14.json", "cluster-pairs-v1-issue14.json",
+                                  "cluster-mbw-v1-issue14.json"])
+def test_a_cluster_mpi_body_read_typed_gives_back_the_stored_body(name):
+    """MpiRun reads every series of a ring, pairs or N-pairs document and body() gives the
+    stored body back unchanged."""
+    from beoperf.model.cluster_mpi import MpiRun
+
+    stored = model.load(FIXTURES / name)
+    run = MpiRun.from_document(stored)
+    assert run.body() == stored.body and run.series
+    assert [s.name() for s in run.series] == [
+        f"{s['ranks_per_node']} rank{'s' if s['ranks_per_node'] != 1 else ''} per node "
+        f"({s['np']} ranks)" for s in stored.body["series"]]
