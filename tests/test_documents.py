@@ -239,3 +239,16 @@ def test_a_cluster_mpi_body_read_typed_gives_back_the_stored_body(name):
     assert [s.name() for s in run.series] == [
         f"{s['ranks_per_node']} rank{'s' if s['ranks_per_node'] != 1 else ''} per node "
         f"({s['np']} ranks)" for s in stored.body["series"]]
+
+
+def test_a_scaling_body_read_typed_gives_back_the_stored_body():
+    """ScalingStudy reads every point, run, stopped metric and reference of a scaling
+    document and body() gives the stored body back, key for key in the stored order."""
+    from beoperf.model.cluster import ScalingStudy
+
+    stored = model.load(FIXTURES / "scaling-v1-issue14.json")
+    study = ScalingStudy.from_document(stored)
+    assert study.body() == stored.body and list(study.body()) == list(stored.body)
+    assert json.dumps(study.body()) == json.dumps(stored.body)
+    assert study.series_names() == list(dict.fromkeys(p["series"]
+                                                      for p in stored.body["points"]))

@@ -23,9 +23,11 @@ of the first column (the baseline) to each of the others.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 from typing import Any
 
 from beoperf.model import document, hpcc
+from beoperf.model.document import Document, DocumentError
 
 CLUSTER_KIND = "cluster"
 CLUSTER_VERSION = 1
@@ -108,6 +110,150 @@ def number(body: dict[str, Any], key: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
+
+
+# --------------------------------------------------------------------------- scaling, typed
+# beoperf.analysis.scaling builds these; the renderers read their fields.  body() gives
+# the stored body back, key for key and in the stored order.
+
+
+@dataclass
+class Summary:
+    """A figure over runs (or repeats): mean, sample standard deviation (None below two),
+    min, max, count."""
+
+    mean: float
+    stdev: float | None
+    min: float
+    max: float
+    n: int
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> Summary | None:
+        if d is None:
+            return None
+        return cls(mean=d["mean"], stdev=d["stdev"], min=d["min"], max=d["max"], n=d["n"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mean": self.mean, "stdev": self.stdev, "min": self.min, "max": self.max,
+                "n": self.n}
+
+
+@dataclass
+class ScalingPoint:
+    """One series and process count: the runs that passed and failed, every key's
+    statistics over the passed runs, speedup and efficiency against the series' base."""
+
+    series: str
+    np: int
+    ranks_per_node: int | None
+    nodes: int | None
+    runs: int
+    failed: int
+    metrics: dict[str, Summary]
+    speedup: dict[str, float | None] = field(default_factory=dict)
+    efficiency: dict[str, float | None] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ScalingPoint:
+        return cls(series=d["series"], np=d["np"], ranks_per_node=d["ranks_per_node"],
+                   nodes=d["nodes"], runs=d["runs"], failed=d["failed"],
+                   metrics={k: Summary(**v) for k, v in d["metrics"].items()},
+                   speedup=d["speedup"], efficiency=d["efficiency"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"series": self.series, "np": self.np, "ranks_per_node": self.ranks_per_node,
+                "nodes": self.nodes, "runs": self.runs, "failed": self.failed,
+                "metrics": {k: v.to_dict() for k, v in self.metrics.items()},
+                "speedup": self.speedup, "efficiency": self.efficiency}
+
+
+@dataclass
+class Stopped:
+    """Where a metric stopped scaling in a series, and why."""
+
+    metric: str
+    series: str
+    np: int
+    from_np: int
+    efficiency: float | None
+    gain: float | None
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+@dataclass
+class RunRow:
+    """A run of the study: its document, label, place and verdict."""
+
+    document: str | None
+    label: str
+    series: str
+    np: int
+    ranks_per_node: int | None
+    repeat: int | None
+    status: str
+    failures: list[str]
+    elapsed_s: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+@dataclass
+class ReferencePoint:
+    """A reference system's published figures at one process count."""
+
+    name: str
+    description: str
+    np: int | None
+    source: str
+    metrics: dict[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+@dataclass
+class ScalingStudy:
+    """A scaling document's body (see the module docstring)."""
+
+    label: str
+    runs: list[RunRow]
+    points: list[ScalingPoint]
+    units: dict[str, str]
+    roles: dict[str, str]
+    stopped_scaling: list[Stopped]
+    rules: dict[str, Any]  # step_gain, efficiency, statement
+    references: list[ReferencePoint]
+
+    def body(self) -> dict[str, Any]:
+        return {"label": self.label, "runs": [r.to_dict() for r in self.runs],
+                "points": [p.to_dict() for p in self.points], "units": self.units,
+                "roles": self.roles,
+                "stopped_scaling": [h.to_dict() for h in self.stopped_scaling],
+                "rules": self.rules, "references": [r.to_dict() for r in self.references]}
+
+    def to_document(self, meta: dict[str, Any]) -> Document:
+        return Document(SCALING_KIND, self.body(), meta)
+
+    @classmethod
+    def from_document(cls, doc: Document) -> ScalingStudy:
+        """The typed body of a (schema-valid) scaling document."""
+        if doc.kind != SCALING_KIND:
+            raise DocumentError(f"a beoperf {doc.kind} document, not a scaling study")
+        b = doc.body
+        return cls(label=b["label"], runs=[RunRow(**r) for r in b["runs"]],
+                   points=[ScalingPoint.from_dict(p) for p in b["points"]],
+                   units=b["units"], roles=b["roles"],
+                   stopped_scaling=[Stopped(**h) for h in b["stopped_scaling"]],
+                   rules=b["rules"], references=[ReferencePoint(**r) for r in b["references"]])
+
+    def series_names(self) -> list[str]:
+        """The series in the order their first point is stored."""
+        return list(dict.fromkeys(p.series for p in self.points))
 
 
 document.register(CLUSTER_KIND, CLUSTER_VERSION)

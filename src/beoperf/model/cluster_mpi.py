@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeGuard
 
 from beoperf.model import document
+from beoperf.model.cluster import Summary
 from beoperf.model.document import Document, DocumentError
 
 RING_KIND = "cluster-ring"
@@ -109,22 +110,6 @@ class Stat:
         if self.interval_note is None:
             del out["interval_note"]
         return out
-
-
-@dataclass
-class Summary:
-    """One HPCC figure over the repeats: mean, sample standard deviation (None below 2),
-    min, max, count."""
-
-    mean: float
-    stdev: float | None
-    min: float
-    max: float
-    n: int
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> Summary | None:
-        return None if d is None else cls(**{f.name: d[f.name] for f in fields(cls)})
 
 
 @dataclass
@@ -271,7 +256,7 @@ class Series:
         out = {k: getattr(self, k) for k in COMMON}
         if self.repeats is not None:
             out["repeats"] = [r.to_dict() for r in self.repeats]
-            out["summary"] = {k: None if v is None else vars(v).copy()
+            out["summary"] = {k: None if v is None else v.to_dict()
                               for k, v in (self.summary or {}).items()}
         if self.pairs is not None:
             out["pairs"] = [p.to_dict() for p in self.pairs]

@@ -20,6 +20,7 @@ from typing import Any
 from beoperf import units
 from beoperf.analysis import scaling
 from beoperf.model import hpcc
+from beoperf.model.cluster import ReferencePoint, ScalingPoint, ScalingStudy, Summary
 from beoperf.model.document import Document
 from beoperf.report import renderer
 from beoperf.report.answer import (
@@ -41,130 +42,119 @@ def num(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else units.format_in(value, "", digits)
 
 
-def cell(stat: dict[str, Any] | None) -> str:
+def cell(stat: Summary | None) -> str:
     """'0.01839 (0.00021)': mean (sample standard deviation); '-' when not measured."""
     if stat is None:
         return "-"
-    spread = f" ({num(stat['stdev'], 2)})" if stat["stdev"] is not None else ""
-    return num(stat["mean"]) + spread
+    spread = f" ({num(stat.stdev, 2)})" if stat.stdev is not None else ""
+    return num(stat.mean) + spread
 
 
-def _series(body: dict[str, Any]) -> list[str]:
-    names: list[str] = []
-    for point in body["points"]:
-        if point["series"] not in names:
-            names.append(point["series"])
-    return names
-
-
-def _keys(body: dict[str, Any], all_keys: bool) -> list[str]:
-    present = {k for p in body["points"] for k in p["metrics"]}
+def _keys(study: ScalingStudy, all_keys: bool) -> list[str]:
+    present = {k for p in study.points for k in p.metrics}
     if all_keys:
         ordered = [k for k in hpcc.KEYS if k in present]
         return ordered + sorted(present - set(ordered))
     return [k for k in hpcc.performance_keys() if k in present]
 
 
-def _heading(point: dict[str, Any]) -> str:
-    where = f", {point['nodes']} node{'s' if point['nodes'] != 1 else ''}" \
-        if point["nodes"] else ""
-    return f"np {point['np']}{where}"
+def _heading(point: ScalingPoint) -> str:
+    where = f", {point.nodes} node{'s' if point.nodes != 1 else ''}" if point.nodes else ""
+    return f"np {point.np}{where}"
 
 
-def means_table(body: dict[str, Any], series: str, all_keys: bool) -> Table:
-    points = [p for p in body["points"] if p["series"] == series]
+def means_table(study: ScalingStudy, series: str, all_keys: bool) -> Table:
+    points = [p for p in study.points if p.series == series]
     header = ["metric", "unit", *(_heading(p) for p in points)]
-    rows = [["runs passed", "", *(f"{p['runs']} of {p['runs'] + p['failed']}"
-                                  for p in points)]]
-    for key in _keys(body, all_keys):
-        rows.append([hpcc.short_name(key), body["units"].get(key, ""),
-                     *(cell(p["metrics"].get(key)) for p in points)])
+    rows = [["runs passed", "", *(f"{p.runs} of {p.runs + p.failed}" for p in points)]]
+    for key in _keys(study, all_keys):
+        rows.append([hpcc.short_name(key), study.units.get(key, ""),
+                     *(cell(p.metrics.get(key)) for p in points)])
     return header, rows, set(range(2, len(header)))
 
 
-def _efficiency_cell(point: dict[str, Any], key: str) -> str:
-    eff = point["efficiency"].get(key)
+def _efficiency_cell(point: ScalingPoint, key: str) -> str:
+    eff = point.efficiency.get(key)
     if eff is None:
         return "-"
-    speedup = point["speedup"].get(key)
+    speedup = point.speedup.get(key)
     return num(eff, 3) + (f" (x{num(speedup, 3)})" if speedup is not None else "")
 
 
-def efficiency_table(body: dict[str, Any], series: str) -> Table | None:
-    points = [p for p in body["points"] if p["series"] == series and p["runs"] > 0]
+def efficiency_table(study: ScalingStudy, series: str) -> Table | None:
+    points = scaling.chain_of(study.points, series)
     if len(points) < 2:
         return None
-    header = ["metric", "role", "against", *(f"np {p['np']}" for p in points[1:])]
+    header = ["metric", "role", "against", *(f"np {p.np}" for p in points[1:])]
     rows = []
-    for key in _keys(body, False):
+    for key in _keys(study, False):
         base = scaling.base_point(points, key)
         if base is None or base is points[-1]:
             continue
-        rows.append([hpcc.short_name(key), hpcc.info(key).role, f"np {base['np']}",
-                     *(_efficiency_cell(p, key) if p["np"] > base["np"] else ""
+        rows.append([hpcc.short_name(key), hpcc.info(key).role, f"np {base.np}",
+                     *(_efficiency_cell(p, key) if p.np > base.np else ""
                        for p in points[1:])])
     return header, rows, set(range(3, len(header)))
 
 
-def stopped_lines(body: dict[str, Any]) -> list[str]:
-    hits = body["stopped_scaling"]
+def stopped_lines(study: ScalingStudy) -> list[str]:
+    hits = study.stopped_scaling
     if not hits:
-        return ["Stopped scaling: none of the metrics (" + body["rules"]["statement"] + ")."]
-    lines = ["Stopped scaling (" + body["rules"]["statement"] + "):"]
+        return ["Stopped scaling: none of the metrics (" + study.rules["statement"] + ")."]
+    lines = ["Stopped scaling (" + study.rules["statement"] + "):"]
     for hit in hits:
-        lines.append(f"  {hit['series']}: {hpcc.short_name(hit['metric'])} at np {hit['np']}"
-                     f": {hit['why']}")
+        lines.append(f"  {hit.series}: {hpcc.short_name(hit.metric)} at np {hit.np}"
+                     f": {hit.why}")
     return lines
 
 
-def failed_lines(body: dict[str, Any]) -> list[str]:
-    failed = [r for r in body["runs"] if r["status"] != "ok"]
+def failed_lines(study: ScalingStudy) -> list[str]:
+    failed = [r for r in study.runs if r.status != "ok"]
     if not failed:
         return []
     lines = [f"Left out of the statistics ({len(failed)} run"
              f"{'s' if len(failed) != 1 else ''}):"]
-    lines += [f"  {r['label']}: {'; '.join(r['failures'])}" for r in failed]
+    lines += [f"  {r.label}: {'; '.join(r.failures)}" for r in failed]
     return lines
 
 
-def reference_table(body: dict[str, Any], all_keys: bool = False) -> Table | None:
+def _reference_row(key: str, study: ScalingStudy, mine: Summary | None,
+                   refs: list[ReferencePoint]) -> list[str]:
+    row = [hpcc.short_name(key), study.units.get(key, ""), cell(mine)]
+    for ref in refs:
+        theirs = ref.metrics.get(key)
+        row += [num(theirs), num(scaling.ratio(mine.mean if mine else None, theirs), 3)]
+    return row
+
+
+def reference_table(study: ScalingStudy, all_keys: bool = False) -> Table | None:
     """This study's largest count beside each reference system (its point at the same
     count if it has one, else its largest), with the ratio this / reference."""
-    ours = scaling.largest_point(body)
-    names = scaling.reference_names(body["references"])
+    ours = scaling.largest_point(study)
+    names = scaling.reference_names(study.references)
     if ours is None or not names:
         return None
-    refs = [scaling.nearest_reference(body["references"], n, ours["np"]) for n in names]
-    header = ["metric", "unit", f"this run (np {ours['np']})"]
+    refs = [r for n in names if (r := scaling.nearest_reference(study.references, n, ours.np))]
+    header = ["metric", "unit", f"this run (np {ours.np})"]
     for ref in refs:
-        assert ref is not None
-        header += [f"{ref['name']} (np {ref['np']})" if ref["np"] else ref["name"], "ratio"]
-    rows = []
-    for key in _keys(body, all_keys):
-        if not any(key in r["metrics"] for r in refs if r):
-            continue
-        mine = ours["metrics"].get(key)
-        row = [hpcc.short_name(key), body["units"].get(key, ""), cell(mine)]
-        for ref in refs:
-            theirs = ref["metrics"].get(key) if ref else None
-            value = scaling.ratio(mine["mean"] if mine else None, theirs)
-            row += [num(theirs), num(value, 3)]
-        rows.append(row)
+        header += [f"{ref.name} (np {ref.np})" if ref.np else ref.name, "ratio"]
+    rows = [_reference_row(key, study, ours.metrics.get(key), refs)
+            for key in _keys(study, all_keys) if any(key in r.metrics for r in refs)]
     return header, rows, set(range(2, len(header)))
 
 
 def _sections(doc: Document, all_keys: bool, draw: Callable[[Table], list[str]],
               title: Callable[[str], str],
               answer_lines: Callable[[list[Line]], list[str]]) -> list[str]:
-    b = doc.body
-    passed = sum(1 for r in b["runs"] if r["status"] == "ok")
-    out = [title(f"HPC Challenge scaling study: {b['label']}"), "",
-           f"{len(b['runs'])} runs: {passed} passed, {len(b['runs']) - passed} failed "
+    b = ScalingStudy.from_document(doc)
+    passed = sum(1 for r in b.runs if r.status == "ok")
+    out = [title(f"HPC Challenge scaling study: {b.label}"), "",
+           f"{len(b.runs)} runs: {passed} passed, {len(b.runs) - passed} failed "
            "(a failed run is left out of the statistics). Cells: mean (sample standard "
            "deviation) over the runs that passed, in HPCC's units (GB/s = 10^9 B/s, "
            "GUP/s = 10^9 updates/s).", ""]
     out += answer_lines(lines_of(doc))
-    for series in _series(b):
+    for series in b.series_names():
         out += [title(f"Series: {series}"), "", *draw(means_table(b, series, all_keys)), ""]
         eff = efficiency_table(b, series)
         if eff is not None:
@@ -203,12 +193,13 @@ def scaling_csv(doc: Document, **_options: Any) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_FIELDS)
-    for p in doc.body["points"]:
-        for key, st in p["metrics"].items():
-            writer.writerow([p["series"], p["np"], p["ranks_per_node"], p["nodes"], key,
-                             doc.body["units"].get(key, ""), hpcc.info(key).role,
-                             st["mean"], st["stdev"], st["min"], st["max"], st["n"],
-                             p["speedup"].get(key), p["efficiency"].get(key)])
+    study = ScalingStudy.from_document(doc)
+    for p in study.points:
+        for key, st in p.metrics.items():
+            writer.writerow([p.series, p.np, p.ranks_per_node, p.nodes, key,
+                             study.units.get(key, ""), hpcc.info(key).role,
+                             st.mean, st.stdev, st.min, st.max, st.n,
+                             p.speedup.get(key), p.efficiency.get(key)])
     return out.getvalue()
 
 
@@ -361,24 +352,24 @@ def run_answer(doc: Document) -> list[Line]:
 def scaling_answer(doc: Document) -> list[Line]:
     """The runs that failed (left out of the statistics), one line; each metric that
     stopped scaling."""
-    b = doc.body
-    failed = [r for r in b["runs"] if r["status"] != "ok"]
+    b = ScalingStudy.from_document(doc)
+    failed = [r for r in b.runs if r.status != "ok"]
     out = []
     if failed:
-        why = listed([f"{r['label']} ({'; '.join(r['failures']) or 'no reason'})"
+        why = listed([f"{r.label} ({'; '.join(r.failures) or 'no reason'})"
                       for r in failed], 4)
-        out.append(Line(Level.FAIL, f"{len(failed)} of {plural(len(b['runs']), 'run')} "
+        out.append(Line(Level.FAIL, f"{len(failed)} of {plural(len(b.runs), 'run')} "
                                     f"failed and are left out of the statistics: {why}",
                         "each run's output file says more"))
-    for series in dict.fromkeys(h["series"] for h in b["stopped_scaling"]):
-        hits = [h for h in b["stopped_scaling"] if h["series"] == series]
-        named = [f"{hpcc.short_name(h['metric'])} at np {h['np']}"
-                 + (f" ({h['why']})" if len(hits) <= 2 else "") for h in hits]
+    for series in dict.fromkeys(h.series for h in b.stopped_scaling):
+        hits = [h for h in b.stopped_scaling if h.series == series]
+        named = [f"{hpcc.short_name(h.metric)} at np {h.np}"
+                 + (f" ({h.why})" if len(hits) <= 2 else "") for h in hits]
         out.append(Line(Level.WARN, f"{series}: {plural(len(hits), 'metric')} stopped "
                                     f"scaling: {listed(named, 8)}",
                         "the list under Stopped scaling says by how much"))
     if not out:
-        out.append(Line(Level.OK, f"all {plural(len(b['runs']), 'run')} passed; no metric "
+        out.append(Line(Level.OK, f"all {plural(len(b.runs), 'run')} passed; no metric "
                                   "stopped scaling"))
     return out
 

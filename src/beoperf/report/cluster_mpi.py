@@ -19,7 +19,8 @@ from typing import Any
 
 from beoperf import units
 from beoperf.analysis.cluster_mpi import HPCC_KEYS, named, ratio, summary
-from beoperf.model.cluster_mpi import MpiRun, Series, Stat, Summary
+from beoperf.model.cluster import Summary
+from beoperf.model.cluster_mpi import MpiRun, Series, Stat
 from beoperf.model.document import Document
 from beoperf.report import renderer
 from beoperf.report.answer import (

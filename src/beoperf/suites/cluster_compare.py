@@ -76,13 +76,12 @@ def _doc_column(doc: Document, source: str) -> Column:
         return Column(b["label"], b["np"] or None, "run", source,
                       1 if b["status"] == "ok" else 0, values, {})
     if doc.kind == "scaling":
-        point = largest_point(b)
+        point = largest_point(cluster.ScalingStudy.from_document(doc))
         if point is None:
             raise errors.InputError(f"{source}: no run of this study passed")
-        return Column(f"{b['label']} (np {point['np']})", point["np"], "run", source,
-                      point["runs"], {k: s["mean"] for k, s in point["metrics"].items()},
-                      {k: s["stdev"] for k, s in point["metrics"].items()
-                       if s["stdev"] is not None})
+        return Column(f"{b['label']} (np {point.np})", point.np, "run", source,
+                      point.runs, {k: s.mean for k, s in point.metrics.items()},
+                      {k: s.stdev for k, s in point.metrics.items() if s.stdev is not None})
     raise errors.InputError(f"{source}: a {doc.kind} document; compare HPCC results with "
                             "HPCC results")
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from beoperf import units
 from beoperf.analysis.cluster_mpi import HPCC_KEYS, named, ratio
-from beoperf.model.cluster_mpi import MpiRun, Series, Stat, Summary
+from beoperf.model.cluster import Summary
+from beoperf.model.cluster_mpi import MpiRun, Series, Stat
 from beoperf.model.document import Document
 from beoperf.report import renderer
 from beoperf.report.cluster_mpi import FIGURE_NAMES, median_summary, series_name
