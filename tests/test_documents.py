@@ -252,3 +252,15 @@ def test_a_scaling_body_read_typed_gives_back_the_stored_body():
     assert json.dumps(study.body()) == json.dumps(stored.body)
     assert study.series_names() == list(dict.fromkeys(p["series"]
                                                       for p in stored.body["points"]))
+
+
+@pytest.mark.parametrize("name, kind", [("node-fleet-v1-issue13.json", "NodeFleet"),
+                                        ("node-comparison-v1-issue13.json", "NodeComparison")])
+def test_a_node_fleet_or_comparison_read_typed_gives_back_the_stored_body(name, kind):
+    from beoperf.model import node
+
+    stored = model.load(FIXTURES / name)
+    typed = getattr(node, kind).from_document(stored)
+    assert typed.body() == stored.body
+    with pytest.raises(DocumentError, match="not"):
+        getattr(node, kind).from_document(Document("node", {}, {}))

@@ -321,3 +321,96 @@ def _comparison_v1_to_v2(doc: dict) -> dict:
 
 
 document.register(COMPARISON_KIND, COMPARISON_VERSION, upgrades={1: _comparison_v1_to_v2})
+
+
+# --------------------------------------------------------------------------- fleets, typed
+
+
+@dataclass
+class FleetMetric:
+    """One metric across a fleet: each node's figure, the fleet's median and MAD, the
+    scale of z, each node's z and the outlier nodes (lowest first)."""
+
+    id: str
+    unit: str
+    values: dict[str, float]
+    median: float
+    mad: float
+    scale: float
+    z: dict[str, float]
+    outliers: list[str]
+
+
+@dataclass
+class NodeFleet:
+    """A node-fleet document's body: who was asked and answered, why others did not,
+    each metric across the nodes, the outlier nodes and each node's conditions."""
+
+    nodes: str
+    answered: str
+    no_answer: dict[str, str]  # reason -> nodes
+    other_version: dict[str, str]  # version -> nodes
+    method: dict[str, Any]  # threshold, mad_floor, statement
+    metrics: list[FleetMetric]
+    outliers: dict[str, list[str]]  # node -> the metrics it is an outlier in
+    conditions: dict[str, dict[str, Any]]  # node -> cpu_model cores_used memory ...
+
+    def body(self) -> dict[str, Any]:
+        return {"nodes": self.nodes, "answered": self.answered, "no_answer": self.no_answer,
+                "other_version": self.other_version, "method": self.method,
+                "metrics": [vars(m).copy() for m in self.metrics],
+                "outliers": self.outliers, "conditions": self.conditions}
+
+    @classmethod
+    def from_document(cls, doc: Document) -> NodeFleet:
+        if doc.kind != FLEET_KIND:
+            raise DocumentError(f"a beoperf {doc.kind} document, not a node fleet")
+        b = doc.body
+        return cls(nodes=b["nodes"], answered=b["answered"], no_answer=b["no_answer"],
+                   other_version=b["other_version"], method=b["method"],
+                   metrics=[FleetMetric(**{k: m[k] for k in FLEET_METRIC_FIELDS})
+                            for m in b["metrics"]],
+                   outliers=b["outliers"], conditions=b["conditions"])
+
+
+FLEET_METRIC_FIELDS = ("id", "unit", "values", "median", "mad", "scale", "z", "outliers")
+
+
+@dataclass
+class ComparisonRow:
+    """One metric of node runs compared: each configuration's mean, its change against
+    the baseline in %, the interval of the change and the verdict (None for the
+    baseline's own column; "missing" where a configuration lacks the metric)."""
+
+    id: str
+    unit: str
+    means: list[float | None]
+    changes: list[float | None]
+    intervals: list[list[float] | None]
+    verdicts: list[str | None]
+
+
+@dataclass
+class NodeComparison:
+    """A node-comparison document's body (version 2)."""
+
+    baseline: str
+    labels: list[str]
+    runs: list[int]  # runs per label
+    margin: float
+    test: dict[str, Any]  # name, statement ...
+    rows: list[ComparisonRow]
+
+    def body(self) -> dict[str, Any]:
+        return {"baseline": self.baseline, "labels": self.labels, "runs": self.runs,
+                "margin": self.margin, "test": self.test,
+                "rows": [vars(r).copy() for r in self.rows]}
+
+    @classmethod
+    def from_document(cls, doc: Document) -> NodeComparison:
+        if doc.kind != COMPARISON_KIND:
+            raise DocumentError(f"a beoperf {doc.kind} document, not node runs compared")
+        b = doc.body
+        return cls(baseline=b["baseline"], labels=b["labels"], runs=b["runs"],
+                   margin=b["margin"], test=b["test"],
+                   rows=[ComparisonRow(**r) for r in b["rows"]])

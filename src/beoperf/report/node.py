@@ -20,7 +20,7 @@ from beoperf import units
 from beoperf.analysis.effect import WIDE
 from beoperf.analysis.node import describe_test
 from beoperf.model.document import Document
-from beoperf.model.node import IoDir, Metric, NodeRun
+from beoperf.model.node import FleetMetric, IoDir, Metric, NodeComparison, NodeFleet, NodeRun
 from beoperf.report import renderer
 from beoperf.report.answer import Level, Line, answer, lines_of, listed, plural, text_block
 from beoperf.report.compare import _aligned as aligned
@@ -303,46 +303,51 @@ def csv_text(doc: Document, **_options: Any) -> str:
 # --------------------------------------------------------------------------- fleets
 
 
-def fleet_lines(body: Mapping[str, Any]) -> list[str]:
+def _outlier_lines(fleet: NodeFleet) -> list[str]:
+    if not fleet.outliers:
+        return ["outlier nodes: none"]
+    lines = [f"outlier nodes: {', '.join(printable(n) for n in fleet.outliers)}"]
+    for node, ids in fleet.outliers.items():
+        lines.append(f"  {printable(node)}: {len(ids)} metric(s): "
+                     + ", ".join(printable(i) for i in ids[:8])
+                     + (" ..." if len(ids) > 8 else ""))
+    return lines
+
+
+def _fleet_row(m: FleetMetric) -> list[str]:
+    values = m.values
+    low = min(values, key=lambda n: values[n])
+    high = max(values, key=lambda n: values[n])
+    return [printable(m.id), m.unit, _f(m.median), _f(m.mad, 2),
+            f"{_f(values[low])} {printable(low)}", f"{_f(values[high])} {printable(high)}",
+            ", ".join(f"{printable(n)} ({m.z[n]:+.1f})" for n in m.outliers) or "-"]
+
+
+def fleet_lines(fleet: NodeFleet) -> list[str]:
     lines = [f"did not answer: {ns} ({printable(reason)})"
-             for reason, ns in body["no_answer"].items()]
+             for reason, ns in fleet.no_answer.items()]
     lines += [f"another beoperf version, not used: {ns} (beoperf {printable(v)})"
-              for v, ns in body["other_version"].items()]
-    lines.append(f"answered: {body['answered'] or '-'}")
-    outliers = body["outliers"]
-    if outliers:
-        lines.append(f"outlier nodes: {', '.join(printable(n) for n in outliers)}")
-        for node, ids in outliers.items():
-            lines.append(f"  {printable(node)}: {len(ids)} metric(s): "
-                         + ", ".join(printable(i) for i in ids[:8])
-                         + (" ..." if len(ids) > 8 else ""))
-    else:
-        lines.append("outlier nodes: none")
+              for v, ns in fleet.other_version.items()]
+    lines.append(f"answered: {fleet.answered or '-'}")
+    lines += _outlier_lines(fleet)
     head = ["metric", "unit", "median", "MAD", "lowest", "highest", "outliers (z)"]
-    rows = []
-    for m in body["metrics"]:
-        values = m["values"]
-        low = min(values, key=values.get)
-        high = max(values, key=values.get)
-        rows.append([printable(m["id"]), m["unit"], _f(m["median"]), _f(m["mad"], 2),
-                     f"{_f(values[low])} {printable(low)}", f"{_f(values[high])} {printable(high)}",
-                     ", ".join(f"{printable(n)} ({m['z'][n]:+.1f})" for n in m["outliers"])
-                     or "-"])
-    return [*lines, "", *aligned(head, rows, {2, 3}), "", body["method"]["statement"]]
+    rows = [_fleet_row(m) for m in fleet.metrics]
+    return [*lines, "", *aligned(head, rows, {2, 3}), "", fleet.method["statement"]]
 
 
 @renderer("node-fleet", "text")
 def fleet_text(doc: Document, **_options: Any) -> str:
     top = text_block(lines_of(doc))
-    return "\n".join([*top, *([""] if top else []), *fleet_lines(doc.body)]) + "\n"
+    return "\n".join([*top, *([""] if top else []),
+                      *fleet_lines(NodeFleet.from_document(doc))]) + "\n"
 
 
 # --------------------------------------------------------------------------- comparing
 
 
-def _label(body: Mapping[str, Any], i: int) -> str:
-    runs = (body.get("runs") or [])[i] if i < len(body.get("runs") or []) else 1
-    return printable(body["labels"][i]) + (f" ({runs} runs)" if runs > 1 else "")
+def _label(c: NodeComparison, i: int) -> str:
+    runs = c.runs[i] if i < len(c.runs) else 1
+    return printable(c.labels[i]) + (f" ({runs} runs)" if runs > 1 else "")
 
 
 def change_text(change: float | None, interval: Sequence[float] | None) -> str:
@@ -361,20 +366,20 @@ def interval_cell(interval: Sequence[float]) -> str:
     return f"[{interval[0]:+.1f}, {interval[1]:+.1f}]"
 
 
-def comparison_rows(body: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    labels = body["labels"]
-    base = labels.index(body["baseline"])
+def comparison_rows(c: NodeComparison) -> tuple[list[str], list[list[str]]]:
+    labels = c.labels
+    base = labels.index(c.baseline)
     head = ["metric", "unit"]
     for i in range(len(labels)):
-        head += [_label(body, i)] if i == base else [_label(body, i), "change", "verdict"]
+        head += [_label(c, i)] if i == base else [_label(c, i), "change", "verdict"]
     rows = []
-    for r in body["rows"]:
-        row = [printable(r["id"]), r["unit"]]
-        intervals = r.get("intervals") or [None] * len(labels)
+    for r in c.rows:
+        row = [printable(r.id), r.unit]
+        intervals = r.intervals or [None] * len(labels)
         for i in range(len(labels)):
-            row.append(_f(r["means"][i]))
+            row.append(_f(r.means[i]))
             if i != base:
-                row += [change_text(r["changes"][i], intervals[i]), r["verdicts"][i] or "-"]
+                row += [change_text(r.changes[i], intervals[i]), r.verdicts[i] or "-"]
         rows.append(row)
     return head, rows
 
@@ -387,17 +392,17 @@ LEVELS = (("worse", Level.WARN, "slower"), ("cannot tell", Level.IMPRECISE, "can
 def comparison_answer(doc: Document) -> list[Line]:
     """Per configuration: the metrics worse (WARN), those that cannot be told (IMPRECISE)
     and those better (OK) than the baseline."""
-    b = doc.body
+    b = NodeComparison.from_document(doc)
     out = []
-    for i, label in enumerate(b["labels"]):
-        if label == b["baseline"]:
+    for i, label in enumerate(b.labels):
+        if label == b.baseline:
             continue
         for verdict, level, word in LEVELS:
-            ids = [r["id"] for r in b["rows"] if r["verdicts"][i] == verdict]
+            ids = [r.id for r in b.rows if r.verdicts[i] == verdict]
             if ids:
                 todo = ("repeat each configuration (files given one --label are its runs)"
                         if level == Level.IMPRECISE else "")
-                out.append(Line(level, f"{printable(label)} vs {printable(b['baseline'])}: "
+                out.append(Line(level, f"{printable(label)} vs {printable(b.baseline)}: "
                                        f"{plural(len(ids), 'metric')} {word}: {listed(ids)}",
                                 todo))
     return out
@@ -405,13 +410,14 @@ def comparison_answer(doc: Document) -> list[Line]:
 
 @renderer("node-comparison", "table")
 def comparison_table(doc: Document, **_options: Any) -> str:
-    head, rows = comparison_rows(doc.body)
+    c = NodeComparison.from_document(doc)
+    head, rows = comparison_rows(c)
     numeric = {i for i, h in enumerate(head) if i >= 2 and h != "verdict"}
     first = text_block(lines_of(doc))
     return "\n".join([*first, *([""] if first else []), *aligned(head, rows, numeric), "",
-                      f"Baseline: {printable(doc.body['baseline'])}; change of the mean and "
+                      f"Baseline: {printable(c.baseline)}; change of the mean and "
                       "its interval, + = faster (every figure is a rate).",
-                      doc.body["test"]["statement"]]) + "\n"
+                      c.test["statement"]]) + "\n"
 
 
 @renderer("node-comparison", "text")
@@ -421,18 +427,19 @@ def comparison_text(doc: Document, **options: Any) -> str:
 
 @renderer("node-comparison", "markdown")
 def comparison_markdown(doc: Document, **_options: Any) -> str:
-    head, rows = comparison_rows(doc.body)
+    c = NodeComparison.from_document(doc)
+    head, rows = comparison_rows(c)
 
     def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
     return "\n".join([line(head), line(["---"] * len(head)), *(line(r) for r in rows), "",
-                      doc.body["test"]["statement"]]) + "\n"
+                      c.test["statement"]]) + "\n"
 
 
 @renderer("node-comparison", "csv")
 def comparison_csv(doc: Document, **_options: Any) -> str:
-    head, rows = comparison_rows(doc.body)
+    head, rows = comparison_rows(NodeComparison.from_document(doc))
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(head)
@@ -503,19 +510,19 @@ def node_answer(doc: Document) -> list[Line]:
 def fleet_answer(doc: Document) -> list[Line]:
     """Nodes that did not answer or run another beoperf, and the outlier nodes (each with
     how many figures and which)."""
-    b = doc.body
+    b = NodeFleet.from_document(doc)
     out = [Line(Level.FAIL, f"did not answer: {printable(ns)} ({printable(reason)})",
                 "check that beoperf runs there over ssh, then run again")
-           for reason, ns in b["no_answer"].items()]
+           for reason, ns in b.no_answer.items()]
     out += [Line(Level.WARN, f"another beoperf version, not used: {printable(ns)} (beoperf "
                              f"{printable(v)})", "install the same beoperf on every node")
-            for v, ns in b["other_version"].items()]
+            for v, ns in b.other_version.items()]
     out += [Line(Level.WARN, f"outlier node {printable(node)}: {plural(len(ids), 'figure')} "
                              "apart from the other nodes "
                              f"({listed([printable(i) for i in ids], 4)})",
                  f"beoperf node on {printable(node)} beside a normal node (and beoperf audit)")
-            for node, ids in b["outliers"].items()]
+            for node, ids in b.outliers.items()]
     if not out:
-        out.append(Line(Level.OK, f"{b['answered'] or 'no node'} answered; no outlier node in "
-                                  f"{plural(len(b['metrics']), 'figure')}"))
+        out.append(Line(Level.OK, f"{b.answered or 'no node'} answered; no outlier node in "
+                                  f"{plural(len(b.metrics), 'figure')}"))
     return out

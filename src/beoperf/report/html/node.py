@@ -21,7 +21,17 @@ from typing import Any
 
 from beoperf import units
 from beoperf.model.document import Document
-from beoperf.model.node import Drop, IoDir, IoPart, Metric, NodeRun
+from beoperf.model.node import (
+    ComparisonRow,
+    Drop,
+    FleetMetric,
+    IoDir,
+    IoPart,
+    Metric,
+    NodeComparison,
+    NodeFleet,
+    NodeRun,
+)
 from beoperf.report import node as text
 from beoperf.report import renderer
 from beoperf.report.html import svg
@@ -570,7 +580,7 @@ def section(doc: Document, **_options: Any) -> str:
 
 @renderer("node-fleet", "title")
 def fleet_title(doc: Document, **_options: Any) -> str:
-    return f"Node suite on {doc.body['nodes']}"
+    return f"Node suite on {NodeFleet.from_document(doc).nodes}"
 
 
 def _node_key(key: str, node: str) -> str | None:
@@ -579,91 +589,92 @@ def _node_key(key: str, node: str) -> str | None:
     return None if "." in node else f"{key}.{node}"
 
 
-def _fleet_nodes(b: Mapping[str, Any]) -> Markup:
-    conditions = b.get("conditions") or {}
-    rows, classes = [], []
-    for node, c in conditions.items():
-        n_out = len(b["outliers"].get(node, []))
-        rows.append([node, c.get("cpu_model") or "-",
-                     num(c["cores_used"], str(c["cores_used"]),
-                         None if "." in node else f"body.conditions.{node}.cores_used")
-                     if _is_number(c.get("cores_used")) else "-",
-                     units.format_size(c["memory"]) if c.get("memory") else "-",
-                     units.format_size(c["llc_total"]) if c.get("llc_total") else "-",
-                     c.get("status") or "-", n_out])
-        classes.append("bad" if n_out else None)
+def _fleet_node_row(fleet: NodeFleet, node: str, c: Mapping[str, Any]) -> list[Any]:
+    cores = c.get("cores_used")
+    return [node, c.get("cpu_model") or "-",
+            num(cores, str(cores), None if "." in node else f"body.conditions.{node}.cores_used")
+            if _is_number(cores) else "-",
+            units.format_size(c["memory"]) if c.get("memory") else "-",
+            units.format_size(c["llc_total"]) if c.get("llc_total") else "-",
+            c.get("status") or "-", len(fleet.outliers.get(node, []))]
+
+
+def _fleet_nodes(fleet: NodeFleet) -> Markup:
+    rows = [_fleet_node_row(fleet, node, c) for node, c in fleet.conditions.items()]
     return table(["node", "CPU", "cores used", "memory", "last-level cache", "status",
-                  "outlier metrics"], rows, numeric=[2, 3, 4, 6], row_classes=classes,
+                  "outlier metrics"], rows, numeric=[2, 3, 4, 6],
+                 row_classes=[_bad(bool(row[-1])) for row in rows],
                  caption="The nodes that answered and what they ran on")
 
 
-def _fleet_metrics(b: Mapping[str, Any]) -> Markup:
-    rows, classes = [], []
-    for i, m in enumerate(b["metrics"]):
-        values = m["values"]
-        base = f"body.metrics.{i}"
-        ext = []
-        for pick in (min, max):
-            node = pick(values, key=values.get)
-            ext.append(join([_n(values[node], _node_key(f"{base}.values", node)),
-                             esc(f" {node}")]))
-        outs = [join([esc(f"{n} ("), num(m["z"][n], f"{m['z'][n]:+.1f}",
-                                         _node_key(f"{base}.z", n)), esc(")")])
-                for n in m["outliers"]]
-        rows.append([m["id"], m["unit"], _n(m["median"], f"{base}.median"),
-                     _n(m["mad"], f"{base}.mad"), *ext,
-                     join([Markup(", ").join(outs)]) if outs else "-"])
-        classes.append("bad" if m["outliers"] else None)
+def _fleet_metric_row(i: int, m: FleetMetric) -> list[Any]:
+    values = m.values
+    base = f"body.metrics.{i}"
+    ext = []
+    for pick in (min, max):
+        node = pick(values, key=lambda n: values[n])
+        ext.append(join([_n(values[node], _node_key(f"{base}.values", node)), esc(f" {node}")]))
+    outs = [join([esc(f"{n} ("), num(m.z[n], f"{m.z[n]:+.1f}", _node_key(f"{base}.z", n)),
+                  esc(")")]) for n in m.outliers]
+    return [m.id, m.unit, _n(m.median, f"{base}.median"), _n(m.mad, f"{base}.mad"), *ext,
+            join([Markup(", ").join(outs)]) if outs else "-"]
+
+
+def _fleet_metrics(fleet: NodeFleet) -> Markup:
     return table(["metric", "unit", "fleet median", "MAD", "lowest", "highest",
-                  "outliers (z)"], rows, numeric=[2, 3, 4, 5], row_classes=classes,
+                  "outliers (z)"], [_fleet_metric_row(i, m) for i, m in enumerate(fleet.metrics)],
+                 numeric=[2, 3, 4, 5], row_classes=[_bad(bool(m.outliers)) for m in fleet.metrics],
                  caption="Each metric across the fleet: its median, median absolute "
                  "deviation, the lowest and highest node, and the nodes judged outliers")
 
 
 @renderer("node-fleet", "html")
 def fleet_section(doc: Document, **_options: Any) -> str:
-    b = doc.body
-    facts = pairs([("nodes asked", b["nodes"]), ("answered", b["answered"] or "none"),
-                   *((f"did not answer ({reason})", ns)
-                     for reason, ns in b["no_answer"].items()),
-                   *((f"beoperf {v} (not used)", ns) for v, ns in b["other_version"].items()),
-                   ("outlier nodes", ", ".join(b["outliers"]) or "none")])
-    return join([facts, _fleet_nodes(b), _fleet_metrics(b),
-                 para(esc(b["method"]["statement"]))])
+    b = NodeFleet.from_document(doc)
+    facts = pairs([("nodes asked", b.nodes), ("answered", b.answered or "none"),
+                   *((f"did not answer ({reason})", ns) for reason, ns in b.no_answer.items()),
+                   *((f"beoperf {v} (not used)", ns) for v, ns in b.other_version.items()),
+                   ("outlier nodes", ", ".join(b.outliers) or "none")])
+    return join([facts, _fleet_nodes(b), _fleet_metrics(b), para(esc(b.method["statement"]))])
 
 
 @renderer("node-comparison", "title")
 def comparison_title(doc: Document, **_options: Any) -> str:
-    return f"Node runs compared against {doc.body['baseline']}"
+    return f"Node runs compared against {NodeComparison.from_document(doc).baseline}"
 
 
-def _comparison_rows(b: Mapping[str, Any]) -> tuple[list[str], list[list[Any]], list[str | None]]:
+def _change_cell(c: NodeComparison, k: int, i: int, r: ComparisonRow) -> Any:
+    change = r.changes[i]
+    if not _is_number(change):
+        return "-"
+    span = (r.intervals or [None] * len(c.labels))[i]
+    return join([num(change, f"{change:+.1f}", f"body.rows.{k}.changes.{i}", unit="%"),
+                 esc(f" {text.interval_cell(span)}" if span else "")])
+
+
+def _comparison_rows(c: NodeComparison) -> tuple[list[str], list[list[Any]], list[str | None]]:
     """The text view's columns, each mean and change marked with its place."""
-    labels, base = b["labels"], b["labels"].index(b["baseline"])
-    head, _ = text.comparison_rows(b)
+    base = c.labels.index(c.baseline)
+    head, _ = text.comparison_rows(c)
     rows, classes = [], []
-    for k, r in enumerate(b["rows"]):
-        row: list[Any] = [r["id"], r["unit"]]
-        for i in range(len(labels)):
-            row.append(_n(r["means"][i], f"body.rows.{k}.means.{i}"))
+    for k, r in enumerate(c.rows):
+        row: list[Any] = [r.id, r.unit]
+        for i in range(len(c.labels)):
+            row.append(_n(r.means[i], f"body.rows.{k}.means.{i}"))
             if i != base:
-                change = r["changes"][i]
-                span = (r.get("intervals") or [None] * len(labels))[i]
-                row += ["-" if not _is_number(change) else join([num(
-                    change, f"{change:+.1f}", f"body.rows.{k}.changes.{i}", unit="%"),
-                    esc(f" {text.interval_cell(span)}" if span else "")]),
-                    r["verdicts"][i] or "-"]
+                row += [_change_cell(c, k, i, r), r.verdicts[i] or "-"]
         rows.append(row)
-        classes.append("warn" if "worse" in r["verdicts"] else None)
+        classes.append("warn" if "worse" in r.verdicts else None)
     return head, rows, classes
 
 
 @renderer("node-comparison", "html")
 def comparison_section(doc: Document, **_options: Any) -> str:
-    head, rows, classes = _comparison_rows(doc.body)
+    c = NodeComparison.from_document(doc)
+    head, rows, classes = _comparison_rows(c)
     numeric = {i for i, h in enumerate(head) if i >= 2 and h != "verdict"}
     return join([table(head, rows, numeric=numeric, row_classes=classes,
                        caption=f"Each metric's mean per configuration against "
-                       f"{doc.body['baseline']}; change of the mean in % with its interval, "
+                       f"{c.baseline}; change of the mean in % with its interval, "
                        "+ = faster (every figure is a rate)"),
-                 para(esc(doc.body["test"]["statement"]))])
+                 para(esc(c.test["statement"]))])
