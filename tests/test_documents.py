@@ -264,3 +264,16 @@ def test_a_node_fleet_or_comparison_read_typed_gives_back_the_stored_body(name, 
     assert typed.body() == stored.body
     with pytest.raises(DocumentError, match="not"):
         getattr(node, kind).from_document(Document("node", {}, {}))
+
+
+def test_an_audit_body_read_typed_gives_back_the_stored_body():
+    """AuditRun keeps a finding's optional texts as stored (absent stays absent), so
+    body() is the stored body, for both audit fixtures."""
+    from beoperf.model.audit import AuditRun
+
+    for name in ("audit-v1-before-issue9.json", "audit-v1-after-issue9.json"):
+        stored = model.load(FIXTURES / name)
+        run = AuditRun.from_document(stored)
+        assert run.body() == stored.body
+        assert [f.command for f in run.findings] == [f.get("command")
+                                                      for f in stored.body["findings"]]
