@@ -277,3 +277,17 @@ def test_an_audit_body_read_typed_gives_back_the_stored_body():
         assert run.body() == stored.body
         assert [f.command for f in run.findings] == [f.get("command")
                                                       for f in stored.body["findings"]]
+
+
+def test_an_hpcc_run_and_comparison_read_typed_give_back_the_stored_bodies():
+    from beoperf.model.cluster import ClusterRun, HpccComparison
+
+    run_doc = model.load(FIXTURES / "cluster-v1-issue14.json")
+    run = ClusterRun.from_document(run_doc)
+    assert json.dumps(run.body()) == json.dumps(run_doc.body)
+    assert {k: v.number() for k, v in run.metrics.items()} == {
+        k: (float(v["value"]) if isinstance(v["value"], int | float)
+            and not isinstance(v["value"], bool) else None)
+        for k, v in run_doc.body["metrics"].items()}
+    comp_doc = model.load(FIXTURES / "hpcc-comparison-v1-issue14.json")
+    assert HpccComparison.from_document(comp_doc).body() == comp_doc.body

@@ -58,6 +58,133 @@ def checks_of(run: hpcc.HpccRun) -> dict[str, Any]:
             "hpl_verdicts": [passed for _, passed in run.hpl_checks]}
 
 
+@dataclass
+class HpccValue:
+    """A summary key's value in HPCC's unit; a non-finite number is None, with the text
+    HPCC printed in ``raw``."""
+
+    value: Any  # int, float, or None
+    unit: str
+    raw: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"value": self.value, "unit": self.unit}
+        if self.raw is not None:
+            out["raw"] = self.raw
+        return out
+
+    def number(self) -> float | None:
+        """The value as a number (None: absent, text, a bool or not finite)."""
+        v = self.value
+        return None if isinstance(v, bool) or not isinstance(v, int | float) else float(v)
+
+
+@dataclass
+class Checks:
+    """The figures an HPCC run's verdict rests on."""
+
+    success: int | None
+    hpl_residual: float | None
+    hpl_threshold: float | None
+    hpl_verdicts: list[bool]
+
+
+@dataclass
+class ClusterRun:
+    """A cluster document's body: one HPCC run, typed (see the module docstring)."""
+
+    label: str
+    source: str
+    np: int
+    ranks_per_node: int | None
+    nodes: list[str] | None
+    repeat: int | None
+    series: str
+    status: str  # ok | failed
+    failures: list[str]
+    checks: Checks
+    hpcc: dict[str, Any]  # version hostname, and the binary's path, MPI, BLAS, libraries
+    input: dict[str, Any] | None  # HPL's n nb p q (the input file, where n came from)
+    launch: dict[str, Any] | None  # launcher argv env environment notes ...
+    elapsed_s: float | None
+    exit_status: int | None
+    output: dict[str, Any] | None  # the raw output's file and sha256 ...
+    metrics: dict[str, HpccValue]
+
+    def body(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in CLUSTER_FIELDS}
+        out["checks"] = dict(vars(self.checks))
+        out["metrics"] = {k: v.to_dict() for k, v in self.metrics.items()}
+        return out
+
+    def to_document(self, meta: dict[str, Any]) -> Document:
+        return Document(CLUSTER_KIND, self.body(), meta)
+
+    @classmethod
+    def from_document(cls, doc: Document) -> ClusterRun:
+        """The typed body of a (schema-valid) cluster document."""
+        if doc.kind != CLUSTER_KIND:
+            raise DocumentError(f"a beoperf {doc.kind} document, not an HPCC run")
+        b = doc.body
+        fields_ = {name: b[name] for name in CLUSTER_FIELDS}
+        fields_["checks"] = Checks(**b["checks"])
+        fields_["metrics"] = {k: HpccValue(**v) for k, v in b["metrics"].items()}
+        return cls(**fields_)
+
+
+CLUSTER_FIELDS = ("label", "source", "np", "ranks_per_node", "nodes", "repeat", "series",
+                  "status", "failures", "checks", "hpcc", "input", "launch", "elapsed_s",
+                  "exit_status", "output", "metrics")
+
+
+@dataclass
+class HpccColumn:
+    """A column of an HPCC comparison: a run (or a study's largest point) or a reference
+    system; ``runs``: the runs behind its figures (0: it failed its checks)."""
+
+    label: str
+    np: int | None
+    kind: str  # run | reference
+    source: str
+    runs: int
+
+
+@dataclass
+class HpccRow:
+    """One metric across the columns: values, spreads, the ratio of each to the first,
+    and each column's verdict with the interval of its change (None before version 2)."""
+
+    metric: str
+    unit: str
+    role: str
+    values: list[float | None]
+    stdevs: list[float | None]
+    ratios: list[float | None]
+    verdicts: list[str | None]
+    intervals: list[list[float] | None]
+
+
+@dataclass
+class HpccComparison:
+    """An hpcc-comparison document's body."""
+
+    columns: list[HpccColumn]
+    rows: list[HpccRow]
+    statement: str
+
+    def body(self) -> dict[str, Any]:
+        return {"columns": [dict(vars(c)) for c in self.columns],
+                "rows": [dict(vars(r)) for r in self.rows], "statement": self.statement}
+
+    @classmethod
+    def from_document(cls, doc: Document) -> HpccComparison:
+        if doc.kind != COMPARISON_KIND:
+            raise DocumentError(f"a beoperf {doc.kind} document, not an HPCC comparison")
+        b = doc.body
+        return cls(columns=[HpccColumn(**c) for c in b["columns"]],
+                   rows=[HpccRow(**r) for r in b["rows"]], statement=b["statement"])
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -73,15 +200,15 @@ def cluster_body(run: hpcc.HpccRun, *, label: str, output: dict[str, Any] | None
     such as a launcher that exited with an error)."""
     reasons = [*(extra_failures or []), *hpcc.failures(run)]
     np_ = run.summary.get("CommWorldProcs")
-    return {
-        "label": label, "source": source, "np": np_ if isinstance(np_, int) else 0,
-        "ranks_per_node": ranks_per_node, "nodes": nodes, "repeat": repeat,
-        "series": series or "", "status": "failed" if reasons else "ok", "failures": reasons,
-        "checks": checks_of(run),
-        "hpcc": {"version": run.version, "hostname": run.hostname, **(binary or {})},
-        "input": input_, "launch": launch, "elapsed_s": elapsed_s, "exit_status": exit_status,
-        "output": output, "metrics": metrics_of(run),
-    }
+    return ClusterRun(
+        label=label, source=source, np=np_ if isinstance(np_, int) else 0,
+        ranks_per_node=ranks_per_node, nodes=nodes, repeat=repeat, series=series or "",
+        status="failed" if reasons else "ok", failures=reasons,
+        checks=Checks(**checks_of(run)),
+        hpcc={"version": run.version, "hostname": run.hostname, **(binary or {})},
+        input=input_, launch=launch, elapsed_s=elapsed_s, exit_status=exit_status,
+        output=output, metrics={k: HpccValue(**v) for k, v in metrics_of(run).items()},
+    ).body()
 
 
 def failed_body(*, label: str, np_: int, reasons: list[str], output: dict[str, Any] | None,
@@ -91,16 +218,13 @@ def failed_body(*, label: str, np_: int, reasons: list[str], output: dict[str, A
                 binary: dict[str, Any] | None = None, elapsed_s: float | None = None,
                 exit_status: int | None = None) -> dict[str, Any]:
     """The body of a run that left no summary to read (it never started, died, timed out)."""
-    return {
-        "label": label, "source": "beoperf", "np": np_, "ranks_per_node": ranks_per_node,
-        "nodes": nodes, "repeat": repeat, "series": series or "", "status": "failed",
-        "failures": reasons,
-        "checks": {"success": None, "hpl_residual": None, "hpl_threshold": None,
-                   "hpl_verdicts": []},
-        "hpcc": {"version": None, "hostname": None, **(binary or {})}, "input": input_,
-        "launch": launch, "elapsed_s": elapsed_s, "exit_status": exit_status,
-        "output": output, "metrics": {},
-    }
+    return ClusterRun(
+        label=label, source="beoperf", np=np_, ranks_per_node=ranks_per_node, nodes=nodes,
+        repeat=repeat, series=series or "", status="failed", failures=reasons,
+        checks=Checks(success=None, hpl_residual=None, hpl_threshold=None, hpl_verdicts=[]),
+        hpcc={"version": None, "hostname": None, **(binary or {})}, input=input_,
+        launch=launch, elapsed_s=elapsed_s, exit_status=exit_status, output=output,
+        metrics={}).body()
 
 
 def number(body: dict[str, Any], key: str) -> float | None:

@@ -20,7 +20,15 @@ from typing import Any
 from beoperf import units
 from beoperf.analysis import scaling
 from beoperf.model import hpcc
-from beoperf.model.cluster import ReferencePoint, ScalingPoint, ScalingStudy, Summary
+from beoperf.model.cluster import (
+    ClusterRun,
+    HpccColumn,
+    HpccComparison,
+    ReferencePoint,
+    ScalingPoint,
+    ScalingStudy,
+    Summary,
+)
 from beoperf.model.document import Document
 from beoperf.report import renderer
 from beoperf.report.answer import (
@@ -206,43 +214,47 @@ def scaling_csv(doc: Document, **_options: Any) -> str:
 # --------------------------------------------------------------------------- one run
 
 
+def _hpcc_line(facts: dict[str, Any]) -> str:
+    """The hpcc binary: its version, path and BLAS."""
+    blas = (facts.get("blas") or {}).get("kind")
+    return (f"hpcc {facts.get('version') or '?'}"
+            + (f" ({facts['binary']})" if facts.get("binary") else "")
+            + (f", BLAS: {blas}" if blas else ""))
+
+
 def run_lines(doc: Document, all_keys: bool) -> list[str]:
-    b = doc.body
-    verdict = "passed" if b["status"] == "ok" else "FAILED: " + "; ".join(b["failures"])
-    lines = [f"HPC Challenge run {b['label']}: {scaling.processes(b['np'])}, {verdict}",
+    b = ClusterRun.from_document(doc)
+    verdict = "passed" if b.status == "ok" else "FAILED: " + "; ".join(b.failures)
+    lines = [f"HPC Challenge run {b.label}: {scaling.processes(b.np)}, {verdict}",
              *text_block(lines_of(doc))]
-    if b["nodes"]:
-        lines.append(f"nodes: {', '.join(b['nodes'])} ({b['ranks_per_node']} per node)")
-    if b["input"]:
-        i = b["input"]
+    if b.nodes:
+        lines.append(f"nodes: {', '.join(b.nodes)} ({b.ranks_per_node} per node)")
+    if b.input:
+        i = b.input
         lines.append(f"HPL: N={i['n']} NB={i['nb']} grid {i['p']} x {i['q']}")
-    residual = b["checks"]["hpl_residual"]
+    residual = b.checks.hpl_residual
     if residual is not None:
         lines.append(f"HPL scaled residual {residual:.4g} (must be below "
-                     f"{b['checks']['hpl_threshold']:g}); Success={b['checks']['success']}")
-    hpcc_facts = b["hpcc"]
-    blas = (hpcc_facts.get("blas") or {}).get("kind")
-    lines.append(f"hpcc {hpcc_facts.get('version') or '?'}"
-                 + (f" ({hpcc_facts['binary']})" if hpcc_facts.get("binary") else "")
-                 + (f", BLAS: {blas}" if blas else ""))
-    if b["launch"]:
-        lines.append("launch: " + " ".join(b["launch"]["argv"]))
-        lines += [f"note: {n}" for n in b["launch"]["notes"]]
-    if b["elapsed_s"] is not None:
-        lines.append(f"elapsed: {units.format_time(b['elapsed_s'])}")
+                     f"{b.checks.hpl_threshold:g}); Success={b.checks.success}")
+    lines.append(_hpcc_line(b.hpcc))
+    if b.launch:
+        lines.append("launch: " + " ".join(b.launch["argv"]))
+        lines += [f"note: {n}" for n in b.launch["notes"]]
+    if b.elapsed_s is not None:
+        lines.append(f"elapsed: {units.format_time(b.elapsed_s)}")
     return lines
 
 
 def run_table(doc: Document, all_keys: bool) -> Table:
-    metrics = doc.body["metrics"]
+    metrics = ClusterRun.from_document(doc).metrics
     keys = [k for k in metrics if all_keys or hpcc.info(k).role in hpcc.PERFORMANCE]
     rows = []
     for key in keys:
         entry = metrics[key]
-        value = entry["value"]
-        shown = entry.get("raw", "-") if value is None else \
+        value = entry.value
+        shown = (entry.raw if entry.raw is not None else "-") if value is None else \
             (num(value) if isinstance(value, float) else str(value))
-        rows.append([key if all_keys else hpcc.short_name(key), shown, entry["unit"]])
+        rows.append([key if all_keys else hpcc.short_name(key), shown, entry.unit])
     return ["metric", "value", "unit"], rows, {1}
 
 
@@ -264,39 +276,43 @@ def cluster_csv(doc: Document, **_options: Any) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(("label", "np", "status", "key", "value", "unit", "role"))
-    b = doc.body
-    for key, entry in b["metrics"].items():
-        value = entry["value"] if entry["value"] is not None else entry.get("raw", "")
-        writer.writerow((b["label"], b["np"], b["status"], key, value, entry["unit"],
-                         hpcc.info(key).role))
+    b = ClusterRun.from_document(doc)
+    for key, entry in b.metrics.items():
+        value = entry.value if entry.value is not None else \
+            (entry.raw if entry.raw is not None else "")
+        writer.writerow((b.label, b.np, b.status, key, value, entry.unit, hpcc.info(key).role))
     return out.getvalue()
 
 
 # --------------------------------------------------------------------------- comparison
 
 
+def _column_name(c: HpccColumn) -> str:
+    return c.label + (f" (np {c.np})" if c.np and "np " not in c.label else "")
+
+
 def comparison_table(doc: Document) -> Table:
-    cols = doc.body["columns"]
+    comp = HpccComparison.from_document(doc)
     header = ["metric", "unit"]
-    for i, c in enumerate(cols):
-        name = c["label"] + (f" (np {c['np']})" if c["np"] and "np " not in c["label"] else "")
-        header += [name] if i == 0 else [name, "ratio", "verdict"]
+    for i, c in enumerate(comp.columns):
+        header += [_column_name(c)] if i == 0 else [_column_name(c), "ratio", "verdict"]
     rows = []
-    for r in doc.body["rows"]:
-        row = [hpcc.short_name(r["metric"]), r["unit"]]
-        verdicts = r.get("verdicts") or [None] * len(r["values"])
-        for i, (value, stdev) in enumerate(zip(r["values"], r["stdevs"], strict=True)):
+    for r in comp.rows:
+        row = [hpcc.short_name(r.metric), r.unit]
+        verdicts = r.verdicts or [None] * len(r.values)
+        for i, (value, stdev) in enumerate(zip(r.values, r.stdevs, strict=True)):
             shown = num(value) + (f" ({num(stdev, 2)})" if stdev is not None else "")
-            row += [shown] if i == 0 else [shown, num(r["ratios"][i], 3), verdicts[i] or "-"]
+            row += [shown] if i == 0 else [shown, num(r.ratios[i], 3), verdicts[i] or "-"]
         rows.append(row)
     return header, rows, {i for i in range(2, len(header)) if header[i] != "verdict"}
 
 
 def _comparison_notes(doc: Document) -> list[str]:
-    notes = [doc.body["statement"] + "."]
-    for c in doc.body["columns"]:
-        if c["kind"] == "run" and c["runs"] == 0:
-            notes.append(f"Warning: {c['label']} failed its checks; its figures are shown "
+    comp = HpccComparison.from_document(doc)
+    notes = [comp.statement + "."]
+    for c in comp.columns:
+        if c.kind == "run" and c.runs == 0:
+            notes.append(f"Warning: {c.label} failed its checks; its figures are shown "
                          "but do not count.")
     return notes
 
@@ -318,16 +334,16 @@ def comparison_markdown(doc: Document, **_options: Any) -> str:
 def comparison_csv(doc: Document, **_options: Any) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    cols = doc.body["columns"]
+    comp = HpccComparison.from_document(doc)
     writer.writerow(("metric", "unit", "column", "np", "kind", "value", "stdev",
                      "baseline_ratio", "verdict", "change_low_pct", "change_high_pct"))
-    for r in doc.body["rows"]:
-        width = len(r["values"])
+    for r in comp.rows:
+        width = len(r.values)
         for c, value, stdev, rat, verdict, span in zip(
-                cols, r["values"], r["stdevs"], r["ratios"], r.get("verdicts") or [None] * width,
-                r.get("intervals") or [None] * width, strict=True):
+                comp.columns, r.values, r.stdevs, r.ratios, r.verdicts or [None] * width,
+                r.intervals or [None] * width, strict=True):
             low, high = span if span else (None, None)
-            writer.writerow((r["metric"], r["unit"], c["label"], c["np"], c["kind"], value,
+            writer.writerow((r.metric, r.unit, c.label, c.np, c.kind, value,
                              stdev, rat, verdict, low, high))
     return out.getvalue()
 
@@ -338,12 +354,12 @@ def comparison_csv(doc: Document, **_options: Any) -> str:
 @answer("cluster")
 def run_answer(doc: Document) -> list[Line]:
     """A run that failed (HPCC's checks, or the run itself), else that it passed."""
-    b = doc.body
-    if b["status"] != "ok":
-        why = "; ".join(b["failures"]) or "no reason recorded"
+    b = ClusterRun.from_document(doc)
+    if b.status != "ok":
+        why = "; ".join(b.failures) or "no reason recorded"
         return [Line(Level.FAIL, f"the HPCC run failed: {why}",
                      "its output file says more (hpccoutf.txt beside the run)")]
-    residual = b["checks"].get("hpl_residual")
+    residual = b.checks.hpl_residual
     checked = f" (HPL scaled residual {residual:.3g})" if residual is not None else ""
     return [Line(Level.OK, f"the HPCC run passed its checks{checked}")]
 
@@ -379,17 +395,18 @@ def comparison_answer(doc: Document) -> list[Line]:
     """Each column against the baseline (the first): the metrics worse (WARN), those that
     cannot be told (IMPRECISE, only for runs: a reference's figure is one published run)
     and those better (OK).  Documents made before the verdicts: nothing judged."""
-    cols, rows = doc.body["columns"], doc.body["rows"]
+    comp = HpccComparison.from_document(doc)
+    cols, rows = comp.columns, comp.rows
     out = []
     for i, col in enumerate(cols[1:], 1):
-        by = {v: [hpcc.short_name(r["metric"]) for r in rows
-                  if (r.get("verdicts") or [None] * len(cols))[i] == v]
+        by = {v: [hpcc.short_name(r.metric) for r in rows
+                  if (r.verdicts or [None] * len(cols))[i] == v]
               for v in ("worse", "cannot tell", "better")}
-        name = f"{col['label']} vs {cols[0]['label']}"
+        name = f"{col.label} vs {cols[0].label}"
         if by["worse"]:
             out.append(Line(Level.WARN, f"{name}: {plural(len(by['worse']), 'metric')} worse: "
                                         f"{listed(by['worse'])}"))
-        if by["cannot tell"] and col["kind"] == "run":
+        if by["cannot tell"] and col.kind == "run":
             out.append(Line(Level.IMPRECISE, f"{name}: {plural(len(by['cannot tell']), 'metric')}"
                                              f" cannot tell: {listed(by['cannot tell'])}",
                             "repeat the runs (a scaling study's repeats give each point its "

@@ -10,7 +10,7 @@ from typing import Any
 
 from beoperf.analysis import scaling
 from beoperf.model import hpcc
-from beoperf.model.cluster import ScalingStudy, Summary
+from beoperf.model.cluster import ClusterRun, HpccComparison, ScalingStudy, Summary
 from beoperf.model.document import Document
 from beoperf.report import renderer
 from beoperf.report.cluster import efficiency_table, reference_table
@@ -42,27 +42,27 @@ def figure_of(value: float | None, key: str | None) -> Markup:
 
 @renderer("cluster", "title")
 def cluster_title(doc: Document, **_options: Any) -> str:
-    b = doc.body
-    return (f"HPC Challenge run {b['label']}: {scaling.processes(b['np'])}, "
-            f"{'passed' if b['status'] == 'ok' else 'failed'}")
+    b = ClusterRun.from_document(doc)
+    return (f"HPC Challenge run {b.label}: {scaling.processes(b.np)}, "
+            f"{'passed' if b.status == 'ok' else 'failed'}")
 
 
 @renderer("cluster", "html")
 def cluster_html(doc: Document, **_options: Any) -> str:
-    b = doc.body
-    facts = pairs([("verdict", status_mark(b["status"])),
-                   ("nodes", ", ".join(b["nodes"] or []) or None),
-                   ("ranks per node", b["ranks_per_node"]),
-                   ("HPL input", "N={n} NB={nb} grid {p} x {q}".format(**b["input"])
-                    if b["input"] else None),
-                   ("HPL scaled residual", b["checks"]["hpl_residual"]),
-                   ("hpcc", b["hpcc"].get("binary") or b["hpcc"].get("version")),
-                   ("BLAS", (b["hpcc"].get("blas") or {}).get("kind")),
-                   ("launch", code(" ".join(b["launch"]["argv"])) if b["launch"] else None)])
-    rows = [[hpcc.short_name(k), e["unit"], figure_of(
-        e["value"] if isinstance(e["value"], int | float) else None, f"body.metrics.{k}.value")]
-        for k, e in b["metrics"].items() if hpcc.info(k).role in hpcc.PERFORMANCE]
-    notes = bullet_list(b["launch"]["notes"]) if b["launch"] and b["launch"]["notes"] else ""
+    b = ClusterRun.from_document(doc)
+    facts = pairs([("verdict", status_mark(b.status)),
+                   ("nodes", ", ".join(b.nodes or []) or None),
+                   ("ranks per node", b.ranks_per_node),
+                   ("HPL input", "N={n} NB={nb} grid {p} x {q}".format(**b.input)
+                    if b.input else None),
+                   ("HPL scaled residual", b.checks.hpl_residual),
+                   ("hpcc", b.hpcc.get("binary") or b.hpcc.get("version")),
+                   ("BLAS", (b.hpcc.get("blas") or {}).get("kind")),
+                   ("launch", code(" ".join(b.launch["argv"])) if b.launch else None)])
+    rows = [[hpcc.short_name(k), e.unit, figure_of(
+        e.value if isinstance(e.value, int | float) else None, f"body.metrics.{k}.value")]
+        for k, e in b.metrics.items() if hpcc.info(k).role in hpcc.PERFORMANCE]
+    notes = bullet_list(b.launch["notes"]) if b.launch and b.launch["notes"] else ""
     return join([facts, notes, table(["metric", "unit", "value"], rows, numeric=[2],
                                       caption="Performance figures (HPCC's units)")])
 
@@ -140,26 +140,25 @@ def scaling_html(doc: Document, **_options: Any) -> str:
 
 @renderer("hpcc-comparison", "title")
 def comparison_title(doc: Document, **_options: Any) -> str:
-    cols = doc.body["columns"]
-    return f"HPCC comparison: {cols[0]['label']} beside {len(cols) - 1} other"
+    cols = HpccComparison.from_document(doc).columns
+    return f"HPCC comparison: {cols[0].label} beside {len(cols) - 1} other"
 
 
 @renderer("hpcc-comparison", "html")
 def comparison_html(doc: Document, **_options: Any) -> str:
-    cols = doc.body["columns"]
+    comp = HpccComparison.from_document(doc)
     head = ["metric", "unit"]
-    for i, c in enumerate(cols):
-        head += [c["label"]] if i == 0 else [c["label"], "ratio", "verdict"]
+    for i, c in enumerate(comp.columns):
+        head += [c.label] if i == 0 else [c.label, "ratio", "verdict"]
     rows = []
-    for r_i, r in enumerate(doc.body["rows"]):
-        cells: list[Any] = [hpcc.short_name(r["metric"]), r["unit"]]
-        verdicts = r.get("verdicts") or [None] * len(r["values"])
-        for i, value in enumerate(r["values"]):
+    for r_i, r in enumerate(comp.rows):
+        cells: list[Any] = [hpcc.short_name(r.metric), r.unit]
+        verdicts = r.verdicts or [None] * len(r.values)
+        for i, value in enumerate(r.values):
             shown = figure_of(value, f"body.rows.{r_i}.values.{i}")
             cells += [shown] if i == 0 else [
-                shown, figure_of(r["ratios"][i], f"body.rows.{r_i}.ratios.{i}"),
+                shown, figure_of(r.ratios[i], f"body.rows.{r_i}.ratios.{i}"),
                 verdicts[i] or "-"]
         rows.append(cells)
     numeric = [i for i in range(2, len(head)) if head[i] != "verdict"]
-    return join([table(head, rows, numeric=numeric),
-                 para(doc.body["statement"])])
+    return join([table(head, rows, numeric=numeric), para(comp.statement)])
