@@ -181,3 +181,113 @@ def test_a_cluster_interval_at_or_below_zero_written_by_version_1_is_dropped_wit
     spoil(bad["body"])
     with pytest.raises(DocumentError, match="exclusiveMinimum|less than or equal to"):
         document.validate(doc.kind, bad)
+
+
+def test_a_node_body_read_typed_gives_back_the_stored_body():
+    """NodeRun reads every field of a node document (the fixture and one written now) and
+    body() gives the stored body back unchanged: renderers read fields, nothing is lost."""
+    from beoperf.model.node import NodeRun, body, metric
+
+    stored = model.load(FIXTURES / "node-v1-issue13.json")
+    run = NodeRun.from_document(stored)
+    assert run.body() == stored.body
+    assert [m.id for m in run.metrics] == [m["id"] for m in stored.body["metrics"]]
+    fresh = body({"cpus": 2}, {"kernels": {"drops": []}},
+                 [metric("kernels", "daxpy", "MFLOP/s", [1.0, 3.0], params={"length": 1024},
+                         level="L1", median=2.0)], repeat=2)
+    typed = NodeRun.from_document(Document("node", fresh, document.make_meta(["beoperf"])))
+    m = typed.metrics[0]
+    assert (m.id, m.length, m.level, m.central()) == ("kernels.daxpy.n1024", 1024, "L1",
+                                                      ("median", 2.0))
+    assert typed.body() == fresh and list(fresh["metrics"][0]) == list(m.to_dict())
+    with pytest.raises(DocumentError, match="not a node run"):
+        NodeRun.from_document(stored.__class__("node-fleet", {}, {}))
+
+
+def test_mypy_refuses_a_wrong_field_name_on_a_typed_body(tmp_path):
+    """The type check CI runs (pyproject.toml's [tool.mypy]) catches a misspelt field of a
+    document body, and passes the right one."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("mypy")
+    root = Path(__file__).resolve().parent.parent
+    probe = tmp_path / "probe.py"
+    probe.write_text("from beoperf.model.node import NodeRun\n\n\n"
+                     "def right(run: NodeRun) -> float:\n    return run.metrics[0].mean\n\n\n"
+                     "def wrong(run: NodeRun) -> float:\n    return run.metrics[0].meen\n")
+    res = subprocess.run([sys.executable, "-m", "mypy", "--config-file",
+                          str(root / "pyproject.toml"), "--cache-dir", str(tmp_path / "cache"),
+                          str(probe)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "MYPYPATH": str(root / "src")}, cwd=tmp_path)
+    errors = [line for line in res.stdout.splitlines() if ": error:" in line]
+    assert res.returncode == 1 and len(errors) == 1, res.stdout
+    assert 'probe.py:9: error: "Metric" has no attribute "meen"' in errors[0]
+
+
+@pytest.mark.parametrize("name", ["cluster-ring-v1-issue14.json", "cluster-pairs-v1-issue14.json",
+                                  "cluster-mbw-v1-issue14.json"])
+def test_a_cluster_mpi_body_read_typed_gives_back_the_stored_body(name):
+    """MpiRun reads every series of a ring, pairs or N-pairs document and body() gives the
+    stored body back unchanged."""
+    from beoperf.model.cluster_mpi import MpiRun
+
+    stored = model.load(FIXTURES / name)
+    run = MpiRun.from_document(stored)
+    assert run.body() == stored.body and run.series
+    assert [s.name() for s in run.series] == [
+        f"{s['ranks_per_node']} rank{'s' if s['ranks_per_node'] != 1 else ''} per node "
+        f"({s['np']} ranks)" for s in stored.body["series"]]
+
+
+def test_a_scaling_body_read_typed_gives_back_the_stored_body():
+    """ScalingStudy reads every point, run, stopped metric and reference of a scaling
+    document and body() gives the stored body back, key for key in the stored order."""
+    from beoperf.model.cluster import ScalingStudy
+
+    stored = model.load(FIXTURES / "scaling-v1-issue14.json")
+    study = ScalingStudy.from_document(stored)
+    assert study.body() == stored.body and list(study.body()) == list(stored.body)
+    assert json.dumps(study.body()) == json.dumps(stored.body)
+    assert study.series_names() == list(dict.fromkeys(p["series"]
+                                                      for p in stored.body["points"]))
+
+
+@pytest.mark.parametrize("name, kind", [("node-fleet-v1-issue13.json", "NodeFleet"),
+                                        ("node-comparison-v1-issue13.json", "NodeComparison")])
+def test_a_node_fleet_or_comparison_read_typed_gives_back_the_stored_body(name, kind):
+    from beoperf.model import node
+
+    stored = model.load(FIXTURES / name)
+    typed = getattr(node, kind).from_document(stored)
+    assert typed.body() == stored.body
+    with pytest.raises(DocumentError, match="not"):
+        getattr(node, kind).from_document(Document("node", {}, {}))
+
+
+def test_an_audit_body_read_typed_gives_back_the_stored_body():
+    """AuditRun keeps a finding's optional texts as stored (absent stays absent), so
+    body() is the stored body, for both audit fixtures."""
+    from beoperf.model.audit import AuditRun
+
+    for name in ("audit-v1-before-issue9.json", "audit-v1-after-issue9.json"):
+        stored = model.load(FIXTURES / name)
+        run = AuditRun.from_document(stored)
+        assert run.body() == stored.body
+        assert [f.command for f in run.findings] == [f.get("command")
+                                                      for f in stored.body["findings"]]
+
+
+def test_an_hpcc_run_and_comparison_read_typed_give_back_the_stored_bodies():
+    from beoperf.model.cluster import ClusterRun, HpccComparison
+
+    run_doc = model.load(FIXTURES / "cluster-v1-issue14.json")
+    run = ClusterRun.from_document(run_doc)
+    assert json.dumps(run.body()) == json.dumps(run_doc.body)
+    assert {k: v.number() for k, v in run.metrics.items()} == {
+        k: (float(v["value"]) if isinstance(v["value"], int | float)
+            and not isinstance(v["value"], bool) else None)
+        for k, v in run_doc.body["metrics"].items()}
+    comp_doc = model.load(FIXTURES / "hpcc-comparison-v1-issue14.json")
+    assert HpccComparison.from_document(comp_doc).body() == comp_doc.body

@@ -316,7 +316,7 @@ def segment(sizes: np.ndarray, times: np.ndarray, max_breaks: int = MAX_BREAKS,
     cost = np.where(jj - ii >= min_points, cost, np.inf)  # cost[i, j]: piece [i, j)
     best = cost[0].copy()  # best[j]: prefix [0, j) in k+1 pieces
     back: list[np.ndarray] = []
-    results = {0: (best[m], [])}
+    results: dict[int, tuple[float, list[int]]] = {0: (best[m], [])}
     for k in range(1, max_breaks + 1):
         total = best[:, None] + cost  # prefix [0, i) then piece [i, j)
         arg = np.argmin(total, axis=0)

@@ -247,7 +247,7 @@ def _raw_stats(ctx: Context, ev: EventInput, a: int, b: int) -> tuple[np.ndarray
     keep = analysed[ctx.cyc[lo:hi] - cycles[0]]
     ms = ctx.one_way_ms[lo:hi][keep]
     lost = np.count_nonzero(ctx.p.outcome[lo:hi][keep] != 0)
-    return ms[~np.isnan(ms)], lost, np.count_nonzero(keep)
+    return ms[~np.isnan(ms)], int(lost), int(np.count_nonzero(keep))
 
 
 def _episode_span(ev: EventInput, e: events.Episode) -> tuple[int, int]:

@@ -222,7 +222,7 @@ def _probe_size(burst: float, run: dict) -> tuple[float | None, str]:
         how = f" with --transport tcp (ICMP and UDP probes carry at most {_bytes(MAX_DATAGRAM)})"
     if size > MAX_TCP:
         least = size / BELOW_LINK_MARGIN
-        size = MAX_TCP if least < MAX_TCP else None
+        return (MAX_TCP if least < MAX_TCP else None), how
     return size, how
 
 

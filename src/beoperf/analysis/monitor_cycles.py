@@ -125,7 +125,8 @@ class Roles:
 def roles_of(p: Probes, c: Cycles, runs: list[dict]) -> Roles:
     """Small = the smallest size of the run's schedule, large = the largest (from the
     data when a run's config has no schedule)."""
-    small, large = {}, {}
+    small: dict[int, float] = {}
+    large: dict[int, float] = {}
     for r in runs:
         sizes = _schedule_sizes(r)
         if sizes is None:

@@ -33,8 +33,11 @@ def summary(run: RunResult) -> dict[str, Any]:
         a = analyze_run(run)
     except Exception:  # noqa: BLE001 - the analysis never costs the measured data
         return counts
+    if a is None:
+        return counts
     size = next(s for s in run.sizes if s.size == a.latency_size)
-    out = {**counts, "latency_size": a.latency_size, "latency_median_us": a.latency_us,
+    out: dict[str, Any] = {
+           **counts, "latency_size": a.latency_size, "latency_median_us": a.latency_us,
            "latency_p99_us": a.latency_p99_us,
            "latency_ci95_halfwidth_us": a.latency_ci95_halfwidth_us,
            "latency_ci95_us": interval_of(size), "latency_ci95_within_run_us": within_run(size),

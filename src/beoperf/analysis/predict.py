@@ -289,15 +289,15 @@ def _claim(model: NetModel, e: Entry, p: Piece, t_us: float) -> tuple[bool, str 
     if e.pattern == "stream" and (model.saturation_size is None
                                   or e.size < model.saturation_size):
         return False, "a stream below the saturation point: the hosts' per-message cost"
-    if model.method == "scaled" and p.wire_fraction is not None:
-        f = p.wire_fraction
+    if model.method == "scaled" and model.scale and p.wire_fraction is not None:
+        f, scale = p.wire_fraction, model.scale
         if HOST_BOUND < f < RATE_BOUND:
             return False, f"its piece is partly rate-bound (wire fraction {f:.2f})"
-        up = model.scale["to_bps"] / model.scale["from_bps"]
+        up = scale["to_bps"] / scale["from_bps"]
         if f >= RATE_BOUND and up > SCALE_UP:
             return False, (f"rate-bound, scaled {up:g}x up: whether the hosts keep up at the "
                            "new rate is not measured (the slower link hid their per-byte cost)")
-        wire_us = e.count * e.size * 8e6 * (model.wire_factor or 1.0) / model.scale["to_bps"]
+        wire_us = e.count * e.size * 8e6 * (model.wire_factor or 1.0) / scale["to_bps"]
         if f <= HOST_BOUND and wire_us > WIRE_SHARE * max(t_us, 1e-9):
             return False, (f"host-bound piece whose wire time at the new rate is "
                            f"{wire_us / t_us:.0%} of its time")

@@ -39,6 +39,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from beoperf.model import cluster, hpcc
+from beoperf.model.cluster import (
+    ReferencePoint,
+    RunRow,
+    ScalingPoint,
+    ScalingStudy,
+    Stopped,
+    Summary,
+)
 from beoperf.model.references_data import System
 
 SENTINEL_ROLES = (*hpcc.PERFORMANCE, "time")  # where HPCC's -1 means "not measured"
@@ -59,14 +67,14 @@ class RunRef:
     document: str | None = None
 
 
-def stat(values: Sequence[float]) -> dict[str, Any]:
+def stat(values: Sequence[float]) -> Summary:
     """Mean, sample standard deviation (None below 2 values), min, max, n."""
-    return {"mean": statistics.fmean(values),
-            "stdev": statistics.stdev(values) if len(values) > 1 else None,
-            "min": min(values), "max": max(values), "n": len(values)}
+    return Summary(mean=statistics.fmean(values),
+                   stdev=statistics.stdev(values) if len(values) > 1 else None,
+                   min=min(values), max=max(values), n=len(values))
 
 
-def _point_stats(bodies: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _point_stats(bodies: list[dict[str, Any]]) -> dict[str, Summary]:
     """Statistics of every numeric key but the build's (sizeof, machine constants: the
     same in every run of one binary, and near the limits of a double).  A negative
     performance figure or time is HPCC's "not measured" (-1: no pairs for ping-pong at
@@ -85,7 +93,7 @@ def _point_stats(bodies: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             found = stat(values)
         except OverflowError:
             continue
-        if all(math.isfinite(v) for v in (found["mean"], found["stdev"] or 0.0)):
+        if all(math.isfinite(v) for v in (found.mean, found.stdev or 0.0)):
             out[key] = found
     return out
 
@@ -110,7 +118,7 @@ def _single_value(values: Iterable[Any]) -> Any:
     return found.pop() if len(found) == 1 else None
 
 
-def _points(runs: list[RunRef]) -> list[dict[str, Any]]:
+def _points(runs: list[RunRef]) -> list[ScalingPoint]:
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for run in runs:
         groups.setdefault((run.body["series"], run.body["np"]), []).append(run.body)
@@ -118,37 +126,42 @@ def _points(runs: list[RunRef]) -> list[dict[str, Any]]:
     for (series, np_), bodies in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         ok = [b for b in bodies if b["status"] == "ok"]
         nodes = _single_value(len(b["nodes"]) if b["nodes"] else None for b in bodies)
-        points.append({"series": series, "np": np_,
-                       "ranks_per_node": _single_value(b["ranks_per_node"] for b in bodies),
-                       "nodes": nodes, "runs": len(ok), "failed": len(bodies) - len(ok),
-                       "metrics": _point_stats(ok), "speedup": {}, "efficiency": {}})
+        points.append(ScalingPoint(
+            series=series, np=np_,
+            ranks_per_node=_single_value(b["ranks_per_node"] for b in bodies), nodes=nodes,
+            runs=len(ok), failed=len(bodies) - len(ok), metrics=_point_stats(ok)))
     return points
 
 
-def base_point(chain: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
+def base_point(chain: list[ScalingPoint], key: str) -> ScalingPoint | None:
     """The smallest count of a series that measured ``key`` (ping-pong and ring figures
     need two processes: a study from one process compares them from two)."""
-    return next((p for p in chain if key in p["metrics"]), None)
+    return next((p for p in chain if key in p.metrics), None)
 
 
-def _relative(points: list[dict[str, Any]]) -> None:
+def chain_of(points: list[ScalingPoint], series: str) -> list[ScalingPoint]:
+    """A series' points that have runs that passed, in the stored order."""
+    return [p for p in points if p.series == series and p.runs > 0]
+
+
+def _relative(points: list[ScalingPoint]) -> None:
     """Speedup and efficiency of each point against its series' smallest count that
     measured the metric."""
-    for series in {p["series"] for p in points}:
-        chain = [p for p in points if p["series"] == series and p["runs"] > 0]
+    for series in {p.series for p in points}:
+        chain = chain_of(points, series)
         for key in hpcc.performance_keys():
             base = base_point(chain, key)
             if base is None:
                 continue
             role = hpcc.info(key).role
             for point in chain[chain.index(base):]:
-                st = point["metrics"].get(key)
+                st = point.metrics.get(key)
                 if st is None:
                     continue
-                speedup, efficiency = ratios(role, st["mean"], base["metrics"][key]["mean"],
-                                             point["np"], base["np"])
-                point["speedup"][key] = speedup
-                point["efficiency"][key] = efficiency
+                speedup, efficiency = ratios(role, st.mean, base.metrics[key].mean,
+                                             point.np, base.np)
+                point.speedup[key] = speedup
+                point.efficiency[key] = efficiency
 
 
 def processes(n: int) -> str:
@@ -156,36 +169,33 @@ def processes(n: int) -> str:
     return f"{n} process" + ("es" if n != 1 else "")
 
 
-def _stopped_in(chain: list[dict[str, Any]], key: str, role: str) -> dict[str, Any] | None:
+def _stopped_in(chain: list[ScalingPoint], key: str, role: str) -> Stopped | None:
     for before, point in zip(chain, chain[1:], strict=False):
-        m, m_before = (point["metrics"].get(key), before["metrics"].get(key))
-        if m is None or m_before is None or not m_before["mean"] > 0:
+        m, m_before = (point.metrics.get(key), before.metrics.get(key))
+        if m is None or m_before is None or not m_before.mean > 0:
             continue
-        efficiency = point["efficiency"].get(key)
+        efficiency = point.efficiency.get(key)
         if role == "aggregate":
-            gain = (m["mean"] / m_before["mean"] - 1) / (point["np"] / before["np"] - 1)
+            gain = (m.mean / m_before.mean - 1) / (point.np / before.np - 1)
             if gain < STEP_GAIN:
-                return {"metric": key, "series": point["series"], "np": point["np"],
-                        "from_np": before["np"], "efficiency": efficiency, "gain": gain,
-                        "why": f"{before['np']} -> {point['np']} processes: "
-                               f"x{m['mean'] / m_before['mean']:.3g} (ideal "
-                               f"x{point['np'] / before['np']:.3g})"}
+                return Stopped(key, point.series, point.np, before.np, efficiency, gain,
+                               f"{before.np} -> {point.np} processes: "
+                               f"x{m.mean / m_before.mean:.3g} (ideal "
+                               f"x{point.np / before.np:.3g})")
         elif efficiency is not None and efficiency < EFFICIENCY:
             base = base_point(chain, key)
             assert base is not None
             kept = "kept" if role != "latency" else "kept (latency: inverse)"
-            return {"metric": key, "series": point["series"], "np": point["np"],
-                    "from_np": base["np"], "efficiency": efficiency, "gain": None,
-                    "why": f"{kept} {efficiency:.0%} of its figure at "
-                           f"{processes(base['np'])}"}
+            return Stopped(key, point.series, point.np, base.np, efficiency, None,
+                           f"{kept} {efficiency:.0%} of its figure at {processes(base.np)}")
     return None
 
 
-def stopped_scaling(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def stopped_scaling(points: list[ScalingPoint]) -> list[Stopped]:
     """The first count at which each performance metric stopped scaling, per series."""
     found = []
-    for series in sorted({p["series"] for p in points}):
-        chain = [p for p in points if p["series"] == series and p["runs"] > 0]
+    for series in sorted({p.series for p in points}):
+        chain = chain_of(points, series)
         for key in hpcc.performance_keys():
             hit = _stopped_in(chain, key, hpcc.info(key).role)
             if hit:
@@ -193,38 +203,44 @@ def stopped_scaling(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return found
 
 
-def _run_row(run: RunRef) -> dict[str, Any]:
+def _run_row(run: RunRef) -> RunRow:
     b = run.body
-    return {"document": run.document, "label": b["label"], "series": b["series"],
-            "np": b["np"], "ranks_per_node": b["ranks_per_node"], "repeat": b["repeat"],
-            "status": b["status"], "failures": b["failures"], "elapsed_s": b["elapsed_s"]}
+    return RunRow(document=run.document, label=b["label"], series=b["series"], np=b["np"],
+                  ranks_per_node=b["ranks_per_node"], repeat=b["repeat"], status=b["status"],
+                  failures=b["failures"], elapsed_s=b["elapsed_s"])
+
+
+def reference_points(systems: Sequence[System]) -> list[ReferencePoint]:
+    """Every point of each reference system (tables use the one nearest the run's count,
+    plots all of them)."""
+    return [ReferencePoint(name=system.name, description=system.description, np=point.np,
+                           source=system.source, metrics=dict(point.metrics))
+            for system in systems for point in system.points]
 
 
 def reference_rows(systems: Sequence[System]) -> list[dict[str, Any]]:
-    """Every point of each reference system, as a scaling document stores them (tables
-    use the one nearest the run's count, plots all of them)."""
-    out = []
-    for system in systems:
-        for point in system.points:
-            out.append({"name": system.name, "description": system.description,
-                        "np": point.np, "source": system.source,
-                        "metrics": dict(point.metrics)})
-    return out
+    """reference_points as a scaling document stores them."""
+    return [r.to_dict() for r in reference_points(systems)]
+
+
+def study(runs: list[RunRef], label: str, systems: Sequence[System] = ()) -> ScalingStudy:
+    """The scaling study from run documents (any order)."""
+    points = _points(runs)
+    _relative(points)
+    keys = {k for r in runs for k in r.body["metrics"]}
+    return ScalingStudy(label=label, runs=[_run_row(r) for r in runs], points=points,
+                        units={k: hpcc.info(k).unit for k in sorted(keys)},
+                        roles={k: hpcc.info(k).role for k in sorted(keys)},
+                        stopped_scaling=stopped_scaling(points),
+                        rules={"step_gain": STEP_GAIN, "efficiency": EFFICIENCY,
+                               "statement": RULES_STATEMENT},
+                        references=reference_points(systems))
 
 
 def scaling_body(runs: list[RunRef], label: str,
                  systems: Sequence[System] = ()) -> dict[str, Any]:
     """The scaling document's body from run documents (any order)."""
-    points = _points(runs)
-    _relative(points)
-    keys = {k for r in runs for k in r.body["metrics"]}
-    return {"label": label, "runs": [_run_row(r) for r in runs], "points": points,
-            "units": {k: hpcc.info(k).unit for k in sorted(keys)},
-            "roles": {k: hpcc.info(k).role for k in sorted(keys)},
-            "stopped_scaling": stopped_scaling(points),
-            "rules": {"step_gain": STEP_GAIN, "efficiency": EFFICIENCY,
-                      "statement": RULES_STATEMENT},
-            "references": reference_rows(systems)}
+    return study(runs, label, systems).body()
 
 
 # --------------------------------------------------------------------------- references
@@ -238,26 +254,22 @@ def ratio(ours: float | None, theirs: float | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def nearest_reference(references: list[dict[str, Any]], name: str,
-                      np_: int | None) -> dict[str, Any] | None:
+def nearest_reference(references: list[ReferencePoint], name: str,
+                      np_: int | None) -> ReferencePoint | None:
     """A stored reference system's point at ``np_`` processes, else its largest count."""
-    mine = [r for r in references if r["name"] == name]
+    mine = [r for r in references if r.name == name]
     if not mine:
         return None
-    same = [r for r in mine if np_ is not None and r["np"] == np_]
-    return same[0] if same else max(mine, key=lambda r: r["np"] or 0)
+    same = [r for r in mine if np_ is not None and r.np == np_]
+    return same[0] if same else max(mine, key=lambda r: r.np or 0)
 
 
-def reference_names(references: list[dict[str, Any]]) -> list[str]:
-    names: list[str] = []
-    for r in references:
-        if r["name"] not in names:
-            names.append(r["name"])
-    return names
+def reference_names(references: list[ReferencePoint]) -> list[str]:
+    return list(dict.fromkeys(r.name for r in references))
 
 
-def largest_point(body: dict[str, Any], series: str | None = None) -> dict[str, Any] | None:
+def largest_point(study: ScalingStudy, series: str | None = None) -> ScalingPoint | None:
     """The point with the most processes (of ``series``, else of any) that has runs."""
-    points = [p for p in body["points"] if p["runs"] > 0
-              and (series is None or p["series"] == series)]
-    return max(points, key=lambda p: p["np"]) if points else None
+    points = [p for p in study.points if p.runs > 0
+              and (series is None or p.series == series)]
+    return max(points, key=lambda p: p.np) if points else None

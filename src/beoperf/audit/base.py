@@ -207,9 +207,9 @@ def rule_met(rule: dict, value: Any) -> bool | None:
     if op == "eq":
         return _normal(value) == _normal(want)
     if op == "in":
-        return _normal(value) in [_normal(w) for w in want]
+        return _normal(value) in [_normal(w) for w in want or ()]
     number = _as_number(value)
-    if number is None:
+    if number is None or want is None:
         return None
     if op == "ge":
         return number >= want
@@ -238,7 +238,7 @@ def target_of(rule: dict | None) -> str | None:
 def resolve_rule(rule: dict | None, facts: dict) -> dict | None | Unknown:
     """``rule`` with an "@key" value replaced by that fact (Unknown if it is unknown)."""
     want = rule.get("value") if rule else None
-    if not (isinstance(want, str) and want.startswith("@")):
+    if rule is None or not (isinstance(want, str) and want.startswith("@")):
         return rule
     other = facts.get(want[1:], Unknown(f"{want[1:]} was not collected"))
     if isinstance(other, Unknown):

@@ -73,7 +73,7 @@ def advise(rate_bps: float, rtt_us: float, samples: int,
         f"buffer = {OVERHEAD_FACTOR} x BDP = {OVERHEAD_FACTOR * bdp:,} bytes (about half of a "
         f"socket buffer carries data), rounded up to {rec:,} bytes (at least {MIN_BUFFER:,})",
     ]
-    sufficient = {k: (None if _max_of(v) is None else _max_of(v) >= rec)
+    sufficient = {k: (None if (limit := _max_of(v)) is None else limit >= rec)
                   for k, v in current.items()}
     commands = [_raise_limit(key, current[key], rec)
                 for key, ok in sufficient.items() if ok is False]

@@ -141,8 +141,8 @@ def default_route_interface(route: str | None = None, route6: str | None = None)
 class InterfaceCheck(Check):
     """A check of the audited interface; all its keys are unknown when there is none."""
 
-    KEYS: tuple[str, ...] = ()
-    persist_advice = IFACE_PERSIST
+    KEYS: ClassVar[tuple[str, ...]] = ()
+    persist_advice: ClassVar[str | None] = IFACE_PERSIST
     per_interface = True
 
     def collect(self) -> dict:

@@ -331,9 +331,10 @@ def change_from_entry(entry: Any) -> Change:
     if not isinstance(entry, dict):
         raise TuneError("not an object")
     values = [entry.get(k) for k in ("key", "check", "previous", "target")]
-    if not all(isinstance(v, str) for v in values):
+    strings = [v for v in values if isinstance(v, str)]
+    if len(strings) < len(values):
         raise TuneError("needs key, check, previous and target (strings)")
-    key, check, previous, target = values
+    key, check, previous, target = strings
     unit = _entry_unit(key, check, entry.get("interface"))
     try:
         unit.check_value(key, previous)

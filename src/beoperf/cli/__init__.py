@@ -7,6 +7,7 @@ import importlib
 import math
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from beoperf import __version__, interrupts
 from beoperf.cli import errors, streams
@@ -24,7 +25,7 @@ def check_seconds(name: str, value: float) -> None:
 class Parser(argparse.ArgumentParser):
     """argparse whose errors are one line and an exception, not usage + exit."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message}")
 
 

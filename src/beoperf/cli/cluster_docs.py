@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
@@ -89,8 +90,8 @@ def with_references(doc: Document, names: list[str], files: list[str]) -> Docume
         body = scaling_body([RunRef(doc.body)], doc.body["label"], systems)
         return Document("scaling", body, doc.meta)
     body = dict(doc.body)
-    names = {s.name for s in systems}  # a system named again replaces what was stored
-    body["references"] = [*(r for r in body["references"] if r["name"] not in names),
+    named = {s.name for s in systems}  # a system named again replaces what was stored
+    body["references"] = [*(r for r in body["references"] if r["name"] not in named),
                           *reference_rows(systems)]
     return Document(doc.kind, body, doc.meta)
 
@@ -129,7 +130,7 @@ def write_plots(doc: Document, directory: Path, only: list[str] | None = None) -
             continue
         fig = scaling_plots.figure(doc, key)
         path = directory / scaling_plots.file_name(key)
-        safeio.write_via(path, lambda stream, f=fig: f.savefig(stream, format="png"))
+        safeio.write_via(path, functools.partial(fig.savefig, format="png"))
         written.append(path)
     return written
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import signal
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from beoperf import errors, interrupts, report, safeio, units
 from beoperf.cli import MAX_SECONDS, ExitStatus, Parser, UsageError, check_seconds
@@ -78,7 +80,9 @@ class _HostOrReport(Parser):
         super().__init__(prog=prog, add_help=False)
         self.run, self.report = run, report
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_known_args(  # type: ignore[override]
+            self, args: Sequence[str] | None = None,
+            namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
         args = list(args or [])
         chosen, other = (self.report, self.run) if args[:1] == ["report"] else \
             (self.run, self.report)
@@ -110,9 +114,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                            _report_parser(f"{prog} report"))
 
 
-def _adder(flags: set[str]):
+def _adder(flags: set[str]) -> Callable[..., argparse.Action]:
     """add_argument that also records the option strings (to name them when refused)."""
-    def add(container, *names: str, **kw):
+    def add(container: Any, *names: str, **kw: Any) -> argparse.Action:
         action = container.add_argument(*names, **kw)
         flags.update(action.option_strings)
         return action
@@ -375,7 +379,7 @@ def write_report(doc: Document, outdir: str | Path) -> list[str]:
         safeio.write_atomic(paths[1], report.render(doc, "json"))
         for name in doc.body["plots"]:
             figure = monitor_plots.figure(doc, name)
-            safeio.write_via(out / name, lambda stream, f=figure: f.savefig(stream, format="png"))
+            safeio.write_via(out / name, functools.partial(figure.savefig, format="png"))
             paths.append(out / name)
     except OSError as exc:
         raise errors.OutputError(f"cannot write into {outdir}: {exc.strerror or exc}") from None

@@ -103,7 +103,7 @@ def guarded() -> Iterator[Outputs]:
     saved = sys.stdout, sys.stderr
     out = saved[0] if isinstance(saved[0], Guarded) else Guarded(saved[0])
     err = saved[1] if isinstance(saved[1], Guarded) else Guarded(saved[1])
-    sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
+    sys.stdout, sys.stderr = out, err
     try:
         yield Outputs(out, err)
     finally:

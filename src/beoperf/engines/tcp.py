@@ -103,7 +103,8 @@ class TcpClient(Transport):
             return errors.PeerError(f"{host} is not a beoperf server: {exc}", "check --port")
         return super().failure(exc, host)
 
-    def _request(self, message: dict[str, Any], op: str, timeout: float | None = None):
+    def _request(self, message: dict[str, Any], op: str,
+                 timeout: float | None = None) -> dict[str, Any]:
         assert self.ctrl is not None
         self.ctrl.settimeout(timeout or self.timeout)
         protocol.send_message(self.ctrl, message)

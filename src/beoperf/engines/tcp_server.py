@@ -238,7 +238,7 @@ class Session:
 
     def _trial(self, message: dict[str, Any]) -> None:
         size, reps, seq0 = message.get("size"), message.get("reps"), message.get("seq0", 0)
-        if not all(isinstance(v, int) for v in (size, reps, seq0)):
+        if not (isinstance(size, int) and isinstance(reps, int) and isinstance(seq0, int)):
             raise Refusal("bad-request", "run needs integer size, reps and seq0")
         if not (1 <= size <= self.params["max_size"] and 1 <= reps <= MAX_REPS and seq0 >= 0):
             raise Refusal("limit", f"run of {reps} x {size} bytes is outside the session limits")

@@ -236,7 +236,7 @@ class _BoundedWorker:
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         self.outputs = Outputs(self.output_limit)
-        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
+        super().__init__(*args, **kwargs)
 
 
 def base_worker_class(configured: object, remote: bool) -> type[ExecWorker]:

@@ -51,7 +51,9 @@ def check(name: str, source: str) -> str:
 
 def _pieces(text: str) -> list[str]:
     """Split at commas outside brackets: 'a,n[1,3-4],b' -> ['a', 'n[1,3-4]', 'b']."""
-    pieces, depth, current = [], 0, []
+    pieces: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         depth += char == "["
         depth -= char == "]"

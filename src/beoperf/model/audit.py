@@ -14,6 +14,7 @@ before issue 9, without the ``"beoperf"`` version key) are read through
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from beoperf.model import document
@@ -83,3 +84,92 @@ def _from_legacy_v1(doc: dict) -> dict:
 
 
 document.register(KIND, VERSION, legacy={LEGACY_FORMAT: _from_legacy_v1})
+
+
+# --------------------------------------------------------------------------- typed body
+# The renderers read these.  A finding's optional texts (command, persist, target) stay in
+# ``texts`` as stored (absent, null or a text), so that body() gives the stored body back.
+
+FINDING_TEXTS = ("command", "persist", "target")
+
+
+@dataclass
+class Finding:
+    """One fact judged against the profile: check, key, value, verdict and reason; for a
+    failing one, the command that changes it, how to persist it and the value that fixes
+    it."""
+
+    check: str
+    key: str
+    value: Any
+    status: str  # pass | warn | fail | unknown
+    reason: str
+    texts: dict[str, str | None] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, f: dict[str, Any]) -> Finding:
+        return cls(check=f["check"], key=f["key"], value=f["value"], status=f["status"],
+                   reason=f["reason"], texts={k: f[k] for k in FINDING_TEXTS if k in f})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "key": self.key, "value": self.value,
+                "status": self.status, "reason": self.reason, **self.texts}
+
+    @property
+    def command(self) -> str | None:
+        return self.texts.get("command")
+
+    @property
+    def persist(self) -> str | None:
+        return self.texts.get("persist")
+
+    @property
+    def target(self) -> str | None:
+        return self.texts.get("target")
+
+
+@dataclass
+class BufferAdvice:
+    """Socket buffers from the bandwidth-delay product: the RTT measured, the buffer
+    recommended, whether each current limit is enough, the arithmetic and the commands."""
+
+    rate_bps: float
+    rtt_us: float
+    rtt_samples: int
+    bdp_bytes: int
+    recommended_bytes: int
+    current: dict[str, Any]
+    sufficient: dict[str, bool | None]
+    arithmetic: list[str]
+    commands: list[str]
+
+
+@dataclass
+class AuditRun:
+    """An audit document's body, typed."""
+
+    profile: str
+    interface: str | None
+    host: dict[str, Any]  # the node's facts: hostname, kernel, os, cpu_model ...
+    findings: list[Finding]
+    buffer_advice: BufferAdvice | None = None
+
+    def body(self) -> dict[str, Any]:
+        return {"profile": self.profile, "interface": self.interface, "host": self.host,
+                "findings": [f.to_dict() for f in self.findings],
+                "buffer_advice": None if self.buffer_advice is None
+                else dict(vars(self.buffer_advice))}
+
+    def to_document(self, meta: dict[str, Any]) -> Document:
+        return Document(KIND, self.body(), meta)
+
+    @classmethod
+    def from_document(cls, doc: Document) -> AuditRun:
+        """The typed body of a (schema-valid) audit document."""
+        if doc.kind != KIND:
+            raise DocumentError(f"a beoperf {doc.kind} document, not an audit")
+        b = doc.body
+        advice = b.get("buffer_advice")
+        return cls(profile=b["profile"], interface=b["interface"], host=b["host"],
+                   findings=[Finding.from_dict(f) for f in b["findings"]],
+                   buffer_advice=BufferAdvice(**advice) if advice else None)

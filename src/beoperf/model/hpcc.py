@@ -325,7 +325,10 @@ def parse_summary(lines: list[tuple[int, str]], source: str) -> tuple[dict, dict
 
 def _chunks(text: str) -> list[tuple[list[str], list[tuple[int, str]]]]:
     """Per run: the lines before its summary section, and the summary's numbered lines."""
-    runs, before, summary, inside = [], [], [], False
+    runs: list[tuple[list[str], list[tuple[int, str]]]] = []
+    before: list[str] = []
+    summary: list[tuple[int, str]] = []
+    inside = False
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
         if stripped == BEGIN:
@@ -405,11 +408,12 @@ def looks_like_hpcc(text: str) -> bool:
 def hpl_residual(run: HpccRun) -> float | None:
     """HPL's scaled residual recomputed from the summary; None if a figure is missing or
     the denominator is zero (HPL did not run)."""
-    need = [run.number(k) for k in ("HPL_RnormI", "HPL_AnormI", "HPL_XnormI", "HPL_BnormI",
-                                    "HPL_eps", "HPL_N")]
-    if any(v is None for v in need):
+    found = [run.number(k) for k in ("HPL_RnormI", "HPL_AnormI", "HPL_XnormI", "HPL_BnormI",
+                                     "HPL_eps", "HPL_N")]
+    need = [v for v in found if v is not None]
+    if len(need) < len(found):
         return None
-    rnorm, anorm, xnorm, bnorm, eps, n = need  # type: ignore[misc]
+    rnorm, anorm, xnorm, bnorm, eps, n = need
     denominator = eps * (anorm * xnorm + bnorm) * n
     if not denominator > 0:
         return None

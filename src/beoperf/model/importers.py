@@ -698,11 +698,10 @@ def _osu_size(path: Path, found: _Import, n: int, row: dict[str, float], fmt: st
         found.dropped_zero = row["mean"] if latency else None
         return
     if latency:
-        times = {"mean": _positive(path, n, row["mean"], "latency (us)"),
-                 "median": row.get("p50"), "p90": row.get("p90"), "p99": row.get("p99")}
-        bps = {"from_mean": _bits_per_second(size, times["mean"]),
-               "from_median": _bits_per_second(size, times["median"]) if times["median"]
-               else None}
+        mean, median = _positive(path, n, row["mean"], "latency (us)"), row.get("p50")
+        times = {"mean": mean, "median": median, "p90": row.get("p90"), "p99": row.get("p99")}
+        bps = {"from_mean": _bits_per_second(size, mean),
+               "from_median": _bits_per_second(size, median) if median else None}
     else:  # bytes one sample time carries, over MB/s (10^6 B/s): microseconds
         carried = size * (2 if fmt == "osu-bibw" else pairs)
         p50 = row.get("p50")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from beoperf.model import document
 from beoperf.model.document import Document, DocumentError
@@ -71,14 +71,16 @@ class SizeResult:
     def central_time_us(self) -> float:
         """The figure to read: the median, or for imports what the source has."""
         for key in ("median", "best_trial_mean", "mean"):
-            if self.time_us.get(key) is not None:
-                return float(self.time_us[key])
+            value = self.time_us.get(key)
+            if value is not None:
+                return float(value)
         raise ResultFormatError(f"size {self.size}: no time statistic")
 
     def central_bps(self) -> float:
         for key in ("from_median", "from_best_trial", "from_mean"):
-            if self.throughput_bps.get(key) is not None:
-                return float(self.throughput_bps[key])
+            value = self.throughput_bps.get(key)
+            if value is not None:
+                return float(value)
         raise ResultFormatError(f"size {self.size}: no throughput statistic")
 
 
@@ -177,12 +179,15 @@ def _v3_to_v4(doc: dict) -> dict:
     return doc
 
 
+def _number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _halfwidth_crosses_zero(size: dict) -> bool:
     """A size stored with a half-width only (no bounds; files before ci95_us), which
     reaches zero or below from its median: noted, as a dropped interval is."""
     median, half = (size.get("time_us") or {}).get("median"), size.get("ci95_halfwidth_us")
-    if size.get("ci95_us") is not None or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in (median, half)):
+    if size.get("ci95_us") is not None or not (_number(median) and _number(half)):
         return False
     if median - half > 0:
         return False

@@ -120,7 +120,7 @@ def _metric(name: str, unit: str, source: str, line: int) -> tuple[str, str]:
 
 
 def _rows(text: str, source: str) -> list[list[str]]:
-    rows = []
+    rows: list[list[str]] = []
     for row in csv.reader(io.StringIO(text)):
         if len(rows) >= MAX_ROWS:
             raise ReferenceError(f"{source}: over {MAX_ROWS} rows")

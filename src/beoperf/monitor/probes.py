@@ -108,7 +108,7 @@ def resolve(host: str, family: int = 0) -> Target:
     except socket.gaierror as exc:
         raise errors.ConnectError(f"cannot resolve host {host!r}: {exc.strerror}") from None
     fam, addr = info[0][0], info[0][4]
-    target = Target(fam, str(addr[0]), addr[3] if fam == socket.AF_INET6 else 0)
+    target = Target(fam, str(addr[0]), addr[3] if len(addr) == 4 else 0)
     if target.ipv6 and ipaddress.ip_address(target.address).is_link_local \
             and not target.scope_id:
         raise ProbeSetupError(f"{host}: a link-local address needs its interface, as in "

@@ -97,7 +97,8 @@ class Schedule:
         return cls(tuple(steps), period)
 
     def slots(self) -> list[Slot]:
-        out, offset = [], 0.0
+        out: list[Slot] = []
+        offset = 0.0
         for step in self.steps:
             for _ in range(step.count):
                 out.append(Slot(len(out), offset, step.size, step.spacing_s))

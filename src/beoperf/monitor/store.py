@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import astuple, dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
 from beoperf import errors, safeio
@@ -351,7 +352,8 @@ class transaction:  # noqa: N801 - used as a context manager, like sqlite3's own
         self.db.execute("BEGIN IMMEDIATE")
         return self.db
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.db.execute("ROLLBACK" if exc_type else "COMMIT")
 
 

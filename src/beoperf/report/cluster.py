@@ -20,6 +20,15 @@ from typing import Any
 from beoperf import units
 from beoperf.analysis import scaling
 from beoperf.model import hpcc
+from beoperf.model.cluster import (
+    ClusterRun,
+    HpccColumn,
+    HpccComparison,
+    ReferencePoint,
+    ScalingPoint,
+    ScalingStudy,
+    Summary,
+)
 from beoperf.model.document import Document
 from beoperf.report import renderer
 from beoperf.report.answer import (
@@ -41,130 +50,119 @@ def num(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else units.format_in(value, "", digits)
 
 
-def cell(stat: dict[str, Any] | None) -> str:
+def cell(stat: Summary | None) -> str:
     """'0.01839 (0.00021)': mean (sample standard deviation); '-' when not measured."""
     if stat is None:
         return "-"
-    spread = f" ({num(stat['stdev'], 2)})" if stat["stdev"] is not None else ""
-    return num(stat["mean"]) + spread
+    spread = f" ({num(stat.stdev, 2)})" if stat.stdev is not None else ""
+    return num(stat.mean) + spread
 
 
-def _series(body: dict[str, Any]) -> list[str]:
-    names: list[str] = []
-    for point in body["points"]:
-        if point["series"] not in names:
-            names.append(point["series"])
-    return names
-
-
-def _keys(body: dict[str, Any], all_keys: bool) -> list[str]:
-    present = {k for p in body["points"] for k in p["metrics"]}
+def _keys(study: ScalingStudy, all_keys: bool) -> list[str]:
+    present = {k for p in study.points for k in p.metrics}
     if all_keys:
         ordered = [k for k in hpcc.KEYS if k in present]
         return ordered + sorted(present - set(ordered))
     return [k for k in hpcc.performance_keys() if k in present]
 
 
-def _heading(point: dict[str, Any]) -> str:
-    where = f", {point['nodes']} node{'s' if point['nodes'] != 1 else ''}" \
-        if point["nodes"] else ""
-    return f"np {point['np']}{where}"
+def _heading(point: ScalingPoint) -> str:
+    where = f", {point.nodes} node{'s' if point.nodes != 1 else ''}" if point.nodes else ""
+    return f"np {point.np}{where}"
 
 
-def means_table(body: dict[str, Any], series: str, all_keys: bool) -> Table:
-    points = [p for p in body["points"] if p["series"] == series]
+def means_table(study: ScalingStudy, series: str, all_keys: bool) -> Table:
+    points = [p for p in study.points if p.series == series]
     header = ["metric", "unit", *(_heading(p) for p in points)]
-    rows = [["runs passed", "", *(f"{p['runs']} of {p['runs'] + p['failed']}"
-                                  for p in points)]]
-    for key in _keys(body, all_keys):
-        rows.append([hpcc.short_name(key), body["units"].get(key, ""),
-                     *(cell(p["metrics"].get(key)) for p in points)])
+    rows = [["runs passed", "", *(f"{p.runs} of {p.runs + p.failed}" for p in points)]]
+    for key in _keys(study, all_keys):
+        rows.append([hpcc.short_name(key), study.units.get(key, ""),
+                     *(cell(p.metrics.get(key)) for p in points)])
     return header, rows, set(range(2, len(header)))
 
 
-def _efficiency_cell(point: dict[str, Any], key: str) -> str:
-    eff = point["efficiency"].get(key)
+def _efficiency_cell(point: ScalingPoint, key: str) -> str:
+    eff = point.efficiency.get(key)
     if eff is None:
         return "-"
-    speedup = point["speedup"].get(key)
+    speedup = point.speedup.get(key)
     return num(eff, 3) + (f" (x{num(speedup, 3)})" if speedup is not None else "")
 
 
-def efficiency_table(body: dict[str, Any], series: str) -> Table | None:
-    points = [p for p in body["points"] if p["series"] == series and p["runs"] > 0]
+def efficiency_table(study: ScalingStudy, series: str) -> Table | None:
+    points = scaling.chain_of(study.points, series)
     if len(points) < 2:
         return None
-    header = ["metric", "role", "against", *(f"np {p['np']}" for p in points[1:])]
+    header = ["metric", "role", "against", *(f"np {p.np}" for p in points[1:])]
     rows = []
-    for key in _keys(body, False):
+    for key in _keys(study, False):
         base = scaling.base_point(points, key)
         if base is None or base is points[-1]:
             continue
-        rows.append([hpcc.short_name(key), hpcc.info(key).role, f"np {base['np']}",
-                     *(_efficiency_cell(p, key) if p["np"] > base["np"] else ""
+        rows.append([hpcc.short_name(key), hpcc.info(key).role, f"np {base.np}",
+                     *(_efficiency_cell(p, key) if p.np > base.np else ""
                        for p in points[1:])])
     return header, rows, set(range(3, len(header)))
 
 
-def stopped_lines(body: dict[str, Any]) -> list[str]:
-    hits = body["stopped_scaling"]
+def stopped_lines(study: ScalingStudy) -> list[str]:
+    hits = study.stopped_scaling
     if not hits:
-        return ["Stopped scaling: none of the metrics (" + body["rules"]["statement"] + ")."]
-    lines = ["Stopped scaling (" + body["rules"]["statement"] + "):"]
+        return ["Stopped scaling: none of the metrics (" + study.rules["statement"] + ")."]
+    lines = ["Stopped scaling (" + study.rules["statement"] + "):"]
     for hit in hits:
-        lines.append(f"  {hit['series']}: {hpcc.short_name(hit['metric'])} at np {hit['np']}"
-                     f": {hit['why']}")
+        lines.append(f"  {hit.series}: {hpcc.short_name(hit.metric)} at np {hit.np}"
+                     f": {hit.why}")
     return lines
 
 
-def failed_lines(body: dict[str, Any]) -> list[str]:
-    failed = [r for r in body["runs"] if r["status"] != "ok"]
+def failed_lines(study: ScalingStudy) -> list[str]:
+    failed = [r for r in study.runs if r.status != "ok"]
     if not failed:
         return []
     lines = [f"Left out of the statistics ({len(failed)} run"
              f"{'s' if len(failed) != 1 else ''}):"]
-    lines += [f"  {r['label']}: {'; '.join(r['failures'])}" for r in failed]
+    lines += [f"  {r.label}: {'; '.join(r.failures)}" for r in failed]
     return lines
 
 
-def reference_table(body: dict[str, Any], all_keys: bool = False) -> Table | None:
+def _reference_row(key: str, study: ScalingStudy, mine: Summary | None,
+                   refs: list[ReferencePoint]) -> list[str]:
+    row = [hpcc.short_name(key), study.units.get(key, ""), cell(mine)]
+    for ref in refs:
+        theirs = ref.metrics.get(key)
+        row += [num(theirs), num(scaling.ratio(mine.mean if mine else None, theirs), 3)]
+    return row
+
+
+def reference_table(study: ScalingStudy, all_keys: bool = False) -> Table | None:
     """This study's largest count beside each reference system (its point at the same
     count if it has one, else its largest), with the ratio this / reference."""
-    ours = scaling.largest_point(body)
-    names = scaling.reference_names(body["references"])
+    ours = scaling.largest_point(study)
+    names = scaling.reference_names(study.references)
     if ours is None or not names:
         return None
-    refs = [scaling.nearest_reference(body["references"], n, ours["np"]) for n in names]
-    header = ["metric", "unit", f"this run (np {ours['np']})"]
+    refs = [r for n in names if (r := scaling.nearest_reference(study.references, n, ours.np))]
+    header = ["metric", "unit", f"this run (np {ours.np})"]
     for ref in refs:
-        assert ref is not None
-        header += [f"{ref['name']} (np {ref['np']})" if ref["np"] else ref["name"], "ratio"]
-    rows = []
-    for key in _keys(body, all_keys):
-        if not any(key in r["metrics"] for r in refs if r):
-            continue
-        mine = ours["metrics"].get(key)
-        row = [hpcc.short_name(key), body["units"].get(key, ""), cell(mine)]
-        for ref in refs:
-            theirs = ref["metrics"].get(key) if ref else None
-            value = scaling.ratio(mine["mean"] if mine else None, theirs)
-            row += [num(theirs), num(value, 3)]
-        rows.append(row)
+        header += [f"{ref.name} (np {ref.np})" if ref.np else ref.name, "ratio"]
+    rows = [_reference_row(key, study, ours.metrics.get(key), refs)
+            for key in _keys(study, all_keys) if any(key in r.metrics for r in refs)]
     return header, rows, set(range(2, len(header)))
 
 
 def _sections(doc: Document, all_keys: bool, draw: Callable[[Table], list[str]],
               title: Callable[[str], str],
               answer_lines: Callable[[list[Line]], list[str]]) -> list[str]:
-    b = doc.body
-    passed = sum(1 for r in b["runs"] if r["status"] == "ok")
-    out = [title(f"HPC Challenge scaling study: {b['label']}"), "",
-           f"{len(b['runs'])} runs: {passed} passed, {len(b['runs']) - passed} failed "
+    b = ScalingStudy.from_document(doc)
+    passed = sum(1 for r in b.runs if r.status == "ok")
+    out = [title(f"HPC Challenge scaling study: {b.label}"), "",
+           f"{len(b.runs)} runs: {passed} passed, {len(b.runs) - passed} failed "
            "(a failed run is left out of the statistics). Cells: mean (sample standard "
            "deviation) over the runs that passed, in HPCC's units (GB/s = 10^9 B/s, "
            "GUP/s = 10^9 updates/s).", ""]
     out += answer_lines(lines_of(doc))
-    for series in _series(b):
+    for series in b.series_names():
         out += [title(f"Series: {series}"), "", *draw(means_table(b, series, all_keys)), ""]
         eff = efficiency_table(b, series)
         if eff is not None:
@@ -203,55 +201,60 @@ def scaling_csv(doc: Document, **_options: Any) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_FIELDS)
-    for p in doc.body["points"]:
-        for key, st in p["metrics"].items():
-            writer.writerow([p["series"], p["np"], p["ranks_per_node"], p["nodes"], key,
-                             doc.body["units"].get(key, ""), hpcc.info(key).role,
-                             st["mean"], st["stdev"], st["min"], st["max"], st["n"],
-                             p["speedup"].get(key), p["efficiency"].get(key)])
+    study = ScalingStudy.from_document(doc)
+    for p in study.points:
+        for key, st in p.metrics.items():
+            writer.writerow([p.series, p.np, p.ranks_per_node, p.nodes, key,
+                             study.units.get(key, ""), hpcc.info(key).role,
+                             st.mean, st.stdev, st.min, st.max, st.n,
+                             p.speedup.get(key), p.efficiency.get(key)])
     return out.getvalue()
 
 
 # --------------------------------------------------------------------------- one run
 
 
+def _hpcc_line(facts: dict[str, Any]) -> str:
+    """The hpcc binary: its version, path and BLAS."""
+    blas = (facts.get("blas") or {}).get("kind")
+    return (f"hpcc {facts.get('version') or '?'}"
+            + (f" ({facts['binary']})" if facts.get("binary") else "")
+            + (f", BLAS: {blas}" if blas else ""))
+
+
 def run_lines(doc: Document, all_keys: bool) -> list[str]:
-    b = doc.body
-    verdict = "passed" if b["status"] == "ok" else "FAILED: " + "; ".join(b["failures"])
-    lines = [f"HPC Challenge run {b['label']}: {scaling.processes(b['np'])}, {verdict}",
+    b = ClusterRun.from_document(doc)
+    verdict = "passed" if b.status == "ok" else "FAILED: " + "; ".join(b.failures)
+    lines = [f"HPC Challenge run {b.label}: {scaling.processes(b.np)}, {verdict}",
              *text_block(lines_of(doc))]
-    if b["nodes"]:
-        lines.append(f"nodes: {', '.join(b['nodes'])} ({b['ranks_per_node']} per node)")
-    if b["input"]:
-        i = b["input"]
+    if b.nodes:
+        lines.append(f"nodes: {', '.join(b.nodes)} ({b.ranks_per_node} per node)")
+    if b.input:
+        i = b.input
         lines.append(f"HPL: N={i['n']} NB={i['nb']} grid {i['p']} x {i['q']}")
-    residual = b["checks"]["hpl_residual"]
+    residual = b.checks.hpl_residual
     if residual is not None:
         lines.append(f"HPL scaled residual {residual:.4g} (must be below "
-                     f"{b['checks']['hpl_threshold']:g}); Success={b['checks']['success']}")
-    hpcc_facts = b["hpcc"]
-    blas = (hpcc_facts.get("blas") or {}).get("kind")
-    lines.append(f"hpcc {hpcc_facts.get('version') or '?'}"
-                 + (f" ({hpcc_facts['binary']})" if hpcc_facts.get("binary") else "")
-                 + (f", BLAS: {blas}" if blas else ""))
-    if b["launch"]:
-        lines.append("launch: " + " ".join(b["launch"]["argv"]))
-        lines += [f"note: {n}" for n in b["launch"]["notes"]]
-    if b["elapsed_s"] is not None:
-        lines.append(f"elapsed: {units.format_time(b['elapsed_s'])}")
+                     f"{b.checks.hpl_threshold:g}); Success={b.checks.success}")
+    lines.append(_hpcc_line(b.hpcc))
+    if b.launch:
+        lines.append("launch: " + " ".join(b.launch["argv"]))
+        lines += [f"note: {n}" for n in b.launch["notes"]]
+    if b.elapsed_s is not None:
+        lines.append(f"elapsed: {units.format_time(b.elapsed_s)}")
     return lines
 
 
 def run_table(doc: Document, all_keys: bool) -> Table:
-    metrics = doc.body["metrics"]
+    metrics = ClusterRun.from_document(doc).metrics
     keys = [k for k in metrics if all_keys or hpcc.info(k).role in hpcc.PERFORMANCE]
     rows = []
     for key in keys:
         entry = metrics[key]
-        value = entry["value"]
-        shown = entry.get("raw", "-") if value is None else \
+        value = entry.value
+        shown = (entry.raw if entry.raw is not None else "-") if value is None else \
             (num(value) if isinstance(value, float) else str(value))
-        rows.append([key if all_keys else hpcc.short_name(key), shown, entry["unit"]])
+        rows.append([key if all_keys else hpcc.short_name(key), shown, entry.unit])
     return ["metric", "value", "unit"], rows, {1}
 
 
@@ -273,39 +276,43 @@ def cluster_csv(doc: Document, **_options: Any) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(("label", "np", "status", "key", "value", "unit", "role"))
-    b = doc.body
-    for key, entry in b["metrics"].items():
-        value = entry["value"] if entry["value"] is not None else entry.get("raw", "")
-        writer.writerow((b["label"], b["np"], b["status"], key, value, entry["unit"],
-                         hpcc.info(key).role))
+    b = ClusterRun.from_document(doc)
+    for key, entry in b.metrics.items():
+        value = entry.value if entry.value is not None else \
+            (entry.raw if entry.raw is not None else "")
+        writer.writerow((b.label, b.np, b.status, key, value, entry.unit, hpcc.info(key).role))
     return out.getvalue()
 
 
 # --------------------------------------------------------------------------- comparison
 
 
+def _column_name(c: HpccColumn) -> str:
+    return c.label + (f" (np {c.np})" if c.np and "np " not in c.label else "")
+
+
 def comparison_table(doc: Document) -> Table:
-    cols = doc.body["columns"]
+    comp = HpccComparison.from_document(doc)
     header = ["metric", "unit"]
-    for i, c in enumerate(cols):
-        name = c["label"] + (f" (np {c['np']})" if c["np"] and "np " not in c["label"] else "")
-        header += [name] if i == 0 else [name, "ratio", "verdict"]
+    for i, c in enumerate(comp.columns):
+        header += [_column_name(c)] if i == 0 else [_column_name(c), "ratio", "verdict"]
     rows = []
-    for r in doc.body["rows"]:
-        row = [hpcc.short_name(r["metric"]), r["unit"]]
-        verdicts = r.get("verdicts") or [None] * len(r["values"])
-        for i, (value, stdev) in enumerate(zip(r["values"], r["stdevs"], strict=True)):
+    for r in comp.rows:
+        row = [hpcc.short_name(r.metric), r.unit]
+        verdicts = r.verdicts or [None] * len(r.values)
+        for i, (value, stdev) in enumerate(zip(r.values, r.stdevs, strict=True)):
             shown = num(value) + (f" ({num(stdev, 2)})" if stdev is not None else "")
-            row += [shown] if i == 0 else [shown, num(r["ratios"][i], 3), verdicts[i] or "-"]
+            row += [shown] if i == 0 else [shown, num(r.ratios[i], 3), verdicts[i] or "-"]
         rows.append(row)
     return header, rows, {i for i in range(2, len(header)) if header[i] != "verdict"}
 
 
 def _comparison_notes(doc: Document) -> list[str]:
-    notes = [doc.body["statement"] + "."]
-    for c in doc.body["columns"]:
-        if c["kind"] == "run" and c["runs"] == 0:
-            notes.append(f"Warning: {c['label']} failed its checks; its figures are shown "
+    comp = HpccComparison.from_document(doc)
+    notes = [comp.statement + "."]
+    for c in comp.columns:
+        if c.kind == "run" and c.runs == 0:
+            notes.append(f"Warning: {c.label} failed its checks; its figures are shown "
                          "but do not count.")
     return notes
 
@@ -327,16 +334,16 @@ def comparison_markdown(doc: Document, **_options: Any) -> str:
 def comparison_csv(doc: Document, **_options: Any) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    cols = doc.body["columns"]
+    comp = HpccComparison.from_document(doc)
     writer.writerow(("metric", "unit", "column", "np", "kind", "value", "stdev",
                      "baseline_ratio", "verdict", "change_low_pct", "change_high_pct"))
-    for r in doc.body["rows"]:
-        width = len(r["values"])
+    for r in comp.rows:
+        width = len(r.values)
         for c, value, stdev, rat, verdict, span in zip(
-                cols, r["values"], r["stdevs"], r["ratios"], r.get("verdicts") or [None] * width,
-                r.get("intervals") or [None] * width, strict=True):
+                comp.columns, r.values, r.stdevs, r.ratios, r.verdicts or [None] * width,
+                r.intervals or [None] * width, strict=True):
             low, high = span if span else (None, None)
-            writer.writerow((r["metric"], r["unit"], c["label"], c["np"], c["kind"], value,
+            writer.writerow((r.metric, r.unit, c.label, c.np, c.kind, value,
                              stdev, rat, verdict, low, high))
     return out.getvalue()
 
@@ -347,12 +354,12 @@ def comparison_csv(doc: Document, **_options: Any) -> str:
 @answer("cluster")
 def run_answer(doc: Document) -> list[Line]:
     """A run that failed (HPCC's checks, or the run itself), else that it passed."""
-    b = doc.body
-    if b["status"] != "ok":
-        why = "; ".join(b["failures"]) or "no reason recorded"
+    b = ClusterRun.from_document(doc)
+    if b.status != "ok":
+        why = "; ".join(b.failures) or "no reason recorded"
         return [Line(Level.FAIL, f"the HPCC run failed: {why}",
                      "its output file says more (hpccoutf.txt beside the run)")]
-    residual = b["checks"].get("hpl_residual")
+    residual = b.checks.hpl_residual
     checked = f" (HPL scaled residual {residual:.3g})" if residual is not None else ""
     return [Line(Level.OK, f"the HPCC run passed its checks{checked}")]
 
@@ -361,24 +368,24 @@ def run_answer(doc: Document) -> list[Line]:
 def scaling_answer(doc: Document) -> list[Line]:
     """The runs that failed (left out of the statistics), one line; each metric that
     stopped scaling."""
-    b = doc.body
-    failed = [r for r in b["runs"] if r["status"] != "ok"]
+    b = ScalingStudy.from_document(doc)
+    failed = [r for r in b.runs if r.status != "ok"]
     out = []
     if failed:
-        why = listed([f"{r['label']} ({'; '.join(r['failures']) or 'no reason'})"
+        why = listed([f"{r.label} ({'; '.join(r.failures) or 'no reason'})"
                       for r in failed], 4)
-        out.append(Line(Level.FAIL, f"{len(failed)} of {plural(len(b['runs']), 'run')} "
+        out.append(Line(Level.FAIL, f"{len(failed)} of {plural(len(b.runs), 'run')} "
                                     f"failed and are left out of the statistics: {why}",
                         "each run's output file says more"))
-    for series in dict.fromkeys(h["series"] for h in b["stopped_scaling"]):
-        hits = [h for h in b["stopped_scaling"] if h["series"] == series]
-        named = [f"{hpcc.short_name(h['metric'])} at np {h['np']}"
-                 + (f" ({h['why']})" if len(hits) <= 2 else "") for h in hits]
+    for series in dict.fromkeys(h.series for h in b.stopped_scaling):
+        hits = [h for h in b.stopped_scaling if h.series == series]
+        named = [f"{hpcc.short_name(h.metric)} at np {h.np}"
+                 + (f" ({h.why})" if len(hits) <= 2 else "") for h in hits]
         out.append(Line(Level.WARN, f"{series}: {plural(len(hits), 'metric')} stopped "
                                     f"scaling: {listed(named, 8)}",
                         "the list under Stopped scaling says by how much"))
     if not out:
-        out.append(Line(Level.OK, f"all {plural(len(b['runs']), 'run')} passed; no metric "
+        out.append(Line(Level.OK, f"all {plural(len(b.runs), 'run')} passed; no metric "
                                   "stopped scaling"))
     return out
 
@@ -388,17 +395,18 @@ def comparison_answer(doc: Document) -> list[Line]:
     """Each column against the baseline (the first): the metrics worse (WARN), those that
     cannot be told (IMPRECISE, only for runs: a reference's figure is one published run)
     and those better (OK).  Documents made before the verdicts: nothing judged."""
-    cols, rows = doc.body["columns"], doc.body["rows"]
+    comp = HpccComparison.from_document(doc)
+    cols, rows = comp.columns, comp.rows
     out = []
     for i, col in enumerate(cols[1:], 1):
-        by = {v: [hpcc.short_name(r["metric"]) for r in rows
-                  if (r.get("verdicts") or [None] * len(cols))[i] == v]
+        by = {v: [hpcc.short_name(r.metric) for r in rows
+                  if (r.verdicts or [None] * len(cols))[i] == v]
               for v in ("worse", "cannot tell", "better")}
-        name = f"{col['label']} vs {cols[0]['label']}"
+        name = f"{col.label} vs {cols[0].label}"
         if by["worse"]:
             out.append(Line(Level.WARN, f"{name}: {plural(len(by['worse']), 'metric')} worse: "
                                         f"{listed(by['worse'])}"))
-        if by["cannot tell"] and col["kind"] == "run":
+        if by["cannot tell"] and col.kind == "run":
             out.append(Line(Level.IMPRECISE, f"{name}: {plural(len(by['cannot tell']), 'metric')}"
                                              f" cannot tell: {listed(by['cannot tell'])}",
                             "repeat the runs (a scaling study's repeats give each point its "

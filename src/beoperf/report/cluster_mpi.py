@@ -19,6 +19,8 @@ from typing import Any
 
 from beoperf import units
 from beoperf.analysis.cluster_mpi import HPCC_KEYS, named, ratio, summary
+from beoperf.model.cluster import Summary
+from beoperf.model.cluster_mpi import MpiRun, Series, Stat
 from beoperf.model.document import Document
 from beoperf.report import renderer
 from beoperf.report.answer import (
@@ -53,53 +55,57 @@ def num(value: float | None, digits: int = 4) -> str:
     return units.format_in(value, "", digits)
 
 
-def cell(stat: dict[str, Any] | None) -> str:
+def cell(stat: Summary | None) -> str:
     """'93.21 (1.2)': mean (sample standard deviation); '-' when not measured."""
     if stat is None:
         return "-"
-    spread = f" ({num(stat['stdev'], 2)})" if stat["stdev"] is not None else ""
-    return num(stat["mean"]) + spread
+    spread = f" ({num(stat.stdev, 2)})" if stat.stdev is not None else ""
+    return num(stat.mean) + spread
 
 
-def series_name(s: dict[str, Any]) -> str:
-    k = s["ranks_per_node"]
-    return f"{k} rank{'s' if k != 1 else ''} per node ({s['np']} ranks)"
+def series_name(s: Series) -> str:
+    return s.name()
 
 
-def series_lines(s: dict[str, Any]) -> list[str]:
+def series_lines(s: Series) -> list[str]:
     """Where and how a series ran, and what went wrong around it."""
-    launch = s.get("launch") or {}
+    launch = s.launch or {}
     argv = " ".join(launch.get("argv") or []) or f"started by {launch.get('started_by', '?')}"
-    lib = (s.get("mpi") or {}).get("library_version") or "?"
-    state = s["status"] + (f" ({s['status_reason']})" if s.get("status_reason") else "")
-    lines = [f"{series_name(s)} on {len(s['nodes'])} node{'s' if len(s['nodes']) != 1 else ''}"
-             f" ({', '.join(s['nodes'])}): {state}",
+    lib = (s.mpi or {}).get("library_version") or "?"
+    state = s.status + (f" ({s.status_reason})" if s.status_reason else "")
+    lines = [f"{series_name(s)} on {len(s.nodes)} node{'s' if len(s.nodes) != 1 else ''}"
+             f" ({', '.join(s.nodes)}): {state}",
              f"  MPI: {lib}", f"  launch: {argv}"]
-    return lines + [f"  warning: {w}" for w in s.get("warnings", [])]
+    return lines + [f"  warning: {w}" for w in s.warnings or []]
 
 
-def _ratio_header(series: list[dict[str, Any]]) -> list[str]:
-    first = series[0]["ranks_per_node"]
-    return [f"{s['ranks_per_node']}/{first} per node" for s in series[1:]]
+def _ratio_header(series: list[Series]) -> list[str]:
+    first = series[0].ranks_per_node
+    return [f"{s.ranks_per_node}/{first} per node" for s in series[1:]]
 
 
 # --------------------------------------------------------------------------- rings
 
 
-def _figure_mean(s: dict[str, Any], key: str, field: str) -> dict[str, Any] | None:
+def median_summary(s: Series, key: str) -> Summary | None:
+    """A figure from the trials' medians, over the repeats."""
+    return Summary.from_dict(summary([r.median_figures.get(key) for r in s.repeats or []]))
+
+
+def _figure_mean(s: Series, key: str, field: str) -> Summary | None:
     if field == "figures":
-        return s["summary"].get(key)
-    return summary([r[field].get(key) for r in s["repeats"]])
+        return (s.summary or {}).get(key)
+    return median_summary(s, key)
 
 
-def ring_table(body: dict[str, Any]) -> Table:
-    series = body["series"]
+def ring_table(run: MpiRun) -> Table:
+    series = run.series
     header = ["figure", *(series_name(s) for s in series), *_ratio_header(series)]
     rows = []
     for field, note in (("figures", ""), ("median_figures", ", median of trials")):
         for key in HPCC_KEYS:
             stats = [_figure_mean(s, key, field) for s in series]
-            means = [st["mean"] if st else None for st in stats]
+            means = [st.mean if st else None for st in stats]
             rows.append([FIGURE_NAMES[key].replace(" (", f"{note} (", 1),
                          *(cell(st) for st in stats),
                          *(num(ratio(m, means[0]), 3) for m in means[1:])])
@@ -107,17 +113,18 @@ def ring_table(body: dict[str, Any]) -> Table:
 
 
 def _ring_sections(doc: Document, draw: Draw, title: Title) -> list[str]:
-    b, d = doc.body, doc.body["definition"]
-    repeats = max((len(s["repeats"]) for s in b["series"]), default=0)
-    out = [title(f"HPCC ring latency and bandwidth: {b['label']}"), "",
+    run = MpiRun.from_document(doc)
+    d = run.settings["definition"]
+    repeats = max((len(s.repeats or []) for s in run.series), default=0)
+    out = [title(f"HPCC ring latency and bandwidth: {run.label}"), "",
            f"Both directions; latency at {d['latency_bytes']:,} B, bandwidth at "
            f"{d['bandwidth_bytes']:,} B; the natural ring and {d['random_rings']['latency']} "
            f"random rings ({d['random_rings']['bandwidth']} for bandwidth). {d['statistic']}."
            f" Cells: mean (sample standard deviation) over {repeats} repeat"
            f"{'s' if repeats != 1 else ''}; GB/s = 10^9 B/s.", ""]
-    if b["series"]:
-        out += [*draw(ring_table(b)), ""]
-    for s in b["series"]:
+    if run.series:
+        out += [*draw(ring_table(run)), ""]
+    for s in run.series:
         out += [*series_lines(s), ""]
     return out
 
@@ -144,13 +151,13 @@ def ring_csv(doc: Document, **_options: Any) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(RING_FIELDS)
-    for s in doc.body["series"]:
-        for r in s["repeats"]:
-            for ring in r["rings"]:
-                ci = ring["ci_s"] or [None, None]
-                writer.writerow([s["ranks_per_node"], s["np"], r["repeat"], ring["name"],
-                                 ring["kind"], ring["size"], " ".join(map(str, ring["order"])),
-                                 len(ring["trials"]), ring["hpcc_s"], ring["median_s"], *ci])
+    for s in MpiRun.from_document(doc).series:
+        for r in s.repeats or []:
+            for ring in r.rings:
+                ci = ring.ci_s if ring.ci_s is not None else [None, None]
+                writer.writerow([s.ranks_per_node, s.np, r.repeat, ring.name,
+                                 ring.kind, ring.size, " ".join(map(str, ring.order)),
+                                 len(ring.trials), ring.hpcc_s, ring.median_s, *ci])
     return out.getvalue()
 
 
@@ -173,15 +180,16 @@ def findings_lines(found: dict[str, Any]) -> list[str]:
 
 
 def _pairs_sections(doc: Document, draw: Draw, title: Title) -> list[str]:
-    b = doc.body
+    run = MpiRun.from_document(doc)
+    b = run.settings
     how = ("one pair at a time, the other ranks waiting" if b["mode"] == "serial" else
            "rounds of disjoint pairs at once")
-    out = [title(f"All-pairs ping-pong: {b['label']}"), "",
+    out = [title(f"All-pairs ping-pong: {run.label}"), "",
            f"{how}; latency at {b['latency_bytes']:,} B, bandwidth at "
            f"{b['bandwidth_bytes']:,} B. {b['statistic']}. Between two nodes: the median of "
            "their rank pairs.", ""]
-    for s in b["series"]:
-        found = s["findings"]
+    for s in run.series:
+        found = s.findings or {}
         out += [title(series_name(s)), "", *series_lines(s), "",
                 "Latency (us):", "", *draw(matrix_table(found, "latency_s", 1e6)), "",
                 "Bandwidth (MB/s = 10^6 B/s):", "",
@@ -208,9 +216,8 @@ PAIR_FIELDS = ("ranks_per_node", "a", "b", "node_a", "node_b", "round", "latency
                "bandwidth_ci_low_Bps", "bandwidth_ci_high_Bps", "bandwidth_trials")
 
 
-def _stat_cells(st: dict[str, Any] | None) -> list[Any]:
-    return [None] * 4 if st is None else [st["median"], st["ci_low"], st["ci_high"],
-                                          st["trials"]]
+def _stat_cells(st: Stat | None) -> list[Any]:
+    return [None] * 4 if st is None else [st.median, st.ci_low, st.ci_high, st.trials]
 
 
 @renderer("cluster-pairs", "csv")
@@ -219,47 +226,48 @@ def pairs_csv(doc: Document, **_options: Any) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(PAIR_FIELDS)
-    for s in doc.body["series"]:
-        for p in s["pairs"]:
-            writer.writerow([s["ranks_per_node"], p["a"], p["b"], p["node_a"], p["node_b"],
-                             p["round"], *_stat_cells(p["latency_s"]),
-                             *_stat_cells(p["bandwidth_Bps"])])
+    for s in MpiRun.from_document(doc).series:
+        for p in s.pairs or []:
+            writer.writerow([s.ranks_per_node, p.a, p.b, p.node_a, p.node_b,
+                             p.round, *_stat_cells(p.latency_s),
+                             *_stat_cells(p.bandwidth_Bps)])
     return out.getvalue()
 
 
 # --------------------------------------------------------------------------- pairs at once
 
 
-def _interval(st: dict[str, Any] | None, scale: float) -> str:
+def _interval(st: Stat | None, scale: float) -> str:
     if st is None:
         return "-"
-    ci = f" [{num(st['ci_low'] * scale)}, {num(st['ci_high'] * scale)}]" \
-        if st["ci_low"] is not None else ""
-    return num(st["median"] * scale) + ci
+    ci = f" [{num(st.ci_low * scale)}, {num(st.ci_high * scale)}]" \
+        if st.ci_low is not None and st.ci_high is not None else ""
+    return num(st.median * scale) + ci
 
 
-def mbw_table(s: dict[str, Any]) -> Table:
+def mbw_table(s: Series) -> Table:
     header = ["pairs", "size", "aggregate MB/s [95% interval]", "messages/s",
               "slowest pair MB/s", "fastest pair MB/s", "sum of pairs MB/s", "trials"]
-    rows = [[str(p["pairs"]), units.format_size(p["size"]), _interval(p["bandwidth_Bps"], 1e-6),
-             _interval(p["rate_per_s"], 1.0), num(p["pair_Bps"]["min"] * 1e-6),
-             num(p["pair_Bps"]["max"] * 1e-6), num(p["pair_Bps"]["sum"] * 1e-6),
-             str(p["trials"])] for p in s["points"]]
+    rows = [[str(p.pairs), units.format_size(p.size), _interval(p.bandwidth_Bps, 1e-6),
+             _interval(p.rate_per_s, 1.0), num(p.pair_Bps["min"] * 1e-6),
+             num(p.pair_Bps["max"] * 1e-6), num(p.pair_Bps["sum"] * 1e-6),
+             str(p.trials)] for p in s.points or []]
     return header, rows, set(range(len(header)))
 
 
 def _mbw_sections(doc: Document, draw: Draw, title: Title) -> list[str]:
-    b = doc.body
-    out = [title(f"N pairs at once (as osu_mbw_mr): {b['label']}"), "",
+    run = MpiRun.from_document(doc)
+    b = run.settings
+    out = [title(f"N pairs at once (as osu_mbw_mr): {run.label}"), "",
            f"Windows of {b['window']} messages, each acknowledged. {b['statistic']}.", ""]
-    for s in b["series"]:
+    for s in run.series:
         pairs = ", ".join(f"{p['sender']}->{p['receiver']} ({p['sender_node']} -> "
-                          f"{p['receiver_node']})" for p in s["pairings"])
+                          f"{p['receiver_node']})" for p in s.pairings or [])
         out += [title(series_name(s)), "", *series_lines(s), f"  pairs: {pairs}", "",
                 *draw(mbw_table(s)), ""]
-        if s["skipped_pair_counts"]:
+        if s.skipped_pair_counts:
             out += [f"pair counts left out (more than the ranks make): "
-                    f"{', '.join(map(str, s['skipped_pair_counts']))}", ""]
+                    f"{', '.join(map(str, s.skipped_pair_counts))}", ""]
     return out
 
 
@@ -287,13 +295,13 @@ def mbw_csv(doc: Document, **_options: Any) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(MBW_FIELDS)
-    for s in doc.body["series"]:
-        for p in s["points"]:
-            bw, rate = p["bandwidth_Bps"], p["rate_per_s"]
-            writer.writerow([s["ranks_per_node"], s["np"], p["pairs"], p["size"], bw["median"],
-                             bw["ci_low"], bw["ci_high"], rate["median"], rate["ci_low"],
-                             rate["ci_high"], p["pair_Bps"]["min"], p["pair_Bps"]["max"],
-                             p["pair_Bps"]["sum"], p["trials"]])
+    for s in MpiRun.from_document(doc).series:
+        for p in s.points or []:
+            bw, rate = p.bandwidth_Bps, p.rate_per_s
+            writer.writerow([s.ranks_per_node, s.np, p.pairs, p.size, bw.median,
+                             bw.ci_low, bw.ci_high, rate.median, rate.ci_low,
+                             rate.ci_high, p.pair_Bps["min"], p.pair_Bps["max"],
+                             p.pair_Bps["sum"], p.trials])
     return out.getvalue()
 
 
@@ -307,18 +315,17 @@ def with_answer(doc: Document, lines: list[str], md: bool) -> list[str]:
     return [*lines[:2], *block, *lines[2:]]
 
 
-def series_answer(s: dict[str, Any]) -> list[Line]:
+def series_answer(s: Series) -> list[Line]:
     """A series that did not complete, its warnings, and minimum trials that overran the
     time budget (the figures then have fewer trials than asked)."""
     name = series_name(s)
     out = []
-    if s["status"] != "complete":
-        text = f"{name}: {s['status']}" + (f" ({s['status_reason']})"
-                                          if s.get("status_reason") else "")
-        out.append(Line(Level.WARN if s["status"] == "interrupted" else Level.FAIL, text))
+    if s.status != "complete":
+        text = f"{name}: {s.status}" + (f" ({s.status_reason})" if s.status_reason else "")
+        out.append(Line(Level.WARN if s.status == "interrupted" else Level.FAIL, text))
     out += [Line(line.level, f"{name}: {line.text}", line.todo, line.topic)
-            for line in from_strings(s.get("warnings", []))]
-    loop = s.get("loop") or {}
+            for line in from_strings(s.warnings or [])]
+    loop = s.loop or {}
     if isinstance(loop, dict) and loop.get("over_budget"):
         out.append(Line(Level.IMPRECISE, f"{name}: the minimum trials took "
                                          f"{loop.get('elapsed_s')} s, longer than the time "
@@ -328,8 +335,8 @@ def series_answer(s: dict[str, Any]) -> list[Line]:
     return out
 
 
-def _all_series(doc: Document) -> list[Line]:
-    return [line for s in doc.body["series"] for line in series_answer(s)]
+def _all_series(run: MpiRun) -> list[Line]:
+    return [line for s in run.series for line in series_answer(s)]
 
 
 def _or_ok(lines: list[Line], what: str) -> list[Line]:
@@ -339,13 +346,15 @@ def _or_ok(lines: list[Line], what: str) -> list[Line]:
 
 @answer("cluster-ring")
 def ring_answer(doc: Document) -> list[Line]:
-    return _or_ok(_all_series(doc), f"{plural(len(doc.body['series']), 'series', 'series')} "
+    run = MpiRun.from_document(doc)
+    return _or_ok(_all_series(run), f"{plural(len(run.series), 'series', 'series')} "
                                     "measured, none stopped early")
 
 
 @answer("cluster-mbw")
 def mbw_answer(doc: Document) -> list[Line]:
-    return _or_ok(_all_series(doc), f"{plural(len(doc.body['series']), 'series', 'series')} "
+    run = MpiRun.from_document(doc)
+    return _or_ok(_all_series(run), f"{plural(len(run.series), 'series', 'series')} "
                                     "measured, none stopped early")
 
 
@@ -353,9 +362,10 @@ def mbw_answer(doc: Document) -> list[Line]:
 def pairs_answer(doc: Document) -> list[Line]:
     """The slow nodes and links of every series (one line each kind), then the series'
     own lines."""
+    run = MpiRun.from_document(doc)
     out = []
-    for s in doc.body["series"]:
-        found = s["findings"]
+    for s in run.series:
+        found = s.findings or {}
         slow = named({**found, "slow_links": []})
         links = named({**found, "slow_nodes": []})
         if slow:
@@ -366,4 +376,4 @@ def pairs_answer(doc: Document) -> list[Line]:
                     f"{series_name(s)}: {len(links)} slow links: {listed(links, 3)}")
             out.append(Line(Level.WARN, text, "beoperf pingpong between the two nodes of a "
                                               "slow link; check its cables and switch ports"))
-    return _or_ok([*out, *_all_series(doc)], "no slow node or link")
+    return _or_ok([*out, *_all_series(run)], "no slow node or link")

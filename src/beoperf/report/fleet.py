@@ -99,6 +99,6 @@ def what_is_wrong(doc: Document) -> list[Line]:
     return out
 
 
-def _statuses(key: Mapping[str, Any]) -> set[str]:
+def _statuses(key: Mapping[str, Any]) -> set[str | None]:
     """The statuses of a fleet key: its own, or its groups' for one that differs."""
     return {g.get("status") for g in key.get("groups", [])} | {key.get("status")}

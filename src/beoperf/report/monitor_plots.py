@@ -18,6 +18,7 @@ through safeio), as renderers never write files.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib import dates as mdates
@@ -34,9 +35,10 @@ FIGSIZE = (10.0, 6.0)  # inches
 DPI = 100
 MARGINS = {"left": 0.08, "right": 0.98, "bottom": 0.1, "top": 0.93, "hspace": 0.08}
 BAND_ALPHA = 0.25
-OUTAGE = {"color": "tab:red", "alpha": 0.25}
-CONGESTION = {"color": "tab:orange", "alpha": 0.3}
-GAP = {"facecolor": "none", "edgecolor": "grey", "hatch": "//", "linewidth": 0}
+# matplotlib styles (keyword arguments of its patches)
+OUTAGE: dict[str, Any] = {"color": "tab:red", "alpha": 0.25}
+CONGESTION: dict[str, Any] = {"color": "tab:orange", "alpha": 0.3}
+GAP: dict[str, Any] = {"facecolor": "none", "edgecolor": "grey", "hatch": "//", "linewidth": 0}
 NO_DATA = "no small probe answered in this range"
 
 
@@ -96,7 +98,7 @@ def _loss_bars(ax: Axes, edges: np.ndarray, loss: list[float | None]) -> None:
     ax.set_ylim(0, max(5.0, float(np.nanmax(values, initial=0.0)) * 1.1))
 
 
-def _spans(ax: Axes, spans: np.ndarray, **style: object) -> None:
+def _spans(ax: Axes, spans: np.ndarray, **style: Any) -> None:
     """Full-height vertical bands [lo, hi) (x in data units), one collection for all."""
     if len(spans):
         verts = [[(lo, 0.0), (lo, 1.0), (hi, 1.0), (hi, 0.0)] for lo, hi in spans]
@@ -159,7 +161,8 @@ def _timeline_figure(doc: dict, source: str, what: str) -> Figure:
     _loss_bars(bottom, np.append(x - width / 2, x[-1] + width / 2),
                series["loss_pct" if latency else "large_loss_pct"])
     handles = _mark_events([top, bottom], doc)
-    top.set_xlim(_dates([doc["range"]["from_utc"], doc["range"]["to_utc"]]))
+    start, end = _dates([doc["range"]["from_utc"], doc["range"]["to_utc"]])
+    top.set_xlim(float(start), float(end))
     if drawn or handles:
         top.legend(handles=top.get_legend_handles_labels()[0] + handles, loc="upper left",
                    fontsize=8, framealpha=0.9, ncols=2)

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from beoperf import units
 from beoperf.analysis.effect import WIDE
 from beoperf.analysis.node import describe_test
 from beoperf.model.document import Document
+from beoperf.model.node import FleetMetric, IoDir, Metric, NodeComparison, NodeFleet, NodeRun
 from beoperf.report import renderer
 from beoperf.report.answer import Level, Line, answer, lines_of, listed, plural, text_block
 from beoperf.report.compare import _aligned as aligned
@@ -35,46 +36,67 @@ def _f(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:.0f}"
 
 
-def _spread(m: Mapping[str, Any]) -> str:
-    rel = m["stdev"] / m["mean"] * 100 if m["mean"] else 0.0
-    return f"{_f(m['mean'])} ±{rel:.1f}%"
+def _spread(m: Metric) -> str:
+    rel = m.stdev / m.mean * 100 if m.mean else 0.0
+    return f"{_f(m.mean)} ±{rel:.1f}%"
 
 
-def _by_part(body: Mapping[str, Any], part: str) -> list[dict[str, Any]]:
-    return [m for m in body["metrics"] if m["part"] == part]
+def _by_part(run: NodeRun, part: str) -> list[Metric]:
+    return [m for _, m in run.of(part)]
+
+
+def repeat_count(ms: Iterable[Metric]) -> str:
+    """The repetitions of some metrics: '5', or '3-5' when they differ."""
+    repeats = sorted({m.repeat for m in ms})
+    return str(repeats[0]) if len(repeats) == 1 else f"{repeats[0]}-{repeats[-1]}"
 
 
 # --------------------------------------------------------------------------- conditions
 
 
-def condition_lines(body: Mapping[str, Any], meta: Mapping[str, Any]) -> list[str]:
-    c = body["conditions"]
-    caches = ", ".join(f"L{x['level']}{'d' if x.get('type') == 'Data' else ''} "
-                       f"{units.format_size(x['size'])}" for x in c.get("caches", [])
-                       if x.get("type") != "Instruction" and x.get("size"))
+def blas_core(run: NodeRun) -> str | None:
+    """The core type the BLAS chose (OpenBLAS's corename), from the DGEMM runs."""
+    return next((r["blas"].get("corename") for r in run.part("dgemm").get("runs", [])
+                 if r.get("blas")), None)
+
+
+def _caches_text(c: Mapping[str, Any]) -> str:
+    return ", ".join(f"L{x['level']}{'d' if x.get('type') == 'Data' else ''} "
+                     f"{units.format_size(x['size'])}" for x in c.get("caches", [])
+                     if x.get("type") != "Instruction" and x.get("size"))
+
+
+def _machine_line(c: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
+    """Node, CPU, cores used, caches, memory, NUMA nodes and governor."""
     numa = c.get("numa") or []
     gov = c.get("governor")
+    mem = c.get("memory")
+    return (f"node {printable(str(meta.get('host', '?')))}: {printable(str(c.get('cpu_model')))}, "
+            f"{c.get('cores_used')} of {c.get('cpus')} cores used; caches "
+            f"{_caches_text(c) or 'unknown'}; "
+            f"memory {units.format_size(mem) if mem else 'unknown'}; NUMA "
+            f"{len(numa)} node{'s' if len(numa) != 1 else ''}; governor "
+            + (", ".join(f"{g} ({cpus})" for g, cpus in gov.items()) if gov else
+               "n/a (no cpufreq)"))
+
+
+def _build_line(run: NodeRun) -> str:
+    """The kernels' compiler and flags, the BLAS, its core type and environment."""
+    c = run.conditions
     blas = c.get("blas") or {}
     env = " ".join(f"{k}={v}" for k, v in (blas.get("environment") or {}).items())
     build = c.get("build") or {}
-    core = next((r["blas"].get("corename") for r in body["parts"].get("dgemm", {})
-                 .get("runs", []) if r.get("blas")), None)
-    mem = c.get("memory")
-    lines = [
-        f"node {printable(str(meta.get('host', '?')))}: {printable(str(c.get('cpu_model')))}, "
-        f"{c.get('cores_used')} of {c.get('cpus')} cores used; caches {caches or 'unknown'}; "
-        f"memory {units.format_size(mem) if mem else 'unknown'}; NUMA "
-        f"{len(numa)} node{'s' if len(numa) != 1 else ''}; governor "
-        + (", ".join(f"{g} ({cpus})" for g, cpus in gov.items()) if gov else
-           "n/a (no cpufreq)"),
-        f"kernels built by {build.get('compiler')} with {build.get('flags')}; BLAS "
-        f"{blas.get('library')} {blas.get('version')}"
-        + (f" (core type {core})" if core else "") + (f"; {env}" if env else ""),
-        f"status: {body['status']}" + (f" ({printable(body['status_reason'])})"
-                                        if body.get("status_reason") else "")
-        + f"; --repeat {body['repeat']}; {_f(c.get('elapsed_s'), 3)} s",
-    ]
-    return lines
+    core = blas_core(run)
+    return (f"kernels built by {build.get('compiler')} with {build.get('flags')}; BLAS "
+            f"{blas.get('library')} {blas.get('version')}"
+            + (f" (core type {core})" if core else "") + (f"; {env}" if env else ""))
+
+
+def condition_lines(run: NodeRun, meta: Mapping[str, Any]) -> list[str]:
+    reason = f" ({printable(run.status_reason)})" if run.status_reason else ""
+    return [_machine_line(run.conditions, meta), _build_line(run),
+            f"status: {run.status}{reason}; --repeat {run.repeat}; "
+            f"{_f(run.conditions.get('elapsed_s'), 3)} s"]
 
 
 # --------------------------------------------------------------------------- parts
@@ -88,32 +110,35 @@ def warm_phrase(detail: dict) -> str:
     return ""
 
 
-def stream_lines(body: Mapping[str, Any]) -> list[str]:
-    ms = _by_part(body, "stream")
+def _stream_row(m: Metric) -> list[str]:
+    return [str(m.params["threads"]), m.name, _f(m.figure("best")), _f(m.figure("per_core")),
+            _f(m.mean), _f(m.stdev, 2), _f(m.min), _f(m.max),
+            *(units.format_time(m.extra[k]) for k in ("avg_time_s", "min_time_s",
+                                                       "max_time_s")), str(m.repeat)]
+
+
+def stream_lines(run: NodeRun) -> list[str]:
+    ms = _by_part(run, "stream")
     if not ms:
         return []
-    d = body["parts"].get("stream", {})
+    d = run.part("stream")
     head = ("threads", "test", "best GB/s", "per core", "mean", "stdev", "min", "max",
             "avg time", "min time", "max time", "n")
-    rows = [[str(m["params"]["threads"]), m["name"], _f(m["best"]), _f(m["per_core"]),
-             _f(m["mean"]), _f(m["stdev"], 2), _f(m["min"]), _f(m["max"]),
-             units.format_time(m["avg_time_s"]), units.format_time(m["min_time_s"]),
-             units.format_time(m["max_time_s"]), str(m["repeat"])] for m in ms]
     ok = "passed" if d.get("ok") else "FAILED"
     title = (f"STREAM: 3 arrays of {units.format_size(d.get('array_bytes', 0))} "
              f"({printable(str(d.get('size_rule')))}; {d.get('stores')} stores); "
              "GB/s = 10^9 B/s, copy/scale 16 B, "
              f"add/triad 24 B an element; {warm_phrase(d)}first iteration dropped; validation {ok} "
              f"(average relative error <= {d.get('epsilon')})")
-    lines = ["", title, *aligned(head, rows, set(range(2, 12)))]
+    lines = ["", title, *aligned(head, [_stream_row(m) for m in ms], set(range(2, 12)))]
     if d.get("below_4x_cache"):
         lines.append("note: the arrays are smaller than 4 x the last-level cache: this is "
                      "cache bandwidth, not memory bandwidth")
     return lines
 
 
-def _ref_kernel(ref: Mapping[str, Any] | None, kernel: str, length: int) -> float | None:
-    for r in (ref or {}).get("kernels", []):
+def _ref_kernel(run: NodeRun, kernel: str, length: int) -> float | None:
+    for r in run.reference_entries("kernels"):
         if r["kernel"] == kernel and abs(r["length"] - length) <= REF_LENGTH_TOLERANCE * length:
             return r["mflops"]
     return None
@@ -131,113 +156,119 @@ def levels(by_kernel: Mapping[str, str]) -> str:
     return "; ".join(f"{level}: {', '.join(ks)}" for level, ks in groups.items())
 
 
-def kernel_lines(body: Mapping[str, Any]) -> list[str]:
-    ms = _by_part(body, "kernels")
+def _kernel_row(run: NodeRun, n: int, kernels: list[str],
+                cell: Mapping[tuple[str, int], Metric], with_ref: bool) -> list[str]:
+    found = {k: cell[(k, n)] for k in kernels if (k, n) in cell}
+    row = [f"{n:,}", levels({k: m.level for k, m in found.items()}),
+           *(_spread(found[k]) if k in found else "-" for k in kernels)]
+    if with_ref:
+        row += [_f(_ref_kernel(run, k, n)) for k in kernels]
+    return row
+
+
+def _drops_line(run: NodeRun) -> list[str]:
+    drops = run.kernels().drops
+    if not drops:
+        return []
+    return ["drops between levels: " + "; ".join(
+        f"{d.kernel} {d.from_level}->{d.to_level} {d.change_pct:+.0f}%"
+        for d in drops if d.change_pct is not None)]
+
+
+def kernel_lines(run: NodeRun) -> list[str]:
+    ms = _by_part(run, "kernels")
     if not ms:
         return []
-    ref = body.get("reference")
-    kernels = list(dict.fromkeys(m["name"] for m in ms))
-    lengths = sorted({m["params"]["length"] for m in ms})
-    cell = {(m["name"], m["params"]["length"]): m for m in ms}
-    with_ref = bool(ref and ref.get("kernels"))
-    head = ["length", "level", *kernels,
-            *([f"{ref['name']} {k}" for k in kernels] if with_ref else [])]
-    rows = []
-    for n in lengths:
-        level = levels({k: cell[(k, n)].get("level", "?") for k in kernels if (k, n) in cell})
-        row = [f"{n:,}", level, *(_spread(cell[(k, n)]) if (k, n) in cell else "-"
-                                  for k in kernels)]
-        if with_ref:
-            row += [_f(_ref_kernel(ref, k, n)) for k in kernels]
-        rows.append(row)
-    repeats = sorted({m["repeat"] for m in ms})
-    count = str(repeats[0]) if len(repeats) == 1 else f"{repeats[0]}-{repeats[-1]}"
-    lines = ["", f"PEAK kernels, MFLOP/s (mean ±stdev over {count} trials; flops/element: "
-             "div 1, daxpy 2, dot 2, "
-             "poly 10; level: the cache of cpu0 that holds the working set)",
-             *aligned(head, rows, set(range(2, len(head))))]
-    drops = body["parts"].get("kernels", {}).get("drops", [])
-    if drops:
-        lines.append("drops between levels: " + "; ".join(
-            f"{d['kernel']} {d['from']}->{d['to']} {d['change_pct']:+.0f}%"
-            for d in drops if d["change_pct"] is not None))
-    return lines
+    kernels = list(dict.fromkeys(m.name for m in ms))
+    cell = {(m.name, m.length): m for m in ms}
+    with_ref = bool(run.reference_entries("kernels"))
+    name = (run.reference or {}).get("name")
+    head = ["length", "level", *kernels, *([f"{name} {k}" for k in kernels] if with_ref else [])]
+    rows = [_kernel_row(run, n, kernels, cell, with_ref) for n in sorted({m.length for m in ms})]
+    return ["", f"PEAK kernels, MFLOP/s (mean ±stdev over {repeat_count(ms)} trials; "
+            "flops/element: div 1, daxpy 2, dot 2, "
+            "poly 10; level: the cache of cpu0 that holds the working set)",
+            *aligned(head, rows, set(range(2, len(head)))), *_drops_line(run)]
 
 
 HPCC_REF = {("dgemm", 1): "SingleDGEMM", ("randomaccess", 1): "SingleRandomAccess",
             ("fft", None): "SingleFFT"}
 
 
-def compute_lines(body: Mapping[str, Any]) -> list[str]:
-    ms = [m for m in body["metrics"] if m["part"] in ("dgemm", "randomaccess", "fft")]
+def compute_lines(run: NodeRun) -> list[str]:
+    ms = [m for m in run.metrics if m.part in ("dgemm", "randomaccess", "fft")]
     if not ms:
         return []
-    ref = {r["metric"]: r["value"] for r in (body.get("reference") or {}).get("hpcc", [])}
+    ref = {r["metric"]: r["value"] for r in run.reference_entries("hpcc")}
     head = ["figure", "unit", "mean", "stdev", "min", "max", "n", "check",
             *(["reference"] if ref else [])]
     rows = []
     for m in ms:
-        params = ", ".join(f"{k} {v}" for k, v in m["params"].items())
-        check = "ok" if m["ok"] else "FAILED"
-        row = [f"{m['part']} ({params})", m["unit"], _f(m["mean"]), _f(m["stdev"], 2),
-               _f(m["min"]), _f(m["max"]), str(m["repeat"]), check]
+        params = ", ".join(f"{k} {v}" for k, v in m.params.items())
+        check = "ok" if m.ok else "FAILED"
+        row = [f"{m.part} ({params})", m.unit, _f(m.mean), _f(m.stdev, 2),
+               _f(m.min), _f(m.max), str(m.repeat), check]
         if ref:
-            name = HPCC_REF.get((m["part"], m["params"].get("threads")))
+            name = HPCC_REF.get((m.part, m.params.get("threads")))
             row.append(_f(ref.get(name)) + f" ({name})" if name in ref else "-")
         rows.append(row)
     return ["", "DGEMM (numpy BLAS, 2N^3 flops), RandomAccess (HPCC updates), FFT "
             "(5 N log2 N flops)", *aligned(head, rows, {2, 3, 4, 5, 6})]
 
 
-def _ref_io(ref: Mapping[str, Any] | None, where: str, size: int,
-            test: str) -> float | None:
-    for r in ((ref or {}).get("io") or {}).get(where, []):
+def _ref_io(run: NodeRun, where: str, size: int, test: str) -> float | None:
+    for r in ((run.reference or {}).get("io") or {}).get(where, []):
         if r["test"] == test and abs(r["file_size"] - size) <= REF_SIZE_TOLERANCE * size:
             return r["mb_s"]
     return None
 
 
-def io_lines(body: Mapping[str, Any]) -> list[str]:
-    ms = _by_part(body, "io")
+def io_refs(run: NodeRun) -> list[str]:
+    """The reference system's I/O columns present: "local", "nfs"."""
+    io = (run.reference or {}).get("io") or {}
+    return [w for w in ("local", "nfs") if io.get(w)]
+
+
+def _io_cell(m: Metric | None) -> str:
+    return f"{_f(m.min, 3)}/{_f(m.mean, 3)}/{_f(m.max, 3)}" if m else "-"
+
+
+def _dir_line(e: IoDir) -> str:
+    m = e.mount
+    methods = ", ".join(sorted({str(v) for v in e.method.values()}))
+    return (f"  {printable(e.dir)}: {printable(str(m.get('fstype')))} "
+            f"{printable(str(m.get('source')))} on "
+            f"{printable(str(m.get('mount_point')))} "
+            f"({printable(str(m.get('options')))}); cache: {methods}")
+
+
+def io_lines(run: NodeRun) -> list[str]:
+    ms = _by_part(run, "io")
     if not ms:
         return []
-    d = body["parts"].get("io", {})
-    dirs = [e["dir"] for e in d.get("dirs", [])]
-    ref = body.get("reference")
-    refs = [w for w in ("local", "nfs") if ((ref or {}).get("io") or {}).get(w)]
-    cell = {(m["params"]["dir"], m["params"]["file_size"], m["name"]): m for m in ms}
+    d = run.io()
+    dirs = [e.dir for e in d.dirs]
+    refs = io_refs(run)
+    cell = {(m.params["dir"], m.params["file_size"], m.name): m for m in ms}
     head = ["file", "test", *(f"{printable(x)} min/avg/max" for x in dirs),
-            *(f"{ref['name']} {w}" for w in refs)]
-    rows = []
-    for size in d.get("file_sizes", []):
-        for test in d.get("patterns", []):
-            row = [units.format_size(size), test]
-            for x in dirs:
-                m = cell.get((x, size, test))
-                row.append(f"{_f(m['min'], 3)}/{_f(m['mean'], 3)}/{_f(m['max'], 3)}"
-                           if m else "-")
-            row += [_f(_ref_io(ref, w, size, test)) for w in refs]
-            rows.append(row)
-    lines = ["", f"I/O: {units.format_size(d.get('block', 0))} blocks, MB/s = 10^6 B/s"]
-    for e in d.get("dirs", []):
-        m = e.get("mount") or {}
-        methods = ", ".join(sorted({str(v) for v in e.get("method", {}).values()}))
-        lines.append(f"  {printable(e['dir'])}: {printable(str(m.get('fstype')))} "
-                     f"{printable(str(m.get('source')))} on "
-                     f"{printable(str(m.get('mount_point')))} "
-                     f"({printable(str(m.get('options')))}); cache: {methods}")
+            *(f"{(run.reference or {}).get('name')} {w}" for w in refs)]
+    rows = [[units.format_size(size), test, *(_io_cell(cell.get((x, size, test))) for x in dirs),
+             *(_f(_ref_io(run, w, size, test)) for w in refs)]
+            for size in d.file_sizes for test in d.patterns]
+    lines = ["", f"I/O: {units.format_size(d.block)} blocks, MB/s = 10^6 B/s",
+             *(_dir_line(e) for e in d.dirs)]
     return [*lines, *aligned(head, rows, set(range(2, len(head))))]
 
 
 def report_lines(doc: Document) -> list[str]:
-    body = doc.body
-    lines = condition_lines(body, doc.meta)
+    run = NodeRun.from_document(doc)
+    lines = condition_lines(run, doc.meta)
     for part in (stream_lines, kernel_lines, compute_lines, io_lines):
-        lines += part(body)
-    if body.get("reference"):
-        lines += ["", f"reference: {body['reference']['name']} "
-                  f"({printable(body['reference']['system'])}), from "
-                  f"{body['reference']['source']}"]
+        lines += part(run)
+    ref = run.reference
+    if ref:
+        lines += ["", f"reference: {ref['name']} ({printable(ref['system'])}), from "
+                  f"{ref['source']}"]
     return lines
 
 
@@ -261,57 +292,62 @@ def csv_text(doc: Document, **_options: Any) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CSV_FIELDS)
-    for m in doc.body["metrics"]:
-        params = ";".join(f"{k}={v}" for k, v in m["params"].items())
-        writer.writerow([m["id"], m["part"], m["name"], params, m["unit"], m["repeat"],
-                         f"{m['mean']:.10g}", f"{m['stdev']:.10g}", f"{m['min']:.10g}",
-                         f"{m['max']:.10g}", "" if m["ok"] is None else int(m["ok"])])
+    for m in NodeRun.from_document(doc).metrics:
+        params = ";".join(f"{k}={v}" for k, v in m.params.items())
+        writer.writerow([m.id, m.part, m.name, params, m.unit, m.repeat,
+                         f"{m.mean:.10g}", f"{m.stdev:.10g}", f"{m.min:.10g}",
+                         f"{m.max:.10g}", "" if m.ok is None else int(m.ok)])
     return buf.getvalue()
 
 
 # --------------------------------------------------------------------------- fleets
 
 
-def fleet_lines(body: Mapping[str, Any]) -> list[str]:
+def _outlier_lines(fleet: NodeFleet) -> list[str]:
+    if not fleet.outliers:
+        return ["outlier nodes: none"]
+    lines = [f"outlier nodes: {', '.join(printable(n) for n in fleet.outliers)}"]
+    for node, ids in fleet.outliers.items():
+        lines.append(f"  {printable(node)}: {len(ids)} metric(s): "
+                     + ", ".join(printable(i) for i in ids[:8])
+                     + (" ..." if len(ids) > 8 else ""))
+    return lines
+
+
+def _fleet_row(m: FleetMetric) -> list[str]:
+    values = m.values
+    low = min(values, key=lambda n: values[n])
+    high = max(values, key=lambda n: values[n])
+    return [printable(m.id), m.unit, _f(m.median), _f(m.mad, 2),
+            f"{_f(values[low])} {printable(low)}", f"{_f(values[high])} {printable(high)}",
+            ", ".join(f"{printable(n)} ({m.z[n]:+.1f})" for n in m.outliers) or "-"]
+
+
+def fleet_lines(fleet: NodeFleet) -> list[str]:
     lines = [f"did not answer: {ns} ({printable(reason)})"
-             for reason, ns in body["no_answer"].items()]
+             for reason, ns in fleet.no_answer.items()]
     lines += [f"another beoperf version, not used: {ns} (beoperf {printable(v)})"
-              for v, ns in body["other_version"].items()]
-    lines.append(f"answered: {body['answered'] or '-'}")
-    outliers = body["outliers"]
-    if outliers:
-        lines.append(f"outlier nodes: {', '.join(printable(n) for n in outliers)}")
-        for node, ids in outliers.items():
-            lines.append(f"  {printable(node)}: {len(ids)} metric(s): "
-                         + ", ".join(printable(i) for i in ids[:8])
-                         + (" ..." if len(ids) > 8 else ""))
-    else:
-        lines.append("outlier nodes: none")
+              for v, ns in fleet.other_version.items()]
+    lines.append(f"answered: {fleet.answered or '-'}")
+    lines += _outlier_lines(fleet)
     head = ["metric", "unit", "median", "MAD", "lowest", "highest", "outliers (z)"]
-    rows = []
-    for m in body["metrics"]:
-        values = m["values"]
-        low = min(values, key=values.get)
-        high = max(values, key=values.get)
-        rows.append([printable(m["id"]), m["unit"], _f(m["median"]), _f(m["mad"], 2),
-                     f"{_f(values[low])} {printable(low)}", f"{_f(values[high])} {printable(high)}",
-                     ", ".join(f"{printable(n)} ({m['z'][n]:+.1f})" for n in m["outliers"])
-                     or "-"])
-    return [*lines, "", *aligned(head, rows, {2, 3}), "", body["method"]["statement"]]
+    rows = [_fleet_row(m) for m in fleet.metrics]
+    return [*lines, "", *aligned(head, rows, {2, 3}), "", fleet.method["statement"]]
 
 
 @renderer("node-fleet", "text")
 def fleet_text(doc: Document, **_options: Any) -> str:
     top = text_block(lines_of(doc))
-    return "\n".join([*top, *([""] if top else []), *fleet_lines(doc.body)]) + "\n"
+    return "\n".join([*top, *([""] if top else []),
+                      *fleet_lines(NodeFleet.from_document(doc))]) + "\n"
 
 
 # --------------------------------------------------------------------------- comparing
 
 
-def _label(body: Mapping[str, Any], i: int) -> str:
-    runs = (body.get("runs") or [])[i] if i < len(body.get("runs") or []) else 1
-    return printable(body["labels"][i]) + (f" ({runs} runs)" if runs > 1 else "")
+def _label(c: NodeComparison, i: int) -> str:
+    runs = c.runs[i] if i < len(c.runs) else 1
+    return printable(c.labels[i]) + (f" ({runs} runs)" if runs > 1 else "")
 
 
 def change_text(change: float | None, interval: Sequence[float] | None) -> str:
@@ -330,20 +366,20 @@ def interval_cell(interval: Sequence[float]) -> str:
     return f"[{interval[0]:+.1f}, {interval[1]:+.1f}]"
 
 
-def comparison_rows(body: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    labels = body["labels"]
-    base = labels.index(body["baseline"])
+def comparison_rows(c: NodeComparison) -> tuple[list[str], list[list[str]]]:
+    labels = c.labels
+    base = labels.index(c.baseline)
     head = ["metric", "unit"]
     for i in range(len(labels)):
-        head += [_label(body, i)] if i == base else [_label(body, i), "change", "verdict"]
+        head += [_label(c, i)] if i == base else [_label(c, i), "change", "verdict"]
     rows = []
-    for r in body["rows"]:
-        row = [printable(r["id"]), r["unit"]]
-        intervals = r.get("intervals") or [None] * len(labels)
+    for r in c.rows:
+        row = [printable(r.id), r.unit]
+        intervals = r.intervals or [None] * len(labels)
         for i in range(len(labels)):
-            row.append(_f(r["means"][i]))
+            row.append(_f(r.means[i]))
             if i != base:
-                row += [change_text(r["changes"][i], intervals[i]), r["verdicts"][i] or "-"]
+                row += [change_text(r.changes[i], intervals[i]), r.verdicts[i] or "-"]
         rows.append(row)
     return head, rows
 
@@ -356,17 +392,17 @@ LEVELS = (("worse", Level.WARN, "slower"), ("cannot tell", Level.IMPRECISE, "can
 def comparison_answer(doc: Document) -> list[Line]:
     """Per configuration: the metrics worse (WARN), those that cannot be told (IMPRECISE)
     and those better (OK) than the baseline."""
-    b = doc.body
+    b = NodeComparison.from_document(doc)
     out = []
-    for i, label in enumerate(b["labels"]):
-        if label == b["baseline"]:
+    for i, label in enumerate(b.labels):
+        if label == b.baseline:
             continue
         for verdict, level, word in LEVELS:
-            ids = [r["id"] for r in b["rows"] if r["verdicts"][i] == verdict]
+            ids = [r.id for r in b.rows if r.verdicts[i] == verdict]
             if ids:
                 todo = ("repeat each configuration (files given one --label are its runs)"
                         if level == Level.IMPRECISE else "")
-                out.append(Line(level, f"{printable(label)} vs {printable(b['baseline'])}: "
+                out.append(Line(level, f"{printable(label)} vs {printable(b.baseline)}: "
                                        f"{plural(len(ids), 'metric')} {word}: {listed(ids)}",
                                 todo))
     return out
@@ -374,13 +410,14 @@ def comparison_answer(doc: Document) -> list[Line]:
 
 @renderer("node-comparison", "table")
 def comparison_table(doc: Document, **_options: Any) -> str:
-    head, rows = comparison_rows(doc.body)
+    c = NodeComparison.from_document(doc)
+    head, rows = comparison_rows(c)
     numeric = {i for i, h in enumerate(head) if i >= 2 and h != "verdict"}
     first = text_block(lines_of(doc))
     return "\n".join([*first, *([""] if first else []), *aligned(head, rows, numeric), "",
-                      f"Baseline: {printable(doc.body['baseline'])}; change of the mean and "
+                      f"Baseline: {printable(c.baseline)}; change of the mean and "
                       "its interval, + = faster (every figure is a rate).",
-                      doc.body["test"]["statement"]]) + "\n"
+                      c.test["statement"]]) + "\n"
 
 
 @renderer("node-comparison", "text")
@@ -390,18 +427,19 @@ def comparison_text(doc: Document, **options: Any) -> str:
 
 @renderer("node-comparison", "markdown")
 def comparison_markdown(doc: Document, **_options: Any) -> str:
-    head, rows = comparison_rows(doc.body)
+    c = NodeComparison.from_document(doc)
+    head, rows = comparison_rows(c)
 
     def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
     return "\n".join([line(head), line(["---"] * len(head)), *(line(r) for r in rows), "",
-                      doc.body["test"]["statement"]]) + "\n"
+                      c.test["statement"]]) + "\n"
 
 
 @renderer("node-comparison", "csv")
 def comparison_csv(doc: Document, **_options: Any) -> str:
-    head, rows = comparison_rows(doc.body)
+    head, rows = comparison_rows(NodeComparison.from_document(doc))
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(head)
@@ -445,25 +483,25 @@ CHECK_TODO = ("a failed check means wrong results: check the memory (EDAC counte
 def node_answer(doc: Document) -> list[Line]:
     """A run that did not complete, each failed check, the figures whose check failed,
     STREAM measuring a cache instead of memory; all checks passed: says so."""
-    b = doc.body
+    run = NodeRun.from_document(doc)
     out = []
-    if b["status"] != "complete":
-        reason = f": {b['status_reason']}" if b.get("status_reason") else ""
-        out.append(Line(Level.WARN if b["status"] == "interrupted" else Level.FAIL,
-                        f"the node suite is {b['status']}{reason}"))
-    out += [Line(Level.FAIL, text, CHECK_TODO) for text in validation_failures(b["parts"])]
-    failed = [m["id"] for m in b["metrics"] if m.get("ok") is False]
+    if run.status != "complete":
+        reason = f": {run.status_reason}" if run.status_reason else ""
+        out.append(Line(Level.WARN if run.status == "interrupted" else Level.FAIL,
+                        f"the node suite is {run.status}{reason}"))
+    out += [Line(Level.FAIL, text, CHECK_TODO) for text in validation_failures(run.parts)]
+    failed = [m.id for m in run.metrics if m.ok is False]
     if failed:
         out.append(Line(Level.FAIL, f"{plural(len(failed), 'figure')} whose check failed: "
                                     f"{listed(failed)}", CHECK_TODO))
-    if b["parts"].get("stream", {}).get("below_4x_cache"):
+    if run.part("stream").get("below_4x_cache"):
         out.append(Line(Level.WARN, "STREAM's arrays are smaller than 4 x the last-level "
                                     "cache: its figures are cache bandwidth, not memory "
                                     "bandwidth",
                         "a larger --array-size (at least 4 x the last-level cache)"))
     if not out:
-        checked = sum(m.get("ok") is True for m in b["metrics"])
-        out.append(Line(Level.OK, f"{plural(len(b['metrics']), 'figure')} measured; the "
+        checked = sum(m.ok is True for m in run.metrics)
+        out.append(Line(Level.OK, f"{plural(len(run.metrics), 'figure')} measured; the "
                                   f"{plural(checked, 'check')} of their results passed"))
     return out
 
@@ -472,19 +510,19 @@ def node_answer(doc: Document) -> list[Line]:
 def fleet_answer(doc: Document) -> list[Line]:
     """Nodes that did not answer or run another beoperf, and the outlier nodes (each with
     how many figures and which)."""
-    b = doc.body
+    b = NodeFleet.from_document(doc)
     out = [Line(Level.FAIL, f"did not answer: {printable(ns)} ({printable(reason)})",
                 "check that beoperf runs there over ssh, then run again")
-           for reason, ns in b["no_answer"].items()]
+           for reason, ns in b.no_answer.items()]
     out += [Line(Level.WARN, f"another beoperf version, not used: {printable(ns)} (beoperf "
                              f"{printable(v)})", "install the same beoperf on every node")
-            for v, ns in b["other_version"].items()]
+            for v, ns in b.other_version.items()]
     out += [Line(Level.WARN, f"outlier node {printable(node)}: {plural(len(ids), 'figure')} "
                              "apart from the other nodes "
                              f"({listed([printable(i) for i in ids], 4)})",
                  f"beoperf node on {printable(node)} beside a normal node (and beoperf audit)")
-            for node, ids in b["outliers"].items()]
+            for node, ids in b.outliers.items()]
     if not out:
-        out.append(Line(Level.OK, f"{b['answered'] or 'no node'} answered; no outlier node in "
-                                  f"{plural(len(b['metrics']), 'figure')}"))
+        out.append(Line(Level.OK, f"{b.answered or 'no node'} answered; no outlier node in "
+                                  f"{plural(len(b.metrics), 'figure')}"))
     return out

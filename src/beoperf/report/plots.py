@@ -38,6 +38,7 @@ import io
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -49,7 +50,10 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter
 
 from beoperf.analysis.curve import Collapse, analyze_run, time_name
-from beoperf.model.pingpong import RunResult
+from beoperf.model.pingpong import RunResult, SizeResult
+
+if TYPE_CHECKING:
+    from matplotlib.typing import ColorType
 
 FIGSIZE = (8.0, 5.0)  # inches: the axes and their labels; the legend adds LEGEND_WIDTH
 LEGEND_WIDTH_PER_CHAR = 0.075  # inches per character of the longest legend line (8 pt)
@@ -94,13 +98,18 @@ class Series:
         return (self.sizes >= c.first_size) & (self.sizes <= c.last_size)
 
 
+def _band(rows: list[SizeResult]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The min and p90 times of the sizes, or None unless every size has both."""
+    if not rows or not all(_has_band(s.time_us) for s in rows):
+        return None
+    return (np.array([s.time_us["min"] for s in rows], dtype=float),
+            np.array([s.time_us["p90"] for s in rows], dtype=float))
+
+
 def series(run: RunResult) -> Series:
     """Extract the plotted arrays of a run; the band is None unless every size has it."""
     rows = [s for s in run.sizes if s.size > 0 and s.central_time_us() > 0]
-    band = None
-    if rows and all(_has_band(s.time_us) for s in rows):
-        band = (np.array([float(s.time_us["min"]) for s in rows]),
-                np.array([float(s.time_us["p90"]) for s in rows]))
+    band = _band(rows)
     analysis = analyze_run(run) if rows and len(rows) == len(run.sizes) else None
     return Series(sizes=np.array([s.size for s in rows], dtype=float),
                   time_us=np.array([s.central_time_us() for s in rows]),
@@ -221,7 +230,7 @@ class Curve:
 
     series: Series
     label: str
-    color: str
+    color: ColorType  # as matplotlib gave the line (a name or an RGB tuple)
     handle: object
     marker: str
 
@@ -261,8 +270,9 @@ def _legend_entry(curve: Curve) -> tuple[object, str]:
 
 def _legend(ax: Axes, curves: Sequence[Curve], runs: Sequence[RunResult]) -> None:
     """Beside the axes: the runs (with their saturation), then what band, span and line are."""
-    handles, labels = zip(*(_legend_entry(c) for c in curves), strict=True)
-    handles, labels = list(handles), list(labels)
+    entries = [_legend_entry(c) for c in curves]
+    handles: list[Any] = [h for h, _ in entries]
+    labels = [label for _, label in entries]
     if any(c.series.band_us is not None for c in curves):
         handles.append(Patch(facecolor="grey", alpha=BAND_ALPHA))
         labels.append(f"band: {time_label(runs)} min..p90")

@@ -18,13 +18,12 @@ renderer; the caller writes the figures (the CLI, through safeio).
 
 from __future__ import annotations
 
-from typing import Any
-
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from beoperf.model import hpcc
+from beoperf.model.cluster import ScalingPoint, ScalingStudy
 from beoperf.model.document import Document
 
 FIGSIZE = (8.0, 5.0)
@@ -37,7 +36,7 @@ REF_COLOR = "0.35"
 
 def keys(doc: Document) -> list[str]:
     """The performance metrics the study has figures for, in HPCC's order."""
-    present = {k for p in doc.body["points"] for k in p["metrics"]}
+    present = {k for p in ScalingStudy.from_document(doc).points for k in p.metrics}
     return [k for k in hpcc.performance_keys() if k in present]
 
 
@@ -45,43 +44,43 @@ def file_name(key: str) -> str:
     return f"{key}.png"
 
 
-def _series(body: dict[str, Any], key: str) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for point in body["points"]:
-        if point["runs"] > 0 and key in point["metrics"]:
-            out.setdefault(point["series"], []).append(point)
+def _series(study: ScalingStudy, key: str) -> dict[str, list[ScalingPoint]]:
+    out: dict[str, list[ScalingPoint]] = {}
+    for point in study.points:
+        if point.runs > 0 and key in point.metrics:
+            out.setdefault(point.series, []).append(point)
     return out
 
 
-def _ideal(points: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
+def _ideal(points: list[ScalingPoint], key: str) -> tuple[list[int], list[float]]:
     base = points[0]
-    m0, p0 = base["metrics"][key]["mean"], base["np"]
-    xs = [p["np"] for p in points]
+    m0, p0 = base.metrics[key].mean, base.np
+    xs = [p.np for p in points]
     if hpcc.info(key).role == "aggregate":
         return xs, [m0 * x / p0 for x in xs]
     return xs, [m0 for _ in xs]
 
 
-def _runs_text(points: list[dict[str, Any]]) -> str:
+def _runs_text(points: list[ScalingPoint]) -> str:
     """'5 runs per count' ('runs per count vary' when they do)."""
-    counts = {p["runs"] for p in points}
+    counts = {p.runs for p in points}
     if len(counts) != 1:
         return "runs per count vary"
     n = counts.pop()
     return f"{n} run{'s' if n != 1 else ''} per count"
 
 
-def _draw_series(ax: Axes, name: str, points: list[dict[str, Any]], key: str,
+def _draw_series(ax: Axes, name: str, points: list[ScalingPoint], key: str,
                  color: str, log: bool) -> bool:
     """The series' means, spread and ideal; whether a lower error bar was clipped (on a
     log axis mean - stdev <= 0 cannot be drawn: the bar stops at the smallest run)."""
-    xs = [p["np"] for p in points]
-    stats = [p["metrics"][key] for p in points]
-    means = [s["mean"] for s in stats]
-    ax.vlines(xs, [s["min"] for s in stats], [s["max"] for s in stats], color=color,
+    xs = [p.np for p in points]
+    stats = [p.metrics[key] for p in points]
+    means = [s.mean for s in stats]
+    ax.vlines(xs, [s.min for s in stats], [s.max for s in stats], color=color,
               alpha=0.25, linewidth=7, zorder=1)
-    upper = [s["stdev"] or 0.0 for s in stats]
-    lower = [min(u, s["mean"] - s["min"]) if log and s["mean"] - u <= 0 else u
+    upper = [s.stdev or 0.0 for s in stats]
+    lower = [min(u, s.mean - s.min) if log and s.mean - u <= 0 else u
              for u, s in zip(upper, stats, strict=True)]
     ax.errorbar(xs, means, yerr=[lower, upper], color=color, marker="o", capsize=4,
                 zorder=3, label=f"{name} (mean \u00b1 stdev, {_runs_text(points)}; "
@@ -93,30 +92,32 @@ def _draw_series(ax: Axes, name: str, points: list[dict[str, Any]], key: str,
     return lower != upper
 
 
-def _values(body: dict[str, Any], key: str) -> list[float]:
+def _values(study: ScalingStudy, key: str) -> list[float]:
     """Every value a figure draws (to choose its scale before drawing)."""
     values: list[float] = []
-    for points in _series(body, key).values():
+    for points in _series(study, key).values():
         for p in points:
-            st = p["metrics"][key]
-            values += [st["mean"], st["min"], st["max"]]
+            st = p.metrics[key]
+            values += [st.mean, st.min, st.max]
         if len(points) > 1:
             values += _ideal(points, key)[1]
-    values += [r["metrics"][key] for r in body["references"] if key in r["metrics"]]
+    values += [r.metrics[key] for r in study.references if key in r.metrics]
     return values
 
 
-def _draw_references(ax: Axes, body: dict[str, Any], key: str) -> None:
-    names: list[str] = []
-    for ref in body["references"]:
-        if ref["name"] not in names:
-            names.append(ref["name"])
+def _reference_counts(study: ScalingStudy, key: str) -> list[int]:
+    """The process counts at which the reference systems give ``key``."""
+    return [r.np for r in study.references if key in r.metrics and r.np]
+
+
+def _draw_references(ax: Axes, study: ScalingStudy, key: str) -> None:
+    names = list(dict.fromkeys(r.name for r in study.references))
     for i, name in enumerate(names):
-        pts = [r for r in body["references"] if r["name"] == name and key in r["metrics"]
-               and r["np"]]
+        pts = [(r.np, r.metrics[key]) for r in study.references
+               if r.name == name and key in r.metrics and r.np]
         if not pts:
             continue
-        xs, ys = [r["np"] for r in pts], [r["metrics"][key] for r in pts]
+        xs, ys = [x for x, _ in pts], [y for _, y in pts]
         counts = ", ".join(str(x) for x in xs)
         ax.scatter(xs, ys, marker=REF_MARKERS[i % len(REF_MARKERS)], color=REF_COLOR,
                    edgecolor="black", s=55, zorder=4, label=f"{name} ({counts} procs)")
@@ -146,25 +147,25 @@ def _axes(ax: Axes, counts: list[int], values: list[float], unit: str, log: bool
 
 def figure(doc: Document, key: str) -> Figure:
     """One metric of the study (see the module's docstring)."""
-    body = doc.body
+    study = ScalingStudy.from_document(doc)
     fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
     ax = fig.add_subplot()
     info = hpcc.info(key)
     ax.set_title(f"{key}\n{info.description}", fontsize=10)
-    values = _values(body, key)
+    values = _values(study, key)
     log = is_log(values)
     counts: list[int] = []
     clipped = False
-    for i, (name, points) in enumerate(_series(body, key).items()):
+    for i, (name, points) in enumerate(_series(study, key).items()):
         clipped |= _draw_series(ax, name, points, key, COLORS[i % len(COLORS)], log)
-        counts += [p["np"] for p in points]
-    _draw_references(ax, body, key)
-    counts += [r["np"] for r in body["references"] if key in r["metrics"] and r["np"]]
+        counts += [p.np for p in points]
+    _draw_references(ax, study, key)
+    counts += _reference_counts(study, key)
     if not counts:
         ax.text(0.5, 0.5, "no run measured this metric", ha="center", va="center",
                 transform=ax.transAxes)
         return fig
-    _axes(ax, counts, values, body["units"].get(key, info.unit), log)
+    _axes(ax, counts, values, study.units.get(key, info.unit), log)
     if clipped:
         ax.text(0.99, 0.01, "log axis: a bar whose mean - stdev is below 0 stops at the "
                 "smallest run", transform=ax.transAxes, ha="right", va="bottom",

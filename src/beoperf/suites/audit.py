@@ -84,7 +84,7 @@ def buffer_advice(peer: str, port: int, rate_bps: float) -> dict[str, Any]:
     except errors.BeoperfError as exc:
         raise type(exc)(f"cannot measure the RTT to {peer}: {exc}", exc.hint,
                         exc.category) from None
-    rtt_us = 2.0 * measured.time_us["median"]
+    rtt_us = 2.0 * measured.central_time_us()
     return advise(rate_bps, rtt_us, measured.samples, current_limits()).to_dict()
 
 

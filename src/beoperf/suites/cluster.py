@@ -313,7 +313,7 @@ def _body(study: Study, config: plan.Config, repeat: int, label: str, launch: di
     input_ = {"n": config.input.n, "nb": config.input.nb, "p": config.input.p,
               "q": config.input.q, "file": f"{rundir.name}/hpccinf.txt",
               "n_from": config.n_from}
-    common = {"label": label, "ranks_per_node": config.ranks_per_node,
+    common: dict[str, Any] = {"label": label, "ranks_per_node": config.ranks_per_node,
               "nodes": list(config.nodes) or None, "repeat": repeat, "series": config.series,
               "input_": input_, "launch": launch, "binary": _binary_facts(study.linked),
               "elapsed_s": finished.elapsed_s, "exit_status": finished.status}

@@ -76,13 +76,12 @@ def _doc_column(doc: Document, source: str) -> Column:
         return Column(b["label"], b["np"] or None, "run", source,
                       1 if b["status"] == "ok" else 0, values, {})
     if doc.kind == "scaling":
-        point = largest_point(b)
+        point = largest_point(cluster.ScalingStudy.from_document(doc))
         if point is None:
             raise errors.InputError(f"{source}: no run of this study passed")
-        return Column(f"{b['label']} (np {point['np']})", point["np"], "run", source,
-                      point["runs"], {k: s["mean"] for k, s in point["metrics"].items()},
-                      {k: s["stdev"] for k, s in point["metrics"].items()
-                       if s["stdev"] is not None})
+        return Column(f"{b['label']} (np {point.np})", point.np, "run", source,
+                      point.runs, {k: s.mean for k, s in point.metrics.items()},
+                      {k: s.stdev for k, s in point.metrics.items() if s.stdev is not None})
     raise errors.InputError(f"{source}: a {doc.kind} document; compare HPCC results with "
                             "HPCC results")
 
@@ -109,11 +108,12 @@ def _verdict(columns: list[Column], values: list[float | None], key: str, i: int
     """Column i against the baseline on one metric (None where either has no figure or
     failed its checks)."""
     base, col = columns[0], columns[i]
-    if values[0] is None or values[i] is None or 0 in (base.runs, col.runs):
+    base_value, value = values[0], values[i]
+    if base_value is None or value is None or 0 in (base.runs, col.runs):
         return None
     return effect.compare_summaries(
-        (values[0], base.stdevs.get(key), base.runs or 1),
-        (values[i], col.stdevs.get(key), col.runs or 1),
+        (base_value, base.stdevs.get(key), base.runs or 1),
+        (value, col.stdevs.get(key), col.runs or 1),
         higher_is_better=hpcc.info(key).role != "latency", family=family)
 
 

@@ -330,8 +330,7 @@ def history_setup(params: dict[str, Any], host: str,
     drop = ("precision", "time_budget", "max_time")
     setup = {"peer": host, **{k: v for k, v in params.items() if k not in drop}}
     facts = local or {}
-    machine, sock, iface = (facts.get(k) if isinstance(facts.get(k), dict) else {}
-                            for k in ("host", "socket", "interface"))
+    machine, sock, iface = (_part(facts, k) for k in ("host", "socket", "interface"))
     for name, value in (("local_host", machine.get("hostname")), ("kernel", machine.get("kernel")),
                         ("congestion_used", sock.get("congestion")), ("mtu", iface.get("mtu"))):
         if value is not None:
@@ -341,10 +340,16 @@ def history_setup(params: dict[str, Any], host: str,
     return setup
 
 
+def _part(facts: dict, key: str) -> dict:
+    """The section ``key`` of the local facts ({} when it is missing or not an object)."""
+    part = facts.get(key)
+    return part if isinstance(part, dict) else {}
+
+
 def tuning_settings(local: dict[str, Any]) -> dict[str, Any] | None:
     """This end's settings a tuning change may touch (beoperf.audit.state), for the
     interface the data socket uses; None if they could not be read at all."""
-    iface = local.get("interface") if isinstance(local.get("interface"), dict) else {}
+    iface = _part(local, "interface")
     name = iface.get("name") if isinstance(iface.get("name"), str) else None
     try:
         return state.settings(name if valid_ifname(name) else None)
@@ -357,8 +362,8 @@ def across_runs(result: RunResult, history: History, utc: str) -> list[str]:
     of its setup (beoperf.sweep.history; this run's own part stays in
     ``ci95_within_run_us``), record what was done in ``sweep.between_runs``, and add a
     complete run to the history; the notes for the result."""
-    medians = {s.size: float(s.time_us["median"]) for s in result.sizes
-               if s.time_us.get("median") is not None}  # range: between_run_sd, record
+    medians = {s.size: float(m) for s in result.sizes
+               if (m := s.time_us.get("median")) is not None}  # range: between_run_sd, record
     own = run_history.between_run_sd(medians, history.runs)
     sd = run_history.pooled_sd(own, len(history.runs), history.host_sd)
     notes = [history.note] if history.note else []
@@ -462,11 +467,11 @@ def shaper_notes(result: RunResult, local: dict[str, Any]) -> list[str]:
     if not shaper:
         return []
     rate = shaper["sustained_bps"]
-    sock, iface = local.get("socket") or {}, local.get("interface") or {}
-    mss, mtu = sock.get("mss"), iface.get("mtu")
-    full = bool(mss and mtu and mtu - 80 <= mss < mtu)  # full segments fill an MTU frame
-    wire = (f" ({units.format_rate(rate * (mtu + 14) / mss)} on the wire: {mtu + 14}-byte "
-            f"frames carrying {mss} bytes)" if full else "")
+    mss, mtu = _part(local, "socket").get("mss"), _part(local, "interface").get("mtu")
+    wire = ""
+    if mss and mtu and mtu - 80 <= mss < mtu:  # full segments fill an MTU frame
+        wire = (f" ({units.format_rate(rate * (mtu + 14) / mss)} on the wire: {mtu + 14}-byte "
+                f"frames carrying {mss} bytes)")
     notes = [f"the stream rate falls as trials get longer, as behind a shaper: about "
              f"{units.format_size(shaper['burst_bytes'])} pass at line rate "
              f"({units.format_rate(shaper['short_trial_bps'])} in a "

@@ -13,7 +13,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from beoperf import engines, errors, units
 from beoperf.engines import Peer
@@ -91,7 +91,7 @@ def run(spec: Spec, progress: Callable[[str], None] | None = None) -> Replayed |
 
 
 def replay_document(spec: Spec, profile: Profile, out: ReplayOutcome, started_utc: str,
-                    started: float, peer_text: str, **meta_extra: object) -> Document:
+                    started: float, peer_text: str, **meta_extra: Any) -> Document:
     meta = make_meta(list(spec.command_line), utc_start=started_utc,
                      duration_s=round(time.monotonic() - started, 3), peer=peer_text,
                      **meta_extra)

@@ -239,7 +239,7 @@ def peer_measure(host: str, port: int,
     new connection to the peer's ``beoperf serve`` (its errors are beoperf.errors)."""
     def measure() -> float:
         found = measure_size(host, port, measured.SIZE, max_time, MEASURE_TIMEOUT_S)
-        return float(found.time_us["median"])
+        return found.central_time_us()
 
     return measure
 

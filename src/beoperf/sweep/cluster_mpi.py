@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -38,7 +38,7 @@ class _Base:
 
     def __init__(self, leader: Leader, integrity: bool = False) -> None:
         self.leader, self.integrity = leader, integrity
-        self.log: dict[Hashable, list[dict[str, Any]]] = {}
+        self.log: dict[Hashable, list[dict[Any, Any]]] = {}
         self.seq = 0
         self.corrupt = 0
         self._wall_ns = 1.0
@@ -103,7 +103,7 @@ class RingMeasurer(_Base):
         """Every rank runs HPCC's sequence at once (in C, no pause between its parts): the
         barrier, a warm-up step and the timed steps of the Sendrecv variant, then of the
         non-blocking one."""
-        index, size = key  # type: ignore[misc]
+        index, size = cast(tuple[int, int], key)
         self.rewarm(index, size, reps)
         began = self.clock()
         latency = self._grown(index, size, reps)
@@ -181,12 +181,12 @@ class PairsMeasurer(_Base):
         return 2
 
     def trial(self, key: Hashable, reps: int) -> np.ndarray:
-        index, size = key  # type: ignore[misc]
+        index, size = cast(tuple[int, int], key)
         pairs = self.rounds[index]
         together = len(pairs) > 1
         seq0 = self._seq0(reps + PINGPONG_WARMUP)
-        common = dict(size=size, reps=reps, warmup=PINGPONG_WARMUP, barrier=together,
-                      integrity=self.integrity, seq0=seq0)
+        common: dict[str, Any] = dict(size=size, reps=reps, warmup=PINGPONG_WARMUP,
+                                      barrier=together, integrity=self.integrity, seq0=seq0)
         orders: dict[int, Order] = {}
         for a, b in pairs:
             orders[a] = Order("pingpong-initiator", peer=b, **common)
@@ -198,7 +198,7 @@ class PairsMeasurer(_Base):
         results = self.leader.execute(orders)
         self._timed(reps, began)
         self._count_corrupt(results)
-        entry = {}
+        entry: dict[tuple[int, int], dict[str, float]] = {}
         for a, b in pairs:
             r = results[a]
             entry[(a, b)] = {"reps": reps, "median_rtt_s": (r.median_ns or 0) / 1e9,
@@ -221,11 +221,11 @@ class MbwMeasurer(_Base):
         return self.window
 
     def trial(self, key: Hashable, reps: int) -> np.ndarray:
-        count, size = key  # type: ignore[misc]
+        count, size = cast(tuple[int, int], key)
         reps = max(self.window, -(-reps // self.window) * self.window)  # whole windows
         seq0 = self._seq0(reps + self.window)
-        common = dict(size=size, reps=reps, warmup=self.window, barrier=True,
-                      window=self.window, integrity=self.integrity, seq0=seq0)
+        common: dict[str, Any] = dict(size=size, reps=reps, warmup=self.window, barrier=True,
+                                      window=self.window, integrity=self.integrity, seq0=seq0)
         orders: dict[int, Order] = {}
         for sender, receiver in pairings(count):
             orders[sender] = Order("stream-send", peer=receiver, **common)

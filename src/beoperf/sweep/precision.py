@@ -42,7 +42,7 @@ import random
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -57,14 +57,14 @@ MIN_AUTOCORRELATION_PASSES = 8
 class Measurer(Protocol):
     """What the loop needs of a measurement: a cost estimate and a timed trial."""
 
-    def calibrate(self, key: Hashable, estimate_ns: float | None
+    def calibrate(self, key: Any, estimate_ns: float | None
                   ) -> float | tuple[float, np.ndarray] | tuple[float, np.ndarray, int]:
         """Warm up ``key``; return the time of one repetition (ns), and optionally the
         samples of a full trial made while calibrating (then it counts as the first) and
         the repetitions that trial timed (if not one per sample: a stream trial times
         many messages as one sample)."""
 
-    def trial(self, key: Hashable, reps: int) -> np.ndarray:
+    def trial(self, key: Any, reps: int) -> np.ndarray:
         """One trial of ``reps`` repetitions: its samples (ns; the trial's median is the
         observation).
 
@@ -93,7 +93,7 @@ class LoopConfig:
 class Point:
     """One point of the axis: its trials and where it stands."""
 
-    key: Hashable
+    key: Any  # hashable; each measurer has its own (a size, a (kernel, length) pair, ...)
     unit_ns: float = 0.0  # cost of one repetition, from calibration and trials
     pass_of: list[int] = field(default_factory=list)  # the pass of each trial (0: calibration)
     chunks: list[np.ndarray] = field(default_factory=list)

@@ -377,7 +377,8 @@ def socket_facts(sock: socket.socket) -> dict:
     """Report the socket options the kernel actually granted (Linux doubles SO_*BUF requests)."""
     nodelay = _sockopt(sock, socket.IPPROTO_TCP, socket.TCP_NODELAY)
     families = {socket.AF_INET: "ipv4", socket.AF_INET6: "ipv6"}
-    family = families.get(getattr(sock, "family", None))
+    kind = getattr(sock, "family", None)
+    family = families.get(kind) if kind is not None else None
     peer = _sockname(sock, peer=True)
     if isinstance(peer, tuple) and peer and _unmap(str(peer[0])) != str(peer[0]):
         family = "ipv4"  # v4-mapped: the wire carries IPv4

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from beoperf.model.audit import AuditRun, BufferAdvice, Finding
 from beoperf.model.document import Document
 from beoperf.model.fleet import answer_counts
 from beoperf.report import renderer
-from beoperf.report.audit import show_value
+from beoperf.report.audit import show_value, sufficient_text, to_fix
 from beoperf.report.html.markup import (
     Markup,
     bullet_list,
@@ -31,57 +32,54 @@ ROW_CLASS = {"fail": "bad", "warn": "warn"}
 
 @renderer("audit", "title")
 def title(doc: Document, **_options: Any) -> str:
-    b = doc.body
-    host = (b.get("host") or {}).get("hostname") or doc.meta.get("host", "?")
-    return f"Audit of {host}, interface {b.get('interface') or '(none)'}, profile {b['profile']}"
+    run = AuditRun.from_document(doc)
+    host = (run.host or {}).get("hostname") or doc.meta.get("host", "?")
+    return f"Audit of {host}, interface {run.interface or '(none)'}, profile {run.profile}"
 
 
-def findings_table(findings: list[dict]) -> Markup:
-    rows = [[status_mark(f["status"]), f["check"], f["key"], show_value(f["value"]),
-             f["reason"]] for f in findings]
-    classes = [ROW_CLASS.get(f["status"]) for f in findings]
+def findings_table(findings: list[Finding]) -> Markup:
+    rows = [[status_mark(f.status), f.check, f.key, show_value(f.value), f.reason]
+            for f in findings]
+    classes = [ROW_CLASS.get(f.status) for f in findings]
     return table(["verdict", "check", "key", "value", "reason"], rows, row_classes=classes,
                  caption="Findings")
 
 
-def fixes(findings: list[dict]) -> Markup:
-    todo = [f for f in findings if f["status"] in ("warn", "fail")
-            and (f.get("command") or f.get("persist"))]
+def fixes(findings: list[Finding]) -> Markup:
+    todo = to_fix(findings)
     if not todo:
         return Markup("")
     return join([heading("To change (as root)"),
-                 bullet_list([code(f["command"]) for f in todo if f.get("command")]),
+                 bullet_list([code(f.command) for f in todo if f.command]),
                  heading("To make persistent"),
-                 bullet_list([join([code(f["key"]), Markup(": "), code(f["persist"])])
-                              for f in todo if f.get("persist")])])
+                 bullet_list([join([code(f.key), Markup(": "), code(f.persist)])
+                              for f in todo if f.persist])])
 
 
-def advice(a: dict[str, Any] | None) -> Markup:
+def advice(a: BufferAdvice | None) -> Markup:
     if not a:
         return Markup("")
-    rate = a.get("rate_bps")
-    rows = [[k, a.get("current", {}).get(k),
-             "unknown" if ok is None else ("enough" if ok else "too small")]
-            for k, ok in (a.get("sufficient") or {}).items()]
+    rate = a.rate_bps
+    rows = [[k, a.current.get(k), sufficient_text(ok)] for k, ok in a.sufficient.items()]
     return join([heading(f"Socket buffers for {rate / 1e9:g} Gbit/s" if rate else
                          "Socket buffers"),
-                 bullet_list([str(line) for line in a.get("arithmetic", [])]),
+                 bullet_list([str(line) for line in a.arithmetic]),
                  table(["limit", "current", "verdict"], rows),
-                 bullet_list([code(c) for c in a.get("commands", [])])])
+                 bullet_list([code(c) for c in a.commands])])
 
 
 @renderer("audit", "html")
 def html(doc: Document, **_options: Any) -> str:
-    b = doc.body
-    counts = Counter(f["status"] for f in b["findings"])
-    host = b.get("host") or {}
+    run = AuditRun.from_document(doc)
+    counts = Counter(f.status for f in run.findings)
+    host = run.host or {}
     return join([
         pairs([("verdicts", ", ".join(f"{counts.get(s, 0)} {s}"
                                       for s in ("pass", "warn", "fail", "unknown"))),
                ("node", "; ".join(str(host.get(k)) for k in ("hostname", "kernel", "os",
                                                              "cpu_model") if host.get(k))),
-               ("profile", b["profile"]), ("interface", b.get("interface") or "(none)")]),
-        findings_table(b["findings"]), fixes(b["findings"]), advice(b.get("buffer_advice"))])
+               ("profile", run.profile), ("interface", run.interface or "(none)")]),
+        findings_table(run.findings), fixes(run.findings), advice(run.buffer_advice)])
 
 
 # --------------------------------------------------------------------------- fleet

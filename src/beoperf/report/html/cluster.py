@@ -10,6 +10,7 @@ from typing import Any
 
 from beoperf.analysis import scaling
 from beoperf.model import hpcc
+from beoperf.model.cluster import ClusterRun, HpccComparison, ScalingStudy, Summary
 from beoperf.model.document import Document
 from beoperf.report import renderer
 from beoperf.report.cluster import efficiency_table, reference_table
@@ -41,27 +42,27 @@ def figure_of(value: float | None, key: str | None) -> Markup:
 
 @renderer("cluster", "title")
 def cluster_title(doc: Document, **_options: Any) -> str:
-    b = doc.body
-    return (f"HPC Challenge run {b['label']}: {scaling.processes(b['np'])}, "
-            f"{'passed' if b['status'] == 'ok' else 'failed'}")
+    b = ClusterRun.from_document(doc)
+    return (f"HPC Challenge run {b.label}: {scaling.processes(b.np)}, "
+            f"{'passed' if b.status == 'ok' else 'failed'}")
 
 
 @renderer("cluster", "html")
 def cluster_html(doc: Document, **_options: Any) -> str:
-    b = doc.body
-    facts = pairs([("verdict", status_mark(b["status"])),
-                   ("nodes", ", ".join(b["nodes"] or []) or None),
-                   ("ranks per node", b["ranks_per_node"]),
-                   ("HPL input", "N={n} NB={nb} grid {p} x {q}".format(**b["input"])
-                    if b["input"] else None),
-                   ("HPL scaled residual", b["checks"]["hpl_residual"]),
-                   ("hpcc", b["hpcc"].get("binary") or b["hpcc"].get("version")),
-                   ("BLAS", (b["hpcc"].get("blas") or {}).get("kind")),
-                   ("launch", code(" ".join(b["launch"]["argv"])) if b["launch"] else None)])
-    rows = [[hpcc.short_name(k), e["unit"], figure_of(
-        e["value"] if isinstance(e["value"], int | float) else None, f"body.metrics.{k}.value")]
-        for k, e in b["metrics"].items() if hpcc.info(k).role in hpcc.PERFORMANCE]
-    notes = bullet_list(b["launch"]["notes"]) if b["launch"] and b["launch"]["notes"] else ""
+    b = ClusterRun.from_document(doc)
+    facts = pairs([("verdict", status_mark(b.status)),
+                   ("nodes", ", ".join(b.nodes or []) or None),
+                   ("ranks per node", b.ranks_per_node),
+                   ("HPL input", "N={n} NB={nb} grid {p} x {q}".format(**b.input)
+                    if b.input else None),
+                   ("HPL scaled residual", b.checks.hpl_residual),
+                   ("hpcc", b.hpcc.get("binary") or b.hpcc.get("version")),
+                   ("BLAS", (b.hpcc.get("blas") or {}).get("kind")),
+                   ("launch", code(" ".join(b.launch["argv"])) if b.launch else None)])
+    rows = [[hpcc.short_name(k), e.unit, figure_of(
+        e.value if isinstance(e.value, int | float) else None, f"body.metrics.{k}.value")]
+        for k, e in b.metrics.items() if hpcc.info(k).role in hpcc.PERFORMANCE]
+    notes = bullet_list(b.launch["notes"]) if b.launch and b.launch["notes"] else ""
     return join([facts, notes, table(["metric", "unit", "value"], rows, numeric=[2],
                                       caption="Performance figures (HPCC's units)")])
 
@@ -71,36 +72,36 @@ def cluster_html(doc: Document, **_options: Any) -> str:
 
 @renderer("scaling", "title")
 def scaling_title(doc: Document, **_options: Any) -> str:
-    b = doc.body
-    counts = sorted({p["np"] for p in b["points"]})
-    return (f"HPC Challenge scaling study {b['label']}: {len(b['runs'])} runs at "
+    b = ScalingStudy.from_document(doc)
+    counts = sorted({p.np for p in b.points})
+    return (f"HPC Challenge scaling study {b.label}: {len(b.runs)} runs at "
             f"{', '.join(map(str, counts)) or 'no'} processes")
 
 
-def failed_runs(doc: Document) -> list[str]:
+def failed_runs(study: ScalingStudy) -> list[str]:
     """The runs left out of the statistics, and why."""
-    return [f"{r['label']}: {'; '.join(r['failures'])}" for r in doc.body["runs"]
-            if r["status"] != "ok"]
+    return [f"{r.label}: {'; '.join(r.failures)}" for r in study.runs if r.status != "ok"]
 
 
-def _means(b: dict[str, Any], series: str) -> Markup:
-    indexed = [(i, p) for i, p in enumerate(b["points"]) if p["series"] == series]
-    head = ["metric", "unit", *(f"np {p['np']}" for _, p in indexed)]
-    present = {k for _, p in indexed for k in p["metrics"]}
-    rows = [["runs passed", "", *(f"{p['runs']} of {p['runs'] + p['failed']}"
-                                  for _, p in indexed)]]
+def _mean_cell(st: Summary | None, where: str) -> Markup | str:
+    """Mean (standard deviation) of a point's figure, each marked with its place."""
+    if st is None:
+        return "-"
+    spread = [esc(" ("), figure_of(st.stdev, f"{where}.stdev"), esc(")")] \
+        if st.stdev is not None else []
+    return join([figure_of(st.mean, f"{where}.mean"), *spread])
+
+
+def _means(b: ScalingStudy, series: str) -> Markup:
+    indexed = [(i, p) for i, p in enumerate(b.points) if p.series == series]
+    head = ["metric", "unit", *(f"np {p.np}" for _, p in indexed)]
+    present = {k for _, p in indexed for k in p.metrics}
+    rows: list[list[Any]] = [["runs passed", "", *(f"{p.runs} of {p.runs + p.failed}"
+                                                   for _, p in indexed)]]
     for key in (k for k in hpcc.performance_keys() if k in present):
-        cells: list[Any] = [hpcc.short_name(key), b["units"].get(key, "")]
-        for i, p in indexed:
-            st = p["metrics"].get(key)
-            if st is None:
-                cells.append("-")
-                continue
-            spread = [esc(" ("), figure_of(st["stdev"], f"body.points.{i}.metrics.{key}.stdev"),
-                      esc(")")] if st["stdev"] is not None else []
-            cells.append(join([figure_of(st["mean"], f"body.points.{i}.metrics.{key}.mean"),
-                               *spread]))
-        rows.append(cells)
+        rows.append([hpcc.short_name(key), b.units.get(key, ""),
+                     *(_mean_cell(p.metrics.get(key), f"body.points.{i}.metrics.{key}")
+                       for i, p in indexed)])
     return table(head, rows, numeric=range(2, len(head)), caption=f"Series {series}: "
                  + UNITS_NOTE)
 
@@ -114,22 +115,21 @@ def _plain(t: tuple[list[str], list[list[str]], set[int]] | None, caption: str) 
 
 @renderer("scaling", "html")
 def scaling_html(doc: Document, **_options: Any) -> str:
-    b = doc.body
+    b = ScalingStudy.from_document(doc)
     parts: list[Markup] = []
-    series = list(dict.fromkeys(p["series"] for p in b["points"]))
-    for name in series:
+    for name in b.series_names():
         parts.append(_means(b, name))
         parts.append(_plain(efficiency_table(b, name), "Parallel efficiency (speedup) "
                             "against the smallest count that measured the metric"))
-    hits = [f"{h['series']}: {hpcc.short_name(h['metric'])} at np {h['np']}: {h['why']}"
-            for h in b["stopped_scaling"]]
-    parts += [heading("Stopped scaling"), para(b["rules"]["statement"]),
+    hits = [f"{h.series}: {hpcc.short_name(h.metric)} at np {h.np}: {h.why}"
+            for h in b.stopped_scaling]
+    parts += [heading("Stopped scaling"), para(b.rules["statement"]),
               bullet_list(hits) if hits else para("none")]
     refs = reference_table(b)
     if refs is not None:
         parts.append(_plain(refs, "Reference systems beside the largest count "
                                   "(ratio = this run / the reference)"))
-    failed = failed_runs(doc)
+    failed = failed_runs(b)
     if failed:
         parts += [heading("Left out of the statistics"), bullet_list(failed)]
     return join(parts)
@@ -140,26 +140,25 @@ def scaling_html(doc: Document, **_options: Any) -> str:
 
 @renderer("hpcc-comparison", "title")
 def comparison_title(doc: Document, **_options: Any) -> str:
-    cols = doc.body["columns"]
-    return f"HPCC comparison: {cols[0]['label']} beside {len(cols) - 1} other"
+    cols = HpccComparison.from_document(doc).columns
+    return f"HPCC comparison: {cols[0].label} beside {len(cols) - 1} other"
 
 
 @renderer("hpcc-comparison", "html")
 def comparison_html(doc: Document, **_options: Any) -> str:
-    cols = doc.body["columns"]
+    comp = HpccComparison.from_document(doc)
     head = ["metric", "unit"]
-    for i, c in enumerate(cols):
-        head += [c["label"]] if i == 0 else [c["label"], "ratio", "verdict"]
+    for i, c in enumerate(comp.columns):
+        head += [c.label] if i == 0 else [c.label, "ratio", "verdict"]
     rows = []
-    for r_i, r in enumerate(doc.body["rows"]):
-        cells: list[Any] = [hpcc.short_name(r["metric"]), r["unit"]]
-        verdicts = r.get("verdicts") or [None] * len(r["values"])
-        for i, value in enumerate(r["values"]):
+    for r_i, r in enumerate(comp.rows):
+        cells: list[Any] = [hpcc.short_name(r.metric), r.unit]
+        verdicts = r.verdicts or [None] * len(r.values)
+        for i, value in enumerate(r.values):
             shown = figure_of(value, f"body.rows.{r_i}.values.{i}")
             cells += [shown] if i == 0 else [
-                shown, figure_of(r["ratios"][i], f"body.rows.{r_i}.ratios.{i}"),
+                shown, figure_of(r.ratios[i], f"body.rows.{r_i}.ratios.{i}"),
                 verdicts[i] or "-"]
         rows.append(cells)
     numeric = [i for i in range(2, len(head)) if head[i] != "verdict"]
-    return join([table(head, rows, numeric=numeric),
-                 para(doc.body["statement"])])
+    return join([table(head, rows, numeric=numeric), para(comp.statement)])

@@ -191,13 +191,21 @@ def _bands(t: Sequence[float], lo: Sequence[float | None], hi: Sequence[float | 
     for i, x in enumerate(t):
         if lo[i] is None or hi[i] is None or (run and x - t[run[-1]] > gap):
             if run:
-                out.append([(t[k], lo[k]) for k in run] + [(t[k], hi[k]) for k in run][::-1])
+                out.append(_outline(t, lo, hi, run))
             run = [] if lo[i] is None or hi[i] is None else [i]
             continue
         run.append(i)
     if run:
-        out.append([(t[k], lo[k]) for k in run] + [(t[k], hi[k]) for k in run][::-1])
+        out.append(_outline(t, lo, hi, run))
     return out
+
+
+def _outline(t: Sequence[float], lo: Sequence[float | None], hi: Sequence[float | None],
+             run: list[int]) -> list[tuple[float, float]]:
+    """One band's polygon: along lo, then back along hi (both set on every bin of run)."""
+    lows = [(t[k], v) for k in run if (v := lo[k]) is not None]
+    highs = [(t[k], v) for k in run if (v := hi[k]) is not None]
+    return lows + highs[::-1]
 
 
 def _num(v: float | None) -> str:

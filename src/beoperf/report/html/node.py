@@ -21,6 +21,17 @@ from typing import Any
 
 from beoperf import units
 from beoperf.model.document import Document
+from beoperf.model.node import (
+    ComparisonRow,
+    Drop,
+    FleetMetric,
+    IoDir,
+    IoPart,
+    Metric,
+    NodeComparison,
+    NodeFleet,
+    NodeRun,
+)
 from beoperf.report import node as text
 from beoperf.report import renderer
 from beoperf.report.html import svg
@@ -68,16 +79,16 @@ def _n(value: Any, key: str | None) -> Markup:
     return num(value if ok else None, _shown(value) if ok else "-", key)
 
 
-def _fig(m: Mapping[str, Any], field: str, i: int) -> Markup:
-    return _n(m.get(field), f"body.metrics.{i}.{field}")
+def _fig(m: Metric, field: str, i: int) -> Markup:
+    return _n(m.figure(field), f"body.metrics.{i}.{field}")
 
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _params(m: Mapping[str, Any]) -> str:
-    p = m["params"]
+def _params(m: Metric) -> str:
+    p = m.params
     out = []
     if "threads" in p:
         out.append(_plural(p["threads"], "thread"))
@@ -92,8 +103,9 @@ def _check(ok: Any) -> Markup:
     return status_mark(None if ok is None else ("ok" if ok else "failed"))
 
 
-def _metrics(b: Mapping[str, Any], part: str) -> list[tuple[int, dict[str, Any]]]:
-    return [(i, m) for i, m in enumerate(b["metrics"]) if m["part"] == part]
+def _bad(failed: bool) -> str | None:
+    """A table row's class: "bad" for a row whose check failed."""
+    return "bad" if failed else None
 
 
 def network_fs(fstype: Any) -> bool:
@@ -148,36 +160,42 @@ def _governor(c: Mapping[str, Any]) -> str:
         "n/a (no cpufreq: a virtual machine or a kernel without it)"
 
 
-def _blas(b: Mapping[str, Any]) -> str | None:
-    blas = b["conditions"].get("blas") or {}
+def _blas(run: NodeRun) -> str | None:
+    blas = run.conditions.get("blas") or {}
     if not blas:
         return None
-    core = next((r["blas"].get("corename") for r in b["parts"].get("dgemm", {})
-                 .get("runs", []) if r.get("blas")), None)
+    core = text.blas_core(run)
     env = " ".join(f"{k}={v}" for k, v in (blas.get("environment") or {}).items())
     return (f"{blas.get('library')} {blas.get('version')}"
             + (f", core type {core}" if core else "") + (f"; {env}" if env else "")
             + (f"; built {blas['configuration']}" if blas.get("configuration") else ""))
 
 
-def _mount(e: Mapping[str, Any]) -> Markup:
-    m = e.get("mount") or {}
+def _mount(e: IoDir) -> Markup:
+    m = e.mount
     where = "network" if network_fs(m.get("fstype")) else "local"
-    methods = ", ".join(sorted({str(v) for v in (e.get("method") or {}).values()}))
-    free = e.get("free_bytes")
-    return join([esc(f"{e.get('dir')} ({e.get('realpath')}): {m.get('fstype')}, {where}, "
+    methods = ", ".join(sorted({str(v) for v in e.method.values()}))
+    return join([esc(f"{e.dir} ({e.realpath}): {m.get('fstype')}, {where}, "
                      f"{m.get('source')} on {m.get('mount_point')}; options "),
                  code(str(m.get("options"))),
                  esc(f"; cold cache by {methods or '?'}"
-                     + (f"; {units.format_size(free)} free" if free else ""))])
+                     + (f"; {units.format_size(e.free_bytes)} free" if e.free_bytes else ""))])
 
 
-def _conditions(doc: Document) -> Markup:
-    b = doc.body
-    c = b["conditions"]
+def _run_state(run: NodeRun) -> Markup:
+    """How the run ended, its --repeat and how long it took."""
+    elapsed = run.conditions.get("elapsed_s")
+    reason = f" ({run.status_reason})" if run.status_reason else ""
+    return join([status_mark(run.status) if run.status != "complete" else Markup(""),
+                 esc(f" {run.status}{reason}; --repeat {run.repeat}"
+                     + (f"; {elapsed:.3g} s" if _is_number(elapsed) else ""))])
+
+
+def _conditions(doc: Document, run: NodeRun) -> Markup:
+    c = run.conditions
     build = c.get("build") or {}
     clock = c.get("clock") or {}
-    dirs = b["parts"].get("io", {}).get("dirs", [])
+    dirs = run.io().dirs
     items: list[tuple[str, Any]] = [
         ("node", doc.meta.get("host")),
         ("CPU", _cpu(c)),
@@ -187,18 +205,13 @@ def _conditions(doc: Document) -> Markup:
         ("compiler", build.get("compiler")),
         ("flags", code(build["flags"]) if build.get("flags") else None),
         ("OpenMP", build.get("openmp")),
-        ("BLAS", _blas(b)),
-        ("FFT", b["parts"].get("fft", {}).get("library")),
+        ("BLAS", _blas(run)),
+        ("FFT", run.part("fft").get("library")),
         ("clock", f"{clock['source']}, resolution {clock.get('resolution_ns')} ns"
          if clock.get("source") else None),
         *((f"file system {k + 1}" if len(dirs) > 1 else "file system", _mount(e))
           for k, e in enumerate(dirs)),
-        ("run", join([status_mark(b["status"]) if b["status"] != "complete" else Markup(""),
-                      esc(f" {b['status']}" + (f" ({b['status_reason']})" if
-                                               b.get("status_reason") else "")
-                          + f"; --repeat {b['repeat']}"
-                          + (f"; {c['elapsed_s']:.3g} s" if _is_number(c.get("elapsed_s"))
-                             else ""))])),
+        ("run", _run_state(run)),
     ]
     return pairs(items)
 
@@ -210,38 +223,45 @@ def _ref_index(entries: Sequence[Mapping[str, Any]], match: Any) -> int | None:
     return next((j for j, r in enumerate(entries) if match(r)), None)
 
 
-def _ref_hpcc(b: Mapping[str, Any], metric: str) -> Markup | None:
+def _ref_hpcc(run: NodeRun, metric: str) -> Markup | None:
     """The reference system's HPCC figure of that name, marked with its place."""
-    entries = (b.get("reference") or {}).get("hpcc") or []
+    entries = run.reference_entries("hpcc")
     j = _ref_index(entries, lambda r: r.get("metric") == metric)
     return None if j is None else _n(entries[j]["value"], f"body.reference.hpcc.{j}.value")
+
+
+def _ref_name(run: NodeRun) -> str:
+    return str((run.reference or {}).get("name"))
 
 
 # --------------------------------------------------------------------------- STREAM
 
 
-def _stream_table(b: Mapping[str, Any]) -> Markup:
+def _stream_row(run: NodeRun, i: int, m: Metric, valid: Mapping[Any, Any],
+                ref: bool) -> list[Any]:
+    threads = m.params.get("threads")
+    row: list[Any] = [_plural(m.params["threads"], "thread"), m.name, *(
+        _fig(m, f, i) for f in ("best", "mean", "min", "max", "stdev", "per_core")),
+        m.repeat, _check(valid.get(threads, m.ok))]
+    if ref:
+        row.append((_ref_hpcc(run, HPCC_STREAM.get(m.name, "")) if threads == 1 else None)
+                   or "-")
+    return row
+
+
+def _stream_table(run: NodeRun) -> Markup:
     """Per thread count and test: STREAM's figure (the best), mean, min, max, stdev,
     per core; the validation of that thread count's run."""
-    ms = _metrics(b, "stream")
+    ms = run.of("stream")
     if not ms:
         return Markup("")
-    d = b["parts"].get("stream", {})
+    d = run.part("stream")
     valid = {r.get("threads"): r.get("ok") for r in d.get("runs", [])}
-    ref = bool((b.get("reference") or {}).get("hpcc"))
-    rows, classes = [], []
-    for i, m in ms:
-        threads = m["params"].get("threads")
-        row: list[Any] = [_plural(threads, "thread"), m["name"], *(
-            _fig(m, f, i) for f in ("best", "mean", "min", "max", "stdev", "per_core")),
-            m["repeat"], _check(valid.get(threads, m.get("ok")))]
-        if ref:
-            row.append((_ref_hpcc(b, HPCC_STREAM.get(m["name"], "")) if threads == 1 else None)
-                       or "-")
-        rows.append(row)
-        classes.append("bad" if valid.get(threads) is False else None)
+    ref = bool(run.reference_entries("hpcc"))
+    rows = [_stream_row(run, i, m, valid, ref) for i, m in ms]
+    classes = [_bad(valid.get(m.params.get("threads")) is False) for _, m in ms]
     head = ["threads", "test", "best", "mean", "min", "max", "stdev", "best per core",
-            "repetitions", "validation", *([f"{b['reference']['name']} (HPCC Single)"]
+            "repetitions", "validation", *([f"{_ref_name(run)} (HPCC Single)"]
                                            if ref else [])]
     size = units.format_size(d["array_bytes"]) if d.get("array_bytes") else "?"
     caption = (f"STREAM, GB/s (10^9 B/s): best = STREAM's figure; mean, min, max, sample "
@@ -257,64 +277,78 @@ def _stream_table(b: Mapping[str, Any]) -> Markup:
 # --------------------------------------------------------------------------- PEAK kernels
 
 
-def _kernel_lines(b: Mapping[str, Any]) -> tuple[list[svg.Line], list[float], list[float]]:
-    ms = _metrics(b, "kernels")
-    kernels = list(dict.fromkeys(m["name"] for _, m in ms))
-    lines, values, lengths = [], [], []
+def _kernel_line(k: str, c: int, ms: list[tuple[int, Metric]]
+                 ) -> tuple[svg.Line, list[float], list[int]]:
+    """One kernel's line, its median (else mean) per loop length with the other statistics
+    in each point's hover text; the values and lengths drawn."""
+    pts = sorted(((m.length, i, m) for i, m in ms if m.name == k), key=lambda t: t[0])
+    central = [m.central() for _, _, m in pts]
+    ys = [y for _, y in central]
+    lengths = [n for n, _, _ in pts]
+    return svg.Line(k, lengths, ys, [
+        f"{k} at length {n:,} ({m.level}): {_shown(y)} MFLOP/s "
+        f"({f}; mean {_shown(m.mean)}, min {_shown(m.min)}, max {_shown(m.max)}, "
+        f"{m.repeat} trials)" for (n, _, m), (f, y) in zip(pts, central, strict=True)],
+        color=c, keys=[f"body.metrics.{i}.{f}" for (_, i, _), (f, _) in
+                       zip(pts, central, strict=True)], raw=ys), ys, lengths
+
+
+def _kernel_lines(run: NodeRun) -> tuple[list[svg.Line], list[float], list[float]]:
+    ms = run.of("kernels")
+    kernels = list(dict.fromkeys(m.name for _, m in ms))
+    lines: list[svg.Line] = []
+    values: list[float] = []
+    lengths: list[float] = []
     for c, k in enumerate(kernels):
-        pts = sorted(((m["params"]["length"], i, m) for i, m in ms if m["name"] == k),
-                     key=lambda t: t[0])
-        field = [("median" if m.get("median") is not None else "mean") for _, _, m in pts]
-        ys = [m[f] for (_, _, m), f in zip(pts, field, strict=True)]
-        lines.append(svg.Line(k, [n for n, _, _ in pts], ys, [
-            f"{k} at length {n:,} ({m.get('level', '?')}): {_shown(y)} MFLOP/s "
-            f"({f}; mean {_shown(m['mean'])}, min {_shown(m['min'])}, max {_shown(m['max'])}, "
-            f"{m['repeat']} trials)" for (n, _, m), y, f in zip(pts, ys, field, strict=True)],
-            color=c, keys=[f"body.metrics.{i}.{f}" for (_, i, _), f in
-                           zip(pts, field, strict=True)], raw=ys))
+        line, ys, ns = _kernel_line(k, c, ms)
+        lines.append(line)
         values += ys
-        lengths += [n for n, _, _ in pts]
+        lengths += ns
     return lines, values, lengths
 
 
-def _cache_marks(b: Mapping[str, Any], lo: float, hi: float) -> tuple[list[svg.Span], str]:
+def _common_width(run: NodeRun) -> tuple[float, list[str], list[str]] | None:
+    """The bytes per element most of the shown kernels move, those kernels, and a phrase
+    for each other kernel (where it crosses); None without any."""
+    shown = {m.name for _, m in run.of("kernels")}
+    per = {k: v for k, v in run.kernels().bytes_per_element.items() if k in shown}
+    if not per:
+        return None
+    sizes = list(per.values())
+    bpe = max(set(sizes), key=sizes.count)
+    same = [k for k, v in per.items() if v == bpe]
+    others = [f"{k} ({v} B an element) at {bpe / v:g}x the length" for k, v in per.items()
+              if v != bpe]
+    return bpe, same, others
+
+
+def _cache_marks(run: NodeRun, lo: float, hi: float) -> tuple[list[svg.Span], str]:
     """Where the most common working set per element (16 B) outgrows each data cache of
     cpu0, as thin marks over the plot, and a sentence for the kernels that cross at
     other lengths."""
-    per = b["parts"].get("kernels", {}).get("bytes_per_element") or {}
-    shown = {m["name"] for _, m in _metrics(b, "kernels")}
-    sizes = [v for k, v in per.items() if k in shown and _is_number(v) and v > 0]
-    if not sizes:
+    width = _common_width(run)
+    if width is None:
         return [], ""
-    bpe = max(set(sizes), key=sizes.count)
-    same = [k for k, v in per.items() if k in shown and v == bpe]
+    bpe, same, others = width
     names = " and ".join([", ".join(same[:-1]), same[-1]] if len(same) > 1 else same)
-    caches = sorted((c for c in b["conditions"].get("caches", [])
-                     if c.get("type") != "Instruction" and c.get("size")),
-                    key=lambda c: (c["level"], c["size"]))
-    spans = []
-    for c in caches:
-        x = c["size"] / bpe
-        if lo < x < hi:
-            label = f"L{c['level']} {units.format_size(c['size'])}"
-            spans.append(svg.Span(x, x, label, cls="gap"))
-    others = [f"{k} ({v} B an element) at {bpe / v:g}x the length" for k, v in per.items()
-              if k in shown and _is_number(v) and v > 0 and v != bpe]
+    spans = [svg.Span(c["size"] / bpe, c["size"] / bpe,
+                      f"L{c['level']} {units.format_size(c['size'])}", cls="gap")
+             for c in run.caches() if lo < c["size"] / bpe < hi]
     note = (f" Grey marks: the loop length past which the arrays of {names} ({bpe} B an "
             f"element) outgrow each data cache of cpu0" + (f"; {', '.join(others)}"
                                                           if others else "") + ".")
     return spans, note if spans else ""
 
 
-def _kernel_chart(b: Mapping[str, Any]) -> Markup:
+def _kernel_chart(run: NodeRun) -> Markup:
     """MFLOP/s against loop length, one line per kernel, log-log, the cache boundaries
     marked: where each kernel falls out of a cache shows as a step after a mark."""
-    lines, values, lengths = _kernel_lines(b)
+    lines, values, lengths = _kernel_lines(run)
     if not values:
         return Markup("")
     xlo, xhi = svg.padded(min(lengths), max(lengths), True)
     ylo, yhi = svg.padded(min(values), max(values), True)
-    spans, note = _cache_marks(b, xlo, xhi)
+    spans, note = _cache_marks(run, xlo, xhi)
     chart = svg.chart("PEAK kernels: MFLOP/s against loop length",
                       svg.Axis("loop length (elements; K = 1024)", xlo, xhi, log=True,
                                base2=True, tick_text=size_tick),
@@ -327,63 +361,65 @@ def _kernel_chart(b: Mapping[str, Any]) -> Markup:
                   f"max and trial count); {KERNEL_NOTE}.{note}", None, "kernels")
 
 
-def _ref_kernel(b: Mapping[str, Any], kernel: str, length: int) -> Markup:
-    entries = (b.get("reference") or {}).get("kernels") or []
+def _ref_kernel(run: NodeRun, kernel: str, length: int) -> Markup:
+    entries = run.reference_entries("kernels")
     j = _ref_index(entries, lambda r: r.get("kernel") == kernel and abs(
         r.get("length", 0) - length) <= text.REF_LENGTH_TOLERANCE * length)
     return Markup("-") if j is None else _n(entries[j]["mflops"],
                                              f"body.reference.kernels.{j}.mflops")
 
 
-def _kernel_table(b: Mapping[str, Any]) -> Markup:
-    ms = _metrics(b, "kernels")
+def _kernel_row(run: NodeRun, n: int, kernels: list[str],
+                cell: Mapping[tuple[str, int], tuple[int, Metric]],
+                ref: bool) -> tuple[list[Any], bool]:
+    """A loop length's row (its level, each kernel's mean ± stdev, the reference's
+    figures) and whether a figure's check failed."""
+    found = {k: cell[(k, n)] for k in kernels if (k, n) in cell}
+    row: list[Any] = [f"{n:,}", text.levels({k: m.level for k, (_, m) in found.items()})]
+    row += [join([_fig(found[k][1], "mean", found[k][0]), esc(" ± "),
+                  _fig(found[k][1], "stdev", found[k][0])]) if k in found else "-"
+            for k in kernels]
+    if ref:
+        row += [_ref_kernel(run, k, n) for k in kernels]
+    return row, any(m.ok is False for _, m in found.values())
+
+
+def _kernel_table(run: NodeRun) -> Markup:
+    ms = run.of("kernels")
     if not ms:
         return Markup("")
-    kernels = list(dict.fromkeys(m["name"] for _, m in ms))
-    cell = {(m["name"], m["params"]["length"]): (i, m) for i, m in ms}
-    ref = b.get("reference") if (b.get("reference") or {}).get("kernels") else None
-    rows, classes = [], []
-    for n in sorted({m["params"]["length"] for _, m in ms}):
-        row: list[Any] = [f"{n:,}", text.levels({k: cell[(k, n)][1].get("level", "?")
-                                             for k in kernels if (k, n) in cell})]
-        bad = False
-        for k in kernels:
-            if (k, n) not in cell:
-                row.append("-")
-                continue
-            i, m = cell[(k, n)]
-            bad = bad or m.get("ok") is False
-            row.append(join([_fig(m, "mean", i), esc(" ± "), _fig(m, "stdev", i)]))
-        if ref:
-            row += [_ref_kernel(b, k, n) for k in kernels]
-        rows.append(row)
-        classes.append("bad" if bad else None)
-    head = ["length", "level", *kernels, *([f"{ref['name']} {k}" for k in kernels] if ref
-                                          else [])]
-    return table(head, rows, numeric=range(2, len(head)), row_classes=classes,
+    kernels = list(dict.fromkeys(m.name for _, m in ms))
+    cell = {(m.name, m.length): (i, m) for i, m in ms}
+    ref = bool(run.reference_entries("kernels"))
+    made = [_kernel_row(run, n, kernels, cell, ref) for n in sorted({m.length for _, m in ms})]
+    name = _ref_name(run)
+    head = ["length", "level", *kernels, *([f"{name} {k}" for k in kernels] if ref else [])]
+    return table(head, [row for row, _ in made], numeric=range(2, len(head)),
+                 row_classes=[_bad(bad) for _, bad in made],
                  caption=f"PEAK kernels, MFLOP/s: mean ± sample standard deviation over the "
-                 f"trials; {KERNEL_NOTE}" + (f"; {ref['name']}: the reference system's "
+                 f"trials; {KERNEL_NOTE}" + (f"; {name}: the reference system's "
                                              "figure" if ref else ""))
 
 
-def _drops_table(b: Mapping[str, Any]) -> Markup:
+def _drop_cell(j: int, d: Drop) -> Markup | str:
+    pct = d.change_pct
+    if pct is None:
+        return "-"
+    return num(pct, f"{pct:+.0f}", f"body.parts.kernels.drops.{j}.change_pct", unit="%",
+               title=f"median {_shown(d.from_mflops or 0.0)} → {_shown(d.to_mflops or 0.0)} "
+                     "MFLOP/s")
+
+
+def _drops_table(run: NodeRun) -> Markup:
     """Each kernel's change of its median MFLOP/s from one cache level to the next."""
-    drops = b["parts"].get("kernels", {}).get("drops", [])
-    steps = list(dict.fromkeys(f"{d['from']} → {d['to']}" for d in drops))
+    drops = run.kernels().drops
+    steps = list(dict.fromkeys(d.step for d in drops))
     if not steps:
         return Markup("")
-    kernels = list(dict.fromkeys(d["kernel"] for d in drops))
-    cell = {(d["kernel"], f"{d['from']} → {d['to']}"): (j, d) for j, d in enumerate(drops)}
-    rows = []
-    for k in kernels:
-        row: list[Any] = [k]
-        for s in steps:
-            j, d = cell.get((k, s), (None, None))
-            pct = None if d is None else d.get("change_pct")
-            row.append("-" if pct is None else num(
-                pct, f"{pct:+.0f}", f"body.parts.kernels.drops.{j}.change_pct", unit="%",
-                title=f"median {_shown(d['from_mflops'])} → {_shown(d['to_mflops'])} MFLOP/s"))
-        rows.append(row)
+    kernels = list(dict.fromkeys(d.kernel for d in drops))
+    cell = {(d.kernel, d.step): (j, d) for j, d in enumerate(drops)}
+    rows = [[k, *(_drop_cell(*cell[(k, s)]) if (k, s) in cell else "-" for s in steps)]
+            for k in kernels]
     return join([para(esc("Change of each kernel's median MFLOP/s from one cache level to "
                           "the next, in % (hover a figure for the two medians):")),
                  table(["kernel", *steps], rows, numeric=range(1, len(steps) + 1))])
@@ -392,24 +428,28 @@ def _drops_table(b: Mapping[str, Any]) -> Markup:
 # --------------------------------------------------------------------------- compute
 
 
+def _run_of(p: Mapping[str, Any], threads: Any, field: str) -> tuple[int, Any] | None:
+    """The place and value of ``field`` in the part's run at that thread count, when a
+    number."""
+    runs = p.get("runs", [])
+    j = _ref_index(runs, lambda r: r.get("threads") == threads)
+    if j is None or not _is_number(runs[j].get(field)):
+        return None
+    return j, runs[j][field]
+
+
 def _validation(part: str, p: Mapping[str, Any], threads: Any) -> Markup:
     """The figure a part's check judged, marked with its place."""
-    if part == "dgemm":
-        runs = p.get("runs", [])
-        j = _ref_index(runs, lambda r: r.get("threads") == threads)
-        if j is not None and _is_number(runs[j].get("residual")):
-            return join([esc("scaled residual "), num(runs[j]["residual"],
-                                                      f"{runs[j]['residual']:.3g}",
-                                                      f"body.parts.dgemm.runs.{j}.residual"),
-                         esc(f" (< {p.get('threshold')})")])
-    if part == "randomaccess":
-        runs = p.get("runs", [])
-        j = _ref_index(runs, lambda r: r.get("threads") == threads)
-        if j is not None and _is_number(runs[j].get("errors")):
-            return join([num(runs[j]["errors"], f"{runs[j]['errors']:,}",
-                             f"body.parts.randomaccess.runs.{j}.errors"),
-                         esc(f" wrong of {p.get('table_words', 0):,} words "
-                             f"(< {p.get('max_error_fraction', '?')} allowed)")])
+    if part == "dgemm" and (got := _run_of(p, threads, "residual")):
+        j, residual = got
+        return join([esc("scaled residual "), num(residual, f"{residual:.3g}",
+                                                  f"body.parts.dgemm.runs.{j}.residual"),
+                     esc(f" (< {p.get('threshold')})")])
+    if part == "randomaccess" and (got := _run_of(p, threads, "errors")):
+        j, wrong = got
+        return join([num(wrong, f"{wrong:,}", f"body.parts.randomaccess.runs.{j}.errors"),
+                     esc(f" wrong of {p.get('table_words', 0):,} words "
+                         f"(< {p.get('max_error_fraction', '?')} allowed)")])
     if part == "fft" and _is_number(p.get("error")):
         return join([esc("error "), num(p["error"], f"{p['error']:.3g}", "body.parts.fft.error"),
                      esc(f" (< {p.get('threshold')})")])
@@ -420,28 +460,33 @@ HPCC_SINGLE = {"dgemm": "SingleDGEMM", "randomaccess": "SingleRandomAccess",
                "fft": "SingleFFT"}
 
 
-def _compute_table(b: Mapping[str, Any], part: str, name: str, what: str) -> Markup:
-    ms = _metrics(b, part)
+def _compute_row(run: NodeRun, part: str, i: int, m: Metric, ref: bool) -> list[Any]:
+    threads = m.params.get("threads")
+    row: list[Any] = [_params(m) or "-", m.unit, *(_fig(m, f, i) for f in STATS),
+                      m.repeat, _check(m.ok), _validation(part, run.part(part), threads)]
+    if ref:
+        row.append((_ref_hpcc(run, HPCC_SINGLE[part]) if threads in (1, None) else None)
+                   or "-")
+    return row
+
+
+def _problem_size(p: Mapping[str, Any]) -> str:
+    if _is_number(p.get("n")):
+        return f"N = {p['n']:,}"
+    return f"a table of {units.format_size(p['table_bytes'])}" if p.get("table_bytes") else ""
+
+
+def _compute_table(run: NodeRun, part: str, name: str, what: str) -> Markup:
+    ms = run.of(part)
     if not ms:
         return Markup("")
-    p = b["parts"].get(part, {})
-    ref = bool((b.get("reference") or {}).get("hpcc"))
-    rows, classes = [], []
-    for i, m in ms:
-        threads = m["params"].get("threads")
-        row: list[Any] = [_params(m) or "-", m["unit"], *(_fig(m, f, i) for f in STATS),
-                          m["repeat"], _check(m.get("ok")), _validation(part, p, threads)]
-        if ref:
-            row.append((_ref_hpcc(b, HPCC_SINGLE[part]) if threads in (1, None) else None)
-                       or "-")
-        rows.append(row)
-        classes.append("bad" if m.get("ok") is False else None)
-    size = (f"N = {p['n']:,}" if _is_number(p.get("n")) else
-            f"a table of {units.format_size(p['table_bytes'])}" if p.get("table_bytes") else "")
+    ref = bool(run.reference_entries("hpcc"))
+    rows = [_compute_row(run, part, i, m, ref) for i, m in ms]
+    size = _problem_size(run.part(part))
     head = ["conditions", "unit", *STATS, "repetitions", "check", "validation",
-            *([f"{b['reference']['name']} (HPCC {HPCC_SINGLE[part]})"] if ref else [])]
+            *([f"{_ref_name(run)} (HPCC {HPCC_SINGLE[part]})"] if ref else [])]
     return table(head, rows, numeric=[*range(2, 7), *([9] if ref else [])],
-                 row_classes=classes,
+                 row_classes=[_bad(m.ok is False) for _, m in ms],
                  caption=f"{name} ({what}{'; ' + size if size else ''}): mean, sample "
                  "standard deviation, min and max over the repetitions")
 
@@ -449,53 +494,58 @@ def _compute_table(b: Mapping[str, Any], part: str, name: str, what: str) -> Mar
 # --------------------------------------------------------------------------- I/O
 
 
-def _io_table(b: Mapping[str, Any]) -> Markup:
+def _ref_io(run: NodeRun, where: str, size: int, test: str) -> Markup | str:
+    """The reference system's figure (local or NFS) for a file size and pattern."""
+    entries = ((run.reference or {}).get("io") or {})[where]
+    j = _ref_index(entries, lambda r: r.get("test") == test and abs(
+        r.get("file_size", 0) - size) <= text.REF_SIZE_TOLERANCE * size)
+    return "-" if j is None else _n(entries[j]["mb_s"], f"body.reference.io.{where}.{j}.mb_s")
+
+
+def _io_row(run: NodeRun, size: int, test: str, names: list[str],
+            cell: Mapping[tuple[str, int, str], tuple[int, Metric]]) -> tuple[list[Any], bool]:
+    """A file size and pattern's row: min, mean, max per directory, the reference's
+    figures; and whether a figure's check failed."""
+    row: list[Any] = [units.format_size(size), test]
+    found = [cell.get((x, size, test)) for x in names]
+    for got in found:
+        row += ["-"] * 3 if got is None else [_fig(got[1], f, got[0])
+                                              for f in ("min", "mean", "max")]
+    row += [_ref_io(run, w, size, test) for w in text.io_refs(run)]
+    return row, any(got is not None and got[1].ok is False for got in found)
+
+
+def _io_head(run: NodeRun, d: IoPart, names: list[str]) -> list[str]:
+    """file, pattern, then min/mean/max per directory (its real path and file system)."""
+    real = {e.dir: e.realpath or e.dir for e in d.dirs}
+    kind = {e.dir: f"{e.fstype}, {'network' if network_fs(e.fstype) else 'local'}"
+            for e in d.dirs}
+    head = ["file", "pattern"]
+    for x in names:
+        head += [f"{real.get(x, x)} ({kind.get(x, '?')}) min", "mean", "max"]
+    return head + [f"{(run.reference or {}).get('name')} {w}" for w in text.io_refs(run)]
+
+
+def _io_table(run: NodeRun) -> Markup:
     """Per file size and pattern: min, mean, max MB/s in each directory side by side (a
     local disk beside a network file system), and the reference system's local and NFS
     figures."""
-    ms = _metrics(b, "io")
+    ms = run.of("io")
     if not ms:
         return Markup("")
-    d = b["parts"].get("io", {})
-    dirs = d.get("dirs", [])
-    fstype = {e["dir"]: (e.get("mount") or {}).get("fstype", "?") for e in dirs}
-    kind = {x: f"{t}, {'network' if network_fs(t) else 'local'}" for x, t in fstype.items()}
-    names = list(dict.fromkeys([*(e["dir"] for e in dirs), *(m["params"]["dir"] for _, m in ms)]))
-    cell = {(m["params"]["dir"], m["params"]["file_size"], m["name"]): (i, m) for i, m in ms}
-    ref = b.get("reference") or {}
-    refs = [w for w in ("local", "nfs") if (ref.get("io") or {}).get(w)]
-    rows, classes = [], []
-    sizes = d.get("file_sizes") or sorted({m["params"]["file_size"] for _, m in ms})
-    patterns = d.get("patterns") or list(dict.fromkeys(m["name"] for _, m in ms))
-    for size in sizes:
-        for test in patterns:
-            row: list[Any] = [units.format_size(size), test]
-            bad = False
-            for x in names:
-                i, m = cell.get((x, size, test), (None, None))
-                row += (["-"] * 3 if m is None else [_fig(m, f, i) for f in ("min", "mean", "max")])
-                bad = bad or (m is not None and m.get("ok") is False)
-            for w in refs:
-                entries = ref["io"][w]
-                j = _ref_index(entries, lambda r, t=test, s=size: r.get("test") == t and abs(
-                    r.get("file_size", 0) - s) <= text.REF_SIZE_TOLERANCE * s)
-                row.append("-" if j is None else _n(entries[j]["mb_s"],
-                                                   f"body.reference.io.{w}.{j}.mb_s"))
-            rows.append(row)
-            classes.append("bad" if bad else None)
-    head = ["file", "pattern"]
-    real = {e["dir"]: e.get("realpath") or e["dir"] for e in dirs}
-    for x in names:
-        where = f"{real.get(x, x)} ({kind.get(x, '?')})"
-        head += [f"{where} min", "mean", "max"]
-    head += [f"{ref.get('name')} {w}" for w in refs]
-    repeats = sorted({m["repeat"] for _, m in ms})
-    count = str(repeats[0]) if len(repeats) == 1 else f"{repeats[0]}-{repeats[-1]}"
-    return table(head, rows, numeric=range(2, len(head)), row_classes=classes,
+    d = run.io()
+    names = list(dict.fromkeys([*(e.dir for e in d.dirs), *(m.params["dir"] for _, m in ms)]))
+    cell = {(m.params["dir"], m.params["file_size"], m.name): (i, m) for i, m in ms}
+    sizes = d.file_sizes or sorted({m.params["file_size"] for _, m in ms})
+    patterns = d.patterns or list(dict.fromkeys(m.name for _, m in ms))
+    made = [_io_row(run, size, test, names, cell) for size in sizes for test in patterns]
+    head = _io_head(run, d, names)
+    return table(head, [row for row, _ in made], numeric=range(2, len(head)),
+                 row_classes=[_bad(bad) for _, bad in made],
                  caption=f"I/O, MB/s (10^6 B/s) of the file covered, "
-                 f"{units.format_size(d.get('block', 0))} blocks: min, mean and max over "
-                 f"{count} repetitions per directory (its file system in brackets; the "
-                 "mount options are in the conditions above)")
+                 f"{units.format_size(d.block)} blocks: min, mean and max over "
+                 f"{text.repeat_count(m for _, m in ms)} repetitions per directory (its file "
+                 "system in brackets; the mount options are in the conditions above)")
 
 
 # --------------------------------------------------------------------------- the section
@@ -503,22 +553,22 @@ def _io_table(b: Mapping[str, Any]) -> Markup:
 
 @renderer("node", "html")
 def section(doc: Document, **_options: Any) -> str:
-    b = doc.body
-    parts = [heading("Conditions", 4), _conditions(doc)]
-    stream = _stream_table(b)
+    run = NodeRun.from_document(doc)
+    parts = [heading("Conditions", 4), _conditions(doc, run)]
+    stream = _stream_table(run)
     if stream:
         parts += [heading("STREAM", 4), stream]
-    if _metrics(b, "kernels"):
-        parts += [heading("PEAK kernels", 4), _kernel_chart(b), _kernel_table(b),
-                  _drops_table(b)]
+    if run.of("kernels"):
+        parts += [heading("PEAK kernels", 4), _kernel_chart(run), _kernel_table(run),
+                  _drops_table(run)]
     for part, name, what in COMPUTE:
-        got = _compute_table(b, part, name, what)
+        got = _compute_table(run, part, name, what)
         if got:
             parts += [heading(name, 4), got]
-    io = _io_table(b)
+    io = _io_table(run)
     if io:
         parts += [heading("I/O", 4), io]
-    ref = b.get("reference")
+    ref = run.reference
     if ref:
         parts.append(para(esc(f"Reference system {ref['name']}: {ref.get('system')}, from "
                               f"{ref.get('source')}.")))
@@ -530,7 +580,7 @@ def section(doc: Document, **_options: Any) -> str:
 
 @renderer("node-fleet", "title")
 def fleet_title(doc: Document, **_options: Any) -> str:
-    return f"Node suite on {doc.body['nodes']}"
+    return f"Node suite on {NodeFleet.from_document(doc).nodes}"
 
 
 def _node_key(key: str, node: str) -> str | None:
@@ -539,91 +589,92 @@ def _node_key(key: str, node: str) -> str | None:
     return None if "." in node else f"{key}.{node}"
 
 
-def _fleet_nodes(b: Mapping[str, Any]) -> Markup:
-    conditions = b.get("conditions") or {}
-    rows, classes = [], []
-    for node, c in conditions.items():
-        n_out = len(b["outliers"].get(node, []))
-        rows.append([node, c.get("cpu_model") or "-",
-                     num(c["cores_used"], str(c["cores_used"]),
-                         None if "." in node else f"body.conditions.{node}.cores_used")
-                     if _is_number(c.get("cores_used")) else "-",
-                     units.format_size(c["memory"]) if c.get("memory") else "-",
-                     units.format_size(c["llc_total"]) if c.get("llc_total") else "-",
-                     c.get("status") or "-", n_out])
-        classes.append("bad" if n_out else None)
+def _fleet_node_row(fleet: NodeFleet, node: str, c: Mapping[str, Any]) -> list[Any]:
+    cores = c.get("cores_used")
+    return [node, c.get("cpu_model") or "-",
+            num(cores, str(cores), None if "." in node else f"body.conditions.{node}.cores_used")
+            if _is_number(cores) else "-",
+            units.format_size(c["memory"]) if c.get("memory") else "-",
+            units.format_size(c["llc_total"]) if c.get("llc_total") else "-",
+            c.get("status") or "-", len(fleet.outliers.get(node, []))]
+
+
+def _fleet_nodes(fleet: NodeFleet) -> Markup:
+    rows = [_fleet_node_row(fleet, node, c) for node, c in fleet.conditions.items()]
     return table(["node", "CPU", "cores used", "memory", "last-level cache", "status",
-                  "outlier metrics"], rows, numeric=[2, 3, 4, 6], row_classes=classes,
+                  "outlier metrics"], rows, numeric=[2, 3, 4, 6],
+                 row_classes=[_bad(bool(row[-1])) for row in rows],
                  caption="The nodes that answered and what they ran on")
 
 
-def _fleet_metrics(b: Mapping[str, Any]) -> Markup:
-    rows, classes = [], []
-    for i, m in enumerate(b["metrics"]):
-        values = m["values"]
-        base = f"body.metrics.{i}"
-        ext = []
-        for pick in (min, max):
-            node = pick(values, key=values.get)
-            ext.append(join([_n(values[node], _node_key(f"{base}.values", node)),
-                             esc(f" {node}")]))
-        outs = [join([esc(f"{n} ("), num(m["z"][n], f"{m['z'][n]:+.1f}",
-                                         _node_key(f"{base}.z", n)), esc(")")])
-                for n in m["outliers"]]
-        rows.append([m["id"], m["unit"], _n(m["median"], f"{base}.median"),
-                     _n(m["mad"], f"{base}.mad"), *ext,
-                     join([Markup(", ").join(outs)]) if outs else "-"])
-        classes.append("bad" if m["outliers"] else None)
+def _fleet_metric_row(i: int, m: FleetMetric) -> list[Any]:
+    values = m.values
+    base = f"body.metrics.{i}"
+    ext = []
+    for pick in (min, max):
+        node = pick(values, key=lambda n: values[n])
+        ext.append(join([_n(values[node], _node_key(f"{base}.values", node)), esc(f" {node}")]))
+    outs = [join([esc(f"{n} ("), num(m.z[n], f"{m.z[n]:+.1f}", _node_key(f"{base}.z", n)),
+                  esc(")")]) for n in m.outliers]
+    return [m.id, m.unit, _n(m.median, f"{base}.median"), _n(m.mad, f"{base}.mad"), *ext,
+            join([Markup(", ").join(outs)]) if outs else "-"]
+
+
+def _fleet_metrics(fleet: NodeFleet) -> Markup:
     return table(["metric", "unit", "fleet median", "MAD", "lowest", "highest",
-                  "outliers (z)"], rows, numeric=[2, 3, 4, 5], row_classes=classes,
+                  "outliers (z)"], [_fleet_metric_row(i, m) for i, m in enumerate(fleet.metrics)],
+                 numeric=[2, 3, 4, 5], row_classes=[_bad(bool(m.outliers)) for m in fleet.metrics],
                  caption="Each metric across the fleet: its median, median absolute "
                  "deviation, the lowest and highest node, and the nodes judged outliers")
 
 
 @renderer("node-fleet", "html")
 def fleet_section(doc: Document, **_options: Any) -> str:
-    b = doc.body
-    facts = pairs([("nodes asked", b["nodes"]), ("answered", b["answered"] or "none"),
-                   *((f"did not answer ({reason})", ns)
-                     for reason, ns in b["no_answer"].items()),
-                   *((f"beoperf {v} (not used)", ns) for v, ns in b["other_version"].items()),
-                   ("outlier nodes", ", ".join(b["outliers"]) or "none")])
-    return join([facts, _fleet_nodes(b), _fleet_metrics(b),
-                 para(esc(b["method"]["statement"]))])
+    b = NodeFleet.from_document(doc)
+    facts = pairs([("nodes asked", b.nodes), ("answered", b.answered or "none"),
+                   *((f"did not answer ({reason})", ns) for reason, ns in b.no_answer.items()),
+                   *((f"beoperf {v} (not used)", ns) for v, ns in b.other_version.items()),
+                   ("outlier nodes", ", ".join(b.outliers) or "none")])
+    return join([facts, _fleet_nodes(b), _fleet_metrics(b), para(esc(b.method["statement"]))])
 
 
 @renderer("node-comparison", "title")
 def comparison_title(doc: Document, **_options: Any) -> str:
-    return f"Node runs compared against {doc.body['baseline']}"
+    return f"Node runs compared against {NodeComparison.from_document(doc).baseline}"
 
 
-def _comparison_rows(b: Mapping[str, Any]) -> tuple[list[str], list[list[Any]], list[str | None]]:
+def _change_cell(c: NodeComparison, k: int, i: int, r: ComparisonRow) -> Any:
+    change = r.changes[i]
+    if not _is_number(change):
+        return "-"
+    span = (r.intervals or [None] * len(c.labels))[i]
+    return join([num(change, f"{change:+.1f}", f"body.rows.{k}.changes.{i}", unit="%"),
+                 esc(f" {text.interval_cell(span)}" if span else "")])
+
+
+def _comparison_rows(c: NodeComparison) -> tuple[list[str], list[list[Any]], list[str | None]]:
     """The text view's columns, each mean and change marked with its place."""
-    labels, base = b["labels"], b["labels"].index(b["baseline"])
-    head, _ = text.comparison_rows(b)
+    base = c.labels.index(c.baseline)
+    head, _ = text.comparison_rows(c)
     rows, classes = [], []
-    for k, r in enumerate(b["rows"]):
-        row: list[Any] = [r["id"], r["unit"]]
-        for i in range(len(labels)):
-            row.append(_n(r["means"][i], f"body.rows.{k}.means.{i}"))
+    for k, r in enumerate(c.rows):
+        row: list[Any] = [r.id, r.unit]
+        for i in range(len(c.labels)):
+            row.append(_n(r.means[i], f"body.rows.{k}.means.{i}"))
             if i != base:
-                change = r["changes"][i]
-                span = (r.get("intervals") or [None] * len(labels))[i]
-                row += ["-" if not _is_number(change) else join([num(
-                    change, f"{change:+.1f}", f"body.rows.{k}.changes.{i}", unit="%"),
-                    esc(f" {text.interval_cell(span)}" if span else "")]),
-                    r["verdicts"][i] or "-"]
+                row += [_change_cell(c, k, i, r), r.verdicts[i] or "-"]
         rows.append(row)
-        classes.append("warn" if "worse" in r["verdicts"] else None)
+        classes.append("warn" if "worse" in r.verdicts else None)
     return head, rows, classes
 
 
 @renderer("node-comparison", "html")
 def comparison_section(doc: Document, **_options: Any) -> str:
-    head, rows, classes = _comparison_rows(doc.body)
+    c = NodeComparison.from_document(doc)
+    head, rows, classes = _comparison_rows(c)
     numeric = {i for i, h in enumerate(head) if i >= 2 and h != "verdict"}
     return join([table(head, rows, numeric=numeric, row_classes=classes,
                        caption=f"Each metric's mean per configuration against "
-                       f"{doc.body['baseline']}; change of the mean in % with its interval, "
+                       f"{c.baseline}; change of the mean in % with its interval, "
                        "+ = faster (every figure is a rate)"),
-                 para(esc(doc.body["test"]["statement"]))])
+                 para(esc(c.test["statement"]))])

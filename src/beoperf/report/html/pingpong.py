@@ -10,6 +10,7 @@ size's stored median each, and are marked with where they are stored.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from beoperf.analysis import intervals
@@ -85,14 +86,14 @@ def headline(run: RunResult, a: CurveAnalysis) -> Markup:
     """Latency, peak, saturation, n1/2: value, spread, where it was measured."""
     i_lat = next(i for i, s in enumerate(run.sizes) if s.size == a.latency_size)
     lat = run.sizes[i_lat]
+    p99 = lat.time_us.get("p99")
     i_peak = next(i for i, s in enumerate(run.sizes) if s.size == a.peak_size)
     mode = run.parameters.get("mode")
     rows = [
         (f"{latency_name(mode)} ({'' if mode == 'stream' else 'one-way, '}median)",
          num(lat.time_us.get("median"), time_text(a.latency_us), _key(i_lat, "time_us.median")),
          join([esc(f"{_for_next_run(interval_text(run, lat, '±', 'µs'))}; "),
-               esc("p99 "), num(lat.time_us.get("p99"), time_text(lat.time_us["p99"])
-                                if lat.time_us.get("p99") is not None else "n/a",
+               esc("p99 "), num(p99, time_text(p99) if p99 is not None else "n/a",
                                 _key(i_lat, "time_us.p99")),
                esc(f"; {lat.trials} trials, {lat.samples} samples")]),
          a.latency_method),
@@ -224,6 +225,11 @@ def _end(end: dict[str, Any]) -> str | None:
 # --------------------------------------------------------------------------- graphs
 
 
+def _edge(rows: list[SizeResult], statistic: str) -> list[float]:
+    """One edge of the band (min or p90) per size; 0 where a size has none."""
+    return [s.time_us.get(statistic) or 0.0 for s in rows]
+
+
 class _Data:
     """The plotted arrays of a run (sizes with a positive time), in plot units."""
 
@@ -236,8 +242,8 @@ class _Data:
         top = max(self.bps, default=0.0)
         self.unit, self.scale = ("Gbit/s", 1e9) if top >= GBIT_FROM_BPS else ("Mbit/s", 1e6)
         self.a = a
-        self.band = all((s.time_us.get("min") or 0) > 0 and (s.time_us.get("p90") or 0) > 0
-                        for s in self.rows)
+        self.low, self.high = _edge(self.rows, "min"), _edge(self.rows, "p90")  # the band
+        self.band = all(t > 0 for t in self.low + self.high)
         self.factor = [b * t for b, t in zip(self.bps, self.time, strict=True)]  # bit/s * us
         mode = run.parameters.get("mode")  # stream: a time per message, never a latency
         self.what, self.figure = time_name(mode), latency_name(mode)
@@ -250,7 +256,7 @@ class _Data:
     def tip(self, k: int) -> str:
         """Hover text: size, throughput, one-way time, spread, trials, convergence."""
         s = self.rows[k]
-        spread = (f", min..p90 {time_text(s.time_us['min'])}..{time_text(s.time_us['p90'])}"
+        spread = (f", min..p90 {time_text(self.low[k])}..{time_text(self.high[k])}"
                   if self.band else "")
         late = ", NOT converged" if not s.converged else ""
         return (f"{size_tick(s.size)} B: {format_rate(self.bps[k])}; {self.per} "
@@ -271,7 +277,8 @@ class _Data:
                                 f"throughput collapse 1/{c.factor:.0f}"))
         return out
 
-    def saturation_mark(self, x_of, y_of) -> list[tuple[float, float, str]]:
+    def saturation_mark(self, x_of: Callable[[int], float],
+                        y_of: Callable[[int], float]) -> list[tuple[float, float, str]]:
         sat = self.a.saturation_size if self.a else None
         for k, s in enumerate(self.sizes):
             if sat is not None and s == sat:
@@ -288,7 +295,7 @@ def _size_axis(d: _Data) -> svg.Axis:
 def _thr_axis(d: _Data) -> svg.Axis:
     values = [b / d.scale for b in d.bps]
     if d.band:
-        values += [d.thr(k, s.time_us["min"]) for k, s in enumerate(d.rows)]
+        values += [d.thr(k, t) for k, t in enumerate(d.low)]
     top = max(values, default=1.0) * 1.05 or 1.0
     power = "9" if d.unit == "Gbit/s" else "6"
     return svg.Axis(f"throughput ({d.unit}, 10^{power} bit/s)", 0.0, top,
@@ -296,8 +303,8 @@ def _thr_axis(d: _Data) -> svg.Axis:
 
 
 def _time_axis(d: _Data) -> svg.Axis:
-    lows = [s.time_us["min"] for s in d.rows] if d.band else d.time
-    highs = [s.time_us["p90"] for s in d.rows] if d.band else d.time
+    lows = d.low if d.band else d.time
+    highs = d.high if d.band else d.time
     lo, hi = svg.padded(min(lows), max(highs), True)
     return svg.Axis(d.what, lo, hi, log=True, tick_text=time_text)
 
@@ -306,8 +313,8 @@ def throughput_chart(d: _Data) -> Markup:
     y = [b / d.scale for b in d.bps]
     bands = []
     if d.band:
-        fast = [(d.sizes[k], d.thr(k, s.time_us["min"])) for k, s in enumerate(d.rows)]
-        slow = [(d.sizes[k], d.thr(k, s.time_us["p90"])) for k, s in enumerate(d.rows)]
+        fast = [(d.sizes[k], d.thr(k, t)) for k, t in enumerate(d.low)]
+        slow = [(d.sizes[k], d.thr(k, t)) for k, t in enumerate(d.high)]
         bands = [fast + slow[::-1]]
     line = svg.Line("median", d.sizes, y, [d.tip(k) for k in range(len(y))],
                     keys=d.keys("throughput_bps.from_median"), raw=d.bps, bands=bands,
@@ -320,8 +327,8 @@ def signature_chart(d: _Data) -> Markup:
     y = [b / d.scale for b in d.bps]
     bands = []
     if d.band:
-        fast = [(s.time_us["min"], d.thr(k, s.time_us["min"])) for k, s in enumerate(d.rows)]
-        slow = [(s.time_us["p90"], d.thr(k, s.time_us["p90"])) for k, s in enumerate(d.rows)]
+        fast = [(t, d.thr(k, t)) for k, t in enumerate(d.low)]
+        slow = [(t, d.thr(k, t)) for k, t in enumerate(d.high)]
         bands = [fast + slow[::-1]]
     line = svg.Line("median", d.time, y, [d.tip(k) for k in range(len(y))],
                     keys=d.keys("throughput_bps.from_median"), raw=d.bps, bands=bands,
@@ -334,8 +341,8 @@ def signature_chart(d: _Data) -> Markup:
 def saturation_chart(d: _Data) -> Markup:
     bands = []
     if d.band:
-        bands = [[(d.sizes[k], s.time_us["min"]) for k, s in enumerate(d.rows)]
-                 + [(d.sizes[k], s.time_us["p90"]) for k, s in enumerate(d.rows)][::-1]]
+        bands = [list(zip(d.sizes, d.low, strict=True))
+                 + list(zip(d.sizes, d.high, strict=True))[::-1]]
     line = svg.Line("median", d.sizes, d.time, [d.tip(k) for k in range(len(d.time))],
                     keys=d.keys("time_us.median"), raw=d.time, bands=bands,
                     marks=d.saturation_mark(lambda k: d.sizes[k], lambda k: d.time[k]))

@@ -103,7 +103,8 @@ def linear_ticks(lo: float, hi: float) -> list[float]:
         return [lo]
     step = nice_step(hi - lo)
     first = math.ceil(lo / step - 1e-9) * step
-    out, v = [], first
+    out: list[float] = []
+    v = first
     while v <= hi + step * 1e-9 and len(out) < 50:
         out.append(round(v, 12))
         v += step
@@ -250,6 +251,32 @@ def _tip_indices(n: int) -> set[int]:
     return {round(i * (n - 1) / (MAX_TIPS - 1)) for i in range(MAX_TIPS)}
 
 
+def _dots(fr: _Frame, line: Line) -> str:
+    """A line's points as one path of small circles (a line without hover points)."""
+    return "".join(f"M{_f(fr.px(x) - 1.6)},{_f(fr.clip_y(y))}a1.6,1.6 0 1,0 3.2,0"
+                   f"a1.6,1.6 0 1,0 -3.2,0" for x, y in zip(line.x, line.y, strict=True)
+                   if y is not None and math.isfinite(y))
+
+
+def _point(fr: _Frame, line: Line, i: int, x: float, y: float) -> str:
+    """A hover point: its place, the value as stored and where (data-value, data-key),
+    and its tip."""
+    key = line.keys[i] if line.keys is not None else None
+    key_attr = f' data-key="{esc(key)}"' if key else ""
+    if line.raw is not None:
+        key_attr += f' data-value="{line.raw[i]!r}"'
+    return (f'<circle class="pt" cx="{_f(fr.px(x))}" cy="{_f(fr.clip_y(y))}" r="3" '
+            f'data-x="{x:.6g}" data-y="{y:.6g}"{key_attr}><title>{esc(line.tips[i])}'
+            f'</title></circle>')
+
+
+def _points(fr: _Frame, line: Line) -> list[str]:
+    """The hover points (at most MAX_TIPS, spread over the line) with a value."""
+    shown = _tip_indices(len(line.x))
+    return [_point(fr, line, i, x, y) for i, (x, y) in enumerate(zip(line.x, line.y, strict=True))
+            if i in shown and y is not None and math.isfinite(y)]
+
+
 def _line(fr: _Frame, line: Line) -> list[str]:
     cls = f"c{line.color % COLORS}"
     out = [f'<g class="series {cls}" data-series="{esc(line.name)}">']
@@ -261,22 +288,8 @@ def _line(fr: _Frame, line: Line) -> list[str]:
         out += [f'<polyline class="line" points="{_path(fr, run, line.steps)}"{dash}/>'
                 for run in _runs(line)]
     if not line.hover:
-        dots = "".join(f"M{_f(fr.px(x) - 1.6)},{_f(fr.clip_y(y))}a1.6,1.6 0 1,0 3.2,0"
-                       f"a1.6,1.6 0 1,0 -3.2,0" for x, y in zip(line.x, line.y, strict=True)
-                       if y is not None and math.isfinite(y))
-        out += [f'<path class="dots" d="{dots}"/>', "</g>"]
-        return out
-    shown = _tip_indices(len(line.x))
-    for i, (x, y) in enumerate(zip(line.x, line.y, strict=True)):
-        if i not in shown or y is None or not math.isfinite(y):
-            continue
-        key = line.keys[i] if line.keys is not None else None
-        key_attr = f' data-key="{esc(key)}"' if key else ""
-        if line.raw is not None:
-            key_attr += f' data-value="{line.raw[i]!r}"'
-        out.append(f'<circle class="pt" cx="{_f(fr.px(x))}" cy="{_f(fr.clip_y(y))}" r="3" '
-                   f'data-x="{x:.6g}" data-y="{y:.6g}"{key_attr}><title>{esc(line.tips[i])}'
-                   f'</title></circle>')
+        return [*out, f'<path class="dots" d="{_dots(fr, line)}"/>', "</g>"]
+    out += _points(fr, line)
     for x, y, text in line.marks:
         out.append(f'<circle class="mark" cx="{_f(fr.px(x))}" cy="{_f(fr.clip_y(y))}" r="8">'
                    f'<title>{esc(text)}</title></circle>')

@@ -1,0 +1,19 @@
+"""Stubs for the MPI loops (src/beoperf/_mpi.c), bound to the library mpi4py loaded."""
+
+from typing import Any
+
+class Library:
+    pointer_handles: bool
+    request_size: int
+    status_size: int
+    def __init__(
+        self, path: str, handle_size: int, request_size: int, status_size: int
+    ) -> None: ...
+    def version(self) -> str: ...
+    def ready(self) -> bool: ...
+    def run(
+        self, role: str, comm: int, byte: int, pool: Any, reps: int, *, peer: int = ...,
+        size: int = ..., seq0: int = ..., tag: int = ..., integrity: bool = ...,
+        sync: bool = ..., nonblocking: bool = ..., window: int = ..., timed: bool = ...,
+        to: Any = ..., from_: Any = ..., warmup: int = ..., barrier: bool = ...,
+    ) -> tuple[Any, ...]: ...
