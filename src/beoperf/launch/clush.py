@@ -215,10 +215,10 @@ class _Waitable:
 
     @property
     def returncode(self) -> int | None:
-        return self.popen.returncode  # type: ignore[no-any-return]
+        return self.popen.returncode
 
     def poll(self) -> int | None:
-        return self.popen.poll()  # type: ignore[no-any-return]
+        return self.popen.poll()
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -226,7 +226,7 @@ class _Waitable:
             if deadline is not None and time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired("", timeout or 0.0)
             time.sleep(0.01)
-        return self.popen.returncode  # type: ignore[no-any-return]
+        return self.popen.returncode
 
 
 class _BoundedWorker:
