@@ -77,16 +77,17 @@ class Capture:
 class Job:
     """One child process (and all it starts), guarded; see the module's docstring.
 
-    ``env``: the whole environment (None: this process's); ``stdin``: DEVNULL or PIPE (a
-    pipe the child may watch: :attr:`stdin`); ``on_line``: each line of standard output;
+    ``env``: the whole environment (None: this process's); ``stdin``: a pipe the child
+    may watch (:attr:`stdin`; else /dev/null); ``on_line``: each line of standard output;
     ``keep``: bytes kept of each stream's start and end; ``grace``: SIGTERM to SIGKILL.
     """
 
     def __init__(self, argv: list[str] | tuple[str, ...], *,
                  env: Mapping[str, str] | None = None, cwd: str | None = None,
-                 stdin: int = subprocess.DEVNULL, on_line: Callable[[str], None] | None = None,
+                 stdin: bool = False, on_line: Callable[[str], None] | None = None,
                  keep: int = KEEP_BYTES, grace: float = STOP_GRACE_S) -> None:
-        self.argv, self.env, self.cwd, self.stdin_mode = list(argv), env, cwd, stdin
+        self.argv, self.env, self.cwd = list(argv), env, cwd
+        self.stdin_mode = subprocess.PIPE if stdin else subprocess.DEVNULL
         self.on_line, self.keep, self.grace = on_line, keep, grace
         self.proc: subprocess.Popen | None = None
         self.returncode: int | None = None
