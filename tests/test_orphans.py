@@ -22,22 +22,10 @@ from pathlib import Path
 import pytest
 
 from helpers import child_env, wait_for
-from mpi_helpers import require_mpi, survivors
+from mpi_helpers import cmdline, comm, named, require_mpi, survivors
 
 GONE_WITHIN_S = 10.0  # the guard's SIGTERM, and SIGKILL 5 s later at the latest
 START_WITHIN_S = 90.0
-
-
-def comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
-
-
-def named(token: str, name: str) -> list[int]:
-    """The live processes of this test (its token) whose command name starts with ``name``."""
-    return [pid for pid in survivors(token) if comm(pid).startswith(name)]
 
 
 def kill_midway(args: list[str], ready: Callable[[str], bool], tmp_path: Path,
@@ -87,13 +75,6 @@ def test_sigkill_of_pingpong_over_mpi_leaves_no_rank(tmp_path, budget):
                                           if "beoperf.cli.rank" in cmdline(p)]) == 2,
                        tmp_path)
     assert left == []
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
 
 
 def test_sigkill_of_pingpong_leaves_no_embedded_server(tmp_path):

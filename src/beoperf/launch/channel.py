@@ -111,6 +111,23 @@ def as_rank(work: RankWork, usage: str) -> int:
     return 0
 
 
+def as_rank_of_plan(plan: dict[str, Any], spec_of: Callable[[dict[str, Any]], Any],
+                    run: Callable[[Any, ranks.RankInfo], Any], usage: str) -> int:
+    """:func:`as_rank` for a suite's rank: ``spec_of(plan)`` (BadSpec if the plan is not
+    one), then ``run(spec, info)``, whose answer (None on ranks but 0) has a ``document``
+    and an ``error``."""
+    try:
+        spec = spec_of(plan)
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise errors.BadSpec(f"not a plan: {exc}") from None
+
+    def work(info: ranks.RankInfo) -> tuple[dict[str, Any], errors.BeoperfError | None] | None:
+        done = run(spec, info)
+        return None if done is None else (done.document.to_json(), done.error)
+
+    return as_rank(work, usage)
+
+
 # --------------------------------------------------------------------------- the launcher
 
 

@@ -40,7 +40,6 @@ from beoperf.launch.base import LaunchSpec
 from beoperf.launch.mpi_job import (
     MpiJob,
     choose_launcher,
-    finalize_at_exit,
     job_environment,
     launch_meta,
     launch_record,
@@ -49,6 +48,7 @@ from beoperf.launch.mpi_job import (
 from beoperf.model.document import Document, make_meta, utc_now
 from beoperf.model.mpi_options import BINDINGS, IMPLEMENTATIONS, LAUNCHERS, MpiOptions
 from beoperf.suites import cluster_plan
+from beoperf.suites.mpi_pingpong import rank_session
 from beoperf.sweep.precision import LoopConfig, LoopOutcome, PrecisionLoop
 
 HINT = "see 'beoperf cluster ring --help'"
@@ -272,21 +272,14 @@ def rank_of_test(plan: dict[str, Any], test: Test) -> int:
     if plan.get("test") != test.name:
         raise errors.BadSpec(f"not a plan of the cluster's {test.name} test")
 
-    def work(info: ranks.RankInfo) -> tuple[dict[str, Any], errors.BeoperfError | None] | None:
-        outcome = as_rank(plan, info, test)
-        return None if outcome is None else (outcome.document.to_json(), outcome.error)
-
-    return channel.as_rank(work, USAGE)
+    return channel.as_rank_of_plan(plan, dict, lambda p, info: as_rank(p, info, test), USAGE)
 
 
 def as_rank(plan: dict[str, Any], info: ranks.RankInfo, test: Test) -> Outcome | None:
     """This process is a rank: rank 0 measures (the series of this job), others serve."""
-    from beoperf.engines import mpi, mpi_group
+    from beoperf.engines import mpi_group
 
-    ranks.prepare(ranks.implementation_here())  # may restart this process (MPICH)
-    session = mpi.Session.open()
-    ranks.remove_shim()
-    finalize_at_exit(session)
+    session = rank_session()
     if session.rank != 0:
         mpi_group.serve(session)
         return None

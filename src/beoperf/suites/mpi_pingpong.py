@@ -116,10 +116,7 @@ def run_as_rank(spec: Spec, info: ranks.RankInfo, progress: Progress | None = No
     opts = validate_mpi(spec)
     from beoperf.engines import mpi
 
-    ranks.prepare(ranks.implementation_here())  # may restart this process (MPICH)
-    session = mpi.Session.open()
-    ranks.remove_shim()
-    finalize_at_exit(session)
+    session = rank_session()
     if session.size < 2:
         raise errors.BadSpec(f"the MPI job has {session.size} rank: a ping-pong needs 2",
                              "mpirun -np 2 beoperf pingpong --transport mpi")
@@ -129,6 +126,18 @@ def run_as_rank(spec: Spec, info: ranks.RankInfo, progress: Progress | None = No
         mpi.idle(session)
         return None
     return measure(spec, opts, session, info, progress, hold)
+
+
+def rank_session() -> Any:
+    """This rank's MPI session (engines.mpi.Session), its MPI chosen first (which may
+    restart this process: MPICH), MPI_Finalize at exit, bounded."""
+    from beoperf.engines import mpi
+
+    ranks.prepare(ranks.implementation_here())
+    session = mpi.Session.open()
+    ranks.remove_shim()
+    finalize_at_exit(session)
+    return session
 
 
 def measure(spec: Spec, opts: MpiOptions, session: Any, info: ranks.RankInfo,
@@ -300,16 +309,7 @@ USAGE = ("beoperf.cli.rank pingpong: run by 'beoperf pingpong --transport mpi' a
 def rank(plan: dict[str, Any]) -> int:
     """A rank of the job :func:`run_launched` starts (``python -m beoperf.cli.rank
     pingpong PLAN``): rank 0 sends its document and any error (launch/channel.py)."""
-    try:
-        spec = spec_from_plan(plan)
-    except (TypeError, KeyError, ValueError, AttributeError) as exc:
-        raise errors.BadSpec(f"not a plan: {exc}") from None
-
-    def work(info: ranks.RankInfo) -> tuple[dict[str, Any], errors.BeoperfError | None] | None:
-        done = run_as_rank(spec, info)
-        return None if done is None else (done.document.to_json(), done.error)
-
-    return channel.as_rank(work, USAGE)
+    return channel.as_rank_of_plan(plan, spec_from_plan, run_as_rank, USAGE)
 
 
 # --------------------------------------------------------------------------- --sweep

@@ -27,7 +27,6 @@ from beoperf.launch import channel, ranks
 from beoperf.launch.base import LaunchSpec
 from beoperf.launch.mpi_job import (
     MpiJob,
-    finalize_at_exit,
     job_environment,
     launch_meta,
     launch_record,
@@ -35,6 +34,7 @@ from beoperf.launch.mpi_job import (
 )
 from beoperf.model.document import utc_now
 from beoperf.model.mpi_options import MpiOptions
+from beoperf.suites.mpi_pingpong import rank_session
 from beoperf.suites.replay import Replayed, Spec, load, replay_document
 from beoperf.sweep.replay import replay
 
@@ -59,10 +59,7 @@ def run_as_rank(spec: Spec, info: ranks.RankInfo,
     profile = load(spec)
     from beoperf.engines import mpi
 
-    ranks.prepare(ranks.implementation_here())  # may restart this process (MPICH)
-    session = mpi.Session.open()
-    ranks.remove_shim()
-    finalize_at_exit(session)
+    session = rank_session()
     if session.size < 2:
         raise errors.BadSpec(f"the MPI job has {session.size} rank: a replay needs 2",
                              "mpirun -np 2 beoperf replay --transport mpi PROFILE")
@@ -159,13 +156,4 @@ def spec_from_plan(plan: dict[str, Any]) -> Spec:
 def rank(plan: dict[str, Any]) -> int:
     """A rank of the job :func:`run_launched` starts (``python -m beoperf.cli.rank replay
     PLAN``): rank 0 sends its document and any error (launch/channel.py)."""
-    try:
-        spec = spec_from_plan(plan)
-    except (TypeError, KeyError, ValueError, AttributeError) as exc:
-        raise errors.BadSpec(f"not a plan: {exc}") from None
-
-    def work(info: ranks.RankInfo) -> tuple[dict[str, Any], errors.BeoperfError | None] | None:
-        done = run_as_rank(spec, info)
-        return None if done is None else (done.document.to_json(), done.error)
-
-    return channel.as_rank(work, USAGE)
+    return channel.as_rank_of_plan(plan, spec_from_plan, run_as_rank, USAGE)
