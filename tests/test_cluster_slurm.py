@@ -172,7 +172,8 @@ def test_sigkill_of_beoperf_ends_its_srun_step(slurm, tmp_path):
                                     stderr=subprocess.DEVNULL)
     try:
         assert wait_for(lambda: len(named(token, "hpcc")) == 2, 120), slurm.logs()
-        (beoperf,) = [p for p in survivors(token) if "-m beoperf cluster" in cmdline(p)]
+        (beoperf,) = [p for p in survivors(token) if "-m beoperf cluster" in cmdline(p)
+                      and comm(p).startswith("python")]
         assert named(token, "srun"), "hpcc runs under srun"
         os.kill(beoperf, signal.SIGKILL)
         wait_for(lambda: not named(token, "hpcc") and not named(token, "srun"), 20)
