@@ -65,10 +65,13 @@ def test_sigkill_of_cluster_hpcc_leaves_neither_mpirun_nor_ranks(tmp_path):
     assert left == []
 
 
-@pytest.mark.parametrize("budget", ["30", "none"])
-def test_sigkill_of_pingpong_over_mpi_leaves_no_rank(tmp_path, budget):
-    require_mpi("openmpi")
-    left = kill_midway(["pingpong", "--transport", "mpi", "--mpi", "openmpi",
+@pytest.mark.parametrize("impl, budget", [("openmpi", "30"), ("openmpi", "none"),
+                                          ("mpich", "none")])
+def test_sigkill_of_pingpong_over_mpi_leaves_no_rank(tmp_path, impl, budget):
+    """Open MPI puts each rank in a process group of its own, MPICH's hydra in a session
+    of its own: neither is found by its group or session, both by the guard's tree."""
+    require_mpi(impl)
+    left = kill_midway(["pingpong", "--transport", "mpi", "--mpi", impl,
                         "--precision", "0.0001", "--time-budget", budget, "-o",
                         str(tmp_path / "pp")],
                        lambda token: len([p for p in survivors(token)
