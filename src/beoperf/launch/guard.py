@@ -24,7 +24,9 @@ The guard
   a launcher that died), and exits.
 
 A process is found among the descendants by walking ``/proc/PID/stat``'s parent links
-down from the guard, so nothing that the guard did not start is ever signalled.
+down from the guard, and signalled through a pidfd once its parent is seen again, so
+nothing that the guard did not start is ever signalled (not even a process that took
+the PID of one that ended meanwhile).
 """
 
 from __future__ import annotations
@@ -83,17 +85,46 @@ def parents() -> dict[int, int]:
     return found
 
 
-def descendants(root: int) -> list[int]:
-    """The live descendants of ``root``, parents before children."""
+def descendants(root: int) -> list[tuple[int, int]]:
+    """The live descendants of ``root`` and their parents, parents before children."""
     children: dict[int, list[int]] = {}
     for pid, ppid in parents().items():
         children.setdefault(ppid, []).append(pid)
-    out, todo = [], list(children.get(root, []))
+    out, todo = [], [(pid, root) for pid in children.get(root, [])]
     while todo:
-        pid = todo.pop(0)
-        out.append(pid)
-        todo.extend(children.get(pid, []))
+        pid, ppid = todo.pop(0)
+        out.append((pid, ppid))
+        todo.extend((child, pid) for child in children.get(pid, []))
     return out
+
+
+def parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read(4096).rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def kill(pid: int, parents_seen: tuple[int, int], sig: int) -> None:
+    """Signal ``pid`` if its parent is still the one the scan saw, or the guard (which
+    adopts it when that parent ends): through a pidfd opened first, so that a PID freed
+    and taken by another process meanwhile is never signalled."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    except (AttributeError, OSError):  # no pidfd (Linux before 5.3): the PID itself
+        if parent_of(pid) in parents_seen:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        return
+    try:
+        if parent_of(pid) in parents_seen:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(fd, sig)
+    finally:
+        os.close(fd)
 
 
 def reap(child: subprocess.Popen) -> None:
@@ -110,18 +141,26 @@ def reap(child: subprocess.Popen) -> None:
             os.waitpid(info.si_pid, 0)
 
 
-def end_tree(child: subprocess.Popen, grace: float) -> None:
-    """SIGTERM to every descendant; SIGKILL to those left after ``grace`` seconds."""
+def signal_tree(sig: int) -> bool:
+    """Send ``sig`` to every descendant; whether there was any."""
     me = os.getpid()
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        for pid in descendants(me):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
+    found = descendants(me)
+    for pid, ppid in found:
+        kill(pid, (ppid, me), sig)
+    return bool(found)
+
+
+def end_tree(child: subprocess.Popen, grace: float) -> None:
+    """SIGTERM to every descendant; SIGKILL, again each tick, to those left (and those
+    started meanwhile) after ``grace`` seconds, for at most 5 s more."""
+    signal_tree(signal.SIGTERM)
+    for wait, sig in ((grace, None), (5.0, signal.SIGKILL)):
         until = time.monotonic() + wait
         while True:
             child.poll()
             reap(child)
-            if not descendants(me) or time.monotonic() > until:
+            left = signal_tree(sig) if sig is not None else bool(descendants(os.getpid()))
+            if not left or time.monotonic() > until:
                 break
             time.sleep(TICK_S)
 
@@ -183,10 +222,10 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         report(status, f"failed {exc.errno or 0}")
         return 1
+    report(status, f"started {time.monotonic_ns()}")
     signal.signal(signal.SIGUSR1, lambda _s, _f: child.send_signal(signal.SIGUSR1))
     for sig in STOP_SIGNALS:
         signal.signal(sig, stop)
-    report(status, f"started {time.monotonic_ns()}")
     try:
         ended = watch(child, lifeline)
     except Stop:
