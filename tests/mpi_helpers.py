@@ -99,6 +99,27 @@ def survivors(token: str) -> list[int]:
     return found
 
 
+def comm(pid: int) -> str:
+    """A process's command name ('' once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def cmdline(pid: int) -> str:
+    """A process's command line, its words joined by spaces ('' once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def named(token: str, name: str) -> list[int]:
+    """The live processes carrying ``token`` whose command name starts with ``name``."""
+    return [pid for pid in survivors(token) if comm(pid).startswith(name)]
+
+
 def beoperf(*args: str) -> list[str]:
     return [PYTHON, "-m", "beoperf", *args]
 

@@ -9,9 +9,13 @@ same summary keys.  Slurm is started once for the module (about 20 s).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import subprocess
 import sys
+import uuid
 
 import pytest
 
@@ -19,7 +23,8 @@ import netns
 from beoperf.launch.plan import local_memory
 from beoperf.model import hpcc
 from beoperf.model import load as load_document
-from helpers import child_env
+from helpers import child_env, wait_for
+from mpi_helpers import cmdline, comm, named, survivors
 from slurm import SlurmCluster
 
 pytestmark = [pytest.mark.netns,
@@ -152,3 +157,31 @@ def test_the_ring_of_beoperfs_own_mpi_loops_runs_through_srun(slurm):
     assert series["launch"]["launcher"] == "srun"
     figures = series["repeats"][0]["figures"]
     assert all(v is not None and v > 0 for v in figures.values())
+
+
+def test_sigkill_of_beoperf_ends_its_srun_step(slurm, tmp_path):
+    """Issue 26, item 10: beoperf killed with SIGKILL inside an allocation that lives on
+    (the shell goes on after it): the srun step it created and its hpcc ranks end within
+    seconds (the guard's SIGTERM to srun, which ends its step), nothing is left."""
+    token = uuid.uuid4().hex
+    script = (f"{sys.executable} -m beoperf cluster hpcc --np 2 --n 6000 --quiet -o "
+              f"{tmp_path / 'killed'}; sleep 60")
+    env = {**source_env(slurm.env), "BEOPERF_TEST_TOKEN": token}
+    salloc = slurm.controller.popen(["salloc", "-N", "2", "sh", "-c", script], env=env,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: len(named(token, "hpcc")) == 2, 120), slurm.logs()
+        (beoperf,) = [p for p in survivors(token) if "-m beoperf cluster" in cmdline(p)
+                      and comm(p).startswith("python")]
+        assert named(token, "srun"), "hpcc runs under srun"
+        os.kill(beoperf, signal.SIGKILL)
+        wait_for(lambda: not named(token, "hpcc") and not named(token, "srun"), 20)
+        left = [(p, comm(p)) for p in named(token, "hpcc") + named(token, "srun")]
+    finally:
+        salloc.kill()
+        salloc.wait()
+        for pid in survivors(token):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    assert left == []

@@ -12,10 +12,10 @@ import pytest
 
 from beoperf import errors
 from beoperf.analysis.mpi import overhead, protocol_switch
-from beoperf.launch import ranks
+from beoperf.launch import channel, ranks
+from beoperf.model.mpi_options import MpiOptions
 from beoperf.model.pingpong import load_json
-from beoperf.suites import mpi_job, mpi_pingpong
-from beoperf.suites.mpi_spec import MpiOptions
+from beoperf.suites import mpi_pingpong
 from beoperf.suites.pingpong import Spec
 
 FIXTURES = Path(__file__).with_name("fixtures") / "mpi"
@@ -115,12 +115,12 @@ def test_sweep_configurations():
 
 
 def test_errors_cross_from_rank_0_by_kind():
-    text = mpi_job.error_text(errors.IntegrityError("2 corrupted", "check the NICs"))
+    text = channel.error_text(errors.IntegrityError("2 corrupted", "check the NICs"))
     import json
 
-    back = mpi_job.error_of(json.loads(text))
+    back = channel.error_of(json.loads(text))
     assert type(back) is errors.IntegrityError and back.hint == "check the NICs"
-    assert type(mpi_job.error_of({"class": "SystemExit", "message": "x"})) is errors.Failed
+    assert type(channel.error_of({"class": "SystemExit", "message": "x"})) is errors.Failed
 
 
 @pytest.mark.parametrize("limit", [4096, 32768])

@@ -5,6 +5,7 @@ each test runs in well under a few seconds."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -359,9 +360,10 @@ def test_io_files_are_removed_on_sigterm(tmp_path):
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 30
-        while not leftovers(tmp_path) and time.monotonic() < deadline:
+        while not scratch_open(proc.pid, tmp_path) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert leftovers(tmp_path), "the I/O file never appeared"
+        assert scratch_open(proc.pid, tmp_path), "the I/O file was never opened"
+        assert leftovers(tmp_path) == [], "the I/O file has a name while it is open"
         time.sleep(0.3)
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=30)
@@ -373,6 +375,16 @@ def test_io_files_are_removed_on_sigterm(tmp_path):
     assert leftovers(tmp_path) == []
     saved = from_json(json.loads((tmp_path / "out.json").read_text()))
     assert saved.body["status"] == "interrupted" and "SIGTERM" in saved.body["status_reason"]
+
+
+def scratch_open(pid: int, directory) -> bool:
+    """Whether ``pid`` holds a file of ``directory`` open (unlinked: ' (deleted)')."""
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                if os.readlink(fd).startswith(f"{directory}/"):
+                    return True
+    return False
 
 
 def test_io_checks_free_space_first(tmp_path):

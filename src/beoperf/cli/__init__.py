@@ -29,9 +29,16 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-# a module each in beoperf.cli
+# a module each in beoperf.cli (imported by name from MODULES only: a literal table that
+# tests/test_architecture.py reads and checks against the layer rules)
 COMMANDS = ("serve", "pingpong", "plot", "compare", "audit", "tune", "monitor", "report",
             "predict", "replay", "cluster", "node")
+MODULES = {"serve": "beoperf.cli.serve", "pingpong": "beoperf.cli.pingpong",
+           "plot": "beoperf.cli.plot", "compare": "beoperf.cli.compare",
+           "audit": "beoperf.cli.audit", "tune": "beoperf.cli.tune",
+           "monitor": "beoperf.cli.monitor", "report": "beoperf.cli.report",
+           "predict": "beoperf.cli.predict", "replay": "beoperf.cli.replay",
+           "cluster": "beoperf.cli.cluster", "node": "beoperf.cli.node"}
 
 
 def command_of(argv: Sequence[str]) -> str | None:
@@ -52,7 +59,7 @@ def build_parser(only: str | None = None, rest: Sequence[str] = ()) -> Parser:
     parser.add_argument("--version", action="version", version=f"beoperf {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name in (only,) if only else COMMANDS:
-        module = importlib.import_module(f"beoperf.cli.{name}")
+        module = importlib.import_module(MODULES[name])
         if only and hasattr(module, "add_parser_for"):
             module.add_parser_for(sub, rest)
         else:

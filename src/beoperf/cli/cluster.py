@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from beoperf import errors
 
 # subcommand -> the module that adds its parser
-SUBCOMMANDS = {"hpcc": "cluster_hpcc", "import": "cluster_docs", "show": "cluster_docs",
-               "plot": "cluster_docs", "references": "cluster_docs", "ring": "cluster_mpi",
-               "pairs": "cluster_mpi", "mbw": "cluster_mpi"}
+SUBCOMMANDS = {"hpcc": "beoperf.cli.cluster_hpcc", "import": "beoperf.cli.cluster_docs",
+               "show": "beoperf.cli.cluster_docs", "plot": "beoperf.cli.cluster_docs",
+               "references": "beoperf.cli.cluster_docs", "ring": "beoperf.cli.cluster_mpi",
+               "pairs": "beoperf.cli.cluster_mpi", "mbw": "beoperf.cli.cluster_mpi"}
 MAX_PROCESSES = 1 << 20
 
 DESCRIPTION = """Cluster-wide tests. 'hpcc' runs HPC Challenge at several process counts,
@@ -44,7 +45,7 @@ def add_parser_for(sub: argparse._SubParsersAction, rest: Sequence[str]) -> None
                              parser_class=type(p))
     named = SUBCOMMANDS.get(rest[0]) if rest else None
     for module in (named,) if named else dict.fromkeys(SUBCOMMANDS.values()):
-        importlib.import_module(f"beoperf.cli.{module}").add_parsers(inner)
+        importlib.import_module(module).add_parsers(inner)
     p.set_defaults(func=_no_subcommand)
 
 

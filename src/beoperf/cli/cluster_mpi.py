@@ -14,9 +14,15 @@ from beoperf.cli.cluster import parse_counts
 from beoperf.cli.mpi_options import env_pairs
 from beoperf.cli.progress import PassLines, Progress
 from beoperf.model.document import Document
+from beoperf.model.mpi_options import (
+    BINDINGS,
+    DEFAULT_WINDOW,
+    IMPLEMENTATIONS,
+    LAUNCHERS,
+    MpiOptions,
+)
 from beoperf.suites import cluster_mbw, cluster_pairs, cluster_ring
 from beoperf.suites.cluster_mpi import Common, Outcome
-from beoperf.suites.mpi_spec import BINDINGS, DEFAULT_WINDOW, IMPLEMENTATIONS, LAUNCHERS, MpiOptions
 
 FORMATS = ("text", "markdown", "csv", "json")
 PLACES = """Hosts: --hosts (a list or a ClusterShell node set), --hostfile, else the Slurm

@@ -9,8 +9,7 @@ from pathlib import Path
 from beoperf import safeio
 from beoperf.cli.errors import UsageError
 from beoperf.model.document import Document
-from beoperf.model.pingpong import RunResult
-from beoperf.suites.mpi_spec import (
+from beoperf.model.mpi_options import (
     BINDINGS,
     DEFAULT_WINDOW,
     IMPLEMENTATIONS,
@@ -18,6 +17,7 @@ from beoperf.suites.mpi_spec import (
     RECV_MODES,
     MpiOptions,
 )
+from beoperf.model.pingpong import RunResult
 
 EXAMPLES = """MPI (--transport mpi):
   beoperf pingpong --transport mpi                  # both ranks here: shared memory

@@ -3,7 +3,7 @@
  * s = s + a(i) b(i) (2) and a degree-5 polynomial by Horner (10), repeated over one loop
  * length.  A compiler barrier after every pass keeps each pass's loads and stores, and
  * div and dot return the sum of every pass's result, so no pass can be dropped; the
- * caller checks every result against numpy (suites/node_kernels.py).
+ * caller checks every result against numpy (sweep/node_kernels.py).
  *
  * The dot keeps 32 partial sums (as vectorised library dots do); division is a chain of
  * dependent divides, as PEAK's.  The loops are built for the CPU found at run time
@@ -40,7 +40,7 @@ const double BEO_POLY_COEF[6] = {0.5, 0.25, -0.125, 0.0625, -0.03125, 0.015625};
  * (AVX-512 where it has them), NARROW with at most 256-bit ones.  Neither width wins
  * everywhere: on an AMD EPYC (Zen 4) the 512-bit dot was twice the 256-bit one at 1,024
  * elements (in L1) and 8-12% slower at 16,384 (from L2); the caller times both and keeps
- * the faster (suites/node_kernels.py). */
+ * the faster (sweep/node_kernels.py). */
 #define DEFINE_LOOPS(W, ATTR)                                                               \
     ATTR static double k_div_##W(const double *restrict a, size_t n, uint64_t reps)        \
     {                                                                                       \

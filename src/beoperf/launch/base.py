@@ -95,7 +95,8 @@ def refuse(spec: LaunchSpec, launcher: str, **allowed: object) -> None:
 
 
 LAUNCHERS: dict[str, type[Launcher]] = {}
-BUILT_IN = ("local", "clush", "mpirun", "srun")  # modules of beoperf.launch
+BUILT_IN = ("beoperf.launch.local", "beoperf.launch.clush", "beoperf.launch.mpirun",
+            "beoperf.launch.srun")
 
 
 def register(name: str) -> Callable[[type[Launcher]], type[Launcher]]:
@@ -111,7 +112,7 @@ def register(name: str) -> Callable[[type[Launcher]], type[Launcher]]:
 
 def _load_built_in() -> None:
     for module in BUILT_IN:
-        importlib.import_module(f"beoperf.launch.{module}")
+        importlib.import_module(module)
 
 
 def names() -> list[str]:

@@ -39,14 +39,18 @@ def json_text(doc: Document, **_options: Any) -> str:
 
 # the module of each kind's renderers (only that one is imported to render a document:
 # a running monitor need not load numpy to print its session)
-MODULES = {"pingpong": "pingpong", "comparison": "compare", "audit": "audit",
-           "fleet-audit": "fleet", "tune-plan": "tune", "rollback": "tune", "procedure": "tune",
-           "monitor-report": "monitor", "monitor-session": "monitor_session",
-           "prediction": "prediction", "replay": "prediction",
-           "cluster": "cluster", "scaling": "cluster", "hpcc-comparison": "cluster",
-           "cluster-ring": "cluster_mpi", "cluster-pairs": "cluster_mpi",
-           "cluster-mbw": "cluster_mpi",
-           "node": "node", "node-fleet": "node", "node-comparison": "node"}
+MODULES = {"pingpong": "beoperf.report.pingpong", "comparison": "beoperf.report.compare",
+           "audit": "beoperf.report.audit", "fleet-audit": "beoperf.report.fleet",
+           "tune-plan": "beoperf.report.tune", "rollback": "beoperf.report.tune",
+           "procedure": "beoperf.report.tune", "monitor-report": "beoperf.report.monitor",
+           "monitor-session": "beoperf.report.monitor_session",
+           "prediction": "beoperf.report.prediction", "replay": "beoperf.report.prediction",
+           "cluster": "beoperf.report.cluster", "scaling": "beoperf.report.cluster",
+           "hpcc-comparison": "beoperf.report.cluster",
+           "cluster-ring": "beoperf.report.cluster_mpi",
+           "cluster-pairs": "beoperf.report.cluster_mpi",
+           "cluster-mbw": "beoperf.report.cluster_mpi", "node": "beoperf.report.node",
+           "node-fleet": "beoperf.report.node", "node-comparison": "beoperf.report.node"}
 
 
 HTML_FORMATS = ("html", "title", "warnings")  # a kind's section of the HTML report
@@ -74,6 +78,6 @@ def _load(kind: str, fmt: str = "text") -> None:
     import importlib
 
     if kind in MODULES:
-        importlib.import_module(f"beoperf.report.{MODULES[kind]}")
+        importlib.import_module(MODULES[kind])
     if fmt in HTML_FORMATS:
         importlib.import_module("beoperf.report.html")

@@ -26,18 +26,14 @@ to the run directory: on several nodes, OUTPUT must be on a filesystem the node 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from beoperf import errors, interrupts, procwait, safeio
+from beoperf import errors, interrupts, safeio
 from beoperf.analysis import scaling
-from beoperf.launch import binary, plan
+from beoperf.launch import binary, job, plan
 from beoperf.launch.base import LaunchSpec
 from beoperf.launch.srun import Srun, allocation
 from beoperf.model import cluster, hpcc
@@ -184,46 +180,6 @@ def _notes(chosen: plan.Chosen, argv: tuple[str, ...]) -> list[str]:
 # --------------------------------------------------------------------------- processes
 
 
-class _Tail:
-    """The first and last TAIL_BYTES of a stream, read in a thread (bounded memory)."""
-
-    def __init__(self, stream: Any) -> None:
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self.thread.start()
-
-    def _read(self, stream: Any) -> None:
-        with stream:
-            for chunk in iter(lambda: stream.read(65536), b""):
-                self.total += len(chunk)
-                room = TAIL_BYTES - len(self.head)
-                self.head.extend(chunk[:max(0, room)])
-                self.tail.extend(chunk[max(0, room):])
-                del self.tail[:-TAIL_BYTES]
-
-    def text(self) -> str:
-        self.thread.join(5)
-        middle = "" if self.total <= 2 * TAIL_BYTES else \
-            f"\n[... {self.total - len(self.head) - len(self.tail):,} bytes left out ...]\n"
-        return (bytes(self.head).decode(errors="replace") + middle
-                + bytes(self.tail).decode(errors="replace"))
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """End the process group beoperf started (mpirun or srun and their children), by PID."""
-    for sig, wait in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, STOP_GRACE_S)):
-        if proc.poll() is not None:
-            return
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        if procwait.wait(proc, wait) is not None:
-            return
-
-
 @dataclass
 class Finished:
     """How a launched command ended."""
@@ -237,24 +193,13 @@ class Finished:
 
 def execute(argv: tuple[str, ...], env: dict[str, str], cwd: str,
             timeout: float | None) -> Finished:
-    """Run argv in its own process group; on timeout or Ctrl-C/SIGTERM end the group.
-    KeyboardInterrupt is re-raised once the group is gone (with what was captured kept
-    in ``execute.last``)."""
-    start = time.monotonic()
-    proc = subprocess.Popen(list(argv), cwd=cwd, env={**os.environ, **env},
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
-    out, err = _Tail(proc.stdout), _Tail(proc.stderr)
-    try:
-        status = procwait.wait(proc, timeout)
-        why = ""
-        if status is None:
-            _stop(proc)
-            why = f"stopped after the --timeout of {timeout:g} s"
-    except KeyboardInterrupt:
-        _stop(proc)
-        raise
-    return Finished(status, time.monotonic() - start, out.text(), err.text(), why)
+    """Run argv as a guarded job (launch/job.py: its whole process tree ends with beoperf,
+    and on timeout or Ctrl-C/SIGTERM); KeyboardInterrupt is re-raised once it is gone."""
+    done = job.run(argv, timeout, env={**os.environ, **env}, cwd=cwd, keep=TAIL_BYTES,
+                   grace=STOP_GRACE_S)
+    why = f"stopped after the --timeout of {timeout:g} s" if done.stopped else ""
+    return Finished(None if done.stopped else done.returncode, done.elapsed_s,
+                    done.stdout_text(), done.stderr_text(), why)
 
 
 # --------------------------------------------------------------------------- one run
@@ -284,11 +229,12 @@ def _binary_facts(linked: binary.Linked) -> dict[str, Any]:
 
 def _launch_record(study: Study, argv: tuple[str, ...], env: dict[str, str],
                    cwd: Path) -> dict[str, Any]:
-    job = allocation()
+    alloc = allocation()
     return {"launcher": study.chosen.name, "argv": list(argv), "env": dict(env),
             "environment": environment_snapshot(), "notes": _notes(study.chosen, argv),
             "cwd": str(cwd),
-            "allocation": {"job_id": job.job_id, "nodelist": job.nodelist} if job else None}
+            "allocation": {"job_id": alloc.job_id, "nodelist": alloc.nodelist} if alloc
+            else None}
 
 
 def _summary_of(rundir: Path) -> tuple[hpcc.HpccRun | None, dict[str, Any] | None, str]:

@@ -22,17 +22,19 @@ import numpy as np
 
 from beoperf import errors
 from beoperf.analysis.cluster_mpi import default_pair_counts, pairings, stat_of
+from beoperf.model.mpi_options import DEFAULT_WINDOW
 from beoperf.suites.cluster_mpi import (
     HINT,
     Common,
     Outcome,
     Progress,
+    Test,
     loop_facts,
+    rank_of_test,
     run_loop,
     run_series,
     status_of,
 )
-from beoperf.suites.mpi_spec import DEFAULT_WINDOW
 from beoperf.sweep.cluster_mpi import MbwMeasurer
 
 KIND = "cluster-mbw"
@@ -79,8 +81,7 @@ def body(p: dict[str, Any], label: str | None, series: list[dict[str, Any]]) -> 
 def run(spec: Spec, progress: Progress | None = None) -> Outcome | None:
     """Every series; None on a rank other than 0."""
     check(spec)
-    return run_series("mbw", KIND, params(spec), spec.common, body,
-                      progress=progress)
+    return run_series(TEST, params(spec), spec.common, progress=progress)
 
 
 # --------------------------------------------------------------------------- rank 0
@@ -120,3 +121,12 @@ def measure(leader: Any, plan: dict[str, Any], base: dict[str, Any]) -> dict[str
             "pair_counts": counts, "skipped_pair_counts": [c for c in (p["pairs"] or [])
                                                            if 2 * c > n],
             "points": points, "loop": loop_facts(out), **status_of(out)}
+
+
+TEST = Test("mbw", KIND, body, measure)
+
+
+def rank(plan: dict[str, Any]) -> int:
+    """A rank of the job `beoperf cluster mbw` launched (``python -m beoperf.cli.rank
+    cluster-mbw PLAN``)."""
+    return rank_of_test(plan, TEST)

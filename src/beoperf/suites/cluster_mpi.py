@@ -11,9 +11,10 @@ nodes are named by the host list in the order the ranks show them.
 
 **Launching** goes through the launcher layer as `pingpong --transport mpi` does: mpirun of
 Open MPI or MPICH, or srun (inside an allocation by default; ``--mpi=pmix`` for Open
-MPI, ``pmi2`` for MPICH).  Each rank runs :mod:`beoperf.suites.cluster_mpi_rank`; rank 0
-measures, and prints its series' document on one marked line before MPI_Finalize (the
-launching process reads it back: :mod:`beoperf.suites.mpi_job`), with the job's deadline.
+MPI, ``pmi2`` for MPICH).  Each rank runs ``python -m beoperf.cli.rank cluster-TEST
+PLAN`` (:func:`rank`); rank 0 measures, and sends its series' document on one marked
+line before MPI_Finalize (the launching process reads it back:
+:mod:`beoperf.launch.mpi_job`), with the job's deadline.
 The launcher's argv and the variables it passed, and each rank's MPI environment, go into
 the document.  Started by the user's own ``mpirun``/``srun`` instead, this process is a
 rank: rank 0 measures the one series the job is, the others serve.
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -35,19 +35,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from beoperf import errors, interrupts, launch
+from beoperf.launch import channel, ranks
 from beoperf.launch import plan as cluster_plan
-from beoperf.launch import ranks
 from beoperf.launch.base import LaunchSpec
-from beoperf.model.document import Document, make_meta, utc_now
-from beoperf.suites.mpi_job import PROGRESS_MARKER, Job
-from beoperf.suites.mpi_pingpong import (
-    ROOT_NOTE,
+from beoperf.launch.mpi_job import (
+    MpiJob,
     choose_launcher,
-    finalize_at_exit,
+    job_environment,
     launch_meta,
+    launch_record,
     rank_environment,
 )
-from beoperf.suites.mpi_spec import BINDINGS, IMPLEMENTATIONS, LAUNCHERS, MpiOptions
+from beoperf.model.document import Document, make_meta, utc_now
+from beoperf.model.mpi_options import BINDINGS, IMPLEMENTATIONS, LAUNCHERS, MpiOptions
+from beoperf.suites.mpi_pingpong import rank_session
 from beoperf.sweep.precision import LoopConfig, LoopOutcome, PrecisionLoop
 
 HINT = "see 'beoperf cluster ring --help'"
@@ -164,7 +165,7 @@ def plan_of(test: str, params: dict[str, Any], c: Common, w: Where, per_node: in
 
 def _launch_spec(plan: dict[str, Any], c: Common, w: Where, impl: str, name: str
                  ) -> LaunchSpec:
-    argv = (sys.executable, "-m", "beoperf.suites.cluster_mpi_rank",
+    argv = (sys.executable, "-m", "beoperf.cli.rank", f"cluster-{plan['test']}",
             json.dumps(plan, separators=(",", ":")))
     hosts = () if (name == "srun" and w.in_allocation) else w.nodes
     if not hosts and name != "srun":  # this host: as many slots as ranks (mpirun would
@@ -205,12 +206,8 @@ def launch_series(plan: dict[str, Any], c: Common, w: Where, deadline: float | N
         made = launcher.command(_launch_spec(plan, c, w, impl, name))
     except ValueError as exc:
         raise errors.BadSpec(f"{name}: {exc}", HINT) from None
-    notes = [ROOT_NOTE] if "--allow-run-as-root" in made.argv else []
-    record = {"started_by": "beoperf", "launcher": name,
-              "argv": list(made.argv[:-1]) + ["PLAN"],
-              "environment": dict(made.env) | rank_environment(c.mpi, impl), "notes": notes}
-    env = {**os.environ, **made.env, "BEOPERF_MPI_LAUNCH": json.dumps(record)}
-    job = Job(list(made.argv), env, deadline, progress)
+    record = launch_record(name, made, rank_environment(c.mpi, impl), "PLAN")
+    job = MpiJob(list(made.argv), job_environment(made, record), deadline, progress)
     job.run()
     doc, error, warnings = job.result(name)
     if warnings:
@@ -220,17 +217,30 @@ def launch_series(plan: dict[str, Any], c: Common, w: Where, deadline: float | N
 
 
 Body = Callable[[dict[str, Any], str | None, list[dict[str, Any]]], dict[str, Any]]
+RankMeasure = Callable[[Any, dict[str, Any], dict[str, Any]], dict[str, Any]]
 
 
-def run_series(test: str, kind: str, params: dict[str, Any], c: Common, body_of: Body,
-               repeat: int = 1, progress: Progress | None = None) -> Outcome | None:
+@dataclass(frozen=True)
+class Test:
+    """A test's name (``plan["test"]``), document kind, body builder and rank-0
+    measurement."""
+
+    name: str
+    kind: str
+    body: Body
+    measure: RankMeasure
+
+
+def run_series(test: Test, params: dict[str, Any], c: Common, repeat: int = 1,
+               progress: Progress | None = None) -> Outcome | None:
     """Every series of a test (one job per ranks-per-node value) as one document of
-    ``kind`` (``body_of(params, label, series)``); as a rank of the user's job, that
-    job's one series (None on ranks other than 0)."""
+    ``test.kind`` (``test.body(params, label, series)``); as a rank of the user's job,
+    that job's one series (None on ranks other than 0)."""
     check_common(c)
     info = ranks.rank_of()
     if info is not None:
-        return as_rank(plan_of(test, params, c, Where((), "the MPI job", False), 0), info)
+        return as_rank(plan_of(test.name, params, c, Where((), "the MPI job", False), 0),
+                       info, test)
     w = where(c)
     for k in c.ranks_per_node:
         ranks_of(w, k)
@@ -238,42 +248,41 @@ def run_series(test: str, kind: str, params: dict[str, Any], c: Common, body_of:
     error: errors.BeoperfError | None = None
     interrupt: KeyboardInterrupt | None = None
     for k in c.ranks_per_node:
-        doc, error, interrupt = launch_series(plan_of(test, params, c, w, k), c, w,
+        doc, error, interrupt = launch_series(plan_of(test.name, params, c, w, k), c, w,
                                               deadline_of(c, repeat), progress)
         series += doc.body["series"]
         if error is not None or interrupt is not None:
             break
     with interrupts.deferred():
         meta = make_meta(list(c.command_line), utc_start=started, hosts=w.source)
-        document = Document(kind, body_of(params, c.label, series), meta)
+        document = Document(test.kind, test.body(params, c.label, series), meta)
     return Outcome(document, error, interrupt)
 
 
 # --------------------------------------------------------------------------- as a rank
 
-RankMeasure = Callable[[Any, dict[str, Any], dict[str, Any]], dict[str, Any]]
+USAGE = ("beoperf.cli.rank cluster-TEST: run by 'beoperf cluster ring|pairs|mbw' as a rank "
+         "of an MPI job")
 
 
-def measure_function(test: str) -> tuple[RankMeasure, str, Body]:
-    """The test's rank-0 measurement, its document kind and its body builder."""
-    import importlib
+def rank_of_test(plan: dict[str, Any], test: Test) -> int:
+    """A rank of the job :func:`launch_series` starts (``python -m beoperf.cli.rank
+    cluster-TEST PLAN``): rank 0 sends its series' document and any error
+    (launch/channel.py)."""
+    if plan.get("test") != test.name:
+        raise errors.BadSpec(f"not a plan of the cluster's {test.name} test")
 
-    module = importlib.import_module(f"beoperf.suites.cluster_{test}")
-    return module.measure, module.KIND, module.body
+    return channel.as_rank_of_plan(plan, dict, lambda p, info: as_rank(p, info, test), USAGE)
 
 
-def as_rank(plan: dict[str, Any], info: ranks.RankInfo) -> Outcome | None:
+def as_rank(plan: dict[str, Any], info: ranks.RankInfo, test: Test) -> Outcome | None:
     """This process is a rank: rank 0 measures (the series of this job), others serve."""
-    from beoperf.engines import mpi, mpi_group
+    from beoperf.engines import mpi_group
 
-    ranks.prepare(ranks.implementation_here())  # may restart this process (MPICH)
-    session = mpi.Session.open()
-    ranks.remove_shim()
-    finalize_at_exit(session)
+    session = rank_session()
     if session.rank != 0:
         mpi_group.serve(session)
         return None
-    measure, kind, body_of = measure_function(plan["test"])
     started, t0 = utc_now(), time.monotonic()
     leader = mpi_group.Leader(session)
     try:
@@ -281,15 +290,15 @@ def as_rank(plan: dict[str, Any], info: ranks.RankInfo) -> Outcome | None:
             raise errors.BadSpec(f"the MPI job has {session.size} rank: these tests need two "
                                  "at least", HINT)
         base = common_series(plan, leader.facts(), session, info)
-        series = base | measure(leader, plan, base)
+        series = base | test.measure(leader, plan, base)
     finally:
         with interrupts.deferred():
             leader.close()
     error, interrupt = series.pop("_stopped", (None, None))
     meta = make_meta(plan["command_line"], utc_start=started,
                      duration_s=round(time.monotonic() - t0, 3))
-    body = body_of(plan["params"], plan["label"], [series])
-    return Outcome(Document(kind, body, meta), error, interrupt)
+    body = test.body(plan["params"], plan["label"], [series])
+    return Outcome(Document(test.kind, body, meta), error, interrupt)
 
 
 def node_names(plan: dict[str, Any], facts: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
@@ -340,16 +349,6 @@ def common_series(plan: dict[str, Any], facts: list[dict[str, Any]], session: An
 # --------------------------------------------------------------------------- the loop
 
 
-def announce(text: str) -> None:
-    """A line of rank 0's progress: to the process that launched the job (a marked line
-    of standard output, which it passes on), or to standard error under the user's own
-    launcher."""
-    if os.environ.get("BEOPERF_MPI_LAUNCH"):
-        print(PROGRESS_MARKER + text, flush=True)
-    else:
-        print(text, file=sys.stderr, flush=True)
-
-
 def run_loop(keys: list[Any], measurer: Any, plan: dict[str, Any], what: str,
              min_trials: int = 1) -> LoopOutcome:
     """The precision loop over ``keys`` with the plan's settings (and ``min_trials`` at
@@ -358,7 +357,7 @@ def run_loop(keys: list[Any], measurer: Any, plan: dict[str, Any], what: str,
 
     def on_pass(n: int, points: list[Any]) -> None:
         done = sum(1 for p in points if p.converged or p.capped)
-        announce(f"{what}: pass {n}, {done} of {len(points)} figures within "
+        channel.progress(f"{what}: pass {n}, {done} of {len(points)} figures within "
                  f"{cfg['precision']:.0%}")
 
     loop = PrecisionLoop(keys, measurer, LoopConfig(

@@ -29,7 +29,9 @@ from beoperf.suites.cluster_mpi import (
     Common,
     Outcome,
     Progress,
+    Test,
     loop_facts,
+    rank_of_test,
     run_loop,
     run_series,
     status_of,
@@ -86,8 +88,7 @@ def body(p: dict[str, Any], label: str | None, series: list[dict[str, Any]]) -> 
 def run(spec: Spec, progress: Progress | None = None) -> Outcome | None:
     """Every series; None on a rank other than 0."""
     check(spec)
-    return run_series("pairs", KIND, params(spec), spec.common, body,
-                      progress=progress)
+    return run_series(TEST, params(spec), spec.common, progress=progress)
 
 
 # --------------------------------------------------------------------------- rank 0
@@ -144,3 +145,12 @@ def measure(leader: Any, plan: dict[str, Any], base: dict[str, Any]) -> dict[str
     return {"pairs": pairs, "findings": findings(pairs, base["nodes"], p["relative"],
                                                  p["z_limit"]),
             "loop": loop_facts(out), **status_of(out)}
+
+
+TEST = Test("pairs", KIND, body, measure)
+
+
+def rank(plan: dict[str, Any]) -> int:
+    """A rank of the job `beoperf cluster pairs` launched (``python -m beoperf.cli.rank
+    cluster-pairs PLAN``)."""
+    return rank_of_test(plan, TEST)

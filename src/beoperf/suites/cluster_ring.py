@@ -36,7 +36,9 @@ from beoperf.suites.cluster_mpi import (
     Common,
     Outcome,
     Progress,
+    Test,
     loop_facts,
+    rank_of_test,
     run_loop,
     run_series,
     status_of,
@@ -104,7 +106,7 @@ def body(p: dict[str, Any], label: str | None, series: list[dict[str, Any]]) -> 
 def run(spec: Spec, progress: Progress | None = None) -> Outcome | None:
     """Every series (see the module's docstring); None on a rank other than 0."""
     check(spec)
-    return run_series("ring", KIND, params(spec), spec.common, body, spec.repeat,
+    return run_series(TEST, params(spec), spec.common, spec.repeat,
                       progress)
 
 
@@ -167,3 +169,12 @@ def measure(leader: Any, plan: dict[str, Any], base: dict[str, Any]) -> dict[str
 
 def status_of_none() -> dict[str, Any]:
     return {"status": "complete", "status_reason": None, "_stopped": (None, None)}
+
+
+TEST = Test("ring", KIND, body, measure)
+
+
+def rank(plan: dict[str, Any]) -> int:
+    """A rank of the job `beoperf cluster ring` launched (``python -m beoperf.cli.rank
+    cluster-ring PLAN``)."""
+    return rank_of_test(plan, TEST)

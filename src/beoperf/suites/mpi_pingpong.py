@@ -4,12 +4,12 @@ Two ways in:
 
 * **beoperf launches the job** (a plain process): the two ranks are started through the
   launcher layer (``mpirun`` of Open MPI or MPICH's hydra, or ``srun``) on the hosts given
-  (none: both here, over shared memory), each running :mod:`beoperf.suites.mpi_rank`
-  with the spec; rank 0 prints the finished document on its standard output (one marked
-  line) *before* MPI_Finalize, and this process reads it back (:mod:`beoperf.suites.
-  mpi_job`).  The job has a deadline
+  (none: both here, over shared memory), each running ``python -m beoperf.cli.rank
+  pingpong SPEC`` (:func:`rank`); rank 0 sends the finished document on its standard
+  output (one marked line, :mod:`beoperf.launch.channel`) *before* MPI_Finalize, and this
+  process reads it back (:mod:`beoperf.launch.mpi_job`).  The job has a deadline
   (the time budget plus a margin): a rank that hangs (MPICH was seen to hang in
-  MPI_Finalize) is ended with its launcher, by process group, and what rank 0 wrote
+  MPI_Finalize) is ended with its launcher and all it started, and what rank 0 wrote
   is kept.  Ctrl-C here asks rank 0 (SIGUSR1, which mpirun and hydra forward) to stop
   after its current trial and send what it measured.
 * **the user's mpirun or srun started this process as a rank**: rank 0 measures and
@@ -24,22 +24,28 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
-import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from beoperf import errors, interrupts, launch
+from beoperf import errors, interrupts
 from beoperf.analysis.pingpong import document
 from beoperf.engines.base import Peer
-from beoperf.launch import ranks
+from beoperf.launch import channel, ranks
 from beoperf.launch.base import LaunchSpec
+from beoperf.launch.mpi_job import (
+    MpiJob,
+    choose_launcher,
+    finalize_at_exit,
+    job_environment,
+    launch_meta,
+    launch_record,
+    rank_environment,
+)
 from beoperf.model.document import make_meta, utc_now
+from beoperf.model.mpi_options import IMPLEMENTATIONS, LAUNCHERS, RECV_MODES, MpiOptions
 from beoperf.model.pingpong import RunResult
-from beoperf.suites.mpi_job import Job
-from beoperf.suites.mpi_spec import IMPLEMENTATIONS, LAUNCHERS, RECV_MODES, MpiOptions
 from beoperf.suites.pingpong import (
     HINT,
     Measured,
@@ -53,9 +59,6 @@ from beoperf.suites.pingpong import (
 from beoperf.sweep.driver import SweepOutcome, run_sweep, shaper_probe
 
 START_MARGIN_S = 120.0  # the deadline beyond the time budget: start-up, analysis, finalize
-FINALIZE_S = 20.0  # a rank still in MPI_Finalize after this is ended (faulthandler)
-ROOT_NOTE = ("Open MPI refuses to run as root unless told: beoperf passed "
-             "--allow-run-as-root to mpirun because it runs as root")
 
 # --------------------------------------------------------------------------- checking
 
@@ -113,10 +116,7 @@ def run_as_rank(spec: Spec, info: ranks.RankInfo, progress: Progress | None = No
     opts = validate_mpi(spec)
     from beoperf.engines import mpi
 
-    ranks.prepare(ranks.implementation_here())  # may restart this process (MPICH)
-    session = mpi.Session.open()
-    ranks.remove_shim()
-    finalize_at_exit(session)
+    session = rank_session()
     if session.size < 2:
         raise errors.BadSpec(f"the MPI job has {session.size} rank: a ping-pong needs 2",
                              "mpirun -np 2 beoperf pingpong --transport mpi")
@@ -128,20 +128,16 @@ def run_as_rank(spec: Spec, info: ranks.RankInfo, progress: Progress | None = No
     return measure(spec, opts, session, info, progress, hold)
 
 
-def finalize_at_exit(session: Any) -> None:
-    """MPI_Finalize when the process exits (after the result is written), ended after
-    FINALIZE_S if the library hangs in it."""
-    import atexit
-    import faulthandler
+def rank_session() -> Any:
+    """This rank's MPI session (engines.mpi.Session), its MPI chosen first (which may
+    restart this process: MPICH), MPI_Finalize at exit, bounded."""
+    from beoperf.engines import mpi
 
-    def finalize() -> None:
-        faulthandler.dump_traceback_later(FINALIZE_S, exit=True)
-        try:
-            session.finalize()
-        finally:
-            faulthandler.cancel_dump_traceback_later()
-
-    atexit.register(finalize)
+    ranks.prepare(ranks.implementation_here())
+    session = mpi.Session.open()
+    ranks.remove_shim()
+    finalize_at_exit(session)
+    return session
 
 
 def measure(spec: Spec, opts: MpiOptions, session: Any, info: ranks.RankInfo,
@@ -208,16 +204,6 @@ def placement(local: dict[str, Any], remote: dict[str, Any]) -> list[dict[str, A
             for end in (local, remote)]
 
 
-def launch_meta(info: ranks.RankInfo) -> dict[str, Any]:
-    """How the job was started: by beoperf (its launcher's argv, passed down) or by the
-    user's launcher."""
-    given = os.environ.get("BEOPERF_MPI_LAUNCH")
-    if given:
-        with contextlib.suppress(ValueError):
-            return json.loads(given)
-    return {"started_by": info.launcher, "ranks": info.size}
-
-
 def stopped(outcome: SweepOutcome) -> tuple[errors.BeoperfError | None,
                                             KeyboardInterrupt | None]:
     if outcome.status == "interrupted" and isinstance(outcome.error, KeyboardInterrupt):
@@ -233,31 +219,6 @@ def stopped(outcome: SweepOutcome) -> tuple[errors.BeoperfError | None,
 # --------------------------------------------------------------------------- launching
 
 
-def choose_launcher(opts: MpiOptions) -> tuple[launch.Launcher, str, str]:
-    """(launcher, its name, the MPI implementation) for these options."""
-    impl = opts.implementation
-    if impl is None:
-        impl = "openmpi" if launch.get("openmpi").available() else "mpich"
-    name = opts.launcher
-    if name is None:
-        name = "srun" if (not opts.hosts and os.environ.get("SLURM_JOB_ID")) else "mpirun"
-    if name == "srun":
-        from beoperf.launch.srun import Srun
-
-        return Srun(mpi="pmix" if impl == "openmpi" else "pmi2"), "srun", impl
-    launcher = launch.get(impl)
-    if not launcher.available():
-        raise errors.BadSpec(f"no mpirun of {impl} here (Debian: mpirun.{impl})",
-                             "apt-get install openmpi-bin (or mpich), or choose --mpi")
-    return launcher, impl, impl
-
-
-def rank_environment(opts: MpiOptions, impl: str) -> dict[str, str]:
-    """What every rank gets: the implementation (so that it loads the right ABI) and the
-    user's MPI variables."""
-    return {ranks.IMPL_VAR: impl, "MPI4PY_MPIABI": impl, **dict(opts.env)}
-
-
 def spec_text(spec: Spec) -> str:
     """The spec as JSON for the ranks' command line (command_line kept: the user's)."""
     return json.dumps(dataclasses.asdict(spec), separators=(",", ":"))
@@ -265,7 +226,13 @@ def spec_text(spec: Spec) -> str:
 
 def spec_from_text(text: str) -> Spec:
     """The spec a launcher passed (spec_text), rebuilt; ValueError if it is not one."""
-    data = json.loads(text)
+    return spec_from_plan(json.loads(text))
+
+
+def spec_from_plan(plan: dict[str, Any]) -> Spec:
+    """The spec from its JSON (spec_text); ValueError (TypeError, KeyError) if it is not
+    one."""
+    data = dict(plan)
     mpi = data.pop("mpi", None)
     opts = None
     if mpi is not None:
@@ -279,7 +246,7 @@ def spec_from_text(text: str) -> Spec:
 
 
 def launch_spec(spec: Spec, opts: MpiOptions, impl: str) -> LaunchSpec:
-    argv = (sys.executable, "-m", "beoperf.suites.mpi_rank", spec_text(spec))
+    argv = (sys.executable, "-m", "beoperf.cli.rank", "pingpong", spec_text(spec))
     try:
         return LaunchSpec(argv, hosts=opts.hosts, ranks_per_host=1 if len(opts.hosts) == 2
                           else 2, env=rank_environment(opts, impl), bind=opts.bind,
@@ -304,16 +271,22 @@ def run_launched(spec: Spec, hold: contextlib.ExitStack | None = None) -> Measur
         made = launcher.command(launch_spec(spec, opts, impl))
     except ValueError as exc:
         raise errors.BadSpec(f"{name}: {exc}", HINT) from None
-    notes = [ROOT_NOTE] if "--allow-run-as-root" in made.argv else []
-    record = {"started_by": "beoperf", "launcher": name, "argv": list(made.argv[:-1]) +
-              ["SPEC"], "environment": dict(made.env) | rank_environment(opts, impl),
-              "notes": notes}
-    env = {**os.environ, **made.env, "BEOPERF_MPI_LAUNCH": json.dumps(record)}
-    job = Job(list(made.argv), env, deadline_of(spec, opts))
+    record = launch_record(name, made, rank_environment(opts, impl), "SPEC")
+    job = MpiJob(list(made.argv), job_environment(made, record), deadline_of(spec, opts))
     job.run()
     if hold is not None:
         hold.enter_context(interrupts.deferred())
-    return job.measured(name)
+    return measured(job, name)
+
+
+def measured(job: MpiJob, name: str) -> Measured:
+    """Rank 0's ping-pong document and error (if it sent them), with what went wrong
+    around."""
+    doc, error, warnings = job.result(name)
+    run = RunResult.from_document(doc)
+    run.warnings += warnings
+    doc = document(run) if run.warnings != doc.body.get("warnings") else doc
+    return Measured(doc, run, error, job.interrupt)
 
 
 # --------------------------------------------------------------------------- entry
@@ -329,9 +302,14 @@ def run(spec: Spec, progress: Progress | None = None,
     return run_launched(spec, hold)
 
 
-def on_stop_signal(handler: Callable[[int, Any], None]) -> None:
-    """Rank 0 stops its sweep on SIGUSR1 (what the launching process sends on Ctrl-C)."""
-    signal.signal(signal.SIGUSR1, handler)
+USAGE = ("beoperf.cli.rank pingpong: run by 'beoperf pingpong --transport mpi' as a rank of "
+         "an MPI job")
+
+
+def rank(plan: dict[str, Any]) -> int:
+    """A rank of the job :func:`run_launched` starts (``python -m beoperf.cli.rank
+    pingpong PLAN``): rank 0 sends its document and any error (launch/channel.py)."""
+    return channel.as_rank_of_plan(plan, spec_from_plan, run_as_rank, USAGE)
 
 
 # --------------------------------------------------------------------------- --sweep

@@ -4,39 +4,37 @@ ranks, timed by the MPI transport's C loops (no Python between messages).
 Without a launcher around it, :func:`run` starts the two ranks on this machine (shared
 memory: the embedded default, as `beoperf pingpong --transport mpi` does) through the
 launcher layer (mpirun of Open MPI or MPICH, ``Spec.mpi``) and reads rank 0's document
-from its marked output line (suites/mpi_job.py: bounded, a rank hung in MPI_Finalize is
+from its marked output line (launch/mpi_job.py: bounded, a rank hung in MPI_Finalize is
 ended).  Started as a rank (`mpirun -np 2 beoperf replay --transport mpi PROFILE`), it
 runs as one: rank 0 replays (sweep/replay.py, each pattern a session of the MPI
 transport on the job's session), rank 1 answers, other ranks wait.
 
-``python -m beoperf.suites.mpi_replay SPEC`` is what the launcher starts.
+``python -m beoperf.cli.rank replay SPEC`` is what the launcher starts (:func:`rank`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import signal
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from beoperf import errors, interrupts, launch, safeio
+from beoperf import errors, launch
 from beoperf.engines.base import Peer
-from beoperf.launch import ranks
+from beoperf.launch import channel, ranks
 from beoperf.launch.base import LaunchSpec
-from beoperf.model.document import utc_now
-from beoperf.suites.mpi_job import ERROR_MARKER, MARKER, Job, error_text
-from beoperf.suites.mpi_pingpong import (
-    ROOT_NOTE,
-    finalize_at_exit,
+from beoperf.launch.mpi_job import (
+    MpiJob,
+    job_environment,
     launch_meta,
-    on_stop_signal,
+    launch_record,
     rank_environment,
 )
-from beoperf.suites.mpi_spec import MpiOptions
+from beoperf.model.document import utc_now
+from beoperf.model.mpi_options import MpiOptions
+from beoperf.suites.mpi_pingpong import rank_session
 from beoperf.suites.replay import Replayed, Spec, load, replay_document
 from beoperf.sweep.replay import replay
 
@@ -61,10 +59,7 @@ def run_as_rank(spec: Spec, info: ranks.RankInfo,
     profile = load(spec)
     from beoperf.engines import mpi
 
-    ranks.prepare(ranks.implementation_here())  # may restart this process (MPICH)
-    session = mpi.Session.open()
-    ranks.remove_shim()
-    finalize_at_exit(session)
+    session = rank_session()
     if session.size < 2:
         raise errors.BadSpec(f"the MPI job has {session.size} rank: a replay needs 2",
                              "mpirun -np 2 beoperf replay --transport mpi PROFILE")
@@ -130,17 +125,14 @@ def run_launched(spec: Spec) -> Replayed:
     if not launcher.available():
         raise errors.BadSpec(f"no mpirun of {impl} here (Debian: mpirun.{impl})",
                              "apt-get install openmpi-bin (or mpich), or choose --mpi")
-    argv = (sys.executable, "-m", "beoperf.suites.mpi_replay",
+    argv = (sys.executable, "-m", "beoperf.cli.rank", "replay",
             json.dumps(dataclasses.asdict(spec), separators=(",", ":")))
     made = launcher.command(LaunchSpec(argv, ranks_per_host=2, env=rank_environment(opts, impl),
                                        bind=opts.bind))
-    notes = [ROOT_NOTE] if "--allow-run-as-root" in made.argv else []
-    record = {"started_by": "beoperf", "launcher": impl,
-              "argv": list(made.argv[:-1]) + ["SPEC"],
-              "environment": dict(made.env) | rank_environment(opts, impl), "notes": notes}
-    env = {**os.environ, **made.env, "BEOPERF_MPI_LAUNCH": json.dumps(record)}
+    record = launch_record(impl, made, rank_environment(opts, impl), "SPEC")
+    env = job_environment(made, record)
     messages = sum(e.count for e in profile.entries)
-    job = Job(list(made.argv), env, deadline_of(spec, messages))
+    job = MpiJob(list(made.argv), env, deadline_of(spec, messages))
     job.run()
     doc, error, warnings = job.result(impl)
     if warnings:
@@ -150,47 +142,18 @@ def run_launched(spec: Spec) -> Replayed:
 
 # --------------------------------------------------------------------------- a rank
 
+USAGE = ("beoperf.cli.rank replay: run by 'beoperf replay --transport mpi' as a rank of an "
+         "MPI job")
 
-def spec_from_text(text: str) -> Spec:
-    data = json.loads(text)
+
+def spec_from_plan(plan: dict[str, Any]) -> Spec:
+    """The spec run_launched passed; ValueError (TypeError, KeyError) if it is not one."""
+    data = dict(plan)
     data["command_line"] = tuple(data["command_line"])
     return Spec(**data)
 
 
-def _stop(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-def main(argv: list[str] | None = None) -> int:
-    """A rank of the job run_launched starts: rank 0 prints its document and any error
-    on marked lines before MPI_Finalize (see suites/mpi_rank.py)."""
-    args = sys.argv[1:] if argv is None else argv
-    info = ranks.rank_of()
-    if info is None or len(args) != 1:
-        print("beoperf.suites.mpi_replay: run by 'beoperf replay --transport mpi' as a rank "
-              "of an MPI job", file=sys.stderr)
-        return 2
-    spec = spec_from_text(args[0])
-    if info.rank == 0:
-        on_stop_signal(_stop)
-    else:
-        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
-    with interrupts.handling():
-        try:
-            done = run_as_rank(spec, info)
-        except errors.BeoperfError as exc:
-            if info.rank == 0:
-                print(ERROR_MARKER + error_text(exc), flush=True)
-            else:
-                print(f"beoperf rank {info.rank}: {exc}", file=sys.stderr)
-            return 1
-    if done is not None:
-        print(MARKER + safeio.dump_json(done.document.to_json(), indent=None).rstrip(),
-              flush=True)
-        if done.error is not None:
-            print(ERROR_MARKER + error_text(done.error), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def rank(plan: dict[str, Any]) -> int:
+    """A rank of the job :func:`run_launched` starts (``python -m beoperf.cli.rank replay
+    PLAN``): rank 0 sends its document and any error (launch/channel.py)."""
+    return channel.as_rank_of_plan(plan, spec_from_plan, run_as_rank, USAGE)

@@ -2,8 +2,8 @@
 (numpy, 1-D complex double), each repeated and checked.
 
 - DGEMM: C = A B of N x N doubles in a child process per thread count
-  (``suites/node_dgemm.py``: the BLAS reads its thread variables when it loads); GFLOP/s
-  = 2 N^3 / t / 1e9; the scaled residual must be below 16.
+  (``suites/node_dgemm.py``, run by launch/job.py: the BLAS reads its thread variables
+  when it loads); GFLOP/s = 2 N^3 / t / 1e9; the scaled residual must be below 16.
 - RandomAccess: GUPS = 4 x table words / t / 1e9 (``csrc/gups.c``), on one thread and on
   all cores (threads share the table without locks, as HPCC's shared-memory variant;
   lost updates are counted by applying the updates again, on the last repetition, and
@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from beoperf import _node, errors
+from beoperf.launch import channel, job
 from beoperf.model.node import metric
 
 THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
@@ -44,14 +44,19 @@ def thread_counts(cores: int) -> list[int]:
 
 
 def dgemm_once(n: int, threads: int, repeat: int) -> dict[str, Any]:
+    """One DGEMM child (suites/node_dgemm.py) with ``threads`` BLAS threads."""
     env = {**os.environ, **dict.fromkeys(THREAD_VARIABLES, str(threads))}
-    argv = [sys.executable, "-m", "beoperf.suites.node_dgemm", str(n), str(repeat), "7"]
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True,
-                          timeout=DGEMM_TIMEOUT_S, check=False)
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+    plan = json.dumps({"n": n, "repeat": repeat, "seed": 7})
+    reader = channel.Reader()
+    done = job.run([sys.executable, "-m", "beoperf.cli.rank", "dgemm", plan], DGEMM_TIMEOUT_S,
+                   env=env, on_line=reader)
+    got = reader.result("the DGEMM child's result") if not done.stopped else None
+    if done.returncode != 0 or not isinstance(got, dict):
+        last = (done.stderr_text().strip().splitlines() or ["no message"])[-1]
+        if done.stopped:
+            last = f"stopped after {DGEMM_TIMEOUT_S:g} s"
         raise errors.Failed(f"DGEMM with {threads} thread(s) failed: {last}")
-    return json.loads(proc.stdout)
+    return got
 
 
 def dgemm(n: int, repeat: int, cores: int, progress: Progress, metrics: list[dict],

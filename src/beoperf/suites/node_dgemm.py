@@ -1,9 +1,9 @@
-"""DGEMM through numpy's BLAS, run as its own process (``python -m
-beoperf.suites.node_dgemm N REPEAT SEED``) so that the BLAS starts with the thread count
-the parent sets in its environment (OPENBLAS_NUM_THREADS and its kin are read once, when
-the library loads).  Prints one JSON object: the times of ``REPEAT`` C = A B of N x N
-doubles after one warm-up, the scaled residual of a check and what the BLAS says of
-itself (core type, threads).
+"""DGEMM through numpy's BLAS, run as its own process (``python -m beoperf.cli.rank dgemm
+'{"n": N, "repeat": REPEAT, "seed": SEED}'``: :func:`rank`) so that the BLAS starts with
+the thread count the parent sets in its environment (OPENBLAS_NUM_THREADS and its kin are
+read once, when the library loads).  Sends one JSON object (launch/channel.py): the times
+of ``REPEAT`` C = A B of N x N doubles after one warm-up, the scaled residual of a check
+and what the BLAS says of itself (core type, threads).
 
 Check: with a random x, ||C x - A (B x)||_inf / (eps N ||A||_inf ||B||_inf ||x||_inf) must
 be below 16 (HPC Challenge's threshold for its DGEMM).
@@ -12,12 +12,13 @@ be below 16 (HPC Challenge's threshold for its DGEMM).
 from __future__ import annotations
 
 import ctypes
-import json
-import sys
 import time
 from typing import Any
 
 import numpy as np
+
+from beoperf import errors
+from beoperf.launch import channel
 
 THRESHOLD = 16.0
 PREFIXES = ("openblas_", "scipy_openblas_")
@@ -67,8 +68,8 @@ def residual(a: np.ndarray, b: np.ndarray, c: np.ndarray, rng: np.random.Generat
     return float(np.abs(r).max() / scale)
 
 
-def main(argv: list[str]) -> int:
-    n, repeat, seed = int(argv[0]), int(argv[1]), int(argv[2])
+def measure(n: int, repeat: int, seed: int) -> dict[str, Any]:
+    """The times of ``repeat`` C = A B after a warm-up, the residual, the BLAS."""
     rng = np.random.default_rng(seed)
     a, b = rng.random((n, n)), rng.random((n, n))
     c = np.empty((n, n))
@@ -78,10 +79,15 @@ def main(argv: list[str]) -> int:
         t0 = time.perf_counter()
         np.dot(a, b, out=c)
         times.append(time.perf_counter() - t0)
-    print(json.dumps({"n": n, "times": times, "residual": residual(a, b, c, rng),
-                      "threshold": THRESHOLD, "blas": blas_self()}))
+    return {"n": n, "times": times, "residual": residual(a, b, c, rng),
+            "threshold": THRESHOLD, "blas": blas_self()}
+
+
+def rank(plan: dict[str, Any]) -> int:
+    """The child's work (``python -m beoperf.cli.rank dgemm PLAN``): its result sent."""
+    try:
+        n, repeat, seed = int(plan["n"]), int(plan["repeat"]), int(plan["seed"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise errors.BadSpec(f"not a DGEMM plan: {exc}") from None
+    channel.send(measure(n, repeat, seed))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -7,9 +7,10 @@ descriptor of the directory opened once (a path swapped later changes nothing). 
 patterns run in PMAC's order (sequential write, sequential read, random read-rewrite,
 random read, backward write, backward read), ``repeat`` times; MB/s = 10^6 B/s of the
 file covered (random read-rewrite reads and writes each block, and counts it once, as
-PMAC's figure of a pass over the file).  The file
-is removed afterwards through the same directory descriptor, also when a signal (Ctrl-C,
-SIGTERM) stops the run (the removal itself holds further signals back).
+PMAC's figure of a pass over the file).  The file's
+name is removed (through the same directory descriptor) as soon as it is opened: the
+patterns run on the descriptor, and no file is left behind however the run ends, even
+when beoperf is killed with SIGKILL (the space is freed when the descriptor closes).
 
 Cold cache (the default), said in the document for each directory:
 - "O_DIRECT" where the file system takes it (the first aligned write succeeds): every
@@ -88,15 +89,17 @@ def create(dfd: int, path: str) -> tuple[int, str]:
 
 @contextlib.contextmanager
 def scratch(dfd: int, path: str) -> Iterator[tuple[int, str]]:
-    """A file that is removed when the block ends, however it ends."""
+    """A file with no name: unlinked as soon as it is opened, so that nothing is left
+    in the directory however the run ends (SIGKILL included); its space is freed when
+    the descriptor closes, at the end of the block or of the process."""
     fd, name = create(dfd, path)
     try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=dfd)
         yield fd, name
     finally:
         with interrupts.deferred():
             os.close(fd)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(name, dir_fd=dfd)
 
 
 def set_direct(fd: int, on: bool) -> bool:

@@ -30,9 +30,9 @@ from beoperf.audit.base import valid_ifname
 from beoperf.engines import protocol, tcp_data
 from beoperf.engines.base import MODES, Peer
 from beoperf.model.document import Document, make_meta, utc_now
+from beoperf.model.mpi_options import MpiOptions
 from beoperf.model.pingpong import RunResult, SizeResult
 from beoperf.suites import serve
-from beoperf.suites.mpi_spec import MpiOptions
 from beoperf.sweep import history as run_history
 from beoperf.sweep.driver import (
     DEFAULT_TIME_BUDGET,

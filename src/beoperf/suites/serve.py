@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-import selectors
-import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +21,7 @@ from typing import IO
 from beoperf import errors
 from beoperf.engines import protocol
 from beoperf.engines.tcp_server import MiB, Server, ServerConfig
+from beoperf.launch import job
 
 DEFAULT_PORT = protocol.DEFAULT_PORT
 MAX_MEMORY = 64 * 1024 * MiB
@@ -88,36 +86,32 @@ def stop_at_eof(server: Server, stream: IO[bytes]) -> threading.Thread:
 
 @contextlib.contextmanager
 def embedded(bind: str, max_memory: int, timeout: float = 15.0) -> Iterator[int]:
-    """Start `beoperf serve` on a free loopback port; yield the port; stop it by its PID."""
-    with tempfile.TemporaryFile(mode="w+") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "beoperf", "serve", "--bind", bind, "--port", "0",
-             "--max-memory", str(max_memory), "--exit-with-stdin"],
-            stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.PIPE, text=True,
-            start_new_session=True)  # Ctrl-C reaches the client only; it stops the server
+    """Start `beoperf serve` on a free loopback port (a guarded job: launch/job.py); yield
+    the port; stop it (its pipe closed, then the job ended)."""
+    port: list[int] = []
+    said = threading.Event()
+
+    def on_line(line: str) -> None:
+        if " port " in line and not said.is_set():
+            with contextlib.suppress(ValueError, IndexError):
+                port.append(int(line.rsplit(" port ", 1)[1].split()[0]))
+            said.set()
+
+    server = job.Job([sys.executable, "-m", "beoperf", "serve", "--bind", bind, "--port", "0",
+                      "--max-memory", str(max_memory), "--exit-with-stdin"],
+                     stdin=True, on_line=on_line, grace=3.0)
+    with server:  # Ctrl-C reaches the client only (the job has a session of its own)
+        if not (said.wait(timeout) and port):
+            server.stop()
+            detail = server.stderr_text().strip().splitlines()
+            raise errors.Failed("the loopback server did not start: "
+                                f"{detail[-1] if detail else 'no message'}",
+                                category="embedded server error")
         try:
-            yield _read_port(proc, stderr, timeout)
+            yield port[0]
         finally:
-            proc.terminate()
-            try:
-                proc.wait(3)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            for pipe in (proc.stdin, proc.stdout):
-                if pipe:
-                    pipe.close()
-
-
-def _read_port(proc: subprocess.Popen, stderr: IO[str], timeout: float) -> int:
-    assert proc.stdout is not None
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        line = proc.stdout.readline() if sel.select(timeout) else ""
-    if " port " not in line:
-        proc.wait(1) if proc.poll() is None else None
-        stderr.seek(0)
-        detail = stderr.read().strip().splitlines()
-        raise errors.Failed("the loopback server did not start: "
-                            f"{detail[-1] if detail else line!r}", category="embedded server error")
-    return int(line.rsplit(" port ", 1)[1].split()[0])
+            if server.stdin is not None:
+                with contextlib.suppress(OSError):
+                    server.stdin.close()
+            if server.wait(3.0) is None:
+                server.stop()
