@@ -27,8 +27,8 @@ def pytest_run(*args: str, ci: str | None, probe: bool = False) -> subprocess.Co
         env[PROBE] = "1"
     # in one process (-n 0) unless ARGS ask for pytest-xdist's workers (the last -n wins)
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-n", "0", *args], cwd=HERE.parent, env=env, capture_output=True, text=True,
-                          timeout=120)
+                           "-n", "0", *args], cwd=HERE.parent, env=env, capture_output=True,
+                          text=True, timeout=120)
 
 
 @pytest.mark.parametrize("ci", ["true", "1", "yes", "True", "YES"])
