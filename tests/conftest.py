@@ -90,10 +90,22 @@ def pytest_runtest_setup(item):
         require_tools(*mark.args)
 
 
+# The files that take longest (a minute or more each: tbf-shaped links, HPCC across hosts,
+# 20 s sweeps), started first so that the two workers (addopts, --dist loadfile) end
+# together instead of one waiting for a long file started last.  Only an order: every
+# file runs whatever this says.
+LONGEST_FIRST = ("test_cluster_netns.py", "test_monitor.py", "test_netns.py",
+                 "test_loopback.py", "test_cluster_mpi_netns.py", "test_procedure.py",
+                 "test_predict_netns.py", "test_mpi.py", "test_mpi_netns.py",
+                 "test_cluster_slurm.py", "test_tune.py")
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if NETNS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.netns)
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files' order
 
 
 def pytest_deselected(items):
