@@ -73,7 +73,7 @@ def test_nagle_option_reaches_both_ends():
 
 def test_integrity_and_nocache_clean_run():
     with running_server() as srv:
-        doc = run_mode(srv.port, "pingpong", "--integrity", "--nocache")
+        doc = run_mode(srv.port, "pingpong", "--integrity", "--nocache", *RECORDING)
     assert doc["summary"]["corrupt_messages"] == 0
     assert doc["parameters"]["integrity"] and doc["parameters"]["nocache"]
     for end in ("local", "remote"):  # each end says what its pool spans
