@@ -1,7 +1,9 @@
 """Shared fixtures: namespace test hosts, tools the tests need, and no silent skips under CI.
 
 Under CI (CI=true, 1 or yes, any case) a skipped test fails, and so does a run that
-deselects namespace tests (``-m "not netns"``, ``-k``): CI must run everything.
+deselects namespace tests (``-m "not netns"``, ``-k``): CI must run everything.  With
+pytest-xdist's workers (``-n``) each worker collects and reports its deselections to the
+controller, which judges the run.
 """
 
 from __future__ import annotations
@@ -88,10 +90,22 @@ def pytest_runtest_setup(item):
         require_tools(*mark.args)
 
 
+# The files that take longest (a minute or more each: tbf-shaped links, HPCC across hosts,
+# 20 s sweeps), started first so that the two workers (addopts, --dist loadfile) end
+# together instead of one waiting for a long file started last.  Only an order: every
+# file runs whatever this says.
+LONGEST_FIRST = ("test_cluster_netns.py", "test_monitor.py", "test_netns.py",
+                 "test_loopback.py", "test_cluster_mpi_netns.py", "test_procedure.py",
+                 "test_predict_netns.py", "test_mpi.py", "test_mpi_netns.py",
+                 "test_cluster_slurm.py", "test_tune.py")
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if NETNS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.netns)
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files' order
 
 
 def pytest_deselected(items):
@@ -99,12 +113,22 @@ def pytest_deselected(items):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: it collected, the controller judges
+        workeroutput["deselected_netns"] = list(_deselected_netns)
+        return
     if under_ci() and _deselected_netns:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line(f"CI: {len(_deselected_netns)} namespace test(s) deselected "
                                 f"(e.g. {_deselected_netns[0]}); CI must run them all", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller, as a worker ends: the namespace tests it deselected."""
+    _deselected_netns.extend(getattr(node, "workeroutput", {}).get("deselected_netns", ()))
 
 
 def _fail_skip_under_ci(report) -> None:

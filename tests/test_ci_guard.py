@@ -25,9 +25,10 @@ def pytest_run(*args: str, ci: str | None, probe: bool = False) -> subprocess.Co
         env["CI"] = ci
     if probe:
         env[PROBE] = "1"
+    # in one process (-n 0) unless ARGS ask for pytest-xdist's workers (the last -n wins)
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           *args], cwd=HERE.parent, env=env, capture_output=True, text=True,
-                          timeout=120)
+                           "-n", "0", *args], cwd=HERE.parent, env=env, capture_output=True,
+                          text=True, timeout=120)
 
 
 @pytest.mark.parametrize("ci", ["true", "1", "yes", "True", "YES"])
@@ -55,3 +56,17 @@ def test_a_missing_tool_is_a_skip_naming_the_package():
     with pytest.raises(pytest.skip.Exception, match="needs no-such-tool-here .*apt-get install"):
         require_tools("sh", "no-such-tool-here")
     require_tools("sh")  # present: no skip
+
+
+def test_deselecting_namespace_tests_fails_under_ci_with_workers():
+    """Under pytest-xdist the workers collect; the controller still fails the run."""
+    res = pytest_run(str(HERE / "test_netns.py"), "-n", "2", "-m", "not netns", ci="yes")
+    assert res.returncode == 1, res.stdout
+    assert "namespace test(s) deselected" in res.stdout
+
+
+def test_a_skip_fails_under_ci_with_workers():
+    res = pytest_run(f"{HERE / 'test_ci_guard.py'}::test_probe", "-n", "2", ci="true",
+                     probe=True)
+    assert res.returncode == 1, res.stdout
+    assert "skipped under CI: asked to skip" in res.stdout

@@ -468,3 +468,21 @@ def test_pieces_that_give_a_time_at_or_below_zero_are_no_model():
     assert "16..128 B gives a time <= 0" in pieces_problem(n, t, sinking)
     far = [good[0], Fit(16, 128, 4, 1.0, 0.001, 8e9, 1.0)]  # positive, but far off
     assert "weighted R^2" in pieces_problem(n, t, far)
+
+
+def test_one_pingpong_run_analyses_its_curve_once(monkeypatch, tmp_path):
+    """The document's summary and analysis, the text and its answer lines share one."""
+    from beoperf.analysis import curve
+    from helpers import cli
+
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(args[0])
+        return analyze(*args, **kwargs)
+
+    monkeypatch.setattr(curve, "analyze", counted)
+    res = cli("pingpong", "--sizes", "1,1K,64K", "--time-budget", "0.3", "--history", "off",
+              "-o", str(tmp_path / "run"))
+    assert res.status == 0, res.stderr
+    assert "model " in res.stdout and len(calls) == 1

@@ -6,6 +6,7 @@ driver's own code a second time."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import signal
 import socket
@@ -652,3 +653,21 @@ def test_the_cap_without_a_fall_is_the_budgets_share_of_one_trial():
         == 0.002
     assert no_fall_cap(SweepConfig(sizes=[1], time_budget=1000.0)) == 4.0
     assert no_fall_cap(SweepConfig(sizes=[1], time_budget=None)) == 4.0
+
+
+def test_one_default_per_ping_pong_setting():
+    """The sweep's, the suite's, the loop's and the CLI's defaults are one set."""
+    from beoperf.cli import build_parser
+    from beoperf.suites.pingpong import Spec
+
+    sweep, spec, loop = SweepConfig(sizes=[1]), Spec(sizes=(1,)), LoopConfig()
+    args = build_parser("pingpong").parse_args(["pingpong"])
+    for name in ("precision", "trial_time", "time_budget", "max_time"):
+        assert getattr(spec, name) == getattr(sweep, name), name
+    for name in ("precision", "trial_time", "min_trials", "max_time"):
+        assert getattr(loop, name) == getattr(sweep, name), name
+    assert (args.precision, float(args.time_budget), args.max_time, args.timeout) == \
+        (spec.precision, spec.time_budget, spec.max_time, spec.timeout)
+    handed = loop_config(spec.sweep())
+    assert handed == dataclasses.replace(LoopConfig(), time_budget=spec.time_budget,
+                                         min_reps=sweep.min_reps, seed=handed.seed)

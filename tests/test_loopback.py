@@ -18,6 +18,7 @@ from helpers import cli, running_server
 from server_abuse import abuse_server, assert_served_normally
 
 SIZES = "1,1024,65536,1M"
+RECORDING = ("--time-budget", "2")  # a test of what is recorded, not of how precise
 MiB = 1024 * 1024
 
 
@@ -50,7 +51,7 @@ def test_every_mode_measures_every_size(mode):
 
 def test_metadata_of_both_ends():
     with running_server() as srv:
-        doc = run_mode(srv.port, "pingpong", "--sndbuf", "64K", "--rcvbuf", "128K")
+        doc = run_mode(srv.port, "pingpong", "--sndbuf", "64K", "--rcvbuf", "128K", *RECORDING)
     for end in ("local", "remote"):
         facts = doc[end]
         assert facts["interface"]["name"] == "lo"
@@ -65,14 +66,14 @@ def test_metadata_of_both_ends():
 
 def test_nagle_option_reaches_both_ends():
     with running_server() as srv:
-        doc = run_mode(srv.port, "pingpong", "--nagle")
+        doc = run_mode(srv.port, "pingpong", "--nagle", *RECORDING)
     assert doc["local"]["socket"]["nodelay"] is False
     assert doc["remote"]["socket"]["nodelay"] is False
 
 
 def test_integrity_and_nocache_clean_run():
     with running_server() as srv:
-        doc = run_mode(srv.port, "pingpong", "--integrity", "--nocache")
+        doc = run_mode(srv.port, "pingpong", "--integrity", "--nocache", *RECORDING)
     assert doc["summary"]["corrupt_messages"] == 0
     assert doc["parameters"]["integrity"] and doc["parameters"]["nocache"]
     for end in ("local", "remote"):  # each end says what its pool spans
@@ -114,12 +115,12 @@ def test_integrity_catches_a_corrupted_message(tmp_path, mode):
 
 
 def test_embedded_default_and_ipv6():
-    res = cli("pingpong", "--sizes", "16,4K", "--json")
+    res = cli("pingpong", "--sizes", "16,4K", "--json", *RECORDING)
     assert res.status == 0, res.stderr
     assert res.json["body"]["remote"]["socket"]["family"] == "ipv4"
     if not socket.has_ipv6 or not os.path.exists("/proc/net/if_inet6"):
         pytest.skip("no IPv6 on this machine")
-    res6 = cli("pingpong", "-6", "--sizes", "16", "--json")
+    res6 = cli("pingpong", "-6", "--sizes", "16", "--json", *RECORDING)
     assert res6.status == 0, res6.stderr
     assert res6.json["body"]["local"]["socket"]["family"] == "ipv6"
 
@@ -171,7 +172,7 @@ def test_cpu_pinning_of_each_end():
     first, second = sorted(os.sched_getaffinity(0))[:2]
     with running_server() as srv:
         res = cli("pingpong", "127.0.0.1", "--port", str(srv.port), "--sizes", "64",
-                  "--cpu", f"{first},{second}", "--json")
+                  "--cpu", f"{first},{second}", "--json", *RECORDING)
     assert res.status == 0, res.stderr
     assert os.sched_getaffinity(0) >= {first, second}  # given back after the run
     assert res.json["body"]["local"]["cpus"] == [first]
@@ -201,7 +202,7 @@ def test_embedded_peer_puts_the_ends_on_two_cpus():
 
 def test_busy_poll_is_requested_and_recorded():
     with running_server() as srv:
-        doc = run_mode(srv.port, "pingpong", "--busy-poll", "50")
+        doc = run_mode(srv.port, "pingpong", "--busy-poll", "50", *RECORDING)
     assert doc["parameters"]["busy_poll"] == 50
     granted = doc["local"]["socket"]["busy_poll_us"]
     if os.geteuid() == 0:  # raising SO_BUSY_POLL needs CAP_NET_ADMIN
@@ -216,9 +217,9 @@ def test_the_data_connections_congestion_control_is_set_at_both_ends_and_recorde
     what their socket used."""
     system = sysinfo._read_text("/proc/sys/net/ipv4/tcp_congestion_control")
     with running_server() as srv:
-        ping = run_mode(srv.port, "pingpong")
-        stream = run_mode(srv.port, "stream")
-        kept = run_mode(srv.port, "pingpong", "--congestion", "system")
+        ping = run_mode(srv.port, "pingpong", *RECORDING)
+        stream = run_mode(srv.port, "stream", *RECORDING)
+        kept = run_mode(srv.port, "pingpong", "--congestion", "system", *RECORDING)
     assert ping["parameters"]["congestion"] == "reno"
     assert ping["local"]["socket"]["congestion"] == "reno" == \
         ping["remote"]["socket"]["congestion"]

@@ -84,7 +84,7 @@ def test_jumbo_mtu_is_recorded_at_both_ends(netns_pair):
 def test_ipv6_between_hosts(netns_pair):
     server, client = netns_pair
     start_server(server)
-    doc = pingpong(client, "-6", server.addr6, "--sizes", "16,4K")
+    doc = pingpong(client, "-6", server.addr6, "--sizes", "16,4K", "--time-budget", "2")
     assert doc["local"]["socket"]["family"] == "ipv6"
     assert doc["status"] == "complete"
 

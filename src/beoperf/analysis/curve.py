@@ -54,6 +54,7 @@ Definitions (the README and `beoperf pingpong --help` repeat them):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -68,6 +69,7 @@ LATENCY_SLOPE = 0.1
 MAX_BREAKS = 3
 MIN_PIECE_POINTS = 4
 MAX_SEGMENT_POINTS = 600  # the piecewise fit needs (m+1)^2 floats; skipped above this
+ANALYSES_KEPT = 32  # analyses kept (analyze_run): those of every run one command reads
 MIN_R2 = 0.9  # a fit explaining less of the (relative) variation is no model
 
 
@@ -347,25 +349,26 @@ def _choose_by_bic(results: dict, m: int) -> list[int]:
 def analyze_run(run: Any) -> CurveAnalysis | None:
     """The analysis of a RunResult (None when it has no sizes).
 
-    Kept on the run (keyed by its size count), since plots, tables and the JSON
-    all ask for it and the segmentation is the costly part.
+    Computed once per set of figures and kept (the segmentation is the costly part): the
+    document's summary and analysis, the text, the plots and the HTML of one run all ask
+    for it, each from its own RunResult of the same document.  Keyed by the figures it
+    is computed from, a kept analysis is never one of other figures.
     """
     if not run.sizes:
         return None
-    cached = getattr(run, "_analysis", None)
-    if cached is not None and cached[0] == len(run.sizes):
-        return cached[1]
-    result = _analyze_sizes(run)
-    run._analysis = (len(run.sizes), result)
-    return result
+    sizes = run.sizes
+    return _analyze_figures(
+        tuple(s.size for s in sizes), tuple(s.central_time_us() for s in sizes),
+        tuple(s.time_us.get("p99") for s in sizes), tuple(s.central_bps() for s in sizes),
+        tuple(s.ci95_halfwidth_us for s in sizes),
+        time_name((getattr(run, "parameters", None) or {}).get("mode")))
 
 
-def _analyze_sizes(run: Any) -> CurveAnalysis:
-    times = [s.central_time_us() for s in run.sizes]
-    p99 = [s.time_us.get("p99") for s in run.sizes]
-    return analyze([s.size for s in run.sizes], times, p99, [s.central_bps() for s in run.sizes],
-                   [s.ci95_halfwidth_us for s in run.sizes],
-                   time_name((getattr(run, "parameters", None) or {}).get("mode")))
+@functools.lru_cache(maxsize=ANALYSES_KEPT)
+def _analyze_figures(sizes: tuple[int, ...], times: tuple[float, ...],
+                     p99: tuple[float | None, ...], bps: tuple[float, ...],
+                     ci95: tuple[float | None, ...], what: str) -> CurveAnalysis:
+    return analyze(list(sizes), list(times), list(p99), list(bps), list(ci95), what)
 
 
 def analyze(sizes: list[int], median_us: list[float], p99_us: list[float | None],

@@ -30,10 +30,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 ALPHA = 0.05
 DEFAULT_BETWEEN_SD = 0.10  # a run's level between runs, relative, when nothing says more
@@ -149,7 +149,7 @@ def log_sd_from_interval(low: float | None, high: float | None,
     at ``confidence`` implies; None for a missing or non-positive bound."""
     if low is None or high is None or not 0 < low <= high:
         return None
-    z = stats.norm.ppf(0.5 + confidence / 2.0)
+    z = _stats().norm.ppf(0.5 + confidence / 2.0)
     return (math.log(high) - math.log(low)) / (2.0 * z)
 
 
@@ -181,13 +181,22 @@ def verdict_of(low: float, high: float, margin: float, higher_is_better: bool) -
     return CANNOT_TELL
 
 
+def _stats() -> ModuleType:
+    """scipy.stats, imported when a figure is first judged: its import takes a second or
+    more, and `beoperf tune`, `node` and `cluster` load this module to build their
+    options (their --help and bad-input errors need not wait for it)."""
+    from scipy import stats
+
+    return stats
+
+
 def _quantile(confidence: float, df: float | None) -> float:
     tail = 0.5 + confidence / 2.0
-    return float(stats.norm.ppf(tail) if df is None else stats.t.ppf(tail, df))
+    return float(_stats().norm.ppf(tail) if df is None else _stats().t.ppf(tail, df))
 
 
 def _two_sided_p(z: float, df: float | None) -> float:
-    return float(2.0 * (stats.norm.sf(abs(z)) if df is None else stats.t.sf(abs(z), df)))
+    return float(2.0 * (_stats().norm.sf(abs(z)) if df is None else _stats().t.sf(abs(z), df)))
 
 
 @dataclass(frozen=True)
@@ -315,7 +324,7 @@ def blocks(candidate: Sequence[float], around: Sequence[float], *, higher_is_bet
         found.low = found.high = found.ratio = math.exp(d)
         found.p = 1.0 if d == 0 else 0.0
     else:
-        test = stats.ttest_1samp(diffs, 0.0)
+        test = _stats().ttest_1samp(diffs, 0.0)
         ci = test.confidence_interval(found.confidence)
         found.ratio, found.low, found.high = math.exp(d), math.exp(ci.low), math.exp(ci.high)
         found.p = min(1.0, float(test.pvalue) * found.family)

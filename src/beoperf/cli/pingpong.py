@@ -61,7 +61,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           "interval so that it holds for the next run (default: "
                           f"${pingpong.HISTORY_ENV}, else /var/lib/beoperf/history as root, "
                           "$XDG_STATE_HOME/beoperf/history otherwise; 'off': none)")
-    out.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+    out.add_argument("--timeout", type=float, default=pingpong.DEFAULT_TIMEOUT, metavar="SECONDS",
                      help="give up on a silent peer after this long (default %(default)s)")
     p.set_defaults(func=run, family=socket.AF_UNSPEC)
 
@@ -73,8 +73,9 @@ def _add_schedule_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--perturbation", type=int, default=3, metavar="BYTES",
                    help="also measure each size +-BYTES (default 3, 0 = off)")
     g.add_argument("--sizes", metavar="LIST", help="explicit sizes instead, e.g. 8,1024,64K")
-    g.add_argument("--precision", type=float, default=0.02, metavar="FRACTION",
-                   help="stop a size once the median's 95%% CI is within this (default 0.02)")
+    g.add_argument("--precision", type=float, default=pingpong.PRECISION, metavar="FRACTION",
+                   help="stop a size once the median's 95%% CI is within this "
+                        "(default %(default)s)")
     g.add_argument("--time-budget", default=f"{pingpong.DEFAULT_TIME_BUDGET:g}", metavar="TIME",
                    help="for the whole sweep: after every size's minimum trials, passes over "
                         "the sizes not yet precise until this is spent, e.g. 60 or 2min "
@@ -84,9 +85,9 @@ def _add_schedule_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, default=None,
                    help="seed of the passes' shuffled order (default: drawn; recorded)")
     g.add_argument("--trial-time", type=float, default=None, metavar="SECONDS",
-                   help="target duration of one trial (default 0.002 for a sweep; for one "
-                        "size 0.25, sustained as NetPIPE's trials, or less if the budget is "
-                        "short)")
+                   help=f"target duration of one trial (default {pingpong.SWEEP_TRIAL_S:g} for "
+                        f"a sweep; for one size {pingpong.SUSTAINED_TRIAL_S:g}, sustained as "
+                        "NetPIPE's trials, or less if the budget is short)")
 
 
 def _add_mode_options(p: argparse.ArgumentParser) -> None:

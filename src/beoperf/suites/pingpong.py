@@ -36,6 +36,9 @@ from beoperf.suites import serve
 from beoperf.sweep import history as run_history
 from beoperf.sweep.driver import (
     DEFAULT_TIME_BUDGET,
+    DEFAULT_TIMEOUT,
+    PRECISION,
+    TRIAL_S,
     SweepConfig,
     SweepOutcome,
     budget_notes,
@@ -47,21 +50,24 @@ from beoperf.sweep.history import History
 from beoperf.sweep.precision import Point
 from beoperf.sweep.schedule import explicit_schedule, netpipe_schedule
 
-__all__ = ["MODES", "DEFAULT_PORT", "DEFAULT_TIME_BUDGET", "SWEEPABLE", "Spec", "Measured",
+__all__ = ["MODES", "DEFAULT_PORT", "DEFAULT_TIME_BUDGET", "DEFAULT_TIMEOUT", "PRECISION",
+           "SWEEP_TRIAL_S", "SUSTAINED_TRIAL_S", "SWEEPABLE", "Spec", "Measured",
            "run", "run_configs", "placed", "explicit_schedule", "netpipe_schedule",
            "default_trial_time"]
 
 DEFAULT_PORT = protocol.DEFAULT_PORT
 SWEEPABLE = ("sndbuf", "rcvbuf", "mode", "nocache")
 HINT = "see 'beoperf COMMAND --help'"
-SWEEP_TRIAL_S = 0.002  # a sweep's trials: short, many sizes share the budget
+SWEEP_TRIAL_S = TRIAL_S  # a sweep's trials: short, many sizes share the budget
 SUSTAINED_TRIAL_S = 0.25  # one size's: about as long as NetPIPE's, sustained
 Progress = Callable[[int, list[Point]], None]  # after each pass: its number, the sizes
 
 
 @dataclass(frozen=True)
 class Spec:
-    """One sweep, every value parsed (bytes, seconds)."""
+    """One sweep, every value parsed (bytes, seconds).  The measurement's settings and
+    their defaults are those of beoperf.sweep.driver (``sweep()`` hands them on); the
+    others say where and how to connect."""
 
     sizes: tuple[int, ...]
     host: str | None = None  # None: an embedded server on loopback
@@ -69,12 +75,12 @@ class Spec:
     family: int = socket.AF_UNSPEC
     transport: str = "tcp"
     mode: str = "pingpong"
-    precision: float = 0.02
+    precision: float = PRECISION
     time_budget: float | None = DEFAULT_TIME_BUDGET  # the whole sweep (None: no limit)
     max_time: float | None = None  # per size (None: no cap)
     trial_time: float = SWEEP_TRIAL_S
     seed: int | None = None  # of the passes' shuffled order (None: drawn, then recorded)
-    timeout: float = 10.0
+    timeout: float = DEFAULT_TIMEOUT
     integrity: bool = False
     nocache: bool = False
     sndbuf: int | None = None

@@ -17,17 +17,28 @@ from beoperf import _core, engines, errors, interrupts, pools, sysinfo
 from beoperf.analysis.stats import MIN_CI_SAMPLES, summarize
 from beoperf.engines import Peer, Transport, TransportError, Trial
 from beoperf.model.pingpong import SizeResult
-from beoperf.sweep.precision import LoopConfig, LoopOutcome, Point, PrecisionLoop, reps_for
+from beoperf.sweep.precision import (
+    PRECISION,
+    TRIAL_S,
+    LoopConfig,
+    LoopOutcome,
+    Point,
+    PrecisionLoop,
+    reps_for,
+)
 
+# The ping-pong settings' defaults, each given once: SweepConfig, the suite's Spec and the
+# CLI's options take them from here (and the loop's own from beoperf.sweep.precision).
 DEFAULT_TIME_BUDGET = 20.0  # seconds for a whole sweep (the minimum trials always run)
+DEFAULT_TIMEOUT = 10.0  # seconds a silent peer is waited for
 
 
 @dataclass
 class SweepConfig:
     sizes: list[int]
     mode: str = "pingpong"
-    precision: float = 0.02  # target 95% CI half-width of the median, relative
-    trial_time: float = 0.002  # seconds one trial should last (at least min_reps)
+    precision: float = PRECISION  # target 95% CI half-width of the median, relative
+    trial_time: float = TRIAL_S  # seconds one trial should last (at least min_reps)
     min_reps: int = 3  # repetitions per trial at least (large messages)
     max_time: float | None = None  # seconds per size at most (then not converged)
     min_trials: int = MIN_CI_SAMPLES  # trials are the unit of the CI: at least 6
@@ -391,7 +402,8 @@ def _positive(interval: list[float]) -> list[float] | None:
     return interval if interval[0] > 0 else None
 
 
-def open_transport(peer: Peer, params: dict[str, Any], *, timeout: float = 10.0) -> Transport:
+def open_transport(peer: Peer, params: dict[str, Any], *,
+                   timeout: float = DEFAULT_TIMEOUT) -> Transport:
     """The transport ``params["transport"]`` names (tcp if none), built through the
     registry and connected.  errors.BadSpec for an unknown name; errors.ConnectError or
     errors.PeerError when it cannot connect (then nothing is left open)."""

@@ -49,6 +49,8 @@ import numpy as np
 from beoperf.analysis import intervals
 from beoperf.analysis.stats import MIN_CI_SAMPLES, median_ci
 
+PRECISION = 0.02  # the default target: the 95% interval's half-width, relative to the median
+TRIAL_S = 0.002  # the default length of one trial (s): short, so that many points share a budget
 MAX_REPS = 1 << 24
 MAX_INFLATION = 3.0
 MIN_AUTOCORRELATION_PASSES = 8
@@ -78,8 +80,8 @@ class Measurer(Protocol):
 
 @dataclass
 class LoopConfig:
-    precision: float = 0.02  # target 95% interval half-width of the median, relative
-    trial_time: float = 0.01  # seconds one trial should last
+    precision: float = PRECISION  # target 95% interval half-width of the median, relative
+    trial_time: float = TRIAL_S  # seconds one trial should last
     min_trials: int = MIN_CI_SAMPLES  # the interval needs at least 6 trials
     time_budget: float | None = None  # seconds for the whole loop; None: no limit
     max_time: float | None = None  # seconds per point at most; None: no cap
