@@ -90,22 +90,33 @@ def pytest_runtest_setup(item):
         require_tools(*mark.args)
 
 
-# The files that take longest (a minute or more each: tbf-shaped links, HPCC across hosts,
-# 20 s sweeps), started first so that the two workers (addopts, --dist loadfile) end
-# together instead of one waiting for a long file started last.  Only an order: every
-# file runs whatever this says.
-LONGEST_FIRST = ("test_cluster_netns.py", "test_monitor.py", "test_netns.py",
-                 "test_loopback.py", "test_cluster_mpi_netns.py", "test_procedure.py",
-                 "test_predict_netns.py", "test_mpi.py", "test_mpi_netns.py",
-                 "test_cluster_slurm.py", "test_tune.py")
+# The suite runs in two phases (README's test command runs both, one after the other):
+# ``--phase parallel`` runs every file but these on pytest-xdist's two workers (addopts:
+# -n 2 --dist loadfile); ``--phase serial`` runs only these, in one process (-n 0).  Each
+# of them compares timings measured in one run (stream rates through a shaper, probe
+# counts of the monitor, model fits over shaped links, MPI overheads, trials that must fit
+# a budget) and loses when another file loads the two CPUs beside it: a CI run on two
+# workers failed three stream tests (sizes cut by the budget, a shaper's fall unseen).
+# ``--phase all`` (the default) runs everything as one run does.
+SERIAL_FILES = frozenset({"test_netns.py", "test_loopback.py", "test_monitor.py",
+                          "test_predict_netns.py", "test_mpi_netns.py", "test_mpi.py",
+                          "test_node_netns.py", "test_replay_mpi.py", "test_node.py"})
+PHASES = ("all", "parallel", "serial")
 
 
-def pytest_collection_modifyitems(items):
+def pytest_addoption(parser):
+    parser.addoption("--phase", choices=PHASES, default="all",
+                     help="the suite's two phases: 'parallel' every file but the timing "
+                          "ones, 'serial' only those (README's command runs both)")
+
+
+def pytest_collection_modifyitems(config, items):
     for item in items:
         if NETNS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.netns)
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files' order
+    phase = config.getoption("--phase")
+    if phase != "all":  # the other phase runs the rest: not a deselection
+        items[:] = [i for i in items if (i.path.name in SERIAL_FILES) == (phase == "serial")]
 
 
 def pytest_deselected(items):

@@ -70,3 +70,28 @@ def test_a_skip_fails_under_ci_with_workers():
                      probe=True)
     assert res.returncode == 1, res.stdout
     assert "skipped under CI: asked to skip" in res.stdout
+
+
+def _collected(*args: str) -> set[str]:
+    res = pytest_run("--collect-only", *args, ci=None)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return {line for line in res.stdout.splitlines() if "::" in line}
+
+
+def test_the_two_phases_run_every_test_once():
+    """README's command runs --phase parallel, then --phase serial: together they are the
+    whole suite, no test in both (a file is in one phase, whatever its tests)."""
+    files = [str(HERE / name) for name in ("test_ci_guard.py", "test_netns.py", "test_effect.py")]
+    whole = _collected(*files)
+    parallel = _collected("--phase", "parallel", *files)
+    serial = _collected("--phase", "serial", *files)
+    assert parallel and serial
+    assert parallel | serial == whole and not parallel & serial
+    assert {t.split("::")[0].rsplit("/", 1)[-1] for t in serial} == {"test_netns.py"}
+
+
+def test_the_readme_command_runs_both_phases():
+    readme = (HERE.parent / "README.md").read_text()
+    command = readme.split("<!-- test-command -->", 1)[1].split("```")[1]
+    assert "--phase parallel" in command and "--phase serial" in command
+    assert command.index("--phase parallel") < command.index("--phase serial")
