@@ -124,3 +124,14 @@ def run_json(run) -> dict:
     from beoperf.analysis.pingpong import document
 
     return checked(json.loads(document(run).dumps()))
+
+
+def scratch_open(pid: int, directory: Path) -> bool:
+    """Whether ``pid`` holds a file of ``directory`` open (the I/O test's, once unlinked:
+    ' (deleted)')."""
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                if os.readlink(fd).startswith(f"{directory}/"):
+                    return True
+    return False

@@ -5,7 +5,6 @@ each test runs in well under a few seconds."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -24,7 +23,7 @@ from beoperf.model.document import from_json
 from beoperf.suites import node as suite
 from beoperf.suites import node_io, node_stream
 from beoperf.sweep import node_kernels
-from helpers import checked, cli
+from helpers import checked, cli, scratch_open
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -376,15 +375,6 @@ def test_io_files_are_removed_on_sigterm(tmp_path):
     saved = from_json(json.loads((tmp_path / "out.json").read_text()))
     assert saved.body["status"] == "interrupted" and "SIGTERM" in saved.body["status_reason"]
 
-
-def scratch_open(pid: int, directory) -> bool:
-    """Whether ``pid`` holds a file of ``directory`` open (unlinked: ' (deleted)')."""
-    with contextlib.suppress(OSError):
-        for fd in Path(f"/proc/{pid}/fd").iterdir():
-            with contextlib.suppress(OSError):
-                if os.readlink(fd).startswith(f"{directory}/"):
-                    return True
-    return False
 
 
 def test_io_checks_free_space_first(tmp_path):

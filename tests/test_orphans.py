@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import child_env, wait_for
+from helpers import child_env, scratch_open, wait_for
 from mpi_helpers import cmdline, comm, named, require_mpi, survivors
 
 GONE_WITHIN_S = 10.0  # the guard's SIGTERM, and SIGKILL 5 s later at the latest
@@ -87,16 +87,6 @@ def test_sigkill_of_pingpong_leaves_no_embedded_server(tmp_path):
                        tmp_path)
     assert left == []
 
-
-def scratch_open(pid: int, directory: Path) -> bool:
-    """Whether ``pid`` holds a file of ``directory`` open (the I/O test's, once unlinked:
-    ' (deleted)')."""
-    with contextlib.suppress(OSError):
-        for fd in Path(f"/proc/{pid}/fd").iterdir():
-            with contextlib.suppress(OSError):
-                if os.readlink(fd).startswith(f"{directory}/"):
-                    return True
-    return False
 
 
 def test_sigkill_of_node_io_leaves_no_scratch_file(tmp_path):
