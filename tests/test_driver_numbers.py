@@ -645,10 +645,11 @@ def test_a_bucket_is_followed_past_the_cap_until_it_settles():
 
 
 def test_the_cap_without_a_fall_is_the_budgets_share_of_one_trial():
-    """20 s over 15 sizes of 6 trials: 0.222 s; never under the trial time asked, never
-    over 4 s; no budget: 4 s."""
+    """Half of 20 s over 15 sizes of 6 trials: 0.111 s (the other half for the settling,
+    the connections and a slower machine); never under the trial time asked, never over
+    4 s; no budget: 4 s."""
     cfg = SweepConfig(sizes=[1] * 15, mode="stream", time_budget=20.0, min_trials=6)
-    assert no_fall_cap(cfg) == pytest.approx(20.0 / 90)
+    assert no_fall_cap(cfg) == pytest.approx(0.5 * 20.0 / 90)
     assert no_fall_cap(SweepConfig(sizes=[1] * 15, time_budget=0.01, trial_time=0.002)) \
         == 0.002
     assert no_fall_cap(SweepConfig(sizes=[1], time_budget=1000.0)) == 4.0

@@ -171,6 +171,7 @@ BURST_RATE = 1.5  # trials this much faster than the sustained rate carried burs
 WANDER = 0.15  # a bucket's fall may wobble up this much between trials (a busy machine)
 MAX_REFILL = 2.0  # seconds at most to wait for a bucket to refill before the second
 FIRST_MESSAGES = 2  # settle_stream's first trial: so few messages that a burst holds them
+NO_FALL_SHARE = 0.5  # of the budget: what the minimum trials of a stream sweep may fill
 NO_FALL_TRIAL = 0.25  # seconds: a settling that shows no fall grows its trials no longer
 
 
@@ -179,10 +180,14 @@ def no_fall_cap(cfg: SweepConfig) -> float:
     shaper's fall: the budget's share of one trial (every size runs min_trials of them),
     at least the configured trial time, at most MAX_STREAM_TRIAL.  A busy machine's rate
     wanders and never settles within 1%; growing the trials to MAX_STREAM_TRIAL then made
-    a 15-size stream sweep on loopback take 2 minutes against a 20 s budget."""
+    a 15-size stream sweep on loopback take 2 minutes against a 20 s budget.  The trials
+    of every size's minimum may fill NO_FALL_SHARE of the budget: the rest is the settling's
+    own doublings (about two trials' worth), a connection per trial and a machine that
+    slows down; at the whole budget, 4 sizes x 6 trials of 0.7-0.83 s filled 20 s and the
+    hard budget cut the last size to one trial."""
     if cfg.time_budget is None:
         return MAX_STREAM_TRIAL
-    share = cfg.time_budget / (max(1, len(cfg.sizes)) * max(1, cfg.min_trials))
+    share = NO_FALL_SHARE * cfg.time_budget / (max(1, len(cfg.sizes)) * max(1, cfg.min_trials))
     return min(MAX_STREAM_TRIAL, max(cfg.trial_time, share))
 
 
