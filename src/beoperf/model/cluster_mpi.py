@@ -85,6 +85,14 @@ def _optional(d: dict[str, Any], name: str, value: Any) -> None:
         d[name] = value
 
 
+def _fields_of(obj: Any) -> dict[str, Any]:
+    """A dataclass's fields as stored: ``interval_note`` only when there is one."""
+    out = {f.name: getattr(obj, f.name) for f in fields(obj)}
+    if out.get("interval_note") is None:
+        out.pop("interval_note", None)
+    return out
+
+
 @dataclass
 class Stat:
     """A pair's (or a point's) trials: the median, its 95% interval (None: no interval,
@@ -106,10 +114,7 @@ class Stat:
                    max=d["max"], trials=d["trials"], interval_note=d.get("interval_note"))
 
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        if self.interval_note is None:
-            del out["interval_note"]
-        return out
+        return _fields_of(self)
 
 
 @dataclass
@@ -128,10 +133,7 @@ class Ring:
     interval_note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        if self.interval_note is None:
-            del out["interval_note"]
-        return out
+        return _fields_of(self)
 
 
 @dataclass
