@@ -100,7 +100,8 @@ def pytest_runtest_setup(item):
 # ``--phase all`` (the default) runs everything as one run does.
 SERIAL_FILES = frozenset({"test_netns.py", "test_loopback.py", "test_monitor.py",
                           "test_predict_netns.py", "test_mpi_netns.py", "test_mpi.py",
-                          "test_node_netns.py", "test_replay_mpi.py", "test_node.py"})
+                          "test_node_netns.py", "test_replay_mpi.py", "test_node.py",
+                          "test_compare_runs.py"})
 PHASES = ("all", "parallel", "serial")
 
 
