@@ -28,11 +28,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, TypeAlias
 
 from beoperf import __version__, safeio
 
 FORMAT = "beoperf"
+
+# The JSON a document holds, as mypy sees it.  A typed model's body() returns a JsonObject
+# (mypy checks that every value is JSON); a reader of a JsonObject narrows each value it
+# takes (isinstance) instead of trusting it, so a crafted file meets a check, not a crash.
+JsonValue: TypeAlias = (None | bool | int | float | str | list["JsonValue"]
+                        | dict[str, "JsonValue"])
+JsonObject: TypeAlias = dict[str, JsonValue]
 
 Upgrade = Callable[[dict], dict]
 
