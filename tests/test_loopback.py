@@ -131,7 +131,7 @@ def test_one_size_is_measured_in_sustained_trials():
     ping-pong (bench/RESULTS.md, L1); the trials' round trips add up to their length."""
     from beoperf.suites.pingpong import SUSTAINED_TRIAL_S
 
-    res = cli("pingpong", "--sizes", "16", "--json")
+    res = cli("pingpong", "--sizes", "16", "--time-budget", "4", "--json")
     assert res.status == 0, res.stderr
     body = res.json["body"]
     assert body["parameters"]["trial_time"] == SUSTAINED_TRIAL_S
@@ -233,7 +233,7 @@ def test_configuration_sweep_writes_each_run_a_table_and_graphs(tmp_path):
     prefix = tmp_path / "bufs"
     with running_server() as srv:
         res = cli("pingpong", "127.0.0.1", "--port", str(srv.port), "--sizes", "1,1K,64K",
-                  "--sweep", "sndbuf=16K,256K", "-o", str(prefix))
+                  "--sweep", "sndbuf=16K,256K", "--time-budget", "3", "-o", str(prefix))
     assert res.status == 0, res.stderr
     for value, granted in (("16K", 2 * 16384), ("256K", 2 * 262144)):
         doc = json.loads((tmp_path / f"bufs-sndbuf-{value}.json").read_text())["body"]
