@@ -271,3 +271,18 @@ def run(argv: list[str] | tuple[str, ...], timeout: float | None, **kwargs: Any)
     finally:
         job.close()
     return job
+
+
+def probe(argv: list[str] | tuple[str, ...], timeout: float,
+          env: Mapping[str, str] | None = None, keep: int = KEEP_BYTES) -> tuple[str, str] | None:
+    """A short command's standard output and error, as text (the first and last ``keep``
+    bytes of each), run under the guard like any other child; None when it could not start
+    or did not end within ``timeout`` seconds (it is then ended, what it started too)."""
+    try:
+        done = run(argv, timeout, env=env, keep=keep)
+    except OSError:
+        return None
+    if done.stopped:
+        return None
+    return done.stdout_text(), done.stderr_text()
+
