@@ -4,6 +4,7 @@ template ``ip netns exec %h`` (root), or local commands told apart by ``env NODE
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -340,3 +341,39 @@ def test_a_result_as_json_and_back():
                        ({"host": None}, "host")):
         with pytest.raises(ValueError, match=field):
             remote.HostResult.from_dict(good | bad)
+
+
+KILLED_OWNER = """
+import sys
+from beoperf.launch import remote
+from beoperf.launch.base import LaunchSpec
+spec = LaunchSpec(("sh", "-c", "sleep 60; :", sys.argv[1]), hosts=("n1", "n2"),
+                  agent="exec env NODE=%h")
+remote.run(spec, timeout=60)
+"""
+
+
+def test_the_commands_end_when_beoperf_is_killed():
+    """beoperf killed with SIGKILL while its hosts' commands run (issue 26, item 10): each
+    command gets SIGTERM at once (it dies with its parent), which the host's `timeout`
+    passes on to what it runs; nothing is left long before the 60 s timeout."""
+    marker = f"bpt-owner-killed-{os.getpid()}"
+    owner = subprocess.Popen([sys.executable, "-c", KILLED_OWNER, marker], env=child_env())
+    try:
+        started = time.monotonic()
+        while len(pgrep(marker)) < 2 and time.monotonic() - started < 30:
+            time.sleep(0.05)
+        assert len(pgrep(marker)) >= 2
+        owner.kill()
+        owner.wait()
+        killed = time.monotonic()
+        while pgrep(marker) and time.monotonic() - killed < 10:
+            time.sleep(0.05)
+        left = pgrep(marker)
+    finally:
+        owner.kill()
+        owner.wait()
+        for pid in pgrep(marker):
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), 9)
+    assert left == []
