@@ -19,11 +19,12 @@ and written there by the program that reads it (with :mod:`beoperf.safeio`), so 
 bytes never pass through a shell.
 
 A command given up (its timeout, too much output, Ctrl-C) is ended with what it started
-(its session, here); on the host it runs under coreutils' ``timeout`` (where the host has
-it), which ends it there a few seconds later whatever became of this side (ssh gone,
-beoperf killed).  A
-process meant to outlive its command (a study's dead-man agent) starts a session of its own
-and closes its output, and its command then ends.
+(its session, here); should beoperf die (SIGKILL included) each command here gets
+SIGTERM; on the host it runs under coreutils' ``timeout`` (where the host has it), which
+passes that signal on, and ends it there a few seconds after its timeout whatever became
+of this side (ssh gone, beoperf killed).  A process meant to outlive its command (a
+study's dead-man agent) starts a session of its own and closes its output, and its
+command then ends.
 
 :func:`run` is one command on many hosts, :func:`run_each` a command per host (all at
 once, under one fanout).  :func:`group` folds the results as ``clubak -b`` does: identical
