@@ -314,6 +314,8 @@ def test_an_agent_that_is_not_here_makes_its_hosts_unreachable_not_the_others():
     assert (got["n2"].status, got["n2"].exit_code) == ("failed", 3)
     assert (got["n3"].status, got["n3"].stdout) == ("ok", b"n3 ran\n")
     assert [r.ok for r in got.values()] == [False, False, True]
+    reached = LaunchSpec(("true",), hosts=("n1",), agent="LC_ALL=C exec env NODE=%h")
+    assert remote.run(reached, timeout=20)["n1"].ok  # the agent's command: env
 
 
 def test_a_result_as_json_and_back():

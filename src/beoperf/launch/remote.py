@@ -240,13 +240,15 @@ def _checked(specs: Sequence[LaunchSpec], timeout: float, fanout: int,
 
 def _agent_missing(spec: LaunchSpec) -> dict[str, HostResult]:
     """Every host of ``spec`` as unreachable when the command of its agent (an exec
-    template or an ssh-like command: its first word, past a leading ``exec``) is not on
-    this host; {} when it is, or when there is no agent (ClusterShell's ssh)."""
+    template or an ssh-like command: its first word, past a leading ``exec`` and
+    ``NAME=value`` words) is not on this host; {} when it is, or when there is no agent
+    (ClusterShell's ssh)."""
     try:
         words = shlex.split(spec.agent) if spec.agent else []
     except ValueError:  # not shell words: left to the shell to say
         return {}
-    if words[:1] == ["exec"]:
+    while words and (words[0] == "exec" or words[0].partition("=")[0].isidentifier()
+                     and "=" in words[0]):
         words = words[1:]
     if not words or "%" in words[0] or shutil.which(words[0]) is not None:
         return {}
