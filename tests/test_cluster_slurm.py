@@ -159,29 +159,108 @@ def test_the_ring_of_beoperfs_own_mpi_loops_runs_through_srun(slurm):
     assert all(v is not None and v > 0 for v in figures.values())
 
 
-def test_sigkill_of_beoperf_ends_its_srun_step(slurm, tmp_path):
-    """Issue 26, item 10: beoperf killed with SIGKILL inside an allocation that lives on
-    (the shell goes on after it): the srun step it created and its hpcc ranks end within
-    seconds (the guard's SIGTERM to srun, which ends its step), nothing is left."""
-    token = uuid.uuid4().hex
+def steps(slurm) -> list[str]:
+    """The job steps Slurm knows of (``JOBID.STEPID``)."""
+    done = slurm.controller.run(["squeue", "-s", "-h", "-o", "%i"], env=source_env(slurm.env),
+                                check=False, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def hpcc_under_salloc(slurm, token: str, tmp_path) -> tuple[subprocess.Popen, int, list[str]]:
+    """`salloc -N 2 sh -c 'beoperf cluster hpcc --np 2 ...; sleep 60'` (an allocation that
+    outlives beoperf) once both hpcc ranks run: salloc, beoperf's PID, the new steps."""
+    before = set(steps(slurm))
     script = (f"{sys.executable} -m beoperf cluster hpcc --np 2 --n 6000 --quiet -o "
               f"{tmp_path / 'killed'}; sleep 60")
     env = {**source_env(slurm.env), "BEOPERF_TEST_TOKEN": token}
     salloc = slurm.controller.popen(["salloc", "-N", "2", "sh", "-c", script], env=env,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)
+    created: list[str] = []
     try:
         assert wait_for(lambda: len(named(token, "hpcc")) == 2, 120), slurm.logs()
         (beoperf,) = [p for p in survivors(token) if "-m beoperf cluster" in cmdline(p)
                       and comm(p).startswith("python")]
         assert named(token, "srun"), "hpcc runs under srun"
+        created = sorted(set(steps(slurm)) - before)
+        assert len(created) == 1, created
+    except BaseException:
+        end_salloc(slurm, salloc, token, created)
+        raise
+    return salloc, beoperf, created
+
+
+def end_salloc(slurm, salloc: subprocess.Popen, token: str, created: list[str]) -> None:
+    """salloc and what is left of its token killed, its allocation cancelled and gone
+    (the nodes free for the next test)."""
+    salloc.kill()
+    salloc.wait()
+    for pid in survivors(token):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    jobs = sorted({step.split(".")[0] for step in created})
+    slurm.controller.run(["scancel", *jobs], env=source_env(slurm.env), check=False,
+                         timeout=30)
+    wait_for(lambda: not set(jobs) & set(listed_jobs(slurm)), 60)
+
+
+def listed_jobs(slurm) -> list[str]:
+    done = slurm.controller.run(["squeue", "-h", "-o", "%i"], env=source_env(slurm.env),
+                                check=False, timeout=30)
+    return done.stdout.split()
+
+
+def test_sigkill_of_beoperf_ends_its_srun_step(slurm, tmp_path):
+    """Issue 26, item 10: beoperf killed with SIGKILL inside an allocation that lives on
+    (the shell goes on after it): the srun step it created and its hpcc ranks end within
+    seconds (the guard's SIGTERM to srun, and scancel of the step), nothing is left and
+    Slurm no longer lists the step."""
+    token = uuid.uuid4().hex
+    salloc, beoperf, created = hpcc_under_salloc(slurm, token, tmp_path)
+    try:
         os.kill(beoperf, signal.SIGKILL)
-        wait_for(lambda: not named(token, "hpcc") and not named(token, "srun"), 20)
+        wait_for(lambda: not named(token, "hpcc") and not named(token, "srun")
+                 and not set(created) & set(steps(slurm)), 20)
         left = [(p, comm(p)) for p in named(token, "hpcc") + named(token, "srun")]
+        listed = sorted(set(created) & set(steps(slurm)))
     finally:
-        salloc.kill()
-        salloc.wait()
-        for pid in survivors(token):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+        end_salloc(slurm, salloc, token, created)
     assert left == []
+    assert listed == []
+
+
+def test_a_step_whose_srun_is_stuck_is_cancelled_all_the_same(slurm, tmp_path):
+    """srun stopped (SIGSTOP: it can neither end its step nor be ended by SIGTERM), then
+    beoperf killed with SIGKILL: the step's hpcc ranks end while srun is still there,
+    stopped, before the guard's grace is out (the guard cancels the step with scancel;
+    ending srun's tree alone would end the ranks only once srun is killed, 5 s later);
+    Slurm drops the step once srun is gone."""
+    token = uuid.uuid4().hex
+    salloc, beoperf, created = hpcc_under_salloc(slurm, token, tmp_path)
+    try:
+        sruns = named(token, "srun")  # srun, and the srun it forks
+        for pid in sruns:
+            os.kill(pid, signal.SIGSTOP)
+        os.kill(beoperf, signal.SIGKILL)
+        ranks_gone = wait_for(lambda: not named(token, "hpcc"), 20)
+        srun_there = {state(pid) for pid in sruns}
+        wait_for(lambda: not named(token, "srun") and not set(created) & set(steps(slurm)),
+                 30)
+        left = [(p, comm(p)) for p in named(token, "hpcc") + named(token, "srun")]
+        listed = sorted(set(created) & set(steps(slurm)))
+    finally:
+        end_salloc(slurm, salloc, token, created)
+    assert ranks_gone, slurm.logs()
+    assert srun_there == {"T"}  # stopped still: what ended the ranks was not srun
+    assert left == []
+    assert listed == []
+
+
+def state(pid: int) -> str:
+    """A process's state letter ('' once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""

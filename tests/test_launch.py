@@ -176,8 +176,11 @@ def test_local_runs_each_rank_with_its_number():
     spec = LaunchSpec((sys.executable, "-c", "import os; print(os.environ['BEOPERF_RANK'], "
                        "os.environ['BEOPERF_RANKS'], os.environ['X'])"),
                       hosts=("localhost",), ranks_per_host=3, env={"X": "y"})
-    procs = local.start(spec, stdout=-1, text=True)
-    outs = sorted(p.communicate(timeout=30)[0].strip() for p in procs)
+    jobs = local.start(spec)
+    for job in jobs:
+        assert job.wait(30) == 0
+        job.close()
+    outs = sorted(job.stdout_text().strip() for job in jobs)
     assert outs == ["0 3 y", "1 3 y", "2 3 y"]
     assert local.Local().command(LaunchSpec(CMD, env={"X": "y"})) == launch.Launch(
         CMD, {"X": "y", "BEOPERF_RANK": "0", "BEOPERF_RANKS": "1"})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -132,3 +133,68 @@ def test_a_child_that_cannot_start_is_an_oserror():
 
     with pytest.raises(FileNotFoundError):
         job.run(["/nonexistent/beoperf-test"], 5)
+
+
+ON_STOP = ("import sys, time; time.sleep(0.5); "  # outlives the tree's SIGTERM: spared
+           "open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')")
+
+
+def test_a_stopped_job_runs_its_on_stop_command_with_the_childs_pid(tmp_path):
+    """on_stop runs when the job is stopped (told to, or its owner SIGKILLed: the guard
+    sees the lifeline close), with the child's PID, spared from the signals that end the
+    tree; not when the child ends by itself."""
+    from beoperf.launch import job
+
+    record = tmp_path / "on-stop"
+    hook = [sys.executable, "-c", ON_STOP, str(record), "{pid}"]
+    assert job.run(["true"], 30, on_stop=hook).returncode == 0
+    assert not record.exists()  # ended by itself: nothing to run
+    stopped = job.Job(["sleep", "60"], on_stop=hook).start()
+    (child, _guard), *_ = guard_children(stopped.pid)
+    stopped.stop()
+    assert stopped.stopped and record.read_text().split() == [str(child)]
+
+    record.unlink()
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, repr(hook)], env=child_env(),
+                             stdout=subprocess.PIPE, text=True)
+    orphan = int(owner.stdout.readline())
+    owner.kill()
+    owner.wait()
+    owner.stdout.close()
+    assert wait_for(lambda: record.exists() and record.read_text().endswith("\n"), 10)
+    assert record.read_text().split() == [str(orphan)]
+    assert wait_for(lambda: not alive(orphan), 5)
+
+
+OWNER = """import sys, ast
+from beoperf.launch import job
+j = job.Job(["sleep", "60"], on_stop=ast.literal_eval(sys.argv[1])).start()
+from beoperf.launch.guard import descendants
+print([p for p, _ in descendants(j.pid)][0], flush=True)
+import time; time.sleep(60)
+"""
+
+
+def guard_children(guard: int) -> list[tuple[int, int]]:
+    from beoperf.launch.guard import descendants
+
+    return descendants(guard)
+
+
+def test_srun_jobs_have_their_steps_cancelled_on_stop():
+    """The default on_stop of a job running srun: the script that cancels the steps whose
+    srun was that PID on this host, read from `scontrol -o show step`."""
+    from beoperf.launch import slurm_step, srun
+
+    listing = ("StepId=7.0 UserId=0 State=RUNNING Name=hpcc SrunHost:Pid=vm:4242\n"
+               "StepId=7.1 UserId=0 State=RUNNING Name=hpcc SrunHost:Pid=vm:4343\n"
+               "StepId=8.0 UserId=0 State=RUNNING Name=x SrunHost:Pid=other:4242\n"
+               "StepId=9.2 UserId=0 SrunHost:Pid=vm.example.org:4242\n")
+    assert slurm_step.steps_of(listing, "vm", 4242) == ["7.0", "9.2"]
+    assert slurm_step.steps_of("No job steps in the system\n", "vm", 4242) == []
+    assert srun.step_canceller(["mpirun", "-np", "2", "x"]) == ()
+    canceller = srun.step_canceller(["/usr/bin/srun", "-N", "2", "x"])
+    if shutil.which("scancel") is None:
+        assert canceller == ()
+    else:
+        assert canceller == (sys.executable, "-I", "-S", srun.STEP_SCRIPT, "{pid}")

@@ -4,6 +4,7 @@ template ``ip netns exec %h`` (root), or local commands told apart by ``env NODE
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -86,7 +87,7 @@ def test_every_host_has_a_result_whatever_the_others_do(netns_hosts):
     assert flood.stdout.startswith(f"{flooding}\n".encode())
 
     unknown = got[missing]
-    assert (unknown.status, unknown.exit_code) == ("failed", 255)
+    assert (unknown.status, unknown.exit_code) == ("unreachable", 255)
     assert unknown.error.startswith("exit status 255: Cannot open network namespace")
     assert missing in unknown.error and "%h" in unknown.reason
 
@@ -143,7 +144,7 @@ def test_over_ssh_across_the_namespace_network(netns_hosts, tmp_path):
     assert got[server.addr4].ok and got[server.addr4].stdout == \
         f"got hello there\n{odd}\n".encode()
     far = got[nowhere]
-    assert (far.status, far.exit_code) == ("failed", 255)
+    assert (far.status, far.exit_code) == ("unreachable", 255)
     assert far.error.startswith(f"exit status 255: ssh: connect to host {nowhere} port 22")
     assert far.reason.startswith("exit status 255: ssh: connect to host %h port 22")
 
@@ -293,3 +294,88 @@ def test_a_host_without_timeout_runs_the_command_unbounded_there(tmp_path):
     assert remote.run(bare, timeout=20)["n1"].stdout == b"no timeout here\nn1 ran\n"
     [usual] = remote.run(local_spec(script), timeout=20).values()
     assert usual.stdout.decode().splitlines()[1:] == ["n1 ran"]  # the first: timeout's path
+
+
+def test_an_agent_that_is_not_here_makes_its_hosts_unreachable_not_the_others():
+    """A host whose exec template names a command this host does not have is unreachable
+    (never run); a host reached whose command fails is failed; the others answer, under
+    the same fan-out."""
+    gone = LaunchSpec(("sh", "-c", "echo never"), hosts=("n1",),
+                      agent=f"/nonexistent/bpt-agent-{os.getpid()} %h")
+    fails = LaunchSpec(("sh", "-c", "echo no disk >&2; exit 3"), hosts=("n2",),
+                       agent="exec env NODE=%h")
+    runs = LaunchSpec(("sh", "-c", 'echo "$NODE ran"'), hosts=("n3",),
+                      agent="exec env NODE=%h")
+    got = remote.run_each([gone, fails, runs], timeout=20)
+    assert list(got) == ["n1", "n2", "n3"]
+    assert (got["n1"].status, got["n1"].exit_code, got["n1"].duration_s) == (
+        "unreachable", None, None)
+    assert "bpt-agent" in got["n1"].error and "not found" in got["n1"].error
+    assert (got["n2"].status, got["n2"].exit_code) == ("failed", 3)
+    assert (got["n3"].status, got["n3"].stdout) == ("ok", b"n3 ran\n")
+    assert [r.ok for r in got.values()] == [False, False, True]
+    reached = LaunchSpec(("true",), hosts=("n1",), agent="LC_ALL=C exec env NODE=%h")
+    assert remote.run(reached, timeout=20)["n1"].ok  # the agent's command: env
+
+
+def test_a_result_as_json_and_back():
+    """to_dict is JSON (text when the output is UTF-8, base64 when not) and from_dict
+    gives the same result back; a field that is not as written is a ValueError naming it."""
+    results = [remote.HostResult("n1", "ok", 0, "é\n".encode(), b"", False, False, 0.25),
+               remote.HostResult("n2", "over-limit", None, b"\xff\x00raw", b"tail", True,
+                                 False, 1.5, "output over 10 bytes", "output over 10 bytes"),
+               remote.HostResult("n3", "unreachable", 255, b"", b"ssh: no route", False,
+                                 True, 0.1, "exit status 255: ssh: no route",
+                                 "exit status 255: ssh: no route")]
+    for result in results:
+        data = json.loads(json.dumps(result.to_dict()))
+        assert remote.HostResult.from_dict(data) == result
+        assert set(data) == {"host", "status", "exit_code", "stdout", "stdout_encoding",
+                             "stdout_cut", "stderr", "stderr_encoding", "stderr_cut",
+                             "duration_s", "error", "reason"}
+    assert results[0].to_dict()["stdout"] == "é\n"
+    assert results[1].to_dict()["stdout_encoding"] == "base64"
+    good = results[2].to_dict()
+    for bad, field in (({"status": "lost"}, "status"), ({"exit_code": True}, "exit_code"),
+                       ({"duration_s": "1"}, "duration_s"), ({"stdout_cut": 1}, "stdout_cut"),
+                       ({"stderr_encoding": "rot13"}, "stderr_encoding"),
+                       ({"stdout": "%%", "stdout_encoding": "base64"}, "stdout"),
+                       ({"host": None}, "host")):
+        with pytest.raises(ValueError, match=field):
+            remote.HostResult.from_dict(good | bad)
+
+
+KILLED_OWNER = """
+import sys
+from beoperf.launch import remote
+from beoperf.launch.base import LaunchSpec
+spec = LaunchSpec(("sh", "-c", "sleep 60; :", sys.argv[1]), hosts=("n1", "n2"),
+                  agent="exec env NODE=%h")
+remote.run(spec, timeout=60)
+"""
+
+
+def test_the_commands_end_when_beoperf_is_killed():
+    """beoperf killed with SIGKILL while its hosts' commands run (issue 26, item 10): each
+    command gets SIGTERM at once (it dies with its parent), which the host's `timeout`
+    passes on to what it runs; nothing is left long before the 60 s timeout."""
+    marker = f"bpt-owner-killed-{os.getpid()}"
+    owner = subprocess.Popen([sys.executable, "-c", KILLED_OWNER, marker], env=child_env())
+    try:
+        started = time.monotonic()
+        while len(pgrep(marker)) < 2 and time.monotonic() - started < 30:
+            time.sleep(0.05)
+        assert len(pgrep(marker)) >= 2
+        owner.kill()
+        owner.wait()
+        killed = time.monotonic()
+        while pgrep(marker) and time.monotonic() - killed < 10:
+            time.sleep(0.05)
+        left = pgrep(marker)
+    finally:
+        owner.kill()
+        owner.wait()
+        for pid in pgrep(marker):
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), 9)
+    assert left == []

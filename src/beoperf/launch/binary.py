@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass, field
 
+from beoperf.launch import job
+
 LDD_TIMEOUT_S = 20.0
+LDD_BYTES = 200_000  # of ldd's output read (its start and its end)
 _LINE = re.compile(r"^\s*(\S+)\s+=>\s+(\S+)\s+\(0x[0-9a-f]+\)", re.MULTILINE)
 # (start of the library's soname, implementation), first match wins: MPICH's ABI is
 # libmpi.so.12 (and Debian's libmpich.so.12), Open MPI's libmpi.so.40 and others
@@ -49,13 +51,11 @@ def which(program: str) -> str | None:
 
 def libraries(path: str) -> dict[str, str]:
     """soname -> resolved path of the shared libraries ``ldd`` lists ({} if none/failed)."""
-    try:
-        proc = subprocess.run(["ldd", path], capture_output=True, text=True,
-                              timeout=LDD_TIMEOUT_S, stdin=subprocess.DEVNULL,
-                              env={**os.environ, "LC_ALL": "C"})
-    except (OSError, subprocess.SubprocessError):
+    out = job.probe(["ldd", path], LDD_TIMEOUT_S, env={**os.environ, "LC_ALL": "C"},
+                    keep=LDD_BYTES)
+    if out is None:
         return {}
-    return {name: target for name, target in _LINE.findall(proc.stdout[:200_000])}
+    return {name: target for name, target in _LINE.findall(out[0])}
 
 
 def _blas(libs: dict[str, str]) -> dict[str, str] | None:

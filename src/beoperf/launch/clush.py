@@ -42,6 +42,7 @@ from ClusterShell.Worker.Pdsh import WorkerPdsh
 from ClusterShell.Worker.Ssh import WorkerSsh
 
 from beoperf import procwait, safeio
+from beoperf.launch import guard
 from beoperf.launch.base import Launch, Launcher, LaunchSpec, refuse, register
 
 DEFAULT_FANOUT = 64
@@ -134,11 +135,13 @@ class _BoundedClient:
                        env: dict[str, str] | None = None) -> Any:
         """As ClusterShell starts a command, but in a session of its own: ending it on a
         timeout, an output over the limit or an interrupt ends what it started too (``ip
-        netns exec NS sh -c ...``: the shell and its children)."""
+        netns exec NS sh -c ...``: the shell and its children); and sent SIGTERM should
+        beoperf die (SIGKILL included): ssh then ends, and the node's ``timeout``
+        (:func:`bounded_there`) passes the signal on to the command's process group."""
         proc = Popen(commandlist, bufsize=0, stdin=PIPE, stdout=PIPE,
                      stderr=PIPE if self._stderr else STDOUT,
                      shell=shell, env={**os.environ, **env} if env else None,
-                     preexec_fn=os.setsid)
+                     preexec_fn=_own_session_ending_with(os.getpid()))
         streams, worker = self.streams, self.worker
         if self._stderr:
             streams.set_stream(worker.SNAME_STDERR, proc.stderr, E_READ)
@@ -169,6 +172,21 @@ class _BoundedClient:
                 outputs.overdue.add(self.key)
         outputs.ended[self.key] = time.monotonic()
         super()._close(abort, timeout)  # type: ignore[misc]
+
+
+def _own_session_ending_with(parent: int) -> Callable[[], None]:
+    """What a node's command does before it runs (in the child): a session of its own,
+    and SIGTERM when ``parent`` (beoperf) dies; it exits at once if that happened
+    already."""
+
+    def prepare() -> None:
+        os.setsid()
+        if guard.PRCTL is not None:
+            guard.PRCTL(guard.PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return prepare
 
 
 def end_session(sid: int, rounds: int = 5) -> None:

@@ -1,9 +1,9 @@
 """The guard between beoperf and every child it launches: the child's whole process tree
 ends when beoperf does, however beoperf ends (SIGKILL included).
 
-:class:`beoperf.launch.job.Job` starts ``python -I -S guard.py LIFELINE STATUS GRACE --
-ARGV...`` (this file alone, standard library only: about 30 ms), in a session of its own.
-The guard
+:class:`beoperf.launch.job.Job` starts ``python -I -S guard.py LIFELINE STATUS GRACE ON_STOP
+-- ARGV...`` (this file alone, standard library only: about 30 ms), in a session of its
+own.  The guard
 
 * makes itself a *child subreaper* (``PR_SET_CHILD_SUBREAPER``), so every process the
   child starts stays its descendant even when the one in between dies: mpirun's ranks
@@ -18,6 +18,10 @@ The guard
   (beoperf ended, or asks the job to stop) or the guard is sent SIGTERM, SIGINT or
   SIGHUP, every descendant gets SIGTERM (mpirun and hydra end their remote ranks on it),
   and those left after GRACE seconds SIGKILL;
+* when it stops the job so, also runs ON_STOP (a JSON list of words, ``[]`` for none;
+  ``{pid}`` in a word is the child's PID), spared from those signals and ended after
+  ON_STOP_TIMEOUT_S: what ends the child's work where the tree does not reach (the Slurm
+  step srun created, cancelled with scancel: :mod:`beoperf.launch.slurm_step`);
 * passes SIGUSR1 on to the child (what beoperf sends mpirun on Ctrl-C: rank 0 stops
   after its current trial);
 * once the child has ended, ends in the same way what it left behind (ranks orphaned by
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import select
 import signal
@@ -44,6 +49,7 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 TICK_S = 0.05  # how often a stop checks that the descendants are gone
+ON_STOP_TIMEOUT_S = 10.0  # ON_STOP is ended this long after the stop began
 
 
 class Stop(Exception):
@@ -85,12 +91,13 @@ def parents() -> dict[int, int]:
     return found
 
 
-def descendants(root: int) -> list[tuple[int, int]]:
-    """The live descendants of ``root`` and their parents, parents before children."""
+def descendants(root: int, spared: int = 0) -> list[tuple[int, int]]:
+    """The live descendants of ``root`` and their parents, parents before children; not
+    ``spared`` (a child of the guard's own) nor what it started."""
     children: dict[int, list[int]] = {}
     for pid, ppid in parents().items():
         children.setdefault(ppid, []).append(pid)
-    out, todo = [], [(pid, root) for pid in children.get(root, [])]
+    out, todo = [], [(pid, root) for pid in children.get(root, []) if pid != spared]
     while todo:
         pid, ppid = todo.pop(0)
         out.append((pid, ppid))
@@ -127,42 +134,68 @@ def kill(pid: int, parents_seen: tuple[int, int], sig: int) -> None:
         os.close(fd)
 
 
-def reap(child: subprocess.Popen) -> None:
+def reap(child: subprocess.Popen, spared: int = 0) -> None:
     """Collect the adopted orphans that ended (the guard is their parent now), leaving
-    the child's own status to Popen."""
+    the child's own status (and ``spared``'s) to Popen."""
     while True:
         try:
             info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
             return
-        if info is None or info.si_pid == child.pid:
+        if info is None or info.si_pid in (child.pid, spared):
             return
         with contextlib.suppress(ChildProcessError):
             os.waitpid(info.si_pid, 0)
 
 
-def signal_tree(sig: int) -> bool:
-    """Send ``sig`` to every descendant; whether there was any."""
+def signal_tree(sig: int, spared: int = 0) -> bool:
+    """Send ``sig`` to every descendant but ``spared``'s tree; whether there was any."""
     me = os.getpid()
-    found = descendants(me)
+    found = descendants(me, spared)
     for pid, ppid in found:
         kill(pid, (ppid, me), sig)
     return bool(found)
 
 
-def end_tree(child: subprocess.Popen, grace: float) -> None:
-    """SIGTERM to every descendant; SIGKILL, again each tick, to those left (and those
-    started meanwhile) after ``grace`` seconds, for at most 5 s more."""
-    signal_tree(signal.SIGTERM)
+def end_tree(child: subprocess.Popen, grace: float, spared: int = 0) -> None:
+    """SIGTERM to every descendant (but ``spared``'s tree); SIGKILL, again each tick, to
+    those left (and those started meanwhile) after ``grace`` seconds, for at most 5 s
+    more."""
+    signal_tree(signal.SIGTERM, spared)
     for wait, sig in ((grace, None), (5.0, signal.SIGKILL)):
         until = time.monotonic() + wait
         while True:
             child.poll()
-            reap(child)
-            left = signal_tree(sig) if sig is not None else bool(descendants(os.getpid()))
+            reap(child, spared)
+            left = signal_tree(sig, spared) if sig is not None else \
+                bool(descendants(os.getpid(), spared))
             if not left or time.monotonic() > until:
                 break
             time.sleep(TICK_S)
+
+
+def start_on_stop(words: list[str], child: subprocess.Popen) -> subprocess.Popen | None:
+    """ON_STOP started (``{pid}``: the child's PID), None when there is none or it cannot
+    start.  Its output is dropped (beoperf may be gone, and with it the pipes' reader)."""
+    if not words:
+        return None
+    try:
+        return subprocess.Popen([w.replace("{pid}", str(child.pid)) for w in words],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, close_fds=True)
+    except OSError:
+        return None
+
+
+def finish_on_stop(proc: subprocess.Popen | None, started: float) -> None:
+    """Wait for ON_STOP until ON_STOP_TIMEOUT_S after ``started``; killed then."""
+    if proc is None:
+        return
+    try:
+        proc.wait(max(0.0, started + ON_STOP_TIMEOUT_S - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def report(fd: int, text: str) -> None:
@@ -207,7 +240,8 @@ def wait_status(returncode: int) -> int:
 
 
 def main(argv: list[str]) -> int:
-    lifeline, status, grace, cmd = int(argv[0]), int(argv[1]), float(argv[2]), argv[4:]
+    lifeline, status, grace = int(argv[0]), int(argv[1]), float(argv[2])
+    on_stop, cmd = [str(w) for w in json.loads(argv[3])], argv[5:]
     os.set_blocking(lifeline, False)
     if PRCTL is not None:
         PRCTL(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -233,8 +267,11 @@ def main(argv: list[str]) -> int:
     ended_ns = time.monotonic_ns() if ended else None
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    end_tree(child, 1.0 if ended else grace)
+    stopping = time.monotonic()
+    helper = None if ended else start_on_stop(on_stop, child)
+    end_tree(child, 1.0 if ended else grace, helper.pid if helper is not None else 0)
     returncode = child.wait()
+    finish_on_stop(helper, stopping)
     report(status, f"ended {ended_ns or time.monotonic_ns()} {wait_status(returncode)}")
     return 0
 

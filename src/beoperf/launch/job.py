@@ -9,6 +9,9 @@ of its own (Ctrl-C at the terminal reaches beoperf only, which decides), so that
   it closes;
 * :meth:`Job.stop` escalates: SIGTERM to the tree (mpirun and hydra end their ranks on
   other hosts), SIGKILL to what is left after the grace;
+* what the tree does not hold is ended too when the job is stopped or beoperf dies: the
+  guard runs ``on_stop`` (by default, for srun, the cancelling of the Slurm steps it
+  created: :func:`beoperf.launch.srun.step_canceller`);
 * output is captured bounded: the first and last ``keep`` bytes of each stream, and each
   line of standard output handed to ``on_line`` as it comes (the result channel,
   :mod:`beoperf.launch.channel`, reads its marked lines there);
@@ -21,6 +24,7 @@ Waiting wakes the moment the job ends (:mod:`beoperf.procwait`).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import signal
@@ -28,11 +32,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from beoperf import procwait
+from beoperf.launch import srun
 
 GUARD = str(Path(__file__).with_name("guard.py"))
 STOP_GRACE_S = 5.0  # after SIGTERM, the time the tree has to end before SIGKILL
@@ -79,14 +84,18 @@ class Job:
 
     ``env``: the whole environment (None: this process's); ``stdin``: a pipe the child
     may watch (:attr:`stdin`; else /dev/null); ``on_line``: each line of standard output;
-    ``keep``: bytes kept of each stream's start and end; ``grace``: SIGTERM to SIGKILL.
+    ``keep``: bytes kept of each stream's start and end; ``grace``: SIGTERM to SIGKILL;
+    ``on_stop``: a command the guard runs when it stops the job (``{pid}``: the child's
+    PID; None: the default for the command, :func:`beoperf.launch.srun.step_canceller`).
     """
 
     def __init__(self, argv: list[str] | tuple[str, ...], *,
                  env: Mapping[str, str] | None = None, cwd: str | None = None,
                  stdin: bool = False, on_line: Callable[[str], None] | None = None,
-                 keep: int = KEEP_BYTES, grace: float = STOP_GRACE_S) -> None:
+                 keep: int = KEEP_BYTES, grace: float = STOP_GRACE_S,
+                 on_stop: Sequence[str] | None = None) -> None:
         self.argv, self.env, self.cwd = list(argv), env, cwd
+        self.on_stop = list(srun.step_canceller(self.argv) if on_stop is None else on_stop)
         self.stdin_mode = subprocess.PIPE if stdin else subprocess.DEVNULL
         self.on_line, self.keep, self.grace = on_line, keep, grace
         self.proc: subprocess.Popen | None = None
@@ -94,6 +103,7 @@ class Job:
         self.stopped = False  # stop() ended it (rather than the child itself)
         self.started_ns = self.ended_ns = 0
         self._lifeline = self._status = -1
+        self._early = b""  # the guard's lines read with its first one
         self.out: Capture | None = None
         self.err: Capture | None = None
 
@@ -106,7 +116,7 @@ class Job:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", GUARD, str(life_r), str(status_w),
-                 repr(self.grace), "--", *self.argv],
+                 repr(self.grace), json.dumps(self.on_stop), "--", *self.argv],
                 env=None if self.env is None else dict(self.env), cwd=self.cwd,
                 stdin=self.stdin_mode, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 pass_fds=(life_r, status_w), start_new_session=True)
@@ -140,9 +150,11 @@ class Job:
         raise OSError(0, "the guard of the child process did not start it", self.argv[0])
 
     def _status_line(self, timeout: float) -> str:
+        """The guard's first line; what came after it (the end of a child that ended at
+        once) is kept for :meth:`_status_lines`."""
         data = b""
         until = time.monotonic() + timeout
-        while not data.endswith(b"\n"):
+        while b"\n" not in data:
             ready, _, _ = select.select([self._status], [], [],
                                         max(0.0, until - time.monotonic()))
             if not ready:
@@ -151,7 +163,8 @@ class Job:
             if not chunk:
                 break
             data += chunk
-        return data.decode(errors="replace").strip()
+        line, _, self._early = data.partition(b"\n")
+        return line.decode(errors="replace").strip()
 
     # ------------------------------------------------------------------ running
 
@@ -191,7 +204,7 @@ class Job:
         return self.returncode
 
     def _status_lines(self) -> list[str]:
-        data = b""
+        data, self._early = self._early, b""
         with contextlib.suppress(OSError):
             while chunk := os.read(self._status, 4096):
                 data += chunk
@@ -271,3 +284,18 @@ def run(argv: list[str] | tuple[str, ...], timeout: float | None, **kwargs: Any)
     finally:
         job.close()
     return job
+
+
+def probe(argv: list[str] | tuple[str, ...], timeout: float,
+          env: Mapping[str, str] | None = None, keep: int = KEEP_BYTES) -> tuple[str, str] | None:
+    """A short command's standard output and error, as text (the first and last ``keep``
+    bytes of each), run under the guard like any other child; None when it could not start
+    or did not end within ``timeout`` seconds (it is then ended, what it started too)."""
+    try:
+        done = run(argv, timeout, env=env, keep=keep)
+    except OSError:
+        return None
+    if done.stopped:
+        return None
+    return done.stdout_text(), done.stderr_text()
+

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 from typing import Any
 
 from beoperf.launch.base import Launch, Launcher, LaunchSpec, refuse, register
+from beoperf.launch.job import Job
 
 LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
 
@@ -54,17 +54,18 @@ class Local(Launcher):
         return launches(spec)[0]
 
 
-def start(spec: LaunchSpec, **popen: Any) -> list[subprocess.Popen]:
-    """Start every rank (``popen``: keyword arguments of subprocess.Popen); the caller
-    waits for them, and ends them by their PIDs."""
-    procs: list[subprocess.Popen] = []
+def start(spec: LaunchSpec, **options: Any) -> list[Job]:
+    """Start every rank, each a guarded :class:`beoperf.launch.job.Job` (``options``: its
+    keyword arguments, e.g. ``on_line``, ``keep``); the caller waits for them and closes
+    them (a rank still running is then stopped, what it started too).  If one cannot
+    start, those already started are stopped and the OSError raised."""
+    jobs: list[Job] = []
     try:
         for launch in launches(spec):
-            procs.append(subprocess.Popen(list(launch.argv), env={**os.environ, **launch.env},
-                                          **popen))
+            jobs.append(Job(list(launch.argv), env={**os.environ, **launch.env},
+                            **options).start())
     except BaseException:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
+        for started in jobs:
+            started.close()
         raise
-    return procs
+    return jobs

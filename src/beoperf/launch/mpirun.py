@@ -23,12 +23,13 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import subprocess
 from collections.abc import Callable
 
+from beoperf.launch import job
 from beoperf.launch.base import Launch, Launcher, LaunchSpec, register
 
 VERSION_TIMEOUT_S = 10.0
+VERSION_BYTES = 64 * 1024  # of what --version prints, read (its start and its end)
 GENERIC = ("mpirun", "mpiexec")
 # what `--version` prints, per implementation
 SIGNATURES = {"openmpi": ("Open MPI", "OpenRTE"), "mpich": ("HYDRA", "MPICH", "Intel(R) MPI")}
@@ -37,13 +38,11 @@ SIGNATURES = {"openmpi": ("Open MPI", "OpenRTE"), "mpich": ("HYDRA", "MPICH", "I
 @functools.cache
 def implementation_of(executable: str) -> str | None:
     """'openmpi' or 'mpich' from ``executable --version`` (None: neither, or it failed)."""
-    try:
-        proc = subprocess.run([executable, "--version"], capture_output=True, text=True,
-                              timeout=VERSION_TIMEOUT_S, stdin=subprocess.DEVNULL,
-                              env={**os.environ, "LC_ALL": "C"})
-    except (OSError, subprocess.SubprocessError):
+    out = job.probe([executable, "--version"], VERSION_TIMEOUT_S,
+                    env={**os.environ, "LC_ALL": "C"}, keep=VERSION_BYTES)
+    if out is None:
         return None
-    text = proc.stdout + proc.stderr
+    text = out[0] + out[1]
     for name, words in SIGNATURES.items():
         if any(word in text for word in words):
             return name

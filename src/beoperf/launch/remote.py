@@ -6,7 +6,10 @@ another ssh-like command (``ssh -p 2222``), or by an exec template naming the ho
 fan-out and bounds what each host may cost.  Every host named gets a :class:`HostResult`,
 whatever happened to it: what it printed (standard output up to the limit, the tail of
 standard error, each marked when cut), its exit status, how long it ran and, when it did
-not succeed, why in one line.  A host that times out, fails, prints too much or does not
+not succeed, why in one line; a host that could not be reached at all (ssh, or the exec
+template, failed) is told apart from a command that ran and failed.  A result has a JSON
+form (:meth:`HostResult.to_dict`, :meth:`HostResult.from_dict`) for the documents that
+keep per-host results.  A host that times out, fails, prints too much or does not
 exist never stops or hides the others, and nothing here raises for one host: errors are
 data, and every command that reaches hosts reads them the same way.
 
@@ -16,11 +19,12 @@ and written there by the program that reads it (with :mod:`beoperf.safeio`), so 
 bytes never pass through a shell.
 
 A command given up (its timeout, too much output, Ctrl-C) is ended with what it started
-(its session, here); on the host it runs under coreutils' ``timeout`` (where the host has
-it), which ends it there a few seconds later whatever became of this side (ssh gone,
-beoperf killed).  A
-process meant to outlive its command (a study's dead-man agent) starts a session of its own
-and closes its output, and its command then ends.
+(its session, here); should beoperf die (SIGKILL included) each command here gets
+SIGTERM; on the host it runs under coreutils' ``timeout`` (where the host has it), which
+passes that signal on, and ends it there a few seconds after its timeout whatever became
+of this side (ssh gone, beoperf killed).  A process meant to outlive its command (a
+study's dead-man agent) starts a session of its own and closes its output, and its
+command then ends.
 
 :func:`run` is one command on many hosts, :func:`run_each` a command per host (all at
 once, under one fanout).  :func:`group` folds the results as ``clubak -b`` does: identical
@@ -29,8 +33,11 @@ outputs together, the others by reason.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import shlex
+import shutil
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -44,14 +51,18 @@ from ClusterShell.Worker.Worker import WorkerError
 
 from beoperf.launch import clush
 from beoperf.launch.base import LaunchSpec
+from beoperf.model.document import JsonObject
 
 DEFAULT_FANOUT = clush.DEFAULT_FANOUT
 DEFAULT_TIMEOUT_S = clush.DEFAULT_TIMEOUT_S
 OUTPUT_LIMIT = clush.OUTPUT_LIMIT
 DEFAULT_BEOPERF = "python3 -m beoperf"  # how beoperf is started on a host
 
-OK, FAILED, TIMEOUT, OVER_LIMIT, NOT_RUN = "ok", "failed", "timeout", "over-limit", "not-run"
-STATUSES = (OK, FAILED, TIMEOUT, OVER_LIMIT, NOT_RUN)
+OK, FAILED, UNREACHABLE = "ok", "failed", "unreachable"
+TIMEOUT, OVER_LIMIT, NOT_RUN = "timeout", "over-limit", "not-run"
+STATUSES = (OK, FAILED, UNREACHABLE, TIMEOUT, OVER_LIMIT, NOT_RUN)
+UNREACHABLE_EXIT = 255  # ssh's own failure (and ``ip netns exec``'s), not the command's
+TEXT, BASE64 = "utf-8", "base64"  # how a stream is written in a result's JSON form
 
 Stdin = bytes | Mapping[str, bytes] | None  # for every host, or per host (absent: none)
 
@@ -60,14 +71,30 @@ Stdin = bytes | Mapping[str, bytes] | None  # for every host, or per host (absen
 class HostResult:
     """What one host's command did.
 
-    ``status``: ok (exit status 0 in time, output within the limit), failed (another exit
-    status, or ended early when the fan-out itself stopped), timeout, over-limit (more
-    output than the limit: the command was ended and its output cut) or not-run (it never
-    started: ``error`` says why).  ``exit_code`` is the command's own (None when it was
-    ended or never started); ``stdout`` at most the limit, ``stderr`` its last few KiB,
-    ``*_cut`` when less was kept than was written; ``duration_s`` from start to end (None
-    if never started); ``error`` one line ('' when ok), and ``reason`` the same with the
-    host's own name written %h, so that hosts that failed alike group."""
+    ``status``: ok (exit status 0 in time, output within the limit), failed (the command
+    ran and gave another exit status, or was ended early when the fan-out itself
+    stopped), unreachable (the host was never reached: ssh, or the exec template, failed
+    on its own: exit status 255, as ssh gives for a refused connection, a name not
+    resolved or a key refused, and ``ip netns exec`` for a namespace that does not exist;
+    or the template's command is not on this host), timeout, over-limit (more output
+    than the limit: the command was ended and its output cut) or not-run (it never
+    started: ``error`` says why).  ``exit_code`` is the command's own (ssh's for an
+    unreachable host; None when it was ended or never started); ``stdout`` at most the
+    limit, ``stderr`` its last few KiB, ``*_cut`` when less was kept than was written;
+    ``duration_s`` from start to end (None if never started); ``error`` one line ('' when
+    ok), and ``reason`` the same with the host's own name written %h, so that hosts that
+    failed alike group.  A remote command that itself exits with 255 cannot be told from
+    ssh failing, and is reported unreachable.
+
+    Its JSON form (:meth:`to_dict`, read back by :meth:`from_dict`), stable for the
+    documents that store it::
+
+        {"host": str, "status": one of STATUSES, "exit_code": int | null,
+         "stdout": str, "stdout_encoding": "utf-8" | "base64", "stdout_cut": bool,
+         "stderr": str, "stderr_encoding": "utf-8" | "base64", "stderr_cut": bool,
+         "duration_s": float | null, "error": str, "reason": str}
+
+    A stream is written as its text when it is valid UTF-8, else in base64."""
 
     host: str
     status: str
@@ -83,6 +110,83 @@ class HostResult:
     @property
     def ok(self) -> bool:
         return self.status == OK
+
+    def to_dict(self) -> JsonObject:
+        """This result as JSON (the shape in the class's docstring)."""
+        out: JsonObject = {"host": self.host, "status": self.status,
+                           "exit_code": self.exit_code}
+        for name, data, cut in (("stdout", self.stdout, self.stdout_cut),
+                                ("stderr", self.stderr, self.stderr_cut)):
+            text, encoding = _stream_text(data)
+            out |= {name: text, f"{name}_encoding": encoding, f"{name}_cut": cut}
+        return out | {"duration_s": self.duration_s, "error": self.error,
+                      "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: JsonObject) -> HostResult:
+        """A result from its JSON form; ValueError naming the first field that is not as
+        :meth:`to_dict` writes it."""
+        status = _str(data, "status")
+        if status not in STATUSES:
+            raise ValueError(f"a host's result: status {status!r} is not one of "
+                             f"{', '.join(STATUSES)}")
+        code = _number(data, "exit_code", whole=True)
+        duration = _number(data, "duration_s", whole=False)
+        return cls(_str(data, "host"), status, None if code is None else int(code),
+                   _stream_bytes(data, "stdout"), _stream_bytes(data, "stderr"),
+                   _bool(data, "stdout_cut"), _bool(data, "stderr_cut"),
+                   None if duration is None else float(duration),
+                   _str(data, "error"), _str(data, "reason"))
+
+
+def _stream_text(data: bytes) -> tuple[str, str]:
+    """(the stream as JSON text, its encoding): UTF-8 text, else base64."""
+    try:
+        return data.decode(), TEXT
+    except UnicodeDecodeError:
+        return base64.b64encode(data).decode("ascii"), BASE64
+
+
+def _stream_bytes(data: JsonObject, name: str) -> bytes:
+    text, encoding = _str(data, name), _str(data, f"{name}_encoding")
+    if encoding == TEXT:
+        return text.encode()
+    if encoding == BASE64:
+        try:
+            return base64.b64decode(text, validate=True)
+        except binascii.Error:
+            raise ValueError(f"a host's result: {name} is not base64") from None
+    raise ValueError(f"a host's result: {name}_encoding {encoding!r} is not "
+                     f"{TEXT!r} or {BASE64!r}")
+
+
+def _bad(name: str, what: str) -> ValueError:
+    return ValueError(f"a host's result: {name} is missing or not {what}")
+
+
+def _str(data: JsonObject, name: str) -> str:
+    value = data.get(name)
+    if not isinstance(value, str):
+        raise _bad(name, "a string")
+    return value
+
+
+def _bool(data: JsonObject, name: str) -> bool:
+    value = data.get(name)
+    if not isinstance(value, bool):
+        raise _bad(name, "true or false")
+    return value
+
+
+def _number(data: JsonObject, name: str, whole: bool) -> int | float | None:
+    """``data[name]``: null, or a number (a whole one when ``whole``; a bool is neither)."""
+    value = data.get(name)
+    if value is None:
+        return None
+    kinds = (int,) if whole else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise _bad(name, "null or " + ("an integer" if whole else "a number"))
+    return value
 
 
 # --------------------------------------------------------------------------- running
@@ -103,12 +207,15 @@ def run_each(specs: Sequence[LaunchSpec], timeout: float = DEFAULT_TIMEOUT_S,
     """Each spec's command on its hosts, all at once under one fanout (e.g. a server on
     one host, its clients on the others): host -> result, in the order named."""
     hosts = _checked(specs, timeout, fanout, limit)
+    results: dict[str, HostResult] = {}
+    for spec in specs:
+        results |= _agent_missing(spec)
     task = task_self()
     task.set_info("fanout", fanout)
     workers = [clush.schedule(task, part, timeout, limit, data)
-               for spec in specs for part, data in _by_stdin(spec, stdin)]
-    failure = _run(task)
-    results: dict[str, HostResult] = {}
+               for spec in specs if spec.hosts[0] not in results
+               for part, data in _by_stdin(spec, stdin)]
+    failure = _run(task) if workers else None
     for worker in workers:
         results.update(_results(worker, timeout, failure))
     return {h: results.get(h) or _not_run(h, failure or "no result") for h in hosts}
@@ -129,6 +236,24 @@ def _checked(specs: Sequence[LaunchSpec], timeout: float, fanout: int,
     if twice:
         raise ValueError(f"host {twice[0]} named twice")
     return hosts
+
+
+def _agent_missing(spec: LaunchSpec) -> dict[str, HostResult]:
+    """Every host of ``spec`` as unreachable when the command of its agent (an exec
+    template or an ssh-like command: its first word, past a leading ``exec`` and
+    ``NAME=value`` words) is not on this host; {} when it is, or when there is no agent
+    (ClusterShell's ssh)."""
+    try:
+        words = shlex.split(spec.agent) if spec.agent else []
+    except ValueError:  # not shell words: left to the shell to say
+        return {}
+    while words and (words[0] == "exec" or words[0].partition("=")[0].isidentifier()
+                     and "=" in words[0]):
+        words = words[1:]
+    if not words or "%" in words[0] or shutil.which(words[0]) is not None:
+        return {}
+    why = f"unreachable: the agent's command {words[0]!r} is not found here"
+    return {h: HostResult(h, UNREACHABLE, error=why, reason=why) for h in spec.hosts}
 
 
 def _one_host(name: str) -> None:
@@ -202,10 +327,11 @@ def _status(out: clush.Outputs, node: str, rc: int | None, late: bool, timeout: 
         return FAILED, None, why, why
     if rc == 0:
         return OK, 0, "", ""
+    status = UNREACHABLE if rc == UNREACHABLE_EXIT else FAILED
     last = out.last_error_line(node)
     if not last:
-        return FAILED, rc, f"exit status {rc}", f"exit status {rc}"
-    return FAILED, rc, f"exit status {rc}: {last}", f"exit status {rc}: " + \
+        return status, rc, f"exit status {rc}", f"exit status {rc}"
+    return status, rc, f"exit status {rc}: {last}", f"exit status {rc}: " + \
         last.replace(node, "%h")
 
 

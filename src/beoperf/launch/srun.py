@@ -11,19 +11,27 @@ there.  The MPI plugin (``--mpi``) is pmix by default, pmi2 for MPI libraries bu
 without PMIx.  A variable whose value holds a comma (which ``--export`` cannot carry) is
 set in srun's own environment and exported by name.  srun has no option for an agent or
 a network interface: such a spec is refused.
+
+A job whose command is srun, stopped by beoperf or left by it (SIGKILL included), has
+its steps cancelled too: the guard runs :func:`step_canceller`'s command
+(:mod:`beoperf.launch.slurm_step`: ``scancel JOBID.STEPID`` of each step whose srun it
+was), besides ending srun's process tree.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from beoperf.launch.base import Launch, Launcher, LaunchSpec, refuse, register
 
 MPI_PLUGINS = ("pmix", "pmi2", "none")
 CPU_BIND = {"none": "none", "core": "cores", "socket": "sockets"}
+STEP_SCRIPT = str(Path(__file__).with_name("slurm_step.py"))
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,15 @@ def allocation(environ: Mapping[str, str] | None = None) -> Allocation | None:
         return None
     count = env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or ""
     return Allocation(job, nodelist, int(count) if count.isdigit() else None)
+
+
+def step_canceller(argv: Sequence[str]) -> tuple[str, ...]:
+    """What the guard runs when it stops a job running ``argv`` (``{pid}``: the child's
+    PID): for srun, the script that cancels the steps that srun created; () for another
+    command, or where Slurm's scancel is not installed."""
+    if not argv or Path(argv[0]).name != "srun" or shutil.which("scancel") is None:
+        return ()
+    return (sys.executable, "-I", "-S", STEP_SCRIPT, "{pid}")
 
 
 @register("srun")
