@@ -392,13 +392,15 @@ class NodeRun:
         b: JsonObject = doc.body
         parts = _object(b.get("parts"), "parts")
         reference = b.get("reference")
-        return cls(conditions=_object(b.get("conditions"), "conditions"),
+        run = cls(conditions=_object(b.get("conditions"), "conditions"),
                    repeat=_int(b.get("repeat"), "repeat"),
                    parts={k: _object(v, f"parts.{k}") for k, v in parts.items()},
                    metrics=[Metric.from_dict(m) for m in _objects(b.get("metrics"), "metrics")],
                    status=_text(b.get("status"), "status"),
                    status_reason=_opt_text(b.get("status_reason"), "status_reason"),
                    reference=None if reference is None else _object(reference, "reference"))
+        run.io(), run.kernels()  # the details read strictly: checked now, not in a renderer
+        return run
 
     def of(self, part: str) -> list[tuple[int, Metric]]:
         """The metrics of a part, each with its index in the body (its place)."""

@@ -23,7 +23,7 @@ from beoperf.launch import remote
 from beoperf.launch.base import LaunchSpec
 from beoperf.launch.remote import HostResult
 from beoperf.model import node as node_doc
-from beoperf.model.document import Document, JsonObject, make_meta, utc_now
+from beoperf.model.document import Document, DocumentError, JsonObject, make_meta, utc_now
 from beoperf.model.node import NodeFleet, NodeRun
 from beoperf.suites.fleet import DEFAULT_REMOTE, fleet_launch, parse_document, sort_documents
 
@@ -50,7 +50,12 @@ class Spec:
 
 def parse_answer(text: bytes, limit: int = ANSWER_LIMIT) -> Document:
     """One node's document; ValueError saying why not (OtherVersion: another beoperf)."""
-    return parse_document(text, limit, "node", node_doc.is_node, node_doc.writer_version)
+    doc = parse_document(text, limit, "node", node_doc.is_node, node_doc.writer_version)
+    try:
+        NodeRun.from_document(doc)  # every field the fleet reads, checked
+    except DocumentError as exc:
+        raise ValueError(str(exc)) from None
+    return doc
 
 
 def launch_spec(spec: Spec, nodes: NodeSet) -> LaunchSpec:
