@@ -541,6 +541,7 @@ class PartRun:
     passed and the figure it judged by (STREAM's relative errors per array, DGEMM's
     scaled residual, RandomAccess's wrong table words) and the core type the BLAS chose."""
 
+    place: int  # its index in the part's stored runs
     threads: int | None
     ok: bool | None
     errors: dict[str, float] = field(default_factory=dict)  # STREAM: array -> error
@@ -549,9 +550,9 @@ class PartRun:
     corename: str | None = None  # DGEMM: OpenBLAS's core type
 
     @classmethod
-    def of(cls, r: JsonObject) -> PartRun:
+    def of(cls, place: int, r: JsonObject) -> PartRun:
         errors = r.get("errors")
-        return cls(threads=int_or_none(r, "threads"), ok=_flag_or_none(r, "ok"),
+        return cls(place=place, threads=int_or_none(r, "threads"), ok=_flag_or_none(r, "ok"),
                    errors=_float_map(errors) if isinstance(errors, dict) else {},
                    residual=_float(r.get("residual")),
                    wrong=errors if isinstance(errors, int) and not isinstance(errors, bool)
@@ -584,8 +585,10 @@ class PartDetail:
 
     @classmethod
     def of(cls, d: JsonObject) -> PartDetail:
+        runs = d.get("runs")
         return cls(ok=_flag_or_none(d, "ok"),
-                   runs=[PartRun.of(r) for r in _objs_or_empty(d, "runs")],
+                   runs=[PartRun.of(j, r) for j, r in enumerate(runs)
+                         if isinstance(r, dict)] if isinstance(runs, list) else [],
                    threshold=_float(d.get("threshold")),
                    array_bytes=int_or_none(d, "array_bytes"),
                    size_rule=_str_or_none(d, "size_rule"), stores=_str_or_none(d, "stores"),

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from beoperf import units
-from beoperf.model.document import Document
+from beoperf.model.document import Document, JsonObject
 from beoperf.model.node import (
     ComparisonRow,
     Conditions,
@@ -33,6 +33,9 @@ from beoperf.model.node import (
     NodeFleet,
     NodeRun,
     ParamValue,
+    PartDetail,
+    PartRun,
+    int_or_none,
 )
 from beoperf.report import node as text
 from beoperf.report import renderer
@@ -435,31 +438,27 @@ def _drops_table(run: NodeRun) -> Markup:
 # --------------------------------------------------------------------------- compute
 
 
-def _run_of(p: Mapping[str, Any], threads: Any, field: str) -> tuple[int, Any] | None:
-    """The place and value of ``field`` in the part's run at that thread count, when a
-    number."""
-    runs = p.get("runs", [])
-    j = _ref_index(runs, lambda r: r.get("threads") == threads)
-    if j is None or not _is_number(runs[j].get(field)):
-        return None
-    return j, runs[j][field]
+def _run_of(d: PartDetail, threads: ParamValue | None) -> PartRun | None:
+    """The part's run at that thread count (the first, as stored)."""
+    return next((r for r in d.runs if r.threads == threads), None)
 
 
-def _validation(part: str, p: Mapping[str, Any], threads: Any) -> Markup:
+def _validation(part: str, d: PartDetail, threads: ParamValue | None) -> Markup:
     """The figure a part's check judged, marked with its place."""
-    if part == "dgemm" and (got := _run_of(p, threads, "residual")):
-        j, residual = got
-        return join([esc("scaled residual "), num(residual, f"{residual:.3g}",
-                                                  f"body.parts.dgemm.runs.{j}.residual"),
-                     esc(f" (< {p.get('threshold')})")])
-    if part == "randomaccess" and (got := _run_of(p, threads, "errors")):
-        j, wrong = got
-        return join([num(wrong, f"{wrong:,}", f"body.parts.randomaccess.runs.{j}.errors"),
-                     esc(f" wrong of {p.get('table_words', 0):,} words "
-                         f"(< {p.get('max_error_fraction', '?')} allowed)")])
-    if part == "fft" and _is_number(p.get("error")):
-        return join([esc("error "), num(p["error"], f"{p['error']:.3g}", "body.parts.fft.error"),
-                     esc(f" (< {p.get('threshold')})")])
+    got = _run_of(d, threads)
+    if part == "dgemm" and got and got.residual is not None:
+        return join([esc("scaled residual "),
+                     num(got.residual, f"{got.residual:.3g}",
+                         f"body.parts.dgemm.runs.{got.place}.residual"),
+                     esc(f" (< {d.threshold})")])
+    if part == "randomaccess" and got and got.wrong is not None:
+        allowed = "?" if d.max_error_fraction is None else d.max_error_fraction
+        return join([num(got.wrong, f"{got.wrong:,}",
+                         f"body.parts.randomaccess.runs.{got.place}.errors"),
+                     esc(f" wrong of {d.table_words or 0:,} words (< {allowed} allowed)")])
+    if part == "fft" and d.error is not None:
+        return join([esc("error "), num(d.error, f"{d.error:.3g}", "body.parts.fft.error"),
+                     esc(f" (< {d.threshold})")])
     return Markup("")
 
 
@@ -470,17 +469,17 @@ HPCC_SINGLE = {"dgemm": "SingleDGEMM", "randomaccess": "SingleRandomAccess",
 def _compute_row(run: NodeRun, part: str, i: int, m: Metric, ref: bool) -> list[Any]:
     threads = m.params.get("threads")
     row: list[Any] = [_params(m) or "-", m.unit, *(_fig(m, f, i) for f in STATS),
-                      m.repeat, _check(m.ok), _validation(part, run.part(part), threads)]
+                      m.repeat, _check(m.ok), _validation(part, run.detail(part), threads)]
     if ref:
         row.append((_ref_hpcc(run, HPCC_SINGLE[part]) if threads in (1, None) else None)
                    or "-")
     return row
 
 
-def _problem_size(p: Mapping[str, Any]) -> str:
-    if _is_number(p.get("n")):
-        return f"N = {p['n']:,}"
-    return f"a table of {units.format_size(p['table_bytes'])}" if p.get("table_bytes") else ""
+def _problem_size(d: PartDetail) -> str:
+    if d.n is not None:
+        return f"N = {d.n:,}"
+    return f"a table of {units.format_size(d.table_bytes)}" if d.table_bytes else ""
 
 
 def _compute_table(run: NodeRun, part: str, name: str, what: str) -> Markup:
@@ -489,7 +488,7 @@ def _compute_table(run: NodeRun, part: str, name: str, what: str) -> Markup:
         return Markup("")
     ref = bool(run.ref_hpcc())
     rows = [_compute_row(run, part, i, m, ref) for i, m in ms]
-    size = _problem_size(run.part(part))
+    size = _problem_size(run.detail(part))
     head = ["conditions", "unit", *STATS, "repetitions", "check", "validation",
             *([f"{_ref_name(run)} (HPCC {HPCC_SINGLE[part]})"] if ref else [])]
     return table(head, rows, numeric=[*range(2, 7), *([9] if ref else [])],
@@ -598,13 +597,13 @@ def _node_key(key: str, node: str) -> str | None:
     return None if "." in node else f"{key}.{node}"
 
 
-def _fleet_node_row(fleet: NodeFleet, node: str, c: Mapping[str, Any]) -> list[Any]:
-    cores = c.get("cores_used")
+def _fleet_node_row(fleet: NodeFleet, node: str, c: JsonObject) -> list[Any]:
+    cores, memory, llc = (int_or_none(c, k) for k in ("cores_used", "memory", "llc_total"))
     return [node, c.get("cpu_model") or "-",
             num(cores, str(cores), None if "." in node else f"body.conditions.{node}.cores_used")
-            if _is_number(cores) else "-",
-            units.format_size(c["memory"]) if c.get("memory") else "-",
-            units.format_size(c["llc_total"]) if c.get("llc_total") else "-",
+            if cores is not None else "-",
+            units.format_size(memory) if memory else "-",
+            units.format_size(llc) if llc else "-",
             c.get("status") or "-", len(fleet.outliers.get(node, []))]
 
 
