@@ -291,3 +291,43 @@ def test_an_hpcc_run_and_comparison_read_typed_give_back_the_stored_bodies():
         for k, v in run_doc.body["metrics"].items()}
     comp_doc = model.load(FIXTURES / "hpcc-comparison-v1-issue14.json")
     assert HpccComparison.from_document(comp_doc).body() == comp_doc.body
+
+
+def test_a_fleet_audit_body_read_typed_gives_back_the_stored_body():
+    """FleetAudit reads the fleet-audit fixture (consistent keys flat, inconsistent ones
+    with their groups) and body() is the stored body, key for key in the stored order."""
+    from beoperf.model.fleet import FleetAudit, FleetKey, NodeGroup
+
+    stored = model.load(FIXTURES / "fleet-audit-v1-after-issue9.json")
+    fleet = FleetAudit.from_document(stored)
+    assert fleet.body() == stored.body and fleet.consistent
+    assert json.dumps(fleet.body()) == json.dumps(stored.body)
+    assert fleet.counts() == (2, 2)
+    odd = FleetKey("interface", "mtu", "interface.mtu",
+                   [NodeGroup(9000, "n1", "warn"), NodeGroup(1500, "n2", "pass")])
+    fleet.inconsistent.append(odd)
+    again = FleetAudit.from_document(fleet.to_document({}))
+    assert again.inconsistent == [odd] and again.inconsistent[0].statuses() == {"warn", "pass"}
+    with pytest.raises(DocumentError, match="not a fleet audit"):
+        FleetAudit.from_document(Document("node", {}, {}))
+
+
+@pytest.mark.parametrize("spoil, where", [
+    (lambda b: b["metrics"][0].update(params={"threads": [1]}), "params.threads"),
+    (lambda b: b["metrics"][0].update(samples=["1"]), "metric 'stream.copy.t1'"),
+    (lambda b: b["parts"]["io"]["dirs"][0].update(mount={"fstype": 4}), "io mount.fstype"),
+    (lambda b: b.update(reference={"hpcc": 3}), None),
+])
+def test_a_crafted_node_body_meets_one_clear_error(spoil, where):
+    """A node body the schema lets through (its free parts) but whose values are of the
+    wrong type is refused by NodeRun with a DocumentError naming the field, never a
+    TypeError in a renderer; a reference of the wrong shape reads as none."""
+    from beoperf.model.node import NodeRun
+
+    stored = model.load(FIXTURES / "node-v1-issue13.json")
+    spoil(stored.body)
+    if where is None:
+        assert NodeRun.from_document(stored).ref_hpcc() == []
+        return
+    with pytest.raises(DocumentError, match=where.replace(".", r"\.")):
+        NodeRun.from_document(stored)

@@ -23,36 +23,42 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from beoperf.analysis import effect
 from beoperf.analysis.effect import DEFAULT_MARGIN, Effect, Replicate
+from beoperf.model.node import ComparisonRow, FleetMethod, FleetMetric, LevelRate, Metric, NodeRun
+
+if TYPE_CHECKING:
+    from beoperf.sysinfo.node import Cache
 
 THRESHOLD = 3.5
 MAD_FLOOR = 0.05
 MAD_TO_SIGMA = 0.6745
 
+DropRow = dict[str, str | float | None]  # kernel from to from_mflops to_mflops change_pct
+
 
 # --------------------------------------------------------------------------- caches
 
 
-def level_of(nbytes: int, caches: Sequence[Mapping[str, Any]]) -> str:
+def level_of(nbytes: int, caches: Sequence[Cache]) -> str:
     """The smallest data cache (sysfs cpu0: "L1", "L2", "L3") that holds ``nbytes``;
     "memory" past the largest, "unknown" without cache sizes."""
-    data = sorted((c for c in caches if c.get("type") != "Instruction" and c.get("size")),
-                  key=lambda c: (c["level"], c["size"]))
+    data = sorted((c["level"], size) for c in caches
+                   if c.get("type") != "Instruction" and (size := c.get("size")))
     if not data:
         return "unknown"
-    for c in data:
-        if nbytes <= c["size"]:
-            return f"L{c['level']}"
+    for level, size in data:
+        if nbytes <= size:
+            return f"L{level}"
     return "memory"
 
 
-def drops(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def drops(rows: Sequence[LevelRate]) -> list[DropRow]:
     """For each kernel, the change of the median MFLOP/s from one cache level to the next
     (rows: kernel, length, level, mflops, in length order)."""
-    out = []
+    out: list[DropRow] = []
     kernels = list(dict.fromkeys(r["kernel"] for r in rows))
     for kernel in kernels:
         levels: dict[str, list[float]] = {}
@@ -71,8 +77,18 @@ def drops(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- fleets
 
 
+class RobustZ(TypedDict):
+    """A metric across a fleet: median, MAD, the scale of z, each node's z, the outliers."""
+
+    median: float
+    mad: float
+    scale: float
+    z: dict[str, float]
+    outliers: list[str]
+
+
 def robust_z(values: Mapping[str, float], threshold: float = THRESHOLD,
-             floor: float = MAD_FLOOR) -> dict[str, Any]:
+             floor: float = MAD_FLOOR) -> RobustZ:
     """Median, MAD, the scale used (max(MAD, floor x |median|) / 0.6745), each node's z
     and the nodes with |z| > threshold (lowest first)."""
     xs = list(values.values())
@@ -84,81 +100,79 @@ def robust_z(values: Mapping[str, float], threshold: float = THRESHOLD,
     return {"median": median, "mad": mad, "scale": scale, "z": z, "outliers": out}
 
 
-def fleet_metrics(per_node: Mapping[str, Mapping[str, Mapping[str, Any]]],
+def fleet_metrics(per_node: Mapping[str, Mapping[str, Metric]],
                   threshold: float = THRESHOLD,
-                  floor: float = MAD_FLOOR) -> list[dict[str, Any]]:
+                  floor: float = MAD_FLOOR) -> list[FleetMetric]:
     """node -> metric id -> metric  =>  one entry per metric measured on at least three
     nodes (fewer have no median to stand against), with each node's figure (the median of
     its samples) and z."""
     ids: dict[str, str] = {}
     for metrics in per_node.values():
         for mid, m in metrics.items():
-            ids.setdefault(mid, m["unit"])
+            ids.setdefault(mid, m.unit)
     out = []
     for mid, unit in ids.items():
-        values = {node: float(statistics.median(ms[mid]["samples"]))
+        values = {node: float(statistics.median(ms[mid].samples))
                   for node, ms in per_node.items() if mid in ms}
         if len(values) < 3:
             continue
-        out.append({"id": mid, "unit": unit, "values": values,
-                    **robust_z(values, threshold, floor)})
+        out.append(FleetMetric(mid, unit, values, **robust_z(values, threshold, floor)))
     return out
 
 
-def outlier_nodes(metrics: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
+def outlier_nodes(metrics: Sequence[FleetMetric]) -> dict[str, list[str]]:
     """node -> the metrics it is an outlier in."""
     found: dict[str, list[str]] = {}
     for m in metrics:
-        for node in m["outliers"]:
-            found.setdefault(node, []).append(m["id"])
+        for node in m.outliers:
+            found.setdefault(node, []).append(m.id)
     return dict(sorted(found.items()))
 
 
-def method(threshold: float = THRESHOLD, floor: float = MAD_FLOOR) -> dict[str, Any]:
+def method(threshold: float = THRESHOLD, floor: float = MAD_FLOOR) -> FleetMethod:
     statement = (f"Outlier: |z| > {threshold:g}, z = (node's median - fleet median) / "
                  f"(max(MAD, {floor * 100:g}% of the median) / {MAD_TO_SIGMA}) per metric "
                  "(modified z-score, Iglewicz and Hoaglin); metrics measured on fewer than 3 "
                  "nodes are not judged.")
-    return {"threshold": threshold, "mad_floor": floor, "statement": statement}
+    return FleetMethod(threshold, floor, statement)
 
 
 # --------------------------------------------------------------------------- comparing
 
 
-def _replicate(metric: Mapping[str, Any]) -> Replicate:
-    samples = [float(v) for v in metric.get("samples") or []]
-    return Replicate(float(metric["mean"]), effect.mean_log_sd(samples))
+def _replicate(metric: Metric) -> Replicate:
+    samples = [float(v) for v in metric.samples]
+    return Replicate(float(metric.mean), effect.mean_log_sd(samples))
 
 
-def _groups(bodies: Sequence[Mapping[str, Any]], labels: Sequence[str],
-            ) -> dict[str, list[dict[str, Mapping[str, Any]]]]:
+def _groups(runs: Sequence[NodeRun], labels: Sequence[str],
+            ) -> dict[str, list[dict[str, Metric]]]:
     """label -> the runs (each: metric id -> metric), in first-seen order."""
-    found: dict[str, list[dict[str, Mapping[str, Any]]]] = {}
-    for body, label in zip(bodies, labels, strict=True):
-        found.setdefault(label, []).append({m["id"]: m for m in body["metrics"]})
+    found: dict[str, list[dict[str, Metric]]] = {}
+    for run, label in zip(runs, labels, strict=True):
+        found.setdefault(label, []).append({m.id: m for m in run.metrics})
     return found
 
 
-def _column(runs: list[dict[str, Mapping[str, Any]]], mid: str) -> list[Mapping[str, Any]]:
+def _column(runs: list[dict[str, Metric]], mid: str) -> list[Metric]:
     return [r[mid] for r in runs if mid in r]
 
 
-def compare_rows(bodies: Sequence[Mapping[str, Any]], labels: Sequence[str],
-                 baseline: str, margin: float = DEFAULT_MARGIN) -> list[dict[str, Any]]:
+def compare_rows(runs: Sequence[NodeRun], labels: Sequence[str],
+                 baseline: str, margin: float = DEFAULT_MARGIN) -> list[ComparisonRow]:
     """One row per metric of the baseline: each configuration's mean (the median over its
     runs), change in %, its interval and verdict (None for the baseline itself; "missing"
     for a configuration without the metric)."""
-    groups = _groups(bodies, labels)
+    groups = _groups(runs, labels)
     base_runs = groups[baseline]
     ids = list(dict.fromkeys(mid for run in base_runs for mid in run))
     rows = []
     for mid in ids:
         base = _column(base_runs, mid)
-        row: dict[str, Any] = {"id": mid, "unit": base[0]["unit"], "means": [], "changes": [],
-                               "intervals": [], "verdicts": []}
-        for label, runs in groups.items():
-            found = _column(runs, mid)
-            row["means"].append(statistics.median(m["mean"] for m in found) if found else None)
+        row = ComparisonRow(mid, base[0].unit)
+        for label, found_runs in groups.items():
+            found = _column(found_runs, mid)
+            row.means.append(statistics.median(m.mean for m in found) if found else None)
             test = None if label == baseline or not found else effect.compare(
                 [_replicate(m) for m in base], [_replicate(m) for m in found],
                 higher_is_better=True, family=len(ids), margin=margin)
@@ -167,13 +181,14 @@ def compare_rows(bodies: Sequence[Mapping[str, Any]], labels: Sequence[str],
     return rows
 
 
-def _add(row: dict[str, Any], test: Effect | None, present: bool) -> None:
-    row["changes"].append(None if test is None else test.change_pct)
-    row["intervals"].append(None if test is None else test.interval_pct())
-    row["verdicts"].append(test.verdict if test else (None if present else "missing"))
+def _add(row: ComparisonRow, test: Effect | None, present: bool) -> None:
+    row.changes.append(None if test is None else test.change_pct)
+    interval = None if test is None else test.interval_pct()
+    row.intervals.append(None if interval is None else list(interval))
+    row.verdicts.append(test.verdict if test else (None if present else "missing"))
 
 
-def describe_test(margin: float = DEFAULT_MARGIN) -> dict[str, Any]:
+def describe_test(margin: float = DEFAULT_MARGIN) -> dict[str, str | float]:
     statement = ("Verdicts: each node run is one replicate; the ratio of the means with an "
                  "interval from each run's repetitions and the spread between runs "
                  "(repeated runs given one label, else "

@@ -13,9 +13,9 @@ arithmetic and reads the current limits.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+
+from beoperf.model.audit import BufferAdvice
 
 RTT_SIZE = 64  # bytes: a small message, so the RTT is the path's and not the bandwidth's
 MIN_BUFFER = 64 * 1024
@@ -27,22 +27,6 @@ def next_power_of_two(n: float) -> int:
     while value < n:
         value *= 2
     return value
-
-
-@dataclass
-class BufferAdvice:
-    rate_bps: float
-    rtt_us: float
-    rtt_samples: int
-    bdp_bytes: int
-    recommended_bytes: int
-    current: dict[str, str | None]
-    sufficient: dict[str, bool | None]
-    arithmetic: list[str] = field(default_factory=list)
-    commands: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def read_sysctl(key: str, root: str = "/proc/sys") -> str | None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 __all__ = [
     "parse_conntrack_count",
@@ -254,7 +255,17 @@ def parse_ethtool_rings(text: str) -> dict[str, dict[str, int | str | None]]:
 _FEATURE_RE = re.compile(r"^(\s*)([\w.-]+):\s+(\S+)(?:\s+\[(.*?)\])?\s*$")
 
 
-def _feature(state: str, marker: str | None, parent: str | None) -> dict[str, Any]:
+class Feature(TypedDict):
+    """One ``ethtool -k`` feature: on (None: unreadable), fixed, the requested state (of
+    "[requested on|off]"), the feature it belongs to (None: a top-level one)."""
+
+    on: bool | None
+    fixed: bool
+    requested: bool | None
+    parent: str | None
+
+
+def _feature(state: str, marker: str | None, parent: str | None) -> Feature:
     """One feature's record from its state word and optional "[...]" marker."""
     marker = (marker or "").strip().lower()
     requested: bool | None = None
@@ -268,7 +279,7 @@ def _feature(state: str, marker: str | None, parent: str | None) -> dict[str, An
     }
 
 
-def parse_ethtool_features(text: str) -> dict[str, dict[str, Any]]:
+def parse_ethtool_features(text: str) -> dict[str, Feature]:
     """``ethtool -k IF`` -> {"tcp-segmentation-offload": {"on", "fixed", "requested", "parent"}}.
 
     ``on`` is bool or None; ``fixed`` is True for "[fixed]"; ``requested`` is the state in
@@ -276,7 +287,7 @@ def parse_ethtool_features(text: str) -> dict[str, dict[str, Any]]:
     sub-feature belongs to (None for top-level ones).  Feature names are kept verbatim.
     """
     lines = _lines(text)
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Feature] = {}
     parent: str | None = None
     for line in lines:
         if _is_error(line) or _check_header(line, ("features", "offload"), "ethtool -k"):
@@ -358,12 +369,11 @@ def parse_iptables_save(text: str) -> dict[str, dict[str, int]]:
 # --------------------------------------------------------------------- nft
 
 
-def _nft_key(obj: dict[str, Any], chain_field: str) -> str | None:
+def _nft_key(obj: Mapping[str, object], chain_field: str) -> str | None:
     """The "FAMILY TABLE CHAIN" key of a chain or rule object (None if fields are missing)."""
-    parts = (obj.get("family"), obj.get("table"), obj.get(chain_field))
-    if not all(isinstance(part, str) and part for part in parts):
-        return None
-    return " ".join(parts)  # type: ignore[arg-type]
+    parts = [obj.get("family"), obj.get("table"), obj.get(chain_field)]
+    texts = [part for part in parts if isinstance(part, str) and part]
+    return " ".join(texts) if len(texts) == len(parts) else None
 
 
 def _parse_nft_json(data: Any) -> dict[str, int]:

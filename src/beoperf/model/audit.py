@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from beoperf.model import document
-from beoperf.model.document import Document, DocumentError
+from beoperf.model.document import Document, DocumentError, JsonObject, JsonValue
 
 KIND = "audit"
 VERSION = 2  # 1: "format": "beoperf.audit", no envelope
@@ -36,12 +36,12 @@ def as_text(value: Any) -> str:
     return str(value)
 
 
-def make(profile: str, interface: str | None, host: dict[str, Any],
-         findings: list[dict[str, Any]], buffer_advice: dict[str, Any] | None,
-         meta: dict[str, Any]) -> Document:
-    """An audit document from its parts (findings and advice already as dicts)."""
-    return Document(KIND, {"profile": profile, "interface": interface, "host": host,
-                           "findings": findings, "buffer_advice": buffer_advice}, meta)
+def make(profile: str, interface: str | None, host: JsonObject, findings: list[JsonObject],
+         buffer_advice: JsonObject | None, meta: JsonObject) -> Document:
+    """An audit document from its parts as stored (each finding and the advice checked)."""
+    return AuditRun(profile, interface, host, [Finding.from_dict(f) for f in findings],
+                    None if buffer_advice is None else BufferAdvice.from_dict(buffer_advice)
+                    ).to_document(meta)
 
 
 def writer_version(raw: Any) -> str | None:
@@ -71,7 +71,7 @@ def _from_legacy_v1(doc: dict) -> dict:
     if doc.get("schema_version") != 1:
         raise DocumentError(f"{LEGACY_FORMAT} schema version {doc.get('schema_version')!r} "
                             "is not one this beoperf reads")
-    meta: dict[str, Any] = {}
+    meta: JsonObject = {}
     host = doc.get("host")
     if isinstance(host, dict) and isinstance(host.get("hostname"), str):
         meta["host"] = host["hostname"]
@@ -89,8 +89,58 @@ document.register(KIND, VERSION, legacy={LEGACY_FORMAT: _from_legacy_v1})
 # --------------------------------------------------------------------------- typed body
 # The renderers read these.  A finding's optional texts (command, persist, target) stay in
 # ``texts`` as stored (absent, null or a text), so that body() gives the stored body back.
+# Each value is narrowed as it is read: a crafted file meets one DocumentError line.
 
 FINDING_TEXTS = ("command", "persist", "target")
+
+
+def _bad(key: str, want: str, value: JsonValue) -> DocumentError:
+    return DocumentError(f"audit document: '{key}' is not {want} ({type(value).__name__})")
+
+
+def _object(value: JsonValue, key: str) -> JsonObject:
+    if not isinstance(value, dict):
+        raise _bad(key, "an object", value)
+    return value
+
+
+def _list(value: JsonValue, key: str) -> list[JsonValue]:
+    if not isinstance(value, list):
+        raise _bad(key, "a list", value)
+    return value
+
+
+def _text(value: JsonValue, key: str) -> str:
+    if not isinstance(value, str):
+        raise _bad(key, "a string", value)
+    return value
+
+
+def _opt_text(value: JsonValue, key: str) -> str | None:
+    return None if value is None else _text(value, key)
+
+
+def _number(value: JsonValue, key: str) -> float:
+    """A number as stored (an int stays an int: a body written back is the same JSON)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise _bad(key, "a number", value)
+    return value
+
+
+def _int(value: JsonValue, key: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _bad(key, "an integer", value)
+    return value
+
+
+def _texts(value: JsonValue, key: str) -> list[str]:
+    return [_text(v, key) for v in _list(value, key)]
+
+
+def _opt_flag(value: JsonValue, key: str) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise _bad(key, "true, false or null", value)
+    return value
 
 
 @dataclass
@@ -101,17 +151,21 @@ class Finding:
 
     check: str
     key: str
-    value: Any
+    value: JsonValue  # as the fact was read: a number, a text, on/off, a list ...
     status: str  # pass | warn | fail | unknown
     reason: str
     texts: dict[str, str | None] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, f: dict[str, Any]) -> Finding:
-        return cls(check=f["check"], key=f["key"], value=f["value"], status=f["status"],
-                   reason=f["reason"], texts={k: f[k] for k in FINDING_TEXTS if k in f})
+    def from_dict(cls, f: JsonObject) -> Finding:
+        where = f"finding {f.get('key')!r}"
+        return cls(check=_text(f.get("check"), f"{where} check"),
+                   key=_text(f.get("key"), "finding key"), value=f.get("value"),
+                   status=_text(f.get("status"), f"{where} status"),
+                   reason=_text(f.get("reason"), f"{where} reason"),
+                   texts={k: _opt_text(f[k], f"{where} {k}") for k in FINDING_TEXTS if k in f})
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"check": self.check, "key": self.key, "value": self.value,
                 "status": self.status, "reason": self.reason, **self.texts}
 
@@ -138,10 +192,34 @@ class BufferAdvice:
     rtt_samples: int
     bdp_bytes: int
     recommended_bytes: int
-    current: dict[str, Any]
+    current: dict[str, str | None]  # sysctl -> its value (None: unreadable)
     sufficient: dict[str, bool | None]
-    arithmetic: list[str]
-    commands: list[str]
+    arithmetic: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> JsonObject:
+        return {"rate_bps": self.rate_bps, "rtt_us": self.rtt_us,
+                "rtt_samples": self.rtt_samples, "bdp_bytes": self.bdp_bytes,
+                "recommended_bytes": self.recommended_bytes, "current": dict(self.current),
+                "sufficient": dict(self.sufficient), "arithmetic": list(self.arithmetic),
+                "commands": list(self.commands)}
+
+    @classmethod
+    def from_dict(cls, a: JsonObject) -> BufferAdvice:
+        current = _object(a.get("current"), "buffer_advice current")
+        sufficient = _object(a.get("sufficient"), "buffer_advice sufficient")
+        return cls(rate_bps=_number(a.get("rate_bps"), "buffer_advice rate_bps"),
+                   rtt_us=_number(a.get("rtt_us"), "buffer_advice rtt_us"),
+                   rtt_samples=_int(a.get("rtt_samples"), "buffer_advice rtt_samples"),
+                   bdp_bytes=_int(a.get("bdp_bytes"), "buffer_advice bdp_bytes"),
+                   recommended_bytes=_int(a.get("recommended_bytes"),
+                                          "buffer_advice recommended_bytes"),
+                   current={k: _opt_text(v, f"buffer_advice current {k}")
+                            for k, v in current.items()},
+                   sufficient={k: _opt_flag(v, f"buffer_advice sufficient {k}")
+                               for k, v in sufficient.items()},
+                   arithmetic=_texts(a.get("arithmetic"), "buffer_advice arithmetic"),
+                   commands=_texts(a.get("commands"), "buffer_advice commands"))
 
 
 @dataclass
@@ -150,26 +228,35 @@ class AuditRun:
 
     profile: str
     interface: str | None
-    host: dict[str, Any]  # the node's facts: hostname, kernel, os, cpu_model ...
+    host: JsonObject  # the node's facts: hostname, kernel, os, cpu_model ...
     findings: list[Finding]
     buffer_advice: BufferAdvice | None = None
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JsonObject:
         return {"profile": self.profile, "interface": self.interface, "host": self.host,
                 "findings": [f.to_dict() for f in self.findings],
                 "buffer_advice": None if self.buffer_advice is None
-                else dict(vars(self.buffer_advice))}
+                else self.buffer_advice.to_dict()}
 
-    def to_document(self, meta: dict[str, Any]) -> Document:
+    def to_document(self, meta: JsonObject) -> Document:
         return Document(KIND, self.body(), meta)
+
+    @property
+    def hostname(self) -> str | None:
+        name = self.host.get("hostname")
+        return name if isinstance(name, str) else None
 
     @classmethod
     def from_document(cls, doc: Document) -> AuditRun:
         """The typed body of a (schema-valid) audit document."""
         if doc.kind != KIND:
             raise DocumentError(f"a beoperf {doc.kind} document, not an audit")
-        b = doc.body
+        b: JsonObject = doc.body
         advice = b.get("buffer_advice")
-        return cls(profile=b["profile"], interface=b["interface"], host=b["host"],
-                   findings=[Finding.from_dict(f) for f in b["findings"]],
-                   buffer_advice=BufferAdvice(**advice) if advice else None)
+        return cls(profile=_text(b.get("profile"), "profile"),
+                   interface=_opt_text(b.get("interface"), "interface"),
+                   host=_object(b.get("host") or {}, "host"),
+                   findings=[Finding.from_dict(_object(f, "findings"))
+                             for f in _list(b.get("findings"), "findings")],
+                   buffer_advice=BufferAdvice.from_dict(_object(advice, "buffer_advice"))
+                   if advice else None)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from beoperf.model import document
-from beoperf.model.document import Document, DocumentError
+from beoperf.model.document import Document, DocumentError, JsonObject, JsonValue
 
 KIND = "fleet-audit"
 VERSION = 2  # 1: "format": "beoperf.fleet-audit", no envelope
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class Group:
-    value: Any
+    value: JsonValue
     nodes: NodeSet
     status: str | None = None
 
@@ -106,26 +106,12 @@ def answered_nodes(groups: list[KeyGroups]) -> NodeSet:
 
 def body(nodes: NodeSet, groups: list[KeyGroups], no_answer: Mapping[str, str],
          other_version: Mapping[str, str] | None = None,
-         answered: NodeSet | None = None) -> dict[str, Any]:
-    """The document body: the nodes asked and those that answered, why the others did not,
-    then each key, inconsistent or consistent (JSON-ready: node sets folded)."""
-    bad = [kg for kg in groups if len(kg.groups) > 1]
-    same = [kg for kg in groups if len(kg.groups) == 1]
-    return {
-        "nodes": str(nodes),
-        "answered": str(answered if answered is not None else answered_nodes(groups)),
-        "no_answer": dict(no_answer), "other_version": dict(other_version or {}),
-        "inconsistent": [{"check": kg.check, "key": kg.key, "label": kg.label,
-                          "groups": [{"value": g.value, "nodes": str(g.nodes),
-                                      "status": g.status} for g in kg.groups]}
-                         for kg in bad],
-        "consistent": [{"check": kg.check, "key": kg.key, "label": kg.label,
-                        "value": kg.groups[0].value, "status": kg.groups[0].status,
-                        "nodes": str(kg.groups[0].nodes)} for kg in same],
-    }
+         answered: NodeSet | None = None) -> JsonObject:
+    """The document body (see :meth:`FleetAudit.of`)."""
+    return FleetAudit.of(nodes, groups, no_answer, other_version, answered).body()
 
 
-def make(body_: dict[str, Any], meta: dict[str, Any]) -> Document:
+def make(body_: JsonObject, meta: JsonObject) -> Document:
     return Document(KIND, body_, meta)
 
 
@@ -134,6 +120,149 @@ def answer_counts(body_: Mapping[str, Any]) -> tuple[int, int]:
     from ClusterShell.NodeSet import NodeSet
 
     return len(NodeSet(body_["answered"])), len(NodeSet(body_["nodes"]))
+
+
+# --------------------------------------------------------------------------- typed body
+
+
+def _bad(key: str, want: str, value: JsonValue) -> DocumentError:
+    return DocumentError(f"fleet-audit document: '{key}' is not {want} "
+                         f"({type(value).__name__})")
+
+
+def _object(value: JsonValue, key: str) -> JsonObject:
+    if not isinstance(value, dict):
+        raise _bad(key, "an object", value)
+    return value
+
+
+def _objects(value: JsonValue, key: str) -> list[JsonObject]:
+    if not isinstance(value, list):
+        raise _bad(key, "a list", value)
+    return [_object(v, key) for v in value]
+
+
+def _text(value: JsonValue, key: str) -> str:
+    if not isinstance(value, str):
+        raise _bad(key, "a string", value)
+    return value
+
+
+def _opt_text(value: JsonValue, key: str) -> str | None:
+    return None if value is None else _text(value, key)
+
+
+def _texts(value: JsonValue, key: str) -> dict[str, str]:
+    """An object of strings: reason -> nodes, version -> nodes."""
+    return {k: _text(v, f"{key}.{k}") for k, v in _object(value, key).items()}
+
+
+@dataclass
+class NodeGroup:
+    """Nodes (folded, ``node[01-04]``) that share one value and verdict of a key."""
+
+    value: JsonValue
+    nodes: str
+    status: str | None
+
+    def to_dict(self) -> JsonObject:
+        return {"value": self.value, "nodes": self.nodes, "status": self.status}
+
+    @classmethod
+    def from_dict(cls, g: JsonObject) -> NodeGroup:
+        return cls(g.get("value"), _text(g.get("nodes"), "group nodes"),
+                   _opt_text(g.get("status"), "group status"))
+
+
+@dataclass
+class FleetKey:
+    """One (check, key) across the fleet: its groups of nodes, the smallest first; a
+    consistent key has one group (every node that answered)."""
+
+    check: str
+    key: str
+    label: str
+    groups: list[NodeGroup]
+
+    def statuses(self) -> set[str | None]:
+        return {g.status for g in self.groups}
+
+    def to_dict(self, grouped: bool) -> JsonObject:
+        """As stored: an inconsistent key with its groups (``grouped``), a consistent one
+        flat (the value, verdict and nodes of its one group)."""
+        head: JsonObject = {"check": self.check, "key": self.key, "label": self.label}
+        if grouped:
+            return {**head, "groups": [g.to_dict() for g in self.groups]}
+        one = self.groups[0]
+        return {**head, "value": one.value, "status": one.status, "nodes": one.nodes}
+
+    @classmethod
+    def from_dict(cls, k: JsonObject) -> FleetKey:
+        where = f"key {k.get('label')!r}"
+        groups = ([NodeGroup.from_dict(g) for g in _objects(k.get("groups"), where)]
+                  if "groups" in k else [NodeGroup.from_dict(k)])
+        return cls(_text(k.get("check"), where), _text(k.get("key"), where),
+                   _text(k.get("label"), where), groups)
+
+    @classmethod
+    def of(cls, kg: KeyGroups) -> FleetKey:
+        return cls(kg.check, kg.key, kg.label,
+                   [NodeGroup(g.value, str(g.nodes), g.status) for g in kg.groups])
+
+
+@dataclass
+class FleetAudit:
+    """A fleet-audit document's body, typed: the nodes asked and those that answered, why
+    the others did not (reason -> nodes), which run another beoperf (version -> nodes),
+    then each key that differs between nodes and each that is the same everywhere."""
+
+    nodes: str
+    answered: str
+    no_answer: dict[str, str] = field(default_factory=dict)
+    other_version: dict[str, str] = field(default_factory=dict)
+    inconsistent: list[FleetKey] = field(default_factory=list)
+    consistent: list[FleetKey] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, nodes: NodeSet, groups: list[KeyGroups], no_answer: Mapping[str, str],
+           other_version: Mapping[str, str] | None = None,
+           answered: NodeSet | None = None) -> FleetAudit:
+        """From the grouped findings (node sets folded): a key with more than one group
+        is inconsistent."""
+        keys = [FleetKey.of(kg) for kg in groups]
+        return cls(str(nodes), str(answered if answered is not None
+                                    else answered_nodes(groups)),
+                   dict(no_answer), dict(other_version or {}),
+                   [k for k in keys if len(k.groups) > 1],
+                   [k for k in keys if len(k.groups) == 1])
+
+    def body(self) -> JsonObject:
+        return {"nodes": self.nodes, "answered": self.answered,
+                "no_answer": dict(self.no_answer), "other_version": dict(self.other_version),
+                "inconsistent": [k.to_dict(grouped=True) for k in self.inconsistent],
+                "consistent": [k.to_dict(grouped=False) for k in self.consistent]}
+
+    def to_document(self, meta: JsonObject) -> Document:
+        return Document(KIND, self.body(), meta)
+
+    def counts(self) -> tuple[int, int]:
+        """(nodes that answered, nodes asked)."""
+        return answer_counts({"answered": self.answered, "nodes": self.nodes})
+
+    @classmethod
+    def from_document(cls, doc: Document) -> FleetAudit:
+        """The typed body of a (schema-valid) fleet-audit document."""
+        if doc.kind != KIND:
+            raise DocumentError(f"a beoperf {doc.kind} document, not a fleet audit")
+        b: JsonObject = doc.body
+        return cls(nodes=_text(b.get("nodes"), "nodes"),
+                   answered=_text(b.get("answered"), "answered"),
+                   no_answer=_texts(b.get("no_answer"), "no_answer"),
+                   other_version=_texts(b.get("other_version"), "other_version"),
+                   inconsistent=[FleetKey.from_dict(k)
+                                 for k in _objects(b.get("inconsistent"), "inconsistent")],
+                   consistent=[FleetKey.from_dict(k)
+                               for k in _objects(b.get("consistent"), "consistent")])
 
 
 def _from_legacy_v1(doc: dict) -> dict:

@@ -19,11 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from beoperf import units
 from beoperf.model import document
-from beoperf.model.document import Document, DocumentError
+from beoperf.model.document import Document, DocumentError, JsonObject, JsonValue
+
+if TYPE_CHECKING:
+    from beoperf.sysinfo.node import Cache, NumaNode
 
 KIND = "node"
 FLEET_KIND = "node-fleet"
@@ -32,23 +35,18 @@ VERSION = 1
 PARTS = ("stream", "kernels", "dgemm", "randomaccess", "fft", "io")
 
 
+ParamValue = str | int | float  # a metric's parameter: threads, length, dir, file_size ...
+Params = dict[str, ParamValue]
+
+
 def metric(part: str, name: str, unit: str, samples: Iterable[float], *,
-           params: Mapping[str, Any] | None = None, ok: bool | None = True,
-           **extra: Any) -> dict[str, Any]:
-    """One figure: samples and their summary (mean, stdev with ddof=1, min, max)."""
-    values = [float(v) for v in samples]
-    if not values:
-        raise ValueError(f"{part}.{name}: no samples")
-    params = dict(params or {})
-    n = len(values)
-    mean = sum(values) / n
-    stdev = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5 if n > 1 else 0.0
-    return {"id": metric_id(part, name, params), "part": part, "name": name,
-            "params": params, "unit": unit, "repeat": n, "mean": mean, "stdev": stdev,
-            "min": min(values), "max": max(values), "samples": values, "ok": ok, **extra}
+           params: Mapping[str, ParamValue] | None = None, ok: bool | None = True,
+           **extra: JsonValue) -> JsonObject:
+    """One figure as stored: samples and their summary (see :meth:`Metric.of`)."""
+    return Metric.of(part, name, unit, samples, params=params, ok=ok, **extra).to_dict()
 
 
-def metric_id(part: str, name: str, params: Mapping[str, Any]) -> str:
+def metric_id(part: str, name: str, params: Mapping[str, ParamValue]) -> str:
     """``part.name`` and the parameters' values in order: ``stream.triad.t2``."""
     words = [part, name, *(f"{_short(k)}{_value(k, v)}" for k, v in params.items())]
     return ".".join(str(w) for w in words)
@@ -57,23 +55,110 @@ def metric_id(part: str, name: str, params: Mapping[str, Any]) -> str:
 _SHORT = {"threads": "t", "length": "n", "dir": "", "file_size": "", "n": "N", "size": ""}
 
 
-def _value(key: str, value: Any) -> str:
-    return units.size_tick(value) if key == "file_size" else str(value)
+def _value(key: str, value: ParamValue) -> str:
+    return units.size_tick(int(value)) if key == "file_size" else str(value)
 
 
 def _short(key: str) -> str:
     return _SHORT.get(key, f"{key}=")
 
 
-def body(conditions: dict[str, Any], parts: dict[str, Any], metrics: list[dict[str, Any]],
+def body(conditions: JsonObject, parts: JsonObject, metrics: list[JsonObject],
          repeat: int, status: str = "complete", status_reason: str | None = None,
-         reference: dict[str, Any] | None = None) -> dict[str, Any]:
-    return NodeRun(conditions, repeat, parts, [Metric.from_dict(m) for m in metrics],
-                   status, status_reason, reference).body()
+         reference: JsonObject | None = None) -> JsonObject:
+    """A node body from its stored parts (each metric as :func:`metric` gives it)."""
+    return NodeRun(conditions, repeat, {k: _object(v, k) for k, v in parts.items()},
+                   [Metric.from_dict(m) for m in metrics], status, status_reason,
+                   reference).body()
 
 
-def make(body_: dict[str, Any], meta: dict[str, Any]) -> Document:
+def make(body_: JsonObject, meta: JsonObject) -> Document:
     return Document(KIND, body_, meta)
+
+
+# --------------------------------------------------------------------------- reading JSON
+# A loaded document has passed its schema, but the schema leaves the free parts open
+# (conditions, parts, params): each value a typed field takes is narrowed here, so that a
+# crafted file meets one clear line (DocumentError), never a TypeError in a renderer.
+
+
+def _bad(key: str, want: str, value: JsonValue) -> DocumentError:
+    return DocumentError(f"node document: '{key}' is not {want} ({type(value).__name__})")
+
+
+def _object(value: JsonValue, key: str) -> JsonObject:
+    if not isinstance(value, dict):
+        raise _bad(key, "an object", value)
+    return value
+
+
+def _objects(value: JsonValue, key: str) -> list[JsonObject]:
+    """A list of objects (null reads as an empty one)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _bad(key, "a list", value)
+    return [_object(v, key) for v in value]
+
+
+def _text(value: JsonValue, key: str) -> str:
+    if not isinstance(value, str):
+        raise _bad(key, "a string", value)
+    return value
+
+
+def _opt_text(value: JsonValue, key: str) -> str | None:
+    return None if value is None else _text(value, key)
+
+
+def _int(value: JsonValue, key: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _bad(key, "an integer", value)
+    return value
+
+
+def _opt_int(value: JsonValue, key: str) -> int | None:
+    return None if value is None else _int(value, key)
+
+
+def _number(value: JsonValue, key: str) -> float:
+    """A number as stored (an int stays an int: a body written back is the same JSON)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise _bad(key, "a number", value)
+    return value
+
+
+def _numbers(value: JsonValue, key: str) -> list[float]:
+    if not isinstance(value, list):
+        raise _bad(key, "a list", value)
+    return [_number(v, key) for v in value]
+
+
+def _texts(value: JsonValue, key: str) -> list[str]:
+    """A list of strings (null reads as an empty one)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _bad(key, "a list", value)
+    return [_text(v, key) for v in value]
+
+
+def _param(value: JsonValue, key: str) -> ParamValue:
+    if isinstance(value, str) or (isinstance(value, int | float)
+                                  and not isinstance(value, bool)):
+        return value
+    raise _bad(key, "a number or a string", value)
+
+
+def _opt_flag(value: JsonValue, key: str) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise _bad(key, "true, false or null", value)
+    return value
+
+
+def _text_map(value: JsonValue, key: str) -> dict[str, str | None]:
+    """An object of strings or nulls (null reads as an empty one)."""
+    return {k: _opt_text(v, f"{key}.{k}") for k, v in _object(value or {}, key).items()}
 
 
 # --------------------------------------------------------------------------- typed body
@@ -86,7 +171,7 @@ METRIC_FIELDS = ("id", "part", "name", "params", "unit", "repeat", "mean", "stde
                  "max", "samples", "ok")
 
 
-def _float(value: Any) -> float | None:
+def _float(value: JsonValue) -> float | None:
     """A stored number as stored (an int stays an int: reports show the stored value);
     None for anything else."""
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
@@ -94,12 +179,12 @@ def _float(value: Any) -> float | None:
 
 @dataclass
 class Metric:
-    """One figure of a node run: its samples and their summary (see :func:`metric`)."""
+    """One figure of a node run: its samples and their summary (see :meth:`of`)."""
 
     id: str
     part: str
     name: str
-    params: dict[str, Any]
+    params: Params
     unit: str
     repeat: int
     mean: float
@@ -108,19 +193,49 @@ class Metric:
     max: float
     samples: list[float]
     ok: bool | None
-    extra: dict[str, Any] = field(default_factory=dict)  # the part's own figures
+    extra: JsonObject = field(default_factory=dict)  # the part's own figures
 
     @classmethod
-    def from_dict(cls, m: Mapping[str, Any]) -> Metric:
-        return cls(**{k: m[k] for k in METRIC_FIELDS},
+    def of(cls, part: str, name: str, unit: str, samples: Iterable[float], *,
+           params: Mapping[str, ParamValue] | None = None, ok: bool | None = True,
+           **extra: JsonValue) -> Metric:
+        """One figure: samples and their summary (mean, stdev with ddof=1, min, max)."""
+        values = [float(v) for v in samples]
+        if not values:
+            raise ValueError(f"{part}.{name}: no samples")
+        kept = dict(params or {})
+        n = len(values)
+        mean = sum(values) / n
+        stdev = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5 if n > 1 else 0.0
+        return cls(metric_id(part, name, kept), part, name, kept, unit, n, mean, stdev,
+                   min(values), max(values), values, ok, dict(extra))
+
+    @classmethod
+    def from_dict(cls, m: JsonObject) -> Metric:
+        """A stored metric, each field narrowed (DocumentError naming a wrong one)."""
+        where = f"metric {m.get('id')!r}"
+        params = _object(m.get("params"), f"{where} params")
+        return cls(id=_text(m.get("id"), "metric id"), part=_text(m.get("part"), where),
+                   name=_text(m.get("name"), where),
+                   params={k: _param(v, f"{where} params.{k}") for k, v in params.items()},
+                   unit=_text(m.get("unit"), where), repeat=_int(m.get("repeat"), where),
+                   mean=_number(m.get("mean"), where), stdev=_number(m.get("stdev"), where),
+                   min=_number(m.get("min"), where), max=_number(m.get("max"), where),
+                   samples=_numbers(m.get("samples"), where),
+                   ok=_opt_flag(m.get("ok"), where),
                    extra={k: v for k, v in m.items() if k not in METRIC_FIELDS})
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**{k: getattr(self, k) for k in METRIC_FIELDS}, **self.extra}
+    def to_dict(self) -> JsonObject:
+        return {"id": self.id, "part": self.part, "name": self.name,
+                "params": dict(self.params), "unit": self.unit, "repeat": self.repeat,
+                "mean": self.mean, "stdev": self.stdev, "min": self.min, "max": self.max,
+                "samples": list(self.samples), "ok": self.ok, **self.extra}
 
     def figure(self, name: str) -> float | None:
         """A number of the metric by its stored name (mean, min, best, per_core ...)."""
-        return _float(getattr(self, name) if name in METRIC_FIELDS else self.extra.get(name))
+        summary = {"repeat": self.repeat, "mean": self.mean, "stdev": self.stdev,
+                   "min": self.min, "max": self.max}
+        return summary[name] if name in summary else _float(self.extra.get(name))
 
     @property
     def threads(self) -> int | None:
@@ -150,18 +265,25 @@ class Metric:
 @dataclass
 class IoDir:
     """A directory the I/O part measured: where it is, its mount and how the cache was
-    kept cold (per pattern)."""
+    kept cold (file size -> method; None where the size was not reached)."""
 
     dir: str
     realpath: str | None = None
-    mount: dict[str, Any] = field(default_factory=dict)  # fstype source mount_point options
-    method: dict[str, Any] = field(default_factory=dict)
+    mount: dict[str, str | None] = field(default_factory=dict)  # fstype source mount_point options
+    method: dict[str, str | None] = field(default_factory=dict)
     free_bytes: int | None = None
 
     @classmethod
-    def from_dict(cls, e: Mapping[str, Any]) -> IoDir:
-        return cls(dir=e["dir"], realpath=e.get("realpath"), mount=dict(e.get("mount") or {}),
-                   method=dict(e.get("method") or {}), free_bytes=e.get("free_bytes"))
+    def from_dict(cls, e: JsonObject) -> IoDir:
+        return cls(dir=_text(e.get("dir"), "io dir"),
+                   realpath=_opt_text(e.get("realpath"), "io realpath"),
+                   mount=_text_map(e.get("mount"), "io mount"),
+                   method=_text_map(e.get("method"), "io method"),
+                   free_bytes=_opt_int(e.get("free_bytes"), "io free_bytes"))
+
+    def to_dict(self) -> JsonObject:
+        return {"dir": self.dir, "realpath": self.realpath, "free_bytes": self.free_bytes,
+                "mount": dict(self.mount), "method": dict(self.method)}
 
     @property
     def fstype(self) -> str:
@@ -178,10 +300,18 @@ class IoPart:
     dirs: list[IoDir] = field(default_factory=list)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> IoPart:
-        return cls(block=d.get("block") or 0, file_sizes=list(d.get("file_sizes") or []),
-                   patterns=list(d.get("patterns") or []),
-                   dirs=[IoDir.from_dict(e) for e in d.get("dirs") or []])
+    def from_dict(cls, d: JsonObject) -> IoPart:
+        sizes = d.get("file_sizes") or []
+        return cls(block=_int(d.get("block") or 0, "io block"),
+                   file_sizes=[_int(v, "io file_sizes") for v in _list(sizes, "io file_sizes")],
+                   patterns=_texts(d.get("patterns"), "io patterns"),
+                   dirs=[IoDir.from_dict(e) for e in _objects(d.get("dirs"), "io dirs")])
+
+
+def _list(value: JsonValue, key: str) -> list[JsonValue]:
+    if not isinstance(value, list):
+        raise _bad(key, "a list", value)
+    return value
 
 
 @dataclass
@@ -196,9 +326,9 @@ class Drop:
     to_mflops: float | None
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Drop:
-        return cls(kernel=d["kernel"], from_level=str(d["from"]), to_level=str(d["to"]),
-                   change_pct=_float(d.get("change_pct")),
+    def from_dict(cls, d: JsonObject) -> Drop:
+        return cls(kernel=_text(d.get("kernel"), "drop kernel"), from_level=str(d.get("from")),
+                   to_level=str(d.get("to")), change_pct=_float(d.get("change_pct")),
                    from_mflops=_float(d.get("from_mflops")), to_mflops=_float(d.get("to_mflops")))
 
     @property
@@ -215,11 +345,21 @@ class KernelsPart:
     bytes_per_element: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> KernelsPart:
-        per = d.get("bytes_per_element") or {}
-        return cls(drops=[Drop.from_dict(x) for x in d.get("drops") or []],
-                   bytes_per_element={k: v for k, v in per.items()
-                                      if (_float(v) or 0) > 0})  # as stored (16, not 16.0)
+    def from_dict(cls, d: JsonObject) -> KernelsPart:
+        per = _object(d.get("bytes_per_element") or {}, "kernels bytes_per_element")
+        return cls(drops=[Drop.from_dict(x) for x in _objects(d.get("drops"), "kernels drops")],
+                   bytes_per_element={k: v for k, v in per.items() if isinstance(v, int | float)
+                                      and not isinstance(v, bool) and v > 0})  # 16 stays 16
+
+
+class LevelRate(TypedDict):
+    """A PEAK kernel's median MFLOP/s at one loop length, and the cache level it ran in
+    (the part's ``rows``, from which the drops between levels are found)."""
+
+    kernel: str
+    length: int
+    level: str
+    mflops: float
 
 
 @dataclass
@@ -227,20 +367,21 @@ class NodeRun:
     """A node document's body, typed: the conditions (facts of the machine, as collected),
     the parts' details, every figure as a Metric, the status and the reference system."""
 
-    conditions: dict[str, Any]
+    conditions: JsonObject
     repeat: int
-    parts: dict[str, Any]
+    parts: dict[str, JsonObject]  # part -> its details, as the part wrote them
     metrics: list[Metric]
     status: str = "complete"
     status_reason: str | None = None
-    reference: dict[str, Any] | None = None
+    reference: JsonObject | None = None
 
-    def body(self) -> dict[str, Any]:
-        return {"conditions": self.conditions, "repeat": self.repeat, "parts": self.parts,
+    def body(self) -> JsonObject:
+        return {"conditions": self.conditions, "repeat": self.repeat,
+                "parts": {k: v for k, v in self.parts.items()},
                 "metrics": [m.to_dict() for m in self.metrics], "status": self.status,
                 "status_reason": self.status_reason, "reference": self.reference}
 
-    def to_document(self, meta: dict[str, Any]) -> Document:
+    def to_document(self, meta: JsonObject) -> Document:
         return Document(KIND, self.body(), meta)
 
     @classmethod
@@ -248,16 +389,24 @@ class NodeRun:
         """The typed body of a (schema-valid) node document."""
         if doc.kind != KIND:
             raise DocumentError(f"a beoperf {doc.kind} document, not a node run")
-        b = doc.body
-        return cls(conditions=b["conditions"], repeat=b["repeat"], parts=b["parts"],
-                   metrics=[Metric.from_dict(m) for m in b["metrics"]], status=b["status"],
-                   status_reason=b.get("status_reason"), reference=b.get("reference"))
+        b: JsonObject = doc.body
+        parts = _object(b.get("parts"), "parts")
+        reference = b.get("reference")
+        run = cls(conditions=_object(b.get("conditions"), "conditions"),
+                   repeat=_int(b.get("repeat"), "repeat"),
+                   parts={k: _object(v, f"parts.{k}") for k, v in parts.items()},
+                   metrics=[Metric.from_dict(m) for m in _objects(b.get("metrics"), "metrics")],
+                   status=_text(b.get("status"), "status"),
+                   status_reason=_opt_text(b.get("status_reason"), "status_reason"),
+                   reference=None if reference is None else _object(reference, "reference"))
+        run.io(), run.kernels()  # the details read strictly: checked now, not in a renderer
+        return run
 
     def of(self, part: str) -> list[tuple[int, Metric]]:
         """The metrics of a part, each with its index in the body (its place)."""
         return [(i, m) for i, m in enumerate(self.metrics) if m.part == part]
 
-    def part(self, name: str) -> dict[str, Any]:
+    def part(self, name: str) -> JsonObject:
         """A part's details as stored ({} when the part did not run)."""
         return self.parts.get(name) or {}
 
@@ -267,27 +416,277 @@ class NodeRun:
     def kernels(self) -> KernelsPart:
         return KernelsPart.from_dict(self.part("kernels"))
 
-    def caches(self) -> list[dict[str, Any]]:
+    def caches(self) -> list[Cache]:
         """cpu0's data and unified caches with a size, smallest level first."""
-        return sorted((c for c in self.conditions.get("caches", [])
-                       if c.get("type") != "Instruction" and c.get("size")),
-                      key=lambda c: (c["level"], c["size"]))
+        found = caches_of(self.conditions)
+        return sorted((c for c in found if c["type"] != "Instruction" and c["size"]),
+                      key=lambda c: (c["level"], c["size"] or 0))
 
-    def reference_entries(self, what: str) -> list[dict[str, Any]]:
-        """The reference system's entries of one kind ("hpcc", "kernels"; [] without)."""
-        return list((self.reference or {}).get(what) or [])
+    def facts(self) -> Conditions:
+        """The conditions, read typed."""
+        return Conditions.of(self.conditions)
+
+    def detail(self, part: str) -> PartDetail:
+        """A part's details, read typed (all None when the part did not run)."""
+        return PartDetail.of(self.part(part))
+
+    def ref(self) -> StoredReference | None:
+        """The reference system's figures, read typed (None without --reference)."""
+        return None if self.reference is None else StoredReference.of(self.reference)
+
+    def ref_hpcc(self) -> list[RefHpcc]:
+        """The reference system's HPCC figures ([] without)."""
+        ref = self.ref()
+        return ref.hpcc if ref else []
+
+    def ref_kernels(self) -> list[RefKernel]:
+        """The reference system's PEAK figures ([] without)."""
+        ref = self.ref()
+        return ref.kernels if ref else []
 
 
-def metrics_by_id(doc_body: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    return {m["id"]: m for m in doc_body["metrics"]}
+# --------------------------------------------------------------------------- read views
+# What the renderers read of the free parts (conditions, the parts' details, the reference
+# system), narrowed leniently: a fact missing or of another type reads as None (shown as
+# "?"), as the stored conditions are facts that could not always be seen.
 
 
-def is_node(raw: Any) -> bool:
+def _str_or_none(o: JsonObject, key: str) -> str | None:
+    value = o.get(key)
+    return value if isinstance(value, str) else None
+
+
+def int_or_none(o: JsonObject, key: str) -> int | None:
+    """An integer of a stored object (None when absent or not an integer)."""
+    value = o.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _flag_or_none(o: JsonObject, key: str) -> bool | None:
+    value = o.get(key)
+    return value if isinstance(value, bool) else None
+
+
+def _obj_or_empty(o: JsonObject, key: str) -> JsonObject:
+    value = o.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _objs_or_empty(o: JsonObject, key: str) -> list[JsonObject]:
+    value = o.get(key)
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _str_map(o: JsonObject) -> dict[str, str]:
+    return {k: v for k, v in o.items() if isinstance(v, str)}
+
+
+def _float_map(o: JsonObject) -> dict[str, float]:
+    return {k: v for k, v in o.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+@dataclass
+class Conditions:
+    """A node's conditions as the renderers read them (see sysinfo.node.collect)."""
+
+    cpu_model: str | None = None
+    cpus: int | None = None
+    cores_used: int | None = None
+    governor: dict[str, str] = field(default_factory=dict)  # governor -> CPUs using it
+    caches: list[Cache] = field(default_factory=list)
+    memory: int | None = None
+    memory_available: int | None = None
+    numa: list[NumaNode] = field(default_factory=list)
+    compiler: str | None = None  # of the C kernels
+    flags: str | None = None
+    openmp: int | None = None  # _OPENMP: the OpenMP version (yyyymm)
+    blas_library: str | None = None
+    blas_version: str | None = None
+    blas_configuration: str | None = None
+    blas_environment: dict[str, str] = field(default_factory=dict)
+    clock_source: str | None = None
+    clock_resolution_ns: int | None = None
+    elapsed_s: float | None = None
+    has_blas: bool = False  # whether the BLAS was described at all
+    os: str | None = None  # of the host
+    kernel: str | None = None
+
+    @classmethod
+    def of(cls, c: JsonObject) -> Conditions:
+        build, blas, clock = (_obj_or_empty(c, k) for k in ("build", "blas", "clock"))
+        return cls(cpu_model=_str_or_none(c, "cpu_model"), cpus=int_or_none(c, "cpus"),
+                   cores_used=int_or_none(c, "cores_used"),
+                   governor=_str_map(_obj_or_empty(c, "governor")), caches=caches_of(c),
+                   memory=int_or_none(c, "memory"),
+                   memory_available=int_or_none(c, "memory_available"),
+                   numa=[{"node": int_or_none(n, "node") or 0, "cpus": _str_or_none(n, "cpus"),
+                          "memory": int_or_none(n, "memory")}
+                         for n in _objs_or_empty(c, "numa")],
+                   compiler=_str_or_none(build, "compiler"), flags=_str_or_none(build, "flags"),
+                   openmp=int_or_none(build, "openmp"),
+                   blas_library=_str_or_none(blas, "library"),
+                   blas_version=_str_or_none(blas, "version"),
+                   blas_configuration=_str_or_none(blas, "configuration"),
+                   blas_environment=_str_map(_obj_or_empty(blas, "environment")),
+                   clock_source=_str_or_none(clock, "source"),
+                   clock_resolution_ns=int_or_none(clock, "resolution_ns"),
+                   elapsed_s=_float(c.get("elapsed_s")), has_blas=bool(blas),
+                   os=_str_or_none(_obj_or_empty(c, "host"), "os"),
+                   kernel=_str_or_none(_obj_or_empty(c, "host"), "kernel"))
+
+
+@dataclass
+class PartRun:
+    """One thread count's check of a part (STREAM, DGEMM, RandomAccess): whether it
+    passed and the figure it judged by (STREAM's relative errors per array, DGEMM's
+    scaled residual, RandomAccess's wrong table words) and the core type the BLAS chose."""
+
+    place: int  # its index in the part's stored runs
+    threads: int | None
+    ok: bool | None
+    errors: dict[str, float] = field(default_factory=dict)  # STREAM: array -> error
+    residual: float | None = None  # DGEMM
+    wrong: int | None = None  # RandomAccess
+    corename: str | None = None  # DGEMM: OpenBLAS's core type
+
+    @classmethod
+    def of(cls, place: int, r: JsonObject) -> PartRun:
+        errors = r.get("errors")
+        return cls(place=place, threads=int_or_none(r, "threads"), ok=_flag_or_none(r, "ok"),
+                   errors=_float_map(errors) if isinstance(errors, dict) else {},
+                   residual=_float(r.get("residual")),
+                   wrong=errors if isinstance(errors, int) and not isinstance(errors, bool)
+                   else None,
+                   corename=_str_or_none(_obj_or_empty(r, "blas"), "corename"))
+
+
+@dataclass
+class PartDetail:
+    """A part's details as the renderers read them: its problem size, checks and runs
+    (a field the part does not have is None)."""
+
+    ok: bool | None = None
+    runs: list[PartRun] = field(default_factory=list)
+    threshold: float | None = None  # DGEMM's residual, FFT's error
+    # STREAM
+    array_bytes: int | None = None
+    size_rule: str | None = None
+    stores: str | None = None
+    epsilon: float | None = None
+    below_4x_cache: bool = False
+    warm_s: float | None = None
+    # DGEMM, FFT: the size; RandomAccess: the table
+    n: int | None = None
+    table_words: int | None = None
+    table_bytes: int | None = None
+    max_error_fraction: float | None = None
+    error: float | None = None  # FFT
+    library: str | None = None  # FFT
+
+    @classmethod
+    def of(cls, d: JsonObject) -> PartDetail:
+        runs = d.get("runs")
+        return cls(ok=_flag_or_none(d, "ok"),
+                   runs=[PartRun.of(j, r) for j, r in enumerate(runs)
+                         if isinstance(r, dict)] if isinstance(runs, list) else [],
+                   threshold=_float(d.get("threshold")),
+                   array_bytes=int_or_none(d, "array_bytes"),
+                   size_rule=_str_or_none(d, "size_rule"), stores=_str_or_none(d, "stores"),
+                   epsilon=_float(d.get("epsilon")),
+                   below_4x_cache=_flag_or_none(d, "below_4x_cache") is True,
+                   warm_s=_float(d.get("warm_s")), n=int_or_none(d, "n"),
+                   table_words=int_or_none(d, "table_words"),
+                   table_bytes=int_or_none(d, "table_bytes"),
+                   max_error_fraction=_float(d.get("max_error_fraction")),
+                   error=_float(d.get("error")), library=_str_or_none(d, "library"))
+
+
+@dataclass
+class RefHpcc:
+    metric: str
+    value: float | None
+    unit: str | None
+
+
+@dataclass
+class RefKernel:
+    kernel: str
+    length: int
+    mflops: float | None
+
+
+@dataclass
+class RefIo:
+    file_size: int
+    test: str
+    mb_s: float | None
+
+
+@dataclass
+class StoredReference:
+    """The reference system a run was written with (model/node_reference.py's
+    Reference.to_json()), as the renderers read it; each list in its stored order, so a
+    figure's index is its place in the body."""
+
+    name: str | None = None
+    system: str | None = None
+    source: str | None = None
+    hpcc: list[RefHpcc] = field(default_factory=list)
+    kernels: list[RefKernel] = field(default_factory=list)
+    io: dict[str, list[RefIo]] = field(default_factory=dict)  # local, nfs
+
+    @classmethod
+    def of(cls, r: JsonObject) -> StoredReference:
+        io = _obj_or_empty(r, "io")
+        return cls(name=_str_or_none(r, "name"), system=_str_or_none(r, "system"),
+                   source=_str_or_none(r, "source"),
+                   hpcc=[RefHpcc(str(e.get("metric")), _float(e.get("value")),
+                                 _str_or_none(e, "unit")) for e in _objs_or_empty(r, "hpcc")],
+                   kernels=[RefKernel(str(e.get("kernel")), int_or_none(e, "length") or 0,
+                                      _float(e.get("mflops")))
+                            for e in _objs_or_empty(r, "kernels")],
+                   io={where: [RefIo(int_or_none(e, "file_size") or 0, str(e.get("test")),
+                                     _float(e.get("mb_s"))) for e in _objs_or_empty(io, where)]
+                       for where in io})
+
+
+def conditions_of(facts: Mapping[str, object]) -> JsonObject:
+    """The facts sysinfo gathered (sysinfo.node.collect()), as the JSON a body holds: each
+    value checked to be JSON (a fact that is not is a bug, and says where)."""
+    return {k: _json(v, f"conditions.{k}") for k, v in facts.items()}
+
+
+def _json(value: object, key: str) -> JsonValue:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple):
+        return [_json(v, key) for v in value]
+    if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
+        return {k: _json(v, f"{key}.{k}") for k, v in value.items()}
+    raise TypeError(f"{key}: {type(value).__name__} is not JSON")
+
+
+def caches_of(conditions: JsonObject) -> list[Cache]:
+    """The caches of a node's stored conditions (``[]`` when not stored), each narrowed."""
+    out: list[Cache] = []
+    for c in _objects(conditions.get("caches"), "conditions.caches"):
+        out.append({"level": _int(c.get("level"), "cache level"),
+                    "type": _opt_text(c.get("type"), "cache type"),
+                    "size": _opt_int(c.get("size"), "cache size"),
+                    "shared_cpus": _opt_text(c.get("shared_cpus"), "cache shared_cpus")})
+    return out
+
+
+def metrics_by_id(run: NodeRun) -> dict[str, Metric]:
+    return {m.id: m for m in run.metrics}
+
+
+def is_node(raw: JsonValue) -> bool:
     return isinstance(raw, dict) and raw.get("format") == document.FORMAT and \
         raw.get("kind") == KIND
 
 
-def writer_version(raw: Mapping[str, Any]) -> str | None:
+def writer_version(raw: JsonObject) -> str | None:
     meta = raw.get("meta")
     version = meta.get("beoperf") if isinstance(meta, dict) else None
     return version if isinstance(version, str) else None
@@ -340,6 +739,53 @@ class FleetMetric:
     z: dict[str, float]
     outliers: list[str]
 
+    @classmethod
+    def from_dict(cls, m: JsonObject) -> FleetMetric:
+        where = f"fleet metric {m.get('id')!r}"
+        return cls(id=_text(m.get("id"), "fleet metric id"), unit=_text(m.get("unit"), where),
+                   values=_number_map(m.get("values"), f"{where} values"),
+                   median=_number(m.get("median"), where), mad=_number(m.get("mad"), where),
+                   scale=_number(m.get("scale"), where),
+                   z=_number_map(m.get("z"), f"{where} z"),
+                   outliers=_texts(m.get("outliers"), f"{where} outliers"))
+
+    def to_dict(self) -> JsonObject:
+        return {"id": self.id, "unit": self.unit, "values": dict(self.values),
+                "median": self.median, "mad": self.mad, "scale": self.scale,
+                "z": dict(self.z), "outliers": list(self.outliers)}
+
+
+def _number_map(value: JsonValue, key: str) -> dict[str, float]:
+    return {k: _number(v, f"{key}.{k}") for k, v in _object(value, key).items()}
+
+
+def _text_lists(value: JsonValue, key: str) -> dict[str, list[str]]:
+    return {k: _texts(v, f"{key}.{k}") for k, v in _object(value, key).items()}
+
+
+def _strict_texts(value: JsonValue, key: str) -> dict[str, str]:
+    return {k: _text(v, f"{key}.{k}") for k, v in _object(value, key).items()}
+
+
+@dataclass
+class FleetMethod:
+    """How a fleet's outliers were judged: the |z| threshold, the floor of the MAD (a
+    fraction of the median) and the statement a reader is shown."""
+
+    threshold: float
+    mad_floor: float
+    statement: str
+
+    @classmethod
+    def from_dict(cls, d: JsonObject) -> FleetMethod:
+        return cls(threshold=_number(d.get("threshold"), "method threshold"),
+                   mad_floor=_number(d.get("mad_floor"), "method mad_floor"),
+                   statement=_text(d.get("statement"), "method statement"))
+
+    def to_dict(self) -> JsonObject:
+        return {"threshold": self.threshold, "mad_floor": self.mad_floor,
+                "statement": self.statement}
+
 
 @dataclass
 class NodeFleet:
@@ -350,30 +796,36 @@ class NodeFleet:
     answered: str
     no_answer: dict[str, str]  # reason -> nodes
     other_version: dict[str, str]  # version -> nodes
-    method: dict[str, Any]  # threshold, mad_floor, statement
+    method: FleetMethod
     metrics: list[FleetMetric]
     outliers: dict[str, list[str]]  # node -> the metrics it is an outlier in
-    conditions: dict[str, dict[str, Any]]  # node -> cpu_model cores_used memory ...
+    conditions: dict[str, JsonObject]  # node -> cpu_model cores_used memory ...
 
-    def body(self) -> dict[str, Any]:
-        return {"nodes": self.nodes, "answered": self.answered, "no_answer": self.no_answer,
-                "other_version": self.other_version, "method": self.method,
-                "metrics": [vars(m).copy() for m in self.metrics],
-                "outliers": self.outliers, "conditions": self.conditions}
+    def body(self) -> JsonObject:
+        return {"nodes": self.nodes, "answered": self.answered,
+                "no_answer": dict(self.no_answer), "other_version": dict(self.other_version),
+                "method": self.method.to_dict(), "metrics": [m.to_dict() for m in self.metrics],
+                "outliers": {k: list(v) for k, v in self.outliers.items()},
+                "conditions": {k: v for k, v in self.conditions.items()}}
+
+    def to_document(self, meta: JsonObject) -> Document:
+        return Document(FLEET_KIND, self.body(), meta)
 
     @classmethod
     def from_document(cls, doc: Document) -> NodeFleet:
         if doc.kind != FLEET_KIND:
             raise DocumentError(f"a beoperf {doc.kind} document, not a node fleet")
-        b = doc.body
-        return cls(nodes=b["nodes"], answered=b["answered"], no_answer=b["no_answer"],
-                   other_version=b["other_version"], method=b["method"],
-                   metrics=[FleetMetric(**{k: m[k] for k in FLEET_METRIC_FIELDS})
-                            for m in b["metrics"]],
-                   outliers=b["outliers"], conditions=b["conditions"])
-
-
-FLEET_METRIC_FIELDS = ("id", "unit", "values", "median", "mad", "scale", "z", "outliers")
+        b: JsonObject = doc.body
+        conditions = _object(b.get("conditions"), "conditions")
+        return cls(nodes=_text(b.get("nodes"), "nodes"),
+                   answered=_text(b.get("answered"), "answered"),
+                   no_answer=_strict_texts(b.get("no_answer"), "no_answer"),
+                   other_version=_strict_texts(b.get("other_version"), "other_version"),
+                   method=FleetMethod.from_dict(_object(b.get("method"), "method")),
+                   metrics=[FleetMetric.from_dict(m)
+                            for m in _objects(b.get("metrics"), "metrics")],
+                   outliers=_text_lists(b.get("outliers"), "outliers"),
+                   conditions={k: _object(v, f"conditions.{k}") for k, v in conditions.items()})
 
 
 @dataclass
@@ -384,10 +836,31 @@ class ComparisonRow:
 
     id: str
     unit: str
-    means: list[float | None]
-    changes: list[float | None]
-    intervals: list[list[float] | None]
-    verdicts: list[str | None]
+    means: list[float | None] = field(default_factory=list)
+    changes: list[float | None] = field(default_factory=list)
+    intervals: list[list[float] | None] = field(default_factory=list)
+    verdicts: list[str | None] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, r: JsonObject) -> ComparisonRow:
+        where = f"row {r.get('id')!r}"
+        return cls(id=_text(r.get("id"), "row id"), unit=_text(r.get("unit"), where),
+                   means=[None if v is None else _number(v, where)
+                          for v in _list(r.get("means"), where)],
+                   changes=[None if v is None else _number(v, where)
+                            for v in _list(r.get("changes"), where)],
+                   intervals=[None if v is None else _numbers(v, where)
+                              for v in _list(r.get("intervals"), where)],
+                   verdicts=[_opt_text(v, where) for v in _list(r.get("verdicts"), where)])
+
+    def to_dict(self) -> JsonObject:
+        return {"id": self.id, "unit": self.unit, "means": list(self.means),
+                "changes": list(self.changes),
+                "intervals": [None if i is None else list(i) for i in self.intervals],
+                "verdicts": list(self.verdicts)}
+
+
+TestValue = str | float  # a comparison test's description: name, alpha, margin, statement ...
 
 
 @dataclass
@@ -398,19 +871,30 @@ class NodeComparison:
     labels: list[str]
     runs: list[int]  # runs per label
     margin: float
-    test: dict[str, Any]  # name, statement ...
+    test: dict[str, TestValue]  # name, statement ...
     rows: list[ComparisonRow]
 
-    def body(self) -> dict[str, Any]:
-        return {"baseline": self.baseline, "labels": self.labels, "runs": self.runs,
-                "margin": self.margin, "test": self.test,
-                "rows": [vars(r).copy() for r in self.rows]}
+    def body(self) -> JsonObject:
+        return {"baseline": self.baseline, "labels": list(self.labels), "runs": list(self.runs),
+                "margin": self.margin, "test": dict(self.test),
+                "rows": [r.to_dict() for r in self.rows]}
+
+    def to_document(self, meta: JsonObject) -> Document:
+        return Document(COMPARISON_KIND, self.body(), meta)
 
     @classmethod
     def from_document(cls, doc: Document) -> NodeComparison:
         if doc.kind != COMPARISON_KIND:
             raise DocumentError(f"a beoperf {doc.kind} document, not node runs compared")
-        b = doc.body
-        return cls(baseline=b["baseline"], labels=b["labels"], runs=b["runs"],
-                   margin=b["margin"], test=b["test"],
-                   rows=[ComparisonRow(**r) for r in b["rows"]])
+        b: JsonObject = doc.body
+        test = _object(b.get("test"), "test")
+        return cls(baseline=_text(b.get("baseline"), "baseline"),
+                   labels=_texts(b.get("labels"), "labels"),
+                   runs=[_int(v, "runs") for v in _list(b.get("runs"), "runs")],
+                   margin=_number(b.get("margin"), "margin"),
+                   test={k: _test_value(v, f"test.{k}") for k, v in test.items()},
+                   rows=[ComparisonRow.from_dict(r) for r in _objects(b.get("rows"), "rows")])
+
+
+def _test_value(value: JsonValue, key: str) -> TestValue:
+    return value if isinstance(value, str) else _number(value, key)

@@ -16,6 +16,8 @@ import io
 from dataclasses import dataclass, field
 from importlib import resources
 
+from beoperf.model.document import JsonObject
+
 # system -> (aliases, iobench-local column, iobench-nfs column, PEAK column prefix,
 #            hpcc-systems column)
 SYSTEMS: dict[str, tuple[tuple[str, ...], str | None, str | None, str | None, str | None]] = {
@@ -44,7 +46,7 @@ class Reference:
     kernels: dict[tuple[str, int], float] = field(default_factory=dict)
     hpcc: dict[str, tuple[float, str]] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> JsonObject:
         return {"name": self.name, "system": self.column, "source": SOURCE,
                 "io": {where: [{"file_size": s, "test": t, "mb_s": v}
                                for (s, t), v in rows.items()]

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from beoperf.model.document import Document
-from beoperf.model.fleet import answer_counts
+from beoperf.model.fleet import FleetAudit, answer_counts
 from beoperf.report import renderer
 from beoperf.report.answer import Level, Line, answer, lines_of, listed, plural, text_block
 from beoperf.report.audit import mark, show_value
@@ -68,37 +68,32 @@ def what_is_wrong(doc: Document) -> list[Line]:
     """Nodes that did not answer or run another beoperf, the settings that fail or warn
     on some node, the settings that differ between nodes; all alike and passing: says
     so."""
-    b = doc.body
+    b = FleetAudit.from_document(doc)
     out = [Line(Level.FAIL, f"did not answer: {printable(nodes)} ({printable(reason)})",
                 "check that beoperf runs there over ssh (or --exec-template), then audit again")
-           for reason, nodes in b["no_answer"].items()]
+           for reason, nodes in b.no_answer.items()]
     out += [Line(Level.WARN, f"another beoperf version, not used: {printable(nodes)} "
                              f"(beoperf {printable(version)})",
                  "install the same beoperf on every node")
-            for version, nodes in b["other_version"].items()]
-    keys = [*b["inconsistent"], *b["consistent"]]
+            for version, nodes in b.other_version.items()]
+    keys = [*b.inconsistent, *b.consistent]
     for status, level, verb in (("fail", Level.FAIL, "fail{} the profile"),
                                 ("warn", Level.WARN, "warn{} against the profile")):
-        hit = [printable(k["label"]) for k in keys if _statuses(k) & {status}]
+        hit = [printable(k.label) for k in keys if k.statuses() & {status}]
         if hit:
             out.append(Line(level, f"{plural(len(hit), 'setting')} "
                                    f"{verb.format('s' if len(hit) == 1 else '')} on some or "
                                    f"all nodes: {listed(hit)}",
                             "beoperf audit on one of those nodes says why and how to change "
                             "them; beoperf tune plans it"))
-    if b["inconsistent"]:
-        out.append(Line(Level.WARN, f"{plural(len(b['inconsistent']), 'setting')} "
-                                    f"{'differs' if len(b['inconsistent']) == 1 else 'differ'} "
+    if b.inconsistent:
+        out.append(Line(Level.WARN, f"{plural(len(b.inconsistent), 'setting')} "
+                                    f"{'differs' if len(b.inconsistent) == 1 else 'differ'} "
                                     "between nodes: "
-                                    f"{listed([printable(k['label']) for k in b['inconsistent']])}",
+                                    f"{listed([printable(k.label) for k in b.inconsistent])}",
                         "the groups below name the odd nodes out"))
     if not out:
-        out.append(Line(Level.OK, f"{b['answered'] or 'no node'} answered; "
+        out.append(Line(Level.OK, f"{b.answered or 'no node'} answered; "
                                   f"{plural(len(keys), 'setting')} the same on every node, "
                                   "none failing or warning"))
     return out
-
-
-def _statuses(key: Mapping[str, Any]) -> set[str | None]:
-    """The statuses of a fleet key: its own, or its groups' for one that differs."""
-    return {g.get("status") for g in key.get("groups", [])} | {key.get("status")}

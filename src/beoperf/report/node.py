@@ -19,8 +19,16 @@ from typing import Any
 from beoperf import units
 from beoperf.analysis.effect import WIDE
 from beoperf.analysis.node import describe_test
-from beoperf.model.document import Document
-from beoperf.model.node import FleetMetric, IoDir, Metric, NodeComparison, NodeFleet, NodeRun
+from beoperf.model.document import Document, JsonObject
+from beoperf.model.node import (
+    Conditions,
+    FleetMetric,
+    IoDir,
+    Metric,
+    NodeComparison,
+    NodeFleet,
+    NodeRun,
+)
 from beoperf.report import renderer
 from beoperf.report.answer import Level, Line, answer, lines_of, listed, plural, text_block
 from beoperf.report.compare import _aligned as aligned
@@ -56,23 +64,22 @@ def repeat_count(ms: Iterable[Metric]) -> str:
 
 def blas_core(run: NodeRun) -> str | None:
     """The core type the BLAS chose (OpenBLAS's corename), from the DGEMM runs."""
-    return next((r["blas"].get("corename") for r in run.part("dgemm").get("runs", [])
-                 if r.get("blas")), None)
+    return next((r.corename for r in run.detail("dgemm").runs if r.corename), None)
 
 
-def _caches_text(c: Mapping[str, Any]) -> str:
-    return ", ".join(f"L{x['level']}{'d' if x.get('type') == 'Data' else ''} "
-                     f"{units.format_size(x['size'])}" for x in c.get("caches", [])
-                     if x.get("type") != "Instruction" and x.get("size"))
+def _caches_text(c: Conditions) -> str:
+    return ", ".join(f"L{x['level']}{'d' if x['type'] == 'Data' else ''} "
+                     f"{units.format_size(x['size'])}" for x in c.caches
+                     if x["type"] != "Instruction" and x["size"])
 
 
-def _machine_line(c: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
+def _machine_line(c: Conditions, meta: Mapping[str, Any]) -> str:
     """Node, CPU, cores used, caches, memory, NUMA nodes and governor."""
-    numa = c.get("numa") or []
-    gov = c.get("governor")
-    mem = c.get("memory")
-    return (f"node {printable(str(meta.get('host', '?')))}: {printable(str(c.get('cpu_model')))}, "
-            f"{c.get('cores_used')} of {c.get('cpus')} cores used; caches "
+    numa = c.numa
+    gov = c.governor
+    mem = c.memory
+    return (f"node {printable(str(meta.get('host', '?')))}: {printable(str(c.cpu_model))}, "
+            f"{c.cores_used} of {c.cpus} cores used; caches "
             f"{_caches_text(c) or 'unknown'}; "
             f"memory {units.format_size(mem) if mem else 'unknown'}; NUMA "
             f"{len(numa)} node{'s' if len(numa) != 1 else ''}; governor "
@@ -82,27 +89,25 @@ def _machine_line(c: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
 
 def _build_line(run: NodeRun) -> str:
     """The kernels' compiler and flags, the BLAS, its core type and environment."""
-    c = run.conditions
-    blas = c.get("blas") or {}
-    env = " ".join(f"{k}={v}" for k, v in (blas.get("environment") or {}).items())
-    build = c.get("build") or {}
+    c = run.facts()
+    env = " ".join(f"{k}={v}" for k, v in c.blas_environment.items())
     core = blas_core(run)
-    return (f"kernels built by {build.get('compiler')} with {build.get('flags')}; BLAS "
-            f"{blas.get('library')} {blas.get('version')}"
+    return (f"kernels built by {c.compiler} with {c.flags}; BLAS "
+            f"{c.blas_library} {c.blas_version}"
             + (f" (core type {core})" if core else "") + (f"; {env}" if env else ""))
 
 
 def condition_lines(run: NodeRun, meta: Mapping[str, Any]) -> list[str]:
     reason = f" ({printable(run.status_reason)})" if run.status_reason else ""
-    return [_machine_line(run.conditions, meta), _build_line(run),
+    return [_machine_line(run.facts(), meta), _build_line(run),
             f"status: {run.status}{reason}; --repeat {run.repeat}; "
-            f"{_f(run.conditions.get('elapsed_s'), 3)} s"]
+            f"{_f(run.facts().elapsed_s, 3)} s"]
 
 
 # --------------------------------------------------------------------------- parts
 
 
-def warm_phrase(detail: dict) -> str:
+def warm_phrase(detail: JsonObject) -> str:
     """'after 1 s of untimed iterations, ' (documents before the warm-up have none)."""
     warm = detail.get("warm_s")
     if isinstance(warm, int | float) and warm > 0:
@@ -113,35 +118,45 @@ def warm_phrase(detail: dict) -> str:
 def _stream_row(m: Metric) -> list[str]:
     return [str(m.params["threads"]), m.name, _f(m.figure("best")), _f(m.figure("per_core")),
             _f(m.mean), _f(m.stdev, 2), _f(m.min), _f(m.max),
-            *(units.format_time(m.extra[k]) for k in ("avg_time_s", "min_time_s",
-                                                       "max_time_s")), str(m.repeat)]
+            *(_time(m.figure(k)) for k in ("avg_time_s", "min_time_s", "max_time_s")),
+            str(m.repeat)]
+
+
+def _time(seconds: float | None) -> str:
+    return "n/a" if seconds is None else units.format_time(seconds)
 
 
 def stream_lines(run: NodeRun) -> list[str]:
     ms = _by_part(run, "stream")
     if not ms:
         return []
-    d = run.part("stream")
+    d = run.detail("stream")
     head = ("threads", "test", "best GB/s", "per core", "mean", "stdev", "min", "max",
             "avg time", "min time", "max time", "n")
-    ok = "passed" if d.get("ok") else "FAILED"
-    title = (f"STREAM: 3 arrays of {units.format_size(d.get('array_bytes', 0))} "
-             f"({printable(str(d.get('size_rule')))}; {d.get('stores')} stores); "
+    ok = "passed" if d.ok else "FAILED"
+    title = (f"STREAM: 3 arrays of {units.format_size(d.array_bytes or 0)} "
+             f"({printable(str(d.size_rule))}; {d.stores} stores); "
              "GB/s = 10^9 B/s, copy/scale 16 B, "
-             f"add/triad 24 B an element; {warm_phrase(d)}first iteration dropped; validation {ok} "
-             f"(average relative error <= {d.get('epsilon')})")
+             f"add/triad 24 B an element; {warm_phrase(run.part('stream'))}first iteration "
+             f"dropped; validation {ok} (average relative error <= {d.epsilon})")
     lines = ["", title, *aligned(head, [_stream_row(m) for m in ms], set(range(2, 12)))]
-    if d.get("below_4x_cache"):
+    if d.below_4x_cache:
         lines.append("note: the arrays are smaller than 4 x the last-level cache: this is "
                      "cache bandwidth, not memory bandwidth")
     return lines
 
 
 def _ref_kernel(run: NodeRun, kernel: str, length: int) -> float | None:
-    for r in run.reference_entries("kernels"):
-        if r["kernel"] == kernel and abs(r["length"] - length) <= REF_LENGTH_TOLERANCE * length:
-            return r["mflops"]
+    for r in run.ref_kernels():
+        if r.kernel == kernel and abs(r.length - length) <= REF_LENGTH_TOLERANCE * length:
+            return r.mflops
     return None
+
+
+def ref_name(run: NodeRun) -> str | None:
+    """The reference system's name (None without one)."""
+    ref = run.ref()
+    return ref.name if ref else None
 
 
 def levels(by_kernel: Mapping[str, str]) -> str:
@@ -181,8 +196,8 @@ def kernel_lines(run: NodeRun) -> list[str]:
         return []
     kernels = list(dict.fromkeys(m.name for m in ms))
     cell = {(m.name, m.length): m for m in ms}
-    with_ref = bool(run.reference_entries("kernels"))
-    name = (run.reference or {}).get("name")
+    with_ref = bool(run.ref_kernels())
+    name = ref_name(run)
     head = ["length", "level", *kernels, *([f"{name} {k}" for k in kernels] if with_ref else [])]
     rows = [_kernel_row(run, n, kernels, cell, with_ref) for n in sorted({m.length for m in ms})]
     return ["", f"PEAK kernels, MFLOP/s (mean ±stdev over {repeat_count(ms)} trials; "
@@ -199,7 +214,7 @@ def compute_lines(run: NodeRun) -> list[str]:
     ms = [m for m in run.metrics if m.part in ("dgemm", "randomaccess", "fft")]
     if not ms:
         return []
-    ref = {r["metric"]: r["value"] for r in run.reference_entries("hpcc")}
+    ref = {r.metric: r.value for r in run.ref_hpcc()}
     head = ["figure", "unit", "mean", "stdev", "min", "max", "n", "check",
             *(["reference"] if ref else [])]
     rows = []
@@ -209,24 +224,25 @@ def compute_lines(run: NodeRun) -> list[str]:
         row = [f"{m.part} ({params})", m.unit, _f(m.mean), _f(m.stdev, 2),
                _f(m.min), _f(m.max), str(m.repeat), check]
         if ref:
-            name = HPCC_REF.get((m.part, m.params.get("threads")))
-            row.append(_f(ref.get(name)) + f" ({name})" if name in ref else "-")
+            name = HPCC_REF.get((m.part, m.threads))
+            row.append(f"{_f(ref[name])} ({name})" if name is not None and name in ref else "-")
         rows.append(row)
     return ["", "DGEMM (numpy BLAS, 2N^3 flops), RandomAccess (HPCC updates), FFT "
             "(5 N log2 N flops)", *aligned(head, rows, {2, 3, 4, 5, 6})]
 
 
 def _ref_io(run: NodeRun, where: str, size: int, test: str) -> float | None:
-    for r in ((run.reference or {}).get("io") or {}).get(where, []):
-        if r["test"] == test and abs(r["file_size"] - size) <= REF_SIZE_TOLERANCE * size:
-            return r["mb_s"]
+    ref = run.ref()
+    for r in ref.io.get(where, []) if ref else []:
+        if r.test == test and abs(r.file_size - size) <= REF_SIZE_TOLERANCE * size:
+            return r.mb_s
     return None
 
 
 def io_refs(run: NodeRun) -> list[str]:
     """The reference system's I/O columns present: "local", "nfs"."""
-    io = (run.reference or {}).get("io") or {}
-    return [w for w in ("local", "nfs") if io.get(w)]
+    ref = run.ref()
+    return [w for w in ("local", "nfs") if ref and ref.io.get(w)]
 
 
 def _io_cell(m: Metric | None) -> str:
@@ -251,7 +267,7 @@ def io_lines(run: NodeRun) -> list[str]:
     refs = io_refs(run)
     cell = {(m.params["dir"], m.params["file_size"], m.name): m for m in ms}
     head = ["file", "test", *(f"{printable(x)} min/avg/max" for x in dirs),
-            *(f"{(run.reference or {}).get('name')} {w}" for w in refs)]
+            *(f"{ref_name(run)} {w}" for w in refs)]
     rows = [[units.format_size(size), test, *(_io_cell(cell.get((x, size, test))) for x in dirs),
              *(_f(_ref_io(run, w, size, test)) for w in refs)]
             for size in d.file_sizes for test in d.patterns]
@@ -265,10 +281,10 @@ def report_lines(doc: Document) -> list[str]:
     lines = condition_lines(run, doc.meta)
     for part in (stream_lines, kernel_lines, compute_lines, io_lines):
         lines += part(run)
-    ref = run.reference
+    ref = run.ref()
     if ref:
-        lines += ["", f"reference: {ref['name']} ({printable(ref['system'])}), from "
-                  f"{ref['source']}"]
+        lines += ["", f"reference: {ref.name} ({printable(str(ref.system))}), from "
+                  f"{ref.source}"]
     return lines
 
 
@@ -332,7 +348,7 @@ def fleet_lines(fleet: NodeFleet) -> list[str]:
     lines += _outlier_lines(fleet)
     head = ["metric", "unit", "median", "MAD", "lowest", "highest", "outliers (z)"]
     rows = [_fleet_row(m) for m in fleet.metrics]
-    return [*lines, "", *aligned(head, rows, {2, 3}), "", fleet.method["statement"]]
+    return [*lines, "", *aligned(head, rows, {2, 3}), "", fleet.method.statement]
 
 
 @renderer("node-fleet", "text")
@@ -417,7 +433,7 @@ def comparison_table(doc: Document, **_options: Any) -> str:
     return "\n".join([*first, *([""] if first else []), *aligned(head, rows, numeric), "",
                       f"Baseline: {printable(c.baseline)}; change of the mean and "
                       "its interval, + = faster (every figure is a rate).",
-                      c.test["statement"]]) + "\n"
+                      str(c.test["statement"])]) + "\n"
 
 
 @renderer("node-comparison", "text")
@@ -434,7 +450,7 @@ def comparison_markdown(doc: Document, **_options: Any) -> str:
         return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
     return "\n".join([line(head), line(["---"] * len(head)), *(line(r) for r in rows), "",
-                      c.test["statement"]]) + "\n"
+                      str(c.test["statement"])]) + "\n"
 
 
 @renderer("node-comparison", "csv")
@@ -453,25 +469,26 @@ __all__ = ["describe_test", "text", "fleet_text", "comparison_table"]
 # --------------------------------------------------------------------------- the answer
 
 
-def validation_failures(parts: Mapping[str, Any]) -> list[str]:
+def validation_failures(run: NodeRun) -> list[str]:
     """Each part's failed validation, with the figure that failed it."""
     out = []
-    for r in parts.get("stream", {}).get("runs", []):
-        if r.get("ok") is False:
-            errs = ", ".join(f"{k} {v:.3g}" for k, v in (r.get("errors") or {}).items())
-            out.append(f"STREAM validation failed at {plural(r['threads'], 'thread')} "
+    for r in run.detail("stream").runs:
+        if r.ok is False:
+            errs = ", ".join(f"{k} {v:.3g}" for k, v in r.errors.items())
+            out.append(f"STREAM validation failed at {plural(r.threads or 0, 'thread')} "
                        f"(average relative errors {errs})")
-    for r in parts.get("dgemm", {}).get("runs", []):
-        if r.get("ok") is False:
-            out.append(f"DGEMM check failed at {plural(r['threads'], 'thread')}: scaled "
-                       f"residual {r.get('residual')} over {parts['dgemm'].get('threshold')}")
-    for r in parts.get("randomaccess", {}).get("runs", []):
-        if r.get("ok") is False:
-            out.append(f"RandomAccess check failed at {plural(r['threads'], 'thread')}: "
-                       f"{r.get('errors')} wrong table words")
-    fft = parts.get("fft", {})
-    if fft.get("ok") is False:
-        out.append(f"FFT check failed: error {fft.get('error')} over {fft.get('threshold')}")
+    dgemm = run.detail("dgemm")
+    for r in dgemm.runs:
+        if r.ok is False:
+            out.append(f"DGEMM check failed at {plural(r.threads or 0, 'thread')}: scaled "
+                       f"residual {r.residual} over {dgemm.threshold}")
+    for r in run.detail("randomaccess").runs:
+        if r.ok is False:
+            out.append(f"RandomAccess check failed at {plural(r.threads or 0, 'thread')}: "
+                       f"{r.wrong} wrong table words")
+    fft = run.detail("fft")
+    if fft.ok is False:
+        out.append(f"FFT check failed: error {fft.error} over {fft.threshold}")
     return out
 
 
@@ -489,12 +506,12 @@ def node_answer(doc: Document) -> list[Line]:
         reason = f": {run.status_reason}" if run.status_reason else ""
         out.append(Line(Level.WARN if run.status == "interrupted" else Level.FAIL,
                         f"the node suite is {run.status}{reason}"))
-    out += [Line(Level.FAIL, text, CHECK_TODO) for text in validation_failures(run.parts)]
+    out += [Line(Level.FAIL, text, CHECK_TODO) for text in validation_failures(run)]
     failed = [m.id for m in run.metrics if m.ok is False]
     if failed:
         out.append(Line(Level.FAIL, f"{plural(len(failed), 'figure')} whose check failed: "
                                     f"{listed(failed)}", CHECK_TODO))
-    if run.part("stream").get("below_4x_cache"):
+    if run.detail("stream").below_4x_cache:
         out.append(Line(Level.WARN, "STREAM's arrays are smaller than 4 x the last-level "
                                     "cache: its figures are cache bandwidth, not memory "
                                     "bandwidth",

@@ -12,16 +12,15 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 from beoperf import errors, sysinfo
 from beoperf.audit.base import PROFILES, run_audit
 from beoperf.audit.buffers import RTT_SIZE, advise, current_limits
 from beoperf.audit.checks import ETHERNET_MTU, default_route_interface
 from beoperf.engines.protocol import DEFAULT_PORT
-from beoperf.model import audit as audit_doc
-from beoperf.model.document import Document, make_meta, utc_now
+from beoperf.model.audit import AuditRun, BufferAdvice, Finding
+from beoperf.model.document import Document, JsonObject, make_meta, utc_now
 from beoperf.monitor import probes
 from beoperf.sweep.probe import measure_size
 
@@ -76,7 +75,7 @@ def pick_interface(interface: str | None, peer: str | None) -> str | None:
     return default_route_interface()
 
 
-def buffer_advice(peer: str, port: int, rate_bps: float) -> dict[str, Any]:
+def buffer_advice(peer: str, port: int, rate_bps: float) -> BufferAdvice:
     """The BDP advice for a link of ``rate_bps`` to ``peer`` (its RTT measured now)."""
     try:
         measured = measure_size(peer, port, RTT_SIZE, max_time=RTT_TIME_S,
@@ -85,7 +84,7 @@ def buffer_advice(peer: str, port: int, rate_bps: float) -> dict[str, Any]:
         raise type(exc)(f"cannot measure the RTT to {peer}: {exc}", exc.hint,
                         exc.category) from None
     rtt_us = 2.0 * measured.central_time_us()
-    return advise(rate_bps, rtt_us, measured.samples, current_limits()).to_dict()
+    return advise(rate_bps, rtt_us, measured.samples, current_limits())
 
 
 # --------------------------------------------------------------------------- the path
@@ -98,7 +97,40 @@ PROBE_TRIES = 3  # per size: a lost datagram is not yet a path that cannot carry
 RETRY_PAUSE_S = 0.3  # lets the server's per-source echo budget refill between big probes
 
 
-def path_facts(peer: str, port: int, interface: str | None) -> dict[str, Any]:
+@dataclass
+class Probe:
+    """One size sent to the peer's echo: its role (small, mtu, ethernet), its bytes on the
+    wire, whether it came back and the last outcome."""
+
+    role: str
+    bytes: int
+    ok: bool
+    outcome: str
+
+    def to_dict(self) -> JsonObject:
+        return {"role": self.role, "bytes": self.bytes, "ok": self.ok, "outcome": self.outcome}
+
+
+@dataclass
+class PathFacts:
+    """What the probes of the path to a peer found (the facts the MTU checks judge by,
+    beoperf.audit.checks.PathMtu): the interface's MTU, each probe, the largest size that
+    crossed, and why nothing was probed."""
+
+    peer: str
+    port: int
+    mtu: int | None
+    probes: list[Probe] = field(default_factory=list)
+    carried: int | None = None
+    error: str | None = None
+
+    def to_dict(self) -> JsonObject:
+        return {"peer": self.peer, "port": self.port, "mtu": self.mtu,
+                "probes": [p.to_dict() for p in self.probes], "carried": self.carried,
+                "error": self.error}
+
+
+def path_facts(peer: str, port: int, interface: str | None) -> JsonObject:
     """What don't-fragment UDP probes to ``beoperf serve`` on ``peer`` found (for the path
     check and the MTU advice, ``beoperf.audit.checks``): a small packet, then one of this
     interface's MTU, and if that one is lost, 1500 bytes.  Each crosses both ways whole or
@@ -108,17 +140,21 @@ def path_facts(peer: str, port: int, interface: str | None) -> dict[str, Any]:
     Why serve's echo, not ICMP: a Linux host answers a ping without DF (its reply may be
     cut into fragments on the way back), and a ping needs no program on the peer, so it
     says nothing of the way back; serve is the peer of every beoperf network test."""
+    return probe_path(peer, port, interface).to_dict()
+
+
+def probe_path(peer: str, port: int, interface: str | None) -> PathFacts:
+    """The probes of :func:`path_facts`, typed."""
     mtu = sysinfo.interface_facts(interface)["mtu"] if interface else None
-    out: dict[str, Any] = {"peer": peer, "port": port, "mtu": mtu, "probes": [],
-                           "carried": None, "error": None}
+    out = PathFacts(peer, port, mtu)
     if mtu is None:
-        out["error"] = f"the MTU of {interface or 'the interface'} is unknown"
+        out.error = f"the MTU of {interface or 'the interface'} is unknown"
         return out
     try:
         target = probes.resolve(peer)
         prober = probes.UdpProber(target, port)
     except (errors.BeoperfError, OSError) as exc:
-        out["error"] = str(exc)
+        out.error = str(exc)
         return out
     try:
         prober.dont_fragment()
@@ -128,16 +164,16 @@ def path_facts(peer: str, port: int, interface: str | None) -> dict[str, Any]:
     return out
 
 
-def _probe_path(prober: probes.UdpProber, out: dict[str, Any], mtu: int, headers: int) -> None:
+def _probe_path(prober: probes.UdpProber, out: PathFacts, mtu: int, headers: int) -> None:
     """Small, then the MTU, then (if that failed) Ethernet's 1500: each as far as needed."""
     plan = [("small", min(SMALL_PACKET, mtu)), ("mtu", mtu)]
     if mtu > ETHERNET_MTU:
         plan.append(("ethernet", ETHERNET_MTU))
     for role, size in plan:
         ok, outcome = _crosses(prober, size - headers)
-        out["probes"].append({"role": role, "bytes": size, "ok": ok, "outcome": outcome})
+        out.probes.append(Probe(role, size, ok, outcome))
         if ok:
-            out["carried"] = max(out["carried"] or 0, size)
+            out.carried = max(out.carried or 0, size)
         if (role == "small" and not ok) or (role == "mtu" and ok):
             return
 
@@ -170,7 +206,7 @@ def run(spec: Spec, progress: Progress | None = None) -> Document:
         assert spec.peer is not None
         advice = buffer_advice(spec.peer, spec.port, spec.link_speed)
     path = path_facts(spec.peer, spec.port, interface) if spec.peer else None
-    findings = [f.to_dict() for f in run_audit(spec.profile, interface, path)]
+    findings = [Finding.from_dict(f.to_dict()) for f in run_audit(spec.profile, interface, path)]
     meta = make_meta(list(spec.command_line), utc_start=started, utc_end=utc_now())
-    return audit_doc.make(spec.profile, interface, sysinfo.host_facts(), findings, advice,
-                          meta)
+    audited = AuditRun(spec.profile, interface, sysinfo.host_facts(), findings, advice)
+    return audited.to_document(meta)

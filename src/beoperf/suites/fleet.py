@@ -25,7 +25,14 @@ from beoperf.launch.base import LaunchSpec
 from beoperf.launch.remote import HostResult
 from beoperf.model import audit as audit_doc
 from beoperf.model import fleet as fleet_doc
-from beoperf.model.document import Document, DocumentError, from_json, make_meta, utc_now
+from beoperf.model.document import (
+    Document,
+    DocumentError,
+    JsonObject,
+    from_json,
+    make_meta,
+    utc_now,
+)
 from beoperf.model.fleet import answer_counts
 from beoperf.suites.audit import check_profile_name
 
@@ -106,7 +113,12 @@ def launch_spec(spec: Spec, nodes: NodeSet) -> LaunchSpec:
 def parse_answer(text: str | bytes, limit: int = ANSWER_LIMIT) -> Document:
     """One node's audit document (current, schema-valid); ValueError saying why not
     (OtherVersion for a document of another beoperf version, which is not read further)."""
-    return parse_document(text, limit, "audit", audit_doc.is_audit, audit_doc.writer_version)
+    doc = parse_document(text, limit, "audit", audit_doc.is_audit, audit_doc.writer_version)
+    try:
+        audit_doc.AuditRun.from_document(doc)  # every field the fleet reads, checked
+    except DocumentError as exc:
+        raise ValueError(str(exc)) from None
+    return doc
 
 
 def parse_document(text: str | bytes, limit: int, what: str, is_kind: Callable[[Any], bool],
@@ -135,7 +147,7 @@ class Sorted:
     """node -> findings of its answer; reason -> nodes without one; version -> nodes of
     another beoperf version."""
 
-    answers: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    answers: dict[str, list[JsonObject]] = field(default_factory=dict)
     no_answer: dict[str, NodeSet] = field(default_factory=dict)
     other_version: dict[str, NodeSet] = field(default_factory=dict)
 
@@ -173,7 +185,8 @@ def sort_documents(results: Mapping[str, HostResult],
 def sort_outcome(results: Mapping[str, HostResult], limit: int) -> Sorted:
     """Each node's findings, or why it has none."""
     got = sort_documents(results, lambda text: parse_answer(text, limit))
-    answers = {node: doc.body["findings"] for node, doc in got.docs.items()}
+    answers = {node: [f.to_dict() for f in audit_doc.AuditRun.from_document(doc).findings]
+               for node, doc in got.docs.items()}
     return Sorted(answers, got.no_answer, got.other_version)
 
 
@@ -192,8 +205,8 @@ def run(spec: Spec, progress: Progress | None = None) -> Document:
                          limit=spec.limit)
     got = sort_outcome(results, spec.limit)
     groups = fleet_doc.group_findings(got.answers)
-    body = fleet_doc.body(nodes, groups, remote.group_reasons(got.no_answer),
-                          remote.group_reasons(got.other_version),
-                          answered=NodeSet.fromlist(list(got.answers)))
-    meta = make_meta(list(spec.command_line), utc_start=started, utc_end=utc_now())
-    return fleet_doc.make(body, meta)
+    fleet = fleet_doc.FleetAudit.of(nodes, groups, remote.group_reasons(got.no_answer),
+                                    remote.group_reasons(got.other_version),
+                                    answered=NodeSet.fromlist(list(got.answers)))
+    return fleet.to_document(make_meta(list(spec.command_line), utc_start=started,
+                                       utc_end=utc_now()))

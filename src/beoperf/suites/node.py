@@ -20,12 +20,11 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from beoperf import errors, interrupts, units
 from beoperf.model import node as node_doc
 from beoperf.model import node_reference
-from beoperf.model.document import Document, make_meta, utc_now
+from beoperf.model.document import Document, JsonObject, make_meta, utc_now
 from beoperf.suites import node_compute, node_io, node_stream
 from beoperf.sweep import node_kernels
 from beoperf.sysinfo import node as node_conditions
@@ -115,10 +114,9 @@ def check(spec: Spec) -> None:
                              f"choose one of {', '.join(node_reference.names())}")
 
 
-def _part(name: str, spec: Spec, conditions: dict[str, Any], progress: Progress,
-          metrics: list[dict], detail: dict[str, Any]) -> None:
-    cores = conditions["cores_used"]
-    llc = conditions.get("llc_total")
+def _part(name: str, spec: Spec, facts: node_conditions.Facts, conditions: JsonObject,
+          progress: Progress, metrics: list[JsonObject], detail: JsonObject) -> None:
+    cores, llc = facts["cores_used"], facts["llc_total"]
     if name == "stream":
         elements = spec.array_size // 8 if spec.array_size else None
         node_stream.run(elements, list(spec.threads or default_threads(cores)), spec.repeat,
@@ -144,9 +142,10 @@ def run(spec: Spec, progress: Progress | None = None) -> Measured:
     check(spec)
     say = progress or (lambda _text: None)
     started, t0 = utc_now(), time.monotonic()
-    conditions = node_conditions.collect()
-    metrics: list[dict] = []
-    parts: dict[str, Any] = {}
+    facts = node_conditions.collect()
+    conditions = node_doc.conditions_of(facts)
+    metrics: list[JsonObject] = []  # as each part stores them
+    parts: dict[str, JsonObject] = {}
     interrupt: KeyboardInterrupt | None = None
     status, reason = "complete", None
     ordered = [p for p in PARTS if p in spec.parts]
@@ -155,20 +154,21 @@ def run(spec: Spec, progress: Progress | None = None) -> Measured:
             detail = parts.setdefault(name, {})
             begun = time.monotonic()
             try:
-                _part(name, spec, conditions, say, metrics, detail)
+                _part(name, spec, facts, conditions, say, metrics, detail)
             except errors.IntegrityError as exc:
                 status, reason = "failed", str(exc)
             detail["elapsed_s"] = time.monotonic() - begun
     except KeyboardInterrupt as exc:
         interrupt, status, reason = exc, "interrupted", interrupts.reason(exc)
-    if status == "complete" and not all(m["ok"] is not False for m in metrics):
-        bad = next(m["id"] for m in metrics if m["ok"] is False)
+    measured = [node_doc.Metric.from_dict(m) for m in metrics]
+    bad = next((m.id for m in measured if m.ok is False), None)
+    if status == "complete" and bad is not None:
         status, reason = "failed", f"a check failed: {bad}"
     conditions["elapsed_s"] = time.monotonic() - t0
     ref = node_reference.load(spec.reference).to_json() if spec.reference else None
-    body = node_doc.body(conditions, parts, metrics, spec.repeat, status, reason, ref)
+    node_run = node_doc.NodeRun(conditions, spec.repeat, parts, measured, status, reason, ref)
     meta = make_meta(list(spec.command_line), utc_start=started, utc_end=utc_now())
-    return Measured(node_doc.make(body, meta), interrupt)
+    return Measured(node_run.to_document(meta), interrupt)
 
 
 def parse_list(text: str, parse: Callable[[str], int], what: str) -> tuple[int, ...]:

@@ -31,6 +31,10 @@ def load_node(path: str) -> Document:
     if doc.kind != node_doc.KIND:
         raise errors.InputError(f"{path}: a {doc.kind} document among node documents",
                                 "compare node documents with node documents")
+    try:
+        node_doc.NodeRun.from_document(doc)  # every field it is compared by, checked
+    except DocumentError as exc:
+        raise input_error(path, exc) from None
     return doc
 
 
@@ -56,9 +60,10 @@ def run(files: tuple[str, ...], labels: tuple[str, ...] | None, baseline: str | 
             raise errors.BadSpec(f"--baseline {baseline}: not among the files compared",
                                  "name one of the FILEs (or its label)")
         index = matches[0]
-    rows = analysis.compare_rows([d.body for d in docs], names, names[index], margin)
+    runs = [node_doc.NodeRun.from_document(d) for d in docs]
+    rows = analysis.compare_rows(runs, names, names[index], margin)
     unique = list(dict.fromkeys(names))
-    body = {"baseline": names[index], "labels": unique,
-            "runs": [names.count(label) for label in unique], "margin": margin,
-            "test": analysis.describe_test(margin), "rows": rows}
-    return Document(node_doc.COMPARISON_KIND, body, make_meta(list(command_line)))
+    compared = node_doc.NodeComparison(names[index], unique,
+                                       [names.count(label) for label in unique], margin,
+                                       analysis.describe_test(margin), rows)
+    return compared.to_document(make_meta(list(command_line)))

@@ -21,13 +21,14 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
 from beoperf import _node, errors
 from beoperf.launch import channel, job
+from beoperf.model.document import JsonObject, JsonValue
 from beoperf.model.node import metric
+from beoperf.suites.node_dgemm import DgemmResult
 
 THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                     "GOTO_NUM_THREADS", "BLIS_NUM_THREADS")
@@ -43,7 +44,7 @@ def thread_counts(cores: int) -> list[int]:
     return [1, cores] if cores > 1 else [1]
 
 
-def dgemm_once(n: int, threads: int, repeat: int) -> dict[str, Any]:
+def dgemm_once(n: int, threads: int, repeat: int) -> DgemmResult:
     """One DGEMM child (suites/node_dgemm.py) with ``threads`` BLAS threads."""
     env = {**os.environ, **dict.fromkeys(THREAD_VARIABLES, str(threads))}
     plan = json.dumps({"n": n, "repeat": repeat, "seed": 7})
@@ -56,21 +57,25 @@ def dgemm_once(n: int, threads: int, repeat: int) -> dict[str, Any]:
         if done.stopped:
             last = f"stopped after {DGEMM_TIMEOUT_S:g} s"
         raise errors.Failed(f"DGEMM with {threads} thread(s) failed: {last}")
-    return got
+    try:
+        return DgemmResult.from_dict(got)
+    except ValueError as exc:
+        raise errors.Failed(f"DGEMM with {threads} thread(s): {exc}") from None
 
 
-def dgemm(n: int, repeat: int, cores: int, progress: Progress, metrics: list[dict],
-          detail: dict[str, Any]) -> None:
-    detail.update({"n": n, "flops": 2 * n**3, "threshold": 16.0, "runs": []})
+def dgemm(n: int, repeat: int, cores: int, progress: Progress, metrics: list[JsonObject],
+          detail: JsonObject) -> None:
+    runs: list[JsonValue] = []  # filled as measured: an interrupt keeps what was
+    detail.update({"n": n, "flops": 2 * n**3, "threshold": 16.0, "runs": runs})
     for t in thread_counts(cores):
         progress(f"dgemm: N = {n}, {t} thread{'s' if t > 1 else ''}")
         got = dgemm_once(n, t, repeat)
-        ok = got["residual"] < got["threshold"]
-        rates = [2 * n**3 / s / 1e9 for s in got["times"]]
+        ok = got.residual < got.threshold
+        rates = [2 * n**3 / s / 1e9 for s in got.times]
         metrics.append(metric("dgemm", "dgemm", "GFLOP/s", rates, params={"threads": t},
-                              ok=ok, residual=got["residual"]))
-        detail["runs"].append({"threads": t, "residual": got["residual"], "ok": ok,
-                               "blas": got["blas"]})
+                              ok=ok, residual=got.residual))
+        runs.append({"threads": t, "residual": got.residual, "ok": ok,
+                     "blas": dict(got.blas)})
 
 
 def log2_words(table_bytes: int) -> int:
@@ -85,11 +90,12 @@ def default_table(llc_total: int | None) -> int:
 
 
 def randomaccess(table_bytes: int, repeat: int, cores: int, progress: Progress,
-                 metrics: list[dict], detail: dict[str, Any]) -> None:
+                 metrics: list[JsonObject], detail: JsonObject) -> None:
     log2 = log2_words(table_bytes)
+    runs: list[JsonValue] = []
     detail.update({"table_words": 1 << log2, "table_bytes": 8 << log2,
                    "updates": 4 << log2, "max_error_fraction": GUPS_ERROR_FRACTION,
-                   "runs": []})
+                   "runs": runs})
     for t in thread_counts(cores):
         progress(f"randomaccess: table 2^{log2} words, {t} thread{'s' if t > 1 else ''}")
         rates, errors_found = [], 0
@@ -100,7 +106,7 @@ def randomaccess(table_bytes: int, repeat: int, cores: int, progress: Progress,
         ok = errors_found <= GUPS_ERROR_FRACTION * (1 << log2)
         metrics.append(metric("randomaccess", "gups", "GUPS", rates, params={"threads": t},
                               ok=ok, errors=errors_found))
-        detail["runs"].append({"threads": t, "errors": errors_found, "ok": ok})
+        runs.append({"threads": t, "errors": errors_found, "ok": ok})
 
 
 def default_fft(llc_total: int | None) -> int:
@@ -111,8 +117,8 @@ def default_fft(llc_total: int | None) -> int:
     return 1 << max(10, math.ceil(math.log2(llc_total / 16)))
 
 
-def fft(n: int, repeat: int, progress: Progress, metrics: list[dict],
-        detail: dict[str, Any]) -> None:
+def fft(n: int, repeat: int, progress: Progress, metrics: list[JsonObject],
+        detail: JsonObject) -> None:
     progress(f"fft: N = {n}")
     rng = np.random.default_rng(11)
     x = rng.random(n) + 1j * rng.random(n)

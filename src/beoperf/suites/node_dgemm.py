@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import ctypes
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from beoperf import errors
 from beoperf.launch import channel
+from beoperf.model.document import JsonObject
 
 THRESHOLD = 16.0
 PREFIXES = ("openblas_", "scipy_openblas_")
@@ -49,7 +51,39 @@ def _call(lib: ctypes.CDLL, name: str, restype: Any) -> Any:
     return None
 
 
-def blas_self() -> dict[str, Any]:
+BlasSelf = dict[str, str | int | None]  # corename, threads
+
+
+@dataclass
+class DgemmResult:
+    """What the DGEMM child sends back (its result line): the times of the repetitions,
+    the scaled residual and its threshold, and the BLAS's own word on itself."""
+
+    n: int
+    times: list[float]
+    residual: float
+    threshold: float
+    blas: BlasSelf = field(default_factory=dict)
+
+    def to_dict(self) -> JsonObject:
+        return {"n": self.n, "times": list(self.times), "residual": self.residual,
+                "threshold": self.threshold, "blas": dict(self.blas)}
+
+    @classmethod
+    def from_dict(cls, got: JsonObject) -> DgemmResult:
+        """The child's result line read back; ValueError naming what is missing or wrong."""
+        n, times, res, limit, blas = (got.get(k) for k in ("n", "times", "residual",
+                                                            "threshold", "blas"))
+        if not (isinstance(n, int) and isinstance(times, list) and times
+                and all(isinstance(t, int | float) for t in times)
+                and isinstance(res, int | float) and isinstance(limit, int | float)
+                and isinstance(blas, dict)):
+            raise ValueError("not a DGEMM result (n, times, residual, threshold, blas)")
+        return cls(n, [float(t) for t in times if isinstance(t, int | float)], res, limit,
+                   {k: v for k, v in blas.items() if v is None or isinstance(v, str | int)})
+
+
+def blas_self() -> BlasSelf:
     """The loaded BLAS's own word on its core type and threads (OpenBLAS only)."""
     lib = _blas_library()
     if lib is None:
@@ -68,7 +102,7 @@ def residual(a: np.ndarray, b: np.ndarray, c: np.ndarray, rng: np.random.Generat
     return float(np.abs(r).max() / scale)
 
 
-def measure(n: int, repeat: int, seed: int) -> dict[str, Any]:
+def measure(n: int, repeat: int, seed: int) -> DgemmResult:
     """The times of ``repeat`` C = A B after a warm-up, the residual, the BLAS."""
     rng = np.random.default_rng(seed)
     a, b = rng.random((n, n)), rng.random((n, n))
@@ -79,15 +113,21 @@ def measure(n: int, repeat: int, seed: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         np.dot(a, b, out=c)
         times.append(time.perf_counter() - t0)
-    return {"n": n, "times": times, "residual": residual(a, b, c, rng),
-            "threshold": THRESHOLD, "blas": blas_self()}
+    return DgemmResult(n, times, residual(a, b, c, rng), THRESHOLD, blas_self())
 
 
-def rank(plan: dict[str, Any]) -> int:
+def rank(plan: JsonObject) -> int:
     """The child's work (``python -m beoperf.cli.rank dgemm PLAN``): its result sent."""
     try:
-        n, repeat, seed = int(plan["n"]), int(plan["repeat"]), int(plan["seed"])
+        n, repeat, seed = (_whole(plan[k]) for k in ("n", "repeat", "seed"))
     except (KeyError, TypeError, ValueError) as exc:
         raise errors.BadSpec(f"not a DGEMM plan: {exc}") from None
-    channel.send(measure(n, repeat, seed))
+    channel.send(measure(n, repeat, seed).to_dict())
     return 0
+
+
+def _whole(value: object) -> int:
+    """An integer of the plan (int() as the plan's numbers were always read)."""
+    if not isinstance(value, int | float | str) or isinstance(value, bool):
+        raise TypeError(f"{value!r} is not a number")
+    return int(value)

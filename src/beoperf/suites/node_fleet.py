@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from ClusterShell.NodeSet import NodeSet, NodeSetParseError
 
@@ -24,7 +23,8 @@ from beoperf.launch import remote
 from beoperf.launch.base import LaunchSpec
 from beoperf.launch.remote import HostResult
 from beoperf.model import node as node_doc
-from beoperf.model.document import Document, make_meta, utc_now
+from beoperf.model.document import Document, DocumentError, JsonObject, make_meta, utc_now
+from beoperf.model.node import NodeFleet, NodeRun
 from beoperf.suites.fleet import DEFAULT_REMOTE, fleet_launch, parse_document, sort_documents
 
 DEFAULT_TIMEOUT_S = 900.0
@@ -50,7 +50,12 @@ class Spec:
 
 def parse_answer(text: bytes, limit: int = ANSWER_LIMIT) -> Document:
     """One node's document; ValueError saying why not (OtherVersion: another beoperf)."""
-    return parse_document(text, limit, "node", node_doc.is_node, node_doc.writer_version)
+    doc = parse_document(text, limit, "node", node_doc.is_node, node_doc.writer_version)
+    try:
+        NodeRun.from_document(doc)  # every field the fleet reads, checked
+    except DocumentError as exc:
+        raise ValueError(str(exc)) from None
+    return doc
 
 
 def launch_spec(spec: Spec, nodes: NodeSet) -> LaunchSpec:
@@ -81,18 +86,23 @@ def run(spec: Spec, progress: Callable[[str], None] | None = None) -> Document:
     results = remote.run(launch_spec(spec, nodes), timeout=spec.timeout, fanout=spec.fanout,
                          limit=spec.limit)
     docs, no_answer, other = sort_answers(results, spec.limit)
-    per_node = {n: node_doc.metrics_by_id(d.body) for n, d in sorted(docs.items())}
-    metrics = analysis.fleet_metrics(per_node, spec.threshold)
-    conditions = {n: {k: d.body["conditions"].get(k) for k in CONDITION_KEYS}
-                  | {"status": d.body["status"]} for n, d in sorted(docs.items())}
-    body: dict[str, Any] = {
-        "nodes": str(nodes), "answered": str(NodeSet.fromlist(list(docs))),
-        "no_answer": remote.group_reasons(no_answer), "other_version": remote.group_reasons(other),
-        "method": analysis.method(spec.threshold), "metrics": metrics,
-        "outliers": analysis.outlier_nodes(metrics), "conditions": conditions}
-    meta = make_meta(list(spec.command_line), utc_start=started, utc_end=utc_now())
-    return Document(node_doc.FLEET_KIND, body, meta)
+    runs = {n: NodeRun.from_document(d) for n, d in sorted(docs.items())}
+    metrics = analysis.fleet_metrics({n: node_doc.metrics_by_id(r) for n, r in runs.items()},
+                                     spec.threshold)
+    fleet = NodeFleet(
+        nodes=str(nodes), answered=str(NodeSet.fromlist(list(docs))),
+        no_answer=remote.group_reasons(no_answer), other_version=remote.group_reasons(other),
+        method=analysis.method(spec.threshold), metrics=metrics,
+        outliers=analysis.outlier_nodes(metrics),
+        conditions={n: _conditions(r) for n, r in runs.items()})
+    return fleet.to_document(make_meta(list(spec.command_line), utc_start=started,
+                                       utc_end=utc_now()))
 
 
-def answer_counts(body: dict[str, Any]) -> tuple[int, int]:
+def _conditions(run: NodeRun) -> JsonObject:
+    """What the fleet shows of a node's conditions, and how its run ended."""
+    return {**{k: run.conditions.get(k) for k in CONDITION_KEYS}, "status": run.status}
+
+
+def answer_counts(body: JsonObject) -> tuple[int, int]:
     return len(NodeSet(body["answered"])), len(NodeSet(body["nodes"]))

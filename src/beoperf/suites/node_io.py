@@ -34,9 +34,9 @@ import errno
 import os
 import secrets
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from beoperf import _node, errors, interrupts, units
+from beoperf.model.document import JsonObject, JsonValue
 from beoperf.model.node import metric
 from beoperf.sysinfo.node import mount_of
 
@@ -171,32 +171,35 @@ def check_sizes(block: int, sizes: list[int]) -> None:
 
 
 def run(dirs: list[str], sizes: list[int], block: int, repeat: int, cold: bool,
-        progress: Callable[[str], None], metrics: list[dict], detail: dict[str, Any]) -> None:
+        progress: Callable[[str], None], metrics: list[JsonObject], detail: JsonObject
+        ) -> None:
     """Every directory and file size; metrics appended and ``detail`` filled as they are
     measured."""
     check_sizes(block, sizes)
-    detail.update({"block": block, "file_sizes": sizes, "cold": cold, "mb": 1e6,
-                   "patterns": list(PATTERNS), "dirs": []})
+    stored: list[JsonValue] = []  # each directory's entry, as it is filled
+    methods: list[JsonObject] = []  # each directory's file size -> method
+    detail.update({"block": block, "file_sizes": list(sizes), "cold": cold, "mb": 1e6,
+                   "patterns": list(PATTERNS), "dirs": stored})
     opened = []
     try:
         for path in dirs:  # every directory checked before anything is written
             dfd = open_dir(path)
             opened.append(dfd)
             free = check_space(dfd, path, max(sizes))
-            detail["dirs"].append({"dir": path, "realpath": os.path.realpath(path),
-                                   "free_bytes": free, "mount": mount_of(path),
-                                   "method": {}})
-        for dfd, entry in zip(opened, detail["dirs"], strict=True):
+            methods.append({})
+            stored.append({"dir": path, "realpath": os.path.realpath(path),
+                           "free_bytes": free, "mount": dict(mount_of(path)),
+                           "method": methods[-1]})
+        for dfd, path, method_of in zip(opened, dirs, methods, strict=True):
             for size in sizes:
                 rates: dict[str, list[float]] = {p: [] for p in PATTERNS}
                 method = None
                 try:
-                    method = run_file(dfd, entry["dir"], size, block, repeat, cold, progress,
-                                      rates)
+                    method = run_file(dfd, path, size, block, repeat, cold, progress, rates)
                 finally:
-                    entry["method"][str(size)] = method
+                    method_of[str(size)] = method
                     metrics.extend(metric("io", pattern, "MB/s", got, method=method,
-                                          params={"dir": entry["dir"], "file_size": size},
+                                          params={"dir": path, "file_size": size},
                                           block=block)
                                    for pattern, got in rates.items() if got)
     finally:

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 from beoperf import _core, _node, errors, units
-from beoperf.model.node import metric
+from beoperf.model.document import JsonObject, JsonValue
+from beoperf.model.node import int_or_none, metric
 
 TESTS = ("copy", "scale", "add", "triad")
 BYTES_PER_ELEMENT = {"copy": 16, "scale": 16, "add": 24, "triad": 24}
@@ -68,7 +68,9 @@ def streaming(elements: int, llc_total: int | None) -> bool:
 
 
 def timed(elements: int, threads: int, ntimes: int, nontemporal: bool = False,
-          warm_s: float = WARM_S) -> tuple[list[list[int]], Any, Any, int, int]:
+          warm_s: float = WARM_S
+          ) -> tuple[list[list[int]], tuple[float, float, float], tuple[float, float, float],
+                     int, int]:
     """One STREAM run, after ``warm_s`` of untimed iterations; inner passes added until
     every test lasts MIN_TIMING_S (the runs that find the passes follow the first at
     once, and are not warmed again).  The last element: the warm-up iterations."""
@@ -85,7 +87,7 @@ def timed(elements: int, threads: int, ntimes: int, nontemporal: bool = False,
 
 
 def run_threads(elements: int, threads: int, repeat: int,
-                nontemporal: bool = False) -> tuple[list[dict], dict]:
+                nontemporal: bool = False) -> tuple[list[JsonObject], JsonObject]:
     """The four metrics at one thread count, and the run's details."""
     times, errs, expected, reps, warmed = timed(elements, threads, repeat + 1, nontemporal)
     ok = all(e <= EPSILON for e in errs)
@@ -99,32 +101,37 @@ def run_threads(elements: int, threads: int, repeat: int,
             best=max(rates), per_core=max(rates) / threads,
             avg_time_s=sum(kept) / len(kept) / reps, min_time_s=min(kept) / reps,
             max_time_s=max(kept) / reps))
-    detail = {"threads": threads, "inner_passes": reps, "warm_iterations": warmed,
+    detail: JsonObject = {"threads": threads, "inner_passes": reps, "warm_iterations": warmed,
               "errors": {"a": errs[0], "b": errs[1], "c": errs[2]},
               "expected": {"a": expected[0], "b": expected[1], "c": expected[2]}, "ok": ok}
     return metrics, detail
 
 
-def run(elements: int | None, threads: list[int], repeat: int, conditions: dict[str, Any],
-        progress: Callable[[str], None], metrics: list[dict], detail: dict[str, Any]) -> None:
+def run(elements: int | None, threads: list[int], repeat: int, conditions: JsonObject,
+        progress: Callable[[str], None], metrics: list[JsonObject], detail: JsonObject
+        ) -> None:
     """STREAM at each thread count; metrics appended and ``detail`` filled as they are
     measured."""
-    llc = conditions.get("llc_total")
+    llc = int_or_none(conditions, "llc_total")
     if elements is None:
         elements, why = default_elements(llc)
     else:
         why = "--array-size"
-    check_fits(elements, conditions.get("memory_available"))
+    check_fits(elements, int_or_none(conditions, "memory_available"))
     nontemporal = streaming(elements, llc)
+    runs: list[JsonValue] = []  # filled as measured: an interrupt keeps what was
+    passed: list[bool] = []
     detail.update({"stores": "streaming (non-temporal)" if nontemporal else "regular",
         "array_elements": elements, "array_bytes": elements * 8, "size_rule": why,
         "below_4x_cache": bool(llc and elements * 8 < 4 * llc), "epsilon": EPSILON,
-        "bytes_per_element": BYTES_PER_ELEMENT, "flops_per_element": FLOPS_PER_ELEMENT,
-        "dropped_iterations": 1, "warm_s": WARM_S, "gb": 1e9, "runs": []})
+        "bytes_per_element": dict(BYTES_PER_ELEMENT),
+        "flops_per_element": dict(FLOPS_PER_ELEMENT),
+        "dropped_iterations": 1, "warm_s": WARM_S, "gb": 1e9, "runs": runs})
     for t in threads:
         progress(f"stream: {t} thread{'s' if t > 1 else ''}, "
                  f"3 x {units.format_size(elements * 8)}")
         got, run_detail = run_threads(elements, t, repeat, nontemporal)
         metrics.extend(got)
-        detail["runs"].append(run_detail)
-        detail["ok"] = all(r["ok"] for r in detail["runs"])
+        runs.append(run_detail)
+        passed.append(run_detail["ok"] is True)
+        detail["ok"] = all(passed)

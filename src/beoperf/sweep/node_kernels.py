@@ -35,15 +35,17 @@ kernel's median MFLOP/s from one level to the next.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from beoperf import _node, errors
 from beoperf.analysis.node import drops, level_of
-from beoperf.model.node import metric
+from beoperf.model.document import JsonObject, JsonValue
+from beoperf.model.node import LevelRate, caches_of, metric
 from beoperf.sweep.precision import LoopConfig, PrecisionLoop
+from beoperf.sysinfo.node import Cache
 
 KERNELS = ("div", "daxpy", "dot", "poly")
 FLOPS = {"div": 1, "daxpy": 2, "dot": 2, "poly": 10}
@@ -86,7 +88,7 @@ class KernelMeasurer:
     """One kernel over loop lengths: arrays per length, trials checked against numpy."""
 
     def __init__(self, kernel: str, seed: int = 13,
-                 caches: Sequence[Mapping[str, Any]] = ()) -> None:
+                 caches: Sequence[Cache] = ()) -> None:
         self.kernel = kernel
         self.caches = caches
         self.rng = np.random.default_rng(seed)
@@ -174,7 +176,7 @@ class KernelMeasurer:
 
 
 def measure(kernel: str, lengths: list[int], repeat: int, budget: float,
-            progress: Callable[[str], None], caches: Sequence[Mapping[str, Any]] = ()
+            progress: Callable[[str], None], caches: Sequence[Cache] = ()
             ) -> tuple[list[Any], BaseException | None, dict[int, bool]]:
     """The loop's points for one kernel, what stopped it early (None), and the lengths
     whose trials ran the narrower build."""
@@ -192,14 +194,16 @@ def measure(kernel: str, lengths: list[int], repeat: int, budget: float,
     return out.points, out.stopped, measurer.narrow
 
 
-def run(lengths: list[int], repeat: int, budget: float, conditions: dict[str, Any],
-        progress: Callable[[str], None], metrics: list[dict], detail: dict[str, Any]) -> None:
+def run(lengths: list[int], repeat: int, budget: float, conditions: JsonObject,
+        progress: Callable[[str], None], metrics: list[JsonObject], detail: JsonObject
+        ) -> None:
     """The four kernels; metrics appended and ``detail`` filled kernel by kernel (what was
     measured stays when a kernel is stopped)."""
-    caches = conditions.get("caches") or []
-    rows: list[dict[str, Any]] = []
-    detail.update({"flops_per_element": FLOPS, "bytes_per_element": BYTES,
-                   "precision": PRECISION, "budget_s": budget, "rows": rows, "drops": [],
+    caches = caches_of(conditions)
+    rows: list[LevelRate] = []
+    stored: list[JsonValue] = []  # the rows as the part keeps them
+    detail.update({"flops_per_element": dict(FLOPS), "bytes_per_element": dict(BYTES),
+                   "precision": PRECISION, "budget_s": budget, "rows": stored, "drops": [],
                    "runup_s": RUNUP_S, "runup_past": IN_CORE[-1]})
     for kernel in KERNELS:
         progress(f"kernels: {kernel}")
@@ -209,14 +213,16 @@ def run(lengths: list[int], repeat: int, budget: float, conditions: dict[str, An
                 continue
             rates = [FLOPS[kernel] * p.key / ns * 1e3 for ns in p.trial_medians]
             level = level_of(BYTES[kernel] * p.key, caches)
-            m = metric("kernels", kernel, "MFLOP/s", rates, params={"length": p.key},
-                       ok=not isinstance(stopped, errors.IntegrityError), level=level,
-                       working_set=BYTES[kernel] * p.key, converged=p.converged,
-                       median=float(np.median(rates)),
-                       vectors=VECTORS[narrow.get(p.key, False)])
-            metrics.append(m)
-            rows.append({"kernel": kernel, "length": p.key, "level": level,
-                         "mflops": m["median"]})
-        detail["drops"] = drops(rows)
+            median = float(np.median(rates))
+            metrics.append(metric("kernels", kernel, "MFLOP/s", rates, params={"length": p.key},
+                                  ok=not isinstance(stopped, errors.IntegrityError),
+                                  level=level, working_set=BYTES[kernel] * p.key,
+                                  converged=p.converged, median=median,
+                                  vectors=VECTORS[narrow.get(p.key, False)]))
+            row: LevelRate = {"kernel": kernel, "length": p.key, "level": level,
+                              "mflops": median}
+            rows.append(row)
+            stored.append({"kernel": kernel, "length": p.key, "level": level, "mflops": median})
+        detail["drops"] = [dict(d) for d in drops(rows)]
         if stopped is not None:
             raise stopped

@@ -10,14 +10,62 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from beoperf import _node, sysinfo, units
 
 BLAS_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                   "MKL_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES")
 READ_LIMIT = 1 << 20
+
+
+class Cache(TypedDict):
+    """One of cpu0's caches as sysfs shows it (size in bytes; None where unreadable)."""
+
+    level: int
+    type: str | None  # Data, Instruction, Unified
+    size: int | None
+    shared_cpus: str | None  # "0-3"
+
+
+class NumaNode(TypedDict):
+    node: int
+    cpus: str | None  # "0-3"
+    memory: int | None  # bytes
+
+
+class Blas(TypedDict):
+    """numpy's BLAS and the variables that steer it (version and configuration only when
+    numpy can say: numpy >= 1.25)."""
+
+    numpy: str
+    library: str | None
+    version: NotRequired[str | None]
+    configuration: NotRequired[str | None]
+    environment: dict[str, str]
+
+
+Mount = dict[str, str | None]  # mount_point, fstype, source, options
+
+
+class Facts(TypedDict):
+    """Every condition of the CPU, memory and compute parts (see :func:`collect`)."""
+
+    host: Mapping[str, object]  # sysinfo.host_facts()
+    cpu_model: object
+    cpus: int | None
+    cores_used: int
+    governor: dict[str, str] | None
+    caches: list[Cache]
+    llc_total: int | None
+    memory: int | None
+    memory_available: int | None
+    numa: list[NumaNode]
+    build: Mapping[str, object]  # the C kernels' compiler, flags, OpenMP ...
+    blas: Blas
+    clock: Mapping[str, object]  # sysinfo.clock_facts()
 
 
 def read_text(path: str | Path, limit: int = READ_LIMIT) -> str | None:
@@ -39,9 +87,9 @@ def cpu_list(text: str | None) -> list[int]:
     return out
 
 
-def caches(root: str = "/sys") -> list[dict[str, Any]]:
+def caches(root: str = "/sys") -> list[Cache]:
     """cpu0's caches: level, type, size (bytes), which CPUs share it."""
-    out = []
+    out: list[Cache] = []
     base = Path(root, "devices/system/cpu/cpu0/cache")
     for index in sorted(base.glob("index*")) if base.is_dir() else []:
         size = read_text(index / "size")
@@ -89,8 +137,8 @@ def meminfo() -> dict[str, int]:
     return out
 
 
-def numa(root: str = "/sys") -> list[dict[str, Any]]:
-    nodes = []
+def numa(root: str = "/sys") -> list[NumaNode]:
+    nodes: list[NumaNode] = []
     for node in sorted(Path(root, "devices/system/node").glob("node[0-9]*")):
         total = None
         m = re.search(r"MemTotal:\s+(\d+)\s*kB", read_text(node / "meminfo") or "")
@@ -118,27 +166,27 @@ def cores_used() -> int:
         return os.cpu_count() or 1
 
 
-def blas() -> dict[str, Any]:
+def blas() -> Blas:
     """numpy's BLAS (name, version, configuration) and the variables that steer it."""
     import numpy as np
 
-    info: dict[str, Any] = {"numpy": np.__version__}
+    environment = {k: os.environ[k] for k in BLAS_VARIABLES if k in os.environ}
     try:
         config = np.show_config(mode="dicts")  # numpy >= 1.25
         deps = config.get("Build Dependencies", {})
         lib = deps.get("blas", {})
-        info.update({"library": lib.get("name"), "version": lib.get("version"),
-                     "configuration": lib.get("openblas configuration")})
+        return {"numpy": np.__version__, "library": lib.get("name"),
+                "version": lib.get("version"),
+                "configuration": lib.get("openblas configuration"),
+                "environment": environment}
     except (TypeError, AttributeError):
-        info["library"] = None
-    info["environment"] = {k: os.environ[k] for k in BLAS_VARIABLES if k in os.environ}
-    return info
+        return {"numpy": np.__version__, "library": None, "environment": environment}
 
 
-def mount_of(directory: str) -> dict[str, Any]:
+def mount_of(directory: str) -> Mount:
     """The mount a directory is on: mount point, file system type, source, options."""
     path = os.path.realpath(directory)
-    best: dict[str, Any] = {"mount_point": None, "fstype": None, "source": None,
+    best: Mount = {"mount_point": None, "fstype": None, "source": None,
                             "options": None}
     for line in (read_text("/proc/self/mountinfo", 4 << 20) or "").splitlines():
         left, sep, right = line.partition(" - ")
@@ -154,7 +202,7 @@ def mount_of(directory: str) -> dict[str, Any]:
     return best
 
 
-def collect() -> dict[str, Any]:
+def collect() -> Facts:
     """Every condition of the CPU, memory and compute parts."""
     host = sysinfo.host_facts()
     mem = meminfo()

@@ -11,7 +11,7 @@ from typing import Any
 
 from beoperf.model.audit import AuditRun, BufferAdvice, Finding
 from beoperf.model.document import Document
-from beoperf.model.fleet import answer_counts
+from beoperf.model.fleet import FleetAudit
 from beoperf.report import renderer
 from beoperf.report.audit import show_value, sufficient_text, to_fix
 from beoperf.report.html.markup import (
@@ -87,27 +87,29 @@ def html(doc: Document, **_options: Any) -> str:
 
 @renderer("fleet-audit", "title")
 def fleet_title(doc: Document, **_options: Any) -> str:
-    answered, asked = answer_counts(doc.body)
-    return f"Fleet audit of {doc.body['nodes']}: {answered} of {asked} nodes answered"
+    fleet = FleetAudit.from_document(doc)
+    answered, asked = fleet.counts()
+    return f"Fleet audit of {fleet.nodes}: {answered} of {asked} nodes answered"
 
 
 @renderer("fleet-audit", "html")
 def fleet_html(doc: Document, **_options: Any) -> str:
-    b = doc.body
-    answered, asked = answer_counts(b)
-    rows, classes = [], []
-    for key in b["inconsistent"]:
-        for k, g in enumerate(key["groups"]):
-            rows.append([key["label"] if k == 0 else "", g["nodes"], show_value(g["value"]),
-                         status_mark(g["status"])])
+    b = FleetAudit.from_document(doc)
+    answered, asked = b.counts()
+    rows: list[list[Any]] = []
+    classes: list[str | None] = []
+    for key in b.inconsistent:
+        for k, g in enumerate(key.groups):
+            rows.append([key.label if k == 0 else "", g.nodes, show_value(g.value),
+                         status_mark(g.status)])
             classes.append("warn" if k == 0 else None)
-    same = [[status_mark(k["status"]), k["label"], show_value(k["value"])]
-            for k in b["consistent"]]
+    same = [[status_mark(k.groups[0].status), k.label, show_value(k.groups[0].value)]
+            for k in b.consistent]
     return join([
-        pairs([("nodes asked", b["nodes"]), ("answered", f"{answered} of {asked}: "
-                                             f"{b['answered'] or '-'}")]),
-        heading(f"Inconsistencies ({len(b['inconsistent'])})"),
+        pairs([("nodes asked", b.nodes), ("answered", f"{answered} of {asked}: "
+                                          f"{b.answered or '-'}")]),
+        heading(f"Inconsistencies ({len(b.inconsistent)})"),
         table(["setting", "nodes", "value", "verdict"], rows, row_classes=classes)
         if rows else para("None: every node that answered has the same values.", "none"),
-        details(f"Same on {b['answered'] or 'every node'} ({len(same)} settings)",
+        details(f"Same on {b.answered or 'every node'} ({len(same)} settings)",
                 table(["verdict", "setting", "value"], same))])

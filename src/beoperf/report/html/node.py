@@ -16,13 +16,14 @@ against the document.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from beoperf import units
-from beoperf.model.document import Document
+from beoperf.model.document import Document, JsonObject
 from beoperf.model.node import (
     ComparisonRow,
+    Conditions,
     Drop,
     FleetMetric,
     IoDir,
@@ -31,6 +32,10 @@ from beoperf.model.node import (
     NodeComparison,
     NodeFleet,
     NodeRun,
+    ParamValue,
+    PartDetail,
+    PartRun,
+    int_or_none,
 )
 from beoperf.report import node as text
 from beoperf.report import renderer
@@ -83,7 +88,7 @@ def _fig(m: Metric, field: str, i: int) -> Markup:
     return _n(m.figure(field), f"body.metrics.{i}.{field}")
 
 
-def _plural(n: int, word: str) -> str:
+def _plural(n: ParamValue, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
@@ -125,50 +130,49 @@ def title(doc: Document, **_options: Any) -> str:
 # --------------------------------------------------------------------------- conditions
 
 
-def _caches(c: Mapping[str, Any]) -> str:
+def _caches(c: Conditions) -> str:
     out = []
-    for x in c.get("caches", []):
-        if not x.get("size"):
+    for x in c.caches:
+        size = x["size"]
+        if not size:
             continue
-        kind = {"Data": "d", "Instruction": "i"}.get(x.get("type"), "")
-        out.append(f"L{x['level']}{kind} {units.format_size(x['size'])} (cpus "
-                   f"{x.get('shared_cpus', '?')})")
+        kind = {"Data": "d", "Instruction": "i"}.get(x["type"] or "", "")
+        out.append(f"L{x['level']}{kind} {units.format_size(size)} (cpus "
+                   f"{x['shared_cpus'] or '?'})")
     return ", ".join(out) or "unknown"
 
 
-def _cpu(c: Mapping[str, Any]) -> str:
-    host = c.get("host") or {}
-    return (f"{c.get('cpu_model')}; {c.get('cores_used')} of {c.get('cpus')} cores used"
-            + (f"; {host['os']}, Linux {host.get('kernel')}" if host.get("os") else ""))
+def _cpu(c: Conditions) -> str:
+    return (f"{c.cpu_model}; {c.cores_used} of {c.cpus} cores used"
+            + (f"; {c.os}, Linux {c.kernel}" if c.os else ""))
 
 
-def _memory(c: Mapping[str, Any]) -> str | None:
-    mem, free = c.get("memory"), c.get("memory_available")
+def _memory(c: Conditions) -> str | None:
+    mem, free, numa = c.memory, c.memory_available, c.numa
     if not mem:
         return None
-    numa = c.get("numa") or []
-    nodes = "; ".join(f"node {n.get('node')}: cpus {n.get('cpus')}"
-                      + (f", {units.format_size(n['memory'])}" if n.get("memory") else "")
+    nodes = "; ".join(f"node {n['node']}: cpus {n['cpus']}"
+                      + (f", {units.format_size(n['memory'])}" if n["memory"] else "")
                       for n in numa)
     return (units.format_size(mem) + (f" ({units.format_size(free)} available)" if free else "")
             + (f"; NUMA {_plural(len(numa), 'node')} ({nodes})" if numa else ""))
 
 
-def _governor(c: Mapping[str, Any]) -> str:
-    gov = c.get("governor")
+def _governor(c: Conditions) -> str:
+    gov = c.governor
     return ", ".join(f"{g} (cpus {cpus})" for g, cpus in gov.items()) if gov else \
         "n/a (no cpufreq: a virtual machine or a kernel without it)"
 
 
 def _blas(run: NodeRun) -> str | None:
-    blas = run.conditions.get("blas") or {}
-    if not blas:
+    c = run.facts()
+    if not c.has_blas:
         return None
     core = text.blas_core(run)
-    env = " ".join(f"{k}={v}" for k, v in (blas.get("environment") or {}).items())
-    return (f"{blas.get('library')} {blas.get('version')}"
+    env = " ".join(f"{k}={v}" for k, v in c.blas_environment.items())
+    return (f"{c.blas_library} {c.blas_version}"
             + (f", core type {core}" if core else "") + (f"; {env}" if env else "")
-            + (f"; built {blas['configuration']}" if blas.get("configuration") else ""))
+            + (f"; built {c.blas_configuration}" if c.blas_configuration else ""))
 
 
 def _mount(e: IoDir) -> Markup:
@@ -184,17 +188,15 @@ def _mount(e: IoDir) -> Markup:
 
 def _run_state(run: NodeRun) -> Markup:
     """How the run ended, its --repeat and how long it took."""
-    elapsed = run.conditions.get("elapsed_s")
+    elapsed = run.facts().elapsed_s
     reason = f" ({run.status_reason})" if run.status_reason else ""
     return join([status_mark(run.status) if run.status != "complete" else Markup(""),
                  esc(f" {run.status}{reason}; --repeat {run.repeat}"
-                     + (f"; {elapsed:.3g} s" if _is_number(elapsed) else ""))])
+                     + (f"; {elapsed:.3g} s" if elapsed is not None else ""))])
 
 
 def _conditions(doc: Document, run: NodeRun) -> Markup:
-    c = run.conditions
-    build = c.get("build") or {}
-    clock = c.get("clock") or {}
+    c = run.facts()
     dirs = run.io().dirs
     items: list[tuple[str, Any]] = [
         ("node", doc.meta.get("host")),
@@ -202,13 +204,13 @@ def _conditions(doc: Document, run: NodeRun) -> Markup:
         ("caches", _caches(c)),
         ("memory", _memory(c)),
         ("governor", _governor(c)),
-        ("compiler", build.get("compiler")),
-        ("flags", code(build["flags"]) if build.get("flags") else None),
-        ("OpenMP", build.get("openmp")),
+        ("compiler", c.compiler),
+        ("flags", code(c.flags) if c.flags else None),
+        ("OpenMP", c.openmp),
         ("BLAS", _blas(run)),
-        ("FFT", run.part("fft").get("library")),
-        ("clock", f"{clock['source']}, resolution {clock.get('resolution_ns')} ns"
-         if clock.get("source") else None),
+        ("FFT", run.detail("fft").library),
+        ("clock", f"{c.clock_source}, resolution {c.clock_resolution_ns} ns"
+         if c.clock_source else None),
         *((f"file system {k + 1}" if len(dirs) > 1 else "file system", _mount(e))
           for k, e in enumerate(dirs)),
         ("run", _run_state(run)),
@@ -219,19 +221,22 @@ def _conditions(doc: Document, run: NodeRun) -> Markup:
 # --------------------------------------------------------------------------- reference
 
 
-def _ref_index(entries: Sequence[Mapping[str, Any]], match: Any) -> int | None:
+T = TypeVar("T")
+
+
+def _ref_index(entries: Sequence[T], match: Callable[[T], bool]) -> int | None:
     return next((j for j, r in enumerate(entries) if match(r)), None)
 
 
 def _ref_hpcc(run: NodeRun, metric: str) -> Markup | None:
     """The reference system's HPCC figure of that name, marked with its place."""
-    entries = run.reference_entries("hpcc")
-    j = _ref_index(entries, lambda r: r.get("metric") == metric)
-    return None if j is None else _n(entries[j]["value"], f"body.reference.hpcc.{j}.value")
+    entries = run.ref_hpcc()
+    j = _ref_index(entries, lambda r: r.metric == metric)
+    return None if j is None else _n(entries[j].value, f"body.reference.hpcc.{j}.value")
 
 
 def _ref_name(run: NodeRun) -> str:
-    return str((run.reference or {}).get("name"))
+    return str(text.ref_name(run))
 
 
 # --------------------------------------------------------------------------- STREAM
@@ -240,7 +245,7 @@ def _ref_name(run: NodeRun) -> str:
 def _stream_row(run: NodeRun, i: int, m: Metric, valid: Mapping[Any, Any],
                 ref: bool) -> list[Any]:
     threads = m.params.get("threads")
-    row: list[Any] = [_plural(m.params["threads"], "thread"), m.name, *(
+    row: list[Any] = [_plural(m.params.get("threads", "?"), "thread"), m.name, *(
         _fig(m, f, i) for f in ("best", "mean", "min", "max", "stdev", "per_core")),
         m.repeat, _check(valid.get(threads, m.ok))]
     if ref:
@@ -255,21 +260,23 @@ def _stream_table(run: NodeRun) -> Markup:
     ms = run.of("stream")
     if not ms:
         return Markup("")
-    d = run.part("stream")
-    valid = {r.get("threads"): r.get("ok") for r in d.get("runs", [])}
-    ref = bool(run.reference_entries("hpcc"))
+    d = run.detail("stream")
+    valid = {r.threads: r.ok for r in d.runs}
+    ref = bool(run.ref_hpcc())
     rows = [_stream_row(run, i, m, valid, ref) for i, m in ms]
-    classes = [_bad(valid.get(m.params.get("threads")) is False) for _, m in ms]
+    classes = [_bad(valid.get(m.threads) is False) for _, m in ms]
     head = ["threads", "test", "best", "mean", "min", "max", "stdev", "best per core",
             "repetitions", "validation", *([f"{_ref_name(run)} (HPCC Single)"]
                                            if ref else [])]
-    size = units.format_size(d["array_bytes"]) if d.get("array_bytes") else "?"
+    size = units.format_size(d.array_bytes) if d.array_bytes else "?"
+    warm = text.warm_phrase(run.part("stream"))
     caption = (f"STREAM, GB/s (10^9 B/s): best = STREAM's figure; mean, min, max, sample "
-               f"standard deviation over the repetitions ({text.warm_phrase(d)}first iteration "
+               f"standard deviation over the repetitions ({warm}first iteration "
                f"dropped); 3 "
-               f"arrays of {size} ({d.get('size_rule', '?')}), {d.get('stores', '?')} "
+               f"arrays of {size} ({d.size_rule or '?'}), {d.stores or '?'} "
                f"stores; copy and scale move 16 B an element, add and triad 24 B; "
-               f"validation: average relative error within {d.get('epsilon', '?')}")
+               f"validation: average relative error within "
+               f"{'?' if d.epsilon is None else d.epsilon}")
     return table(head, rows, numeric=[*range(2, 9), *([10] if ref else [])], caption=caption,
                  row_classes=classes)
 
@@ -331,9 +338,12 @@ def _cache_marks(run: NodeRun, lo: float, hi: float) -> tuple[list[svg.Span], st
         return [], ""
     bpe, same, others = width
     names = " and ".join([", ".join(same[:-1]), same[-1]] if len(same) > 1 else same)
-    spans = [svg.Span(c["size"] / bpe, c["size"] / bpe,
-                      f"L{c['level']} {units.format_size(c['size'])}", cls="gap")
-             for c in run.caches() if lo < c["size"] / bpe < hi]
+    spans = []
+    for c in run.caches():
+        size = c["size"] or 0
+        if lo < size / bpe < hi:
+            spans.append(svg.Span(size / bpe, size / bpe,
+                                  f"L{c['level']} {units.format_size(size)}", cls="gap"))
     note = (f" Grey marks: the loop length past which the arrays of {names} ({bpe} B an "
             f"element) outgrow each data cache of cpu0" + (f"; {', '.join(others)}"
                                                           if others else "") + ".")
@@ -362,10 +372,10 @@ def _kernel_chart(run: NodeRun) -> Markup:
 
 
 def _ref_kernel(run: NodeRun, kernel: str, length: int) -> Markup:
-    entries = run.reference_entries("kernels")
-    j = _ref_index(entries, lambda r: r.get("kernel") == kernel and abs(
-        r.get("length", 0) - length) <= text.REF_LENGTH_TOLERANCE * length)
-    return Markup("-") if j is None else _n(entries[j]["mflops"],
+    entries = run.ref_kernels()
+    j = _ref_index(entries, lambda r: r.kernel == kernel and abs(
+        r.length - length) <= text.REF_LENGTH_TOLERANCE * length)
+    return Markup("-") if j is None else _n(entries[j].mflops,
                                              f"body.reference.kernels.{j}.mflops")
 
 
@@ -390,7 +400,7 @@ def _kernel_table(run: NodeRun) -> Markup:
         return Markup("")
     kernels = list(dict.fromkeys(m.name for _, m in ms))
     cell = {(m.name, m.length): (i, m) for i, m in ms}
-    ref = bool(run.reference_entries("kernels"))
+    ref = bool(run.ref_kernels())
     made = [_kernel_row(run, n, kernels, cell, ref) for n in sorted({m.length for _, m in ms})]
     name = _ref_name(run)
     head = ["length", "level", *kernels, *([f"{name} {k}" for k in kernels] if ref else [])]
@@ -428,31 +438,27 @@ def _drops_table(run: NodeRun) -> Markup:
 # --------------------------------------------------------------------------- compute
 
 
-def _run_of(p: Mapping[str, Any], threads: Any, field: str) -> tuple[int, Any] | None:
-    """The place and value of ``field`` in the part's run at that thread count, when a
-    number."""
-    runs = p.get("runs", [])
-    j = _ref_index(runs, lambda r: r.get("threads") == threads)
-    if j is None or not _is_number(runs[j].get(field)):
-        return None
-    return j, runs[j][field]
+def _run_of(d: PartDetail, threads: ParamValue | None) -> PartRun | None:
+    """The part's run at that thread count (the first, as stored)."""
+    return next((r for r in d.runs if r.threads == threads), None)
 
 
-def _validation(part: str, p: Mapping[str, Any], threads: Any) -> Markup:
+def _validation(part: str, d: PartDetail, threads: ParamValue | None) -> Markup:
     """The figure a part's check judged, marked with its place."""
-    if part == "dgemm" and (got := _run_of(p, threads, "residual")):
-        j, residual = got
-        return join([esc("scaled residual "), num(residual, f"{residual:.3g}",
-                                                  f"body.parts.dgemm.runs.{j}.residual"),
-                     esc(f" (< {p.get('threshold')})")])
-    if part == "randomaccess" and (got := _run_of(p, threads, "errors")):
-        j, wrong = got
-        return join([num(wrong, f"{wrong:,}", f"body.parts.randomaccess.runs.{j}.errors"),
-                     esc(f" wrong of {p.get('table_words', 0):,} words "
-                         f"(< {p.get('max_error_fraction', '?')} allowed)")])
-    if part == "fft" and _is_number(p.get("error")):
-        return join([esc("error "), num(p["error"], f"{p['error']:.3g}", "body.parts.fft.error"),
-                     esc(f" (< {p.get('threshold')})")])
+    got = _run_of(d, threads)
+    if part == "dgemm" and got and got.residual is not None:
+        return join([esc("scaled residual "),
+                     num(got.residual, f"{got.residual:.3g}",
+                         f"body.parts.dgemm.runs.{got.place}.residual"),
+                     esc(f" (< {d.threshold})")])
+    if part == "randomaccess" and got and got.wrong is not None:
+        allowed = "?" if d.max_error_fraction is None else d.max_error_fraction
+        return join([num(got.wrong, f"{got.wrong:,}",
+                         f"body.parts.randomaccess.runs.{got.place}.errors"),
+                     esc(f" wrong of {d.table_words or 0:,} words (< {allowed} allowed)")])
+    if part == "fft" and d.error is not None:
+        return join([esc("error "), num(d.error, f"{d.error:.3g}", "body.parts.fft.error"),
+                     esc(f" (< {d.threshold})")])
     return Markup("")
 
 
@@ -463,26 +469,26 @@ HPCC_SINGLE = {"dgemm": "SingleDGEMM", "randomaccess": "SingleRandomAccess",
 def _compute_row(run: NodeRun, part: str, i: int, m: Metric, ref: bool) -> list[Any]:
     threads = m.params.get("threads")
     row: list[Any] = [_params(m) or "-", m.unit, *(_fig(m, f, i) for f in STATS),
-                      m.repeat, _check(m.ok), _validation(part, run.part(part), threads)]
+                      m.repeat, _check(m.ok), _validation(part, run.detail(part), threads)]
     if ref:
         row.append((_ref_hpcc(run, HPCC_SINGLE[part]) if threads in (1, None) else None)
                    or "-")
     return row
 
 
-def _problem_size(p: Mapping[str, Any]) -> str:
-    if _is_number(p.get("n")):
-        return f"N = {p['n']:,}"
-    return f"a table of {units.format_size(p['table_bytes'])}" if p.get("table_bytes") else ""
+def _problem_size(d: PartDetail) -> str:
+    if d.n is not None:
+        return f"N = {d.n:,}"
+    return f"a table of {units.format_size(d.table_bytes)}" if d.table_bytes else ""
 
 
 def _compute_table(run: NodeRun, part: str, name: str, what: str) -> Markup:
     ms = run.of(part)
     if not ms:
         return Markup("")
-    ref = bool(run.reference_entries("hpcc"))
+    ref = bool(run.ref_hpcc())
     rows = [_compute_row(run, part, i, m, ref) for i, m in ms]
-    size = _problem_size(run.part(part))
+    size = _problem_size(run.detail(part))
     head = ["conditions", "unit", *STATS, "repetitions", "check", "validation",
             *([f"{_ref_name(run)} (HPCC {HPCC_SINGLE[part]})"] if ref else [])]
     return table(head, rows, numeric=[*range(2, 7), *([9] if ref else [])],
@@ -496,10 +502,11 @@ def _compute_table(run: NodeRun, part: str, name: str, what: str) -> Markup:
 
 def _ref_io(run: NodeRun, where: str, size: int, test: str) -> Markup | str:
     """The reference system's figure (local or NFS) for a file size and pattern."""
-    entries = ((run.reference or {}).get("io") or {})[where]
-    j = _ref_index(entries, lambda r: r.get("test") == test and abs(
-        r.get("file_size", 0) - size) <= text.REF_SIZE_TOLERANCE * size)
-    return "-" if j is None else _n(entries[j]["mb_s"], f"body.reference.io.{where}.{j}.mb_s")
+    ref = run.ref()
+    entries = ref.io.get(where, []) if ref else []
+    j = _ref_index(entries, lambda r: r.test == test and abs(
+        r.file_size - size) <= text.REF_SIZE_TOLERANCE * size)
+    return "-" if j is None else _n(entries[j].mb_s, f"body.reference.io.{where}.{j}.mb_s")
 
 
 def _io_row(run: NodeRun, size: int, test: str, names: list[str],
@@ -523,7 +530,7 @@ def _io_head(run: NodeRun, d: IoPart, names: list[str]) -> list[str]:
     head = ["file", "pattern"]
     for x in names:
         head += [f"{real.get(x, x)} ({kind.get(x, '?')}) min", "mean", "max"]
-    return head + [f"{(run.reference or {}).get('name')} {w}" for w in text.io_refs(run)]
+    return head + [f"{text.ref_name(run)} {w}" for w in text.io_refs(run)]
 
 
 def _io_table(run: NodeRun) -> Markup:
@@ -534,9 +541,10 @@ def _io_table(run: NodeRun) -> Markup:
     if not ms:
         return Markup("")
     d = run.io()
-    names = list(dict.fromkeys([*(e.dir for e in d.dirs), *(m.params["dir"] for _, m in ms)]))
-    cell = {(m.params["dir"], m.params["file_size"], m.name): (i, m) for i, m in ms}
-    sizes = d.file_sizes or sorted({m.params["file_size"] for _, m in ms})
+    names = list(dict.fromkeys([*(e.dir for e in d.dirs),
+                                *(str(m.params["dir"]) for _, m in ms)]))
+    cell = {(str(m.params["dir"]), int(m.params["file_size"]), m.name): (i, m) for i, m in ms}
+    sizes = d.file_sizes or sorted({int(m.params["file_size"]) for _, m in ms})
     patterns = d.patterns or list(dict.fromkeys(m.name for _, m in ms))
     made = [_io_row(run, size, test, names, cell) for size in sizes for test in patterns]
     head = _io_head(run, d, names)
@@ -589,13 +597,13 @@ def _node_key(key: str, node: str) -> str | None:
     return None if "." in node else f"{key}.{node}"
 
 
-def _fleet_node_row(fleet: NodeFleet, node: str, c: Mapping[str, Any]) -> list[Any]:
-    cores = c.get("cores_used")
+def _fleet_node_row(fleet: NodeFleet, node: str, c: JsonObject) -> list[Any]:
+    cores, memory, llc = (int_or_none(c, k) for k in ("cores_used", "memory", "llc_total"))
     return [node, c.get("cpu_model") or "-",
             num(cores, str(cores), None if "." in node else f"body.conditions.{node}.cores_used")
-            if _is_number(cores) else "-",
-            units.format_size(c["memory"]) if c.get("memory") else "-",
-            units.format_size(c["llc_total"]) if c.get("llc_total") else "-",
+            if cores is not None else "-",
+            units.format_size(memory) if memory else "-",
+            units.format_size(llc) if llc else "-",
             c.get("status") or "-", len(fleet.outliers.get(node, []))]
 
 
@@ -635,7 +643,7 @@ def fleet_section(doc: Document, **_options: Any) -> str:
                    *((f"did not answer ({reason})", ns) for reason, ns in b.no_answer.items()),
                    *((f"beoperf {v} (not used)", ns) for v, ns in b.other_version.items()),
                    ("outlier nodes", ", ".join(b.outliers) or "none")])
-    return join([facts, _fleet_nodes(b), _fleet_metrics(b), para(esc(b.method["statement"]))])
+    return join([facts, _fleet_nodes(b), _fleet_metrics(b), para(esc(b.method.statement))])
 
 
 @renderer("node-comparison", "title")
