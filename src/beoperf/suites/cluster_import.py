@@ -64,8 +64,8 @@ def import_file(path: str, taken: set[str]) -> list[dict]:
     bodies = []
     for i, (run, label) in enumerate(zip(runs, _labels(path, len(runs), taken), strict=True),
                                      1):
-        output = {"file": str(Path(path).resolve()), "sha256": digest, "run_in_file": i,
-                  "runs_in_file": len(runs)}
+        output = cluster.Output(str(Path(path).resolve()), digest, run_in_file=i,
+                                runs_in_file=len(runs))
         bodies.append(cluster.cluster_body(run, label=label, output=output, source="import",
                                            series=SERIES))
     return bodies
