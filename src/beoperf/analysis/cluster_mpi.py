@@ -39,6 +39,7 @@ import numpy as np
 
 from beoperf import units
 from beoperf.analysis.stats import median_ci
+from beoperf.model.cluster_mpi import SlowLink, SlowNode
 
 HPCC_KEYS = ("NaturallyOrderedRingLatency_usec", "RandomlyOrderedRingLatency_usec",
              "NaturallyOrderedRingBandwidth_GBytes", "RandomlyOrderedRingBandwidth_GBytes")
@@ -296,17 +297,22 @@ def findings(pairs: Sequence[Mapping[str, Any]], nodes: Sequence[str],
 
 
 def named(found: Mapping[str, Any]) -> list[str]:
-    """One line per slow node and link, for a reader."""
-    lines = []
-    for s in found["slow_nodes"]:
-        lines.append(f"slow node {s['node']}: {s['metric']} {_figure(s['metric'], s['value'])}"
-                     f", {s['ratio']:.2f} x the nodes' median "
-                     f"({_figure(s['metric'], s['median'])})")
-    for s in found["slow_links"]:
-        lines.append(f"slow link {s['a']} - {s['b']}: {s['metric']} "
-                     f"{_figure(s['metric'], s['value'])}, {s['ratio']:.2f} x what its nodes "
-                     f"reach ({_figure(s['metric'], s['expected'])})")
-    return lines
+    """One line per slow node and link of findings as stored, for a reader."""
+    return (named_nodes([SlowNode.from_dict(s) for s in found["slow_nodes"]])
+            + named_links([SlowLink.from_dict(s) for s in found["slow_links"]]))
+
+
+def named_nodes(slow: Sequence[SlowNode]) -> list[str]:
+    """One line per slow node."""
+    return [f"slow node {s.node}: {s.metric} {_figure(s.metric, s.value)}, {s.ratio:.2f} x "
+            f"the nodes' median ({_figure(s.metric, s.median)})" for s in slow]
+
+
+def named_links(slow: Sequence[SlowLink]) -> list[str]:
+    """One line per slow link."""
+    return [f"slow link {s.a} - {s.b}: {s.metric} {_figure(s.metric, s.value)}, "
+            f"{s.ratio:.2f} x what its nodes reach ({_figure(s.metric, s.expected)})"
+            for s in slow]
 
 
 def _figure(metric: str, value: float) -> str:
