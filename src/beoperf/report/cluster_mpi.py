@@ -88,7 +88,7 @@ def _ratio_header(series: list[Series]) -> list[str]:
 
 def median_summary(s: Series, key: str) -> Summary | None:
     """A figure from the trials' medians, over the repeats."""
-    return Summary.from_dict(summary([r.median_figures.get(key) for r in s.repeats or []]))
+    return summary([r.median_figures.get(key) for r in s.repeats or []])
 
 
 def _figure_mean(s: Series, key: str, field: str) -> Summary | None:
