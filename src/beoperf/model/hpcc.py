@@ -35,7 +35,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 ROLES = ("aggregate", "per-process", "single", "latency", "time", "check", "parameter",
          "build")
@@ -302,9 +301,13 @@ class HpccRun:
         return float(value) if isinstance(value, int | float) else None
 
 
-def parse_summary(lines: list[tuple[int, str]], source: str) -> tuple[dict, dict]:
+Value = int | float | str | None  # a summary value (parse_value)
+
+
+def parse_summary(lines: list[tuple[int, str]], source: str
+                  ) -> tuple[dict[str, Value], dict[str, str]]:
     """The key=value lines of one summary section: (values, raw texts)."""
-    values: dict[str, Any] = {}
+    values: dict[str, Value] = {}
     raw: dict[str, str] = {}
     for number, line in lines:
         key, sep, value = line.strip().partition("=")
