@@ -377,7 +377,7 @@ def _run_of(before: list[str], summary: list[tuple[int, str]], source: str) -> H
     return run
 
 
-def _version_of(values: dict) -> str | None:
+def _version_of(values: dict[str, Value]) -> str | None:
     parts = [values.get(k) for k in ("VersionMajor", "VersionMinor", "VersionMicro")]
     return ".".join(str(p) for p in parts) if all(isinstance(p, int) for p in parts) else None
 
