@@ -39,6 +39,9 @@ import numpy as np
 
 from beoperf import units
 from beoperf.analysis.stats import median_ci
+from beoperf.model.cluster import Summary
+from beoperf.model.cluster_mpi import Repeat, SlowLink, SlowNode, Stat
+from beoperf.model.document import JsonObject, JsonValue
 
 HPCC_KEYS = ("NaturallyOrderedRingLatency_usec", "RandomlyOrderedRingLatency_usec",
              "NaturallyOrderedRingBandwidth_GBytes", "RandomlyOrderedRingBandwidth_GBytes")
@@ -91,14 +94,20 @@ def geomean(values: Iterable[float]) -> float | None:
     return math.exp(statistics.fmean(math.log(v) for v in vals)) if vals else None
 
 
-def ring_stat(latencies: Sequence[float], measurements: int | None = None) -> dict[str, Any]:
+def ring_times(latencies: Sequence[float], measurements: int | None = None
+               ) -> tuple[float, float, tuple[float, float] | None]:
     """A ring's trials, in the order measured: HPCC's figure (the minimum of the first
     ``measurements``, as many as HPCC makes: the least of more trials would be lower),
-    the median of them all and its 95% interval."""
+    the median of them all and its 95% interval (None: none above 0)."""
     first = latencies[:measurements] if measurements else latencies
     arr = np.sort(np.asarray(latencies, dtype=float))
-    ci = _positive(median_ci(arr))
-    return {"hpcc_s": float(min(first)), "median_s": float(np.median(arr)),
+    return float(min(first)), float(np.median(arr)), _positive(median_ci(arr))
+
+
+def ring_stat(latencies: Sequence[float], measurements: int | None = None) -> JsonObject:
+    """:func:`ring_times` as a ring stores them (``hpcc_s``, ``median_s``, ``ci_s``)."""
+    hpcc_s, median_s, ci = ring_times(latencies, measurements)
+    return {"hpcc_s": hpcc_s, "median_s": median_s,
             "ci_s": [ci[0], ci[1]] if ci is not None else None}
 
 
@@ -128,20 +137,20 @@ def ring_figures(rings: Sequence[Mapping[str, Any]], latency_bytes: int,
     }
 
 
-def summary(values: Sequence[float | None]) -> dict[str, Any] | None:
+def summary(values: Sequence[float | None]) -> Summary | None:
     """Mean, sample standard deviation (None below 2), min, max and n of the values
     present; None if there are none."""
     vals = [v for v in values if v is not None]
     if not vals:
         return None
-    return {"mean": statistics.fmean(vals),
-            "stdev": statistics.stdev(vals) if len(vals) > 1 else None,
-            "min": min(vals), "max": max(vals), "n": len(vals)}
+    return Summary(mean=statistics.fmean(vals),
+                   stdev=statistics.stdev(vals) if len(vals) > 1 else None,
+                   min=min(vals), max=max(vals), n=len(vals))
 
 
-def ring_summary(repeats: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def ring_summary(repeats: Sequence[Repeat]) -> dict[str, Summary | None]:
     """Each HPCC figure over the repeats (None where no repeat has it)."""
-    return {key: summary([r["figures"].get(key) for r in repeats]) for key in HPCC_KEYS}
+    return {key: summary([r.figures.get(key) for r in repeats]) for key in HPCC_KEYS}
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
@@ -151,16 +160,16 @@ def ratio(a: float | None, b: float | None) -> float | None:
 # --------------------------------------------------------------------------- pairs
 
 
-def stat_of(values: Sequence[float]) -> dict[str, Any] | None:
+def stat_of(values: Sequence[float]) -> Stat | None:
     """A pair's trials (seconds or B/s): the median, its 95% interval, the best of them
     (lowest for times is the caller's ``min``), and their count."""
     if not values:
         return None
     arr = np.sort(np.asarray(values, dtype=float))
     ci = _positive(median_ci(arr))
-    return {"median": float(np.median(arr)), "ci_low": ci[0] if ci else None,
-            "ci_high": ci[1] if ci else None, "min": float(arr[0]), "max": float(arr[-1]),
-            "trials": len(arr)}
+    return Stat(median=float(np.median(arr)), ci_low=ci[0] if ci else None,
+                ci_high=ci[1] if ci else None, min=float(arr[0]), max=float(arr[-1]),
+                trials=len(arr))
 
 
 def modified_z(values: Sequence[float]) -> list[float]:
@@ -222,7 +231,7 @@ def _worse(sign: int, value: float, reference: float, relative: float) -> bool:
 
 
 def slow_nodes(figures: Mapping[str, float], best: Mapping[str, float], metric: str, sign: int,
-               relative: float, z_limit: float) -> list[dict[str, Any]]:
+               relative: float, z_limit: float) -> list[JsonObject]:
     """``figures``: each node's best pair (medians); ``best``: the same from the ends of
     the intervals most favourable to the node (it is named only if even those are worse
     than the threshold)."""
@@ -238,7 +247,7 @@ def slow_nodes(figures: Mapping[str, float], best: Mapping[str, float], metric: 
 
 def slow_links(matrix: list[list[float | None]], bounds: list[list[float | None]],
                nodes: Sequence[str], figures: Mapping[str, float], metric: str, sign: int,
-               relative: float, z_limit: float) -> list[dict[str, Any]]:
+               relative: float, z_limit: float) -> list[JsonObject]:
     links = []
     for i in range(len(nodes)):
         for j in range(i + 1, len(nodes)):
@@ -268,45 +277,52 @@ def rule(relative: float, z_limit: float) -> str:
 
 
 def findings(pairs: Sequence[Mapping[str, Any]], nodes: Sequence[str],
-             relative: float = RELATIVE, z_limit: float = Z_LIMIT) -> dict[str, Any]:
+             relative: float = RELATIVE, z_limit: float = Z_LIMIT) -> JsonObject:
     """The host matrices, each node's figures, and the slow nodes and links (see the
-    module's docstring)."""
-    out: dict[str, Any] = {"rule": rule(relative, z_limit), "relative": relative,
-                           "z_limit": z_limit, "nodes": list(nodes), "matrix": {},
-                           "node_figures": {}, "slow_nodes": [], "slow_links": [],
-                           "note": None}
+    module's docstring), as a pairs series stores them."""
+    matrices: JsonObject = {}
+    node_figures: JsonObject = {}
+    found_nodes: list[JsonValue] = []
+    found_links: list[JsonValue] = []
     for metric, (field, sign) in METRICS.items():
         matrix = host_matrix(pairs, nodes, field)
         bounds = host_matrix(pairs, nodes, field, bound=sign)
         figures = _node_figures(matrix, nodes, sign)
-        out["matrix"][field] = matrix
-        out["node_figures"][field] = figures
+        matrices[field] = [list[JsonValue](row) for row in matrix]
+        node_figures[field] = dict[str, JsonValue](figures)
         if len(figures) < MIN_NODES:
             continue
         best = _node_figures(bounds, nodes, sign)
-        out["slow_nodes"] += slow_nodes(figures, best, metric, sign, relative, z_limit)
-        out["slow_links"] += slow_links(matrix, bounds, nodes, figures, metric, sign,
-                                        relative, z_limit)
+        found_nodes += slow_nodes(figures, best, metric, sign, relative, z_limit)
+        found_links += slow_links(matrix, bounds, nodes, figures, metric, sign, relative,
+                                  z_limit)
+    note = None
     if len(nodes) < MIN_NODES:
         plural = "s" if len(nodes) != 1 else ""
-        out["note"] = (f"{len(nodes)} node{plural}: slow nodes and links are named from "
-                       f"{MIN_NODES} nodes on (with two, a slow pair cannot be told from a "
-                       "slow node)")
-    return out
+        note = (f"{len(nodes)} node{plural}: slow nodes and links are named from "
+                f"{MIN_NODES} nodes on (with two, a slow pair cannot be told from a slow node)")
+    return {"rule": rule(relative, z_limit), "relative": relative, "z_limit": z_limit,
+            "nodes": list(nodes), "matrix": matrices, "node_figures": node_figures,
+            "slow_nodes": found_nodes, "slow_links": found_links, "note": note}
 
 
 def named(found: Mapping[str, Any]) -> list[str]:
-    """One line per slow node and link, for a reader."""
-    lines = []
-    for s in found["slow_nodes"]:
-        lines.append(f"slow node {s['node']}: {s['metric']} {_figure(s['metric'], s['value'])}"
-                     f", {s['ratio']:.2f} x the nodes' median "
-                     f"({_figure(s['metric'], s['median'])})")
-    for s in found["slow_links"]:
-        lines.append(f"slow link {s['a']} - {s['b']}: {s['metric']} "
-                     f"{_figure(s['metric'], s['value'])}, {s['ratio']:.2f} x what its nodes "
-                     f"reach ({_figure(s['metric'], s['expected'])})")
-    return lines
+    """One line per slow node and link of findings as stored, for a reader."""
+    return (named_nodes([SlowNode.from_dict(s) for s in found["slow_nodes"]])
+            + named_links([SlowLink.from_dict(s) for s in found["slow_links"]]))
+
+
+def named_nodes(slow: Sequence[SlowNode]) -> list[str]:
+    """One line per slow node."""
+    return [f"slow node {s.node}: {s.metric} {_figure(s.metric, s.value)}, {s.ratio:.2f} x "
+            f"the nodes' median ({_figure(s.metric, s.median)})" for s in slow]
+
+
+def named_links(slow: Sequence[SlowLink]) -> list[str]:
+    """One line per slow link."""
+    return [f"slow link {s.a} - {s.b}: {s.metric} {_figure(s.metric, s.value)}, "
+            f"{s.ratio:.2f} x what its nodes reach ({_figure(s.metric, s.expected)})"
+            for s in slow]
 
 
 def _figure(metric: str, value: float) -> str:

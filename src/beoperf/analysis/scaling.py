@@ -36,17 +36,20 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
 
-from beoperf.model import cluster, hpcc
+from beoperf.model import hpcc
 from beoperf.model.cluster import (
+    ClusterRun,
     ReferencePoint,
+    Rules,
     RunRow,
     ScalingPoint,
     ScalingStudy,
     Stopped,
     Summary,
 )
+from beoperf.model.document import JsonObject
 from beoperf.model.references_data import System
 
 SENTINEL_ROLES = (*hpcc.PERFORMANCE, "time")  # where HPCC's -1 means "not measured"
@@ -61,10 +64,15 @@ RULES_STATEMENT = (
 
 @dataclass(frozen=True)
 class RunRef:
-    """A run's document and the file it was written to (None: not written)."""
+    """A run's document body and the file it was written to (None: not written)."""
 
-    body: dict[str, Any]
+    body: JsonObject
     document: str | None = None
+
+    @cached_property
+    def run(self) -> ClusterRun:
+        """The body, typed (a value of the wrong type: DocumentError)."""
+        return ClusterRun.from_body(self.body)
 
 
 def stat(values: Sequence[float]) -> Summary:
@@ -74,18 +82,18 @@ def stat(values: Sequence[float]) -> Summary:
                    min=min(values), max=max(values), n=len(values))
 
 
-def _point_stats(bodies: list[dict[str, Any]]) -> dict[str, Summary]:
+def _point_stats(runs: list[ClusterRun]) -> dict[str, Summary]:
     """Statistics of every numeric key but the build's (sizeof, machine constants: the
     same in every run of one binary, and near the limits of a double).  A negative
     performance figure or time is HPCC's "not measured" (-1: no pairs for ping-pong at
     one process, a test that did not run) and is left out."""
     keys: list[str] = []
-    for body in bodies:
-        keys.extend(k for k in body["metrics"] if k not in keys)
+    for run in runs:
+        keys.extend(k for k in run.metrics if k not in keys)
     out = {}
     for key in keys:
         role = hpcc.info(key).role
-        values = [v for v in (cluster.number(b, key) for b in bodies)
+        values = [v for v in (r.number(key) for r in runs)
                   if v is not None and not (v < 0 and role in SENTINEL_ROLES)]
         if not values or role == "build":
             continue
@@ -113,23 +121,23 @@ def ratios(role: str, m: float, m0: float, p: int, p0: int) -> tuple[float | Non
     return None, None
 
 
-def _single_value(values: Iterable[Any]) -> Any:
+def _single_value(values: Iterable[int | None]) -> int | None:
     found = {v for v in values}
     return found.pop() if len(found) == 1 else None
 
 
-def _points(runs: list[RunRef]) -> list[ScalingPoint]:
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for run in runs:
-        groups.setdefault((run.body["series"], run.body["np"]), []).append(run.body)
+def _points(refs: list[RunRef]) -> list[ScalingPoint]:
+    groups: dict[tuple[str, int], list[ClusterRun]] = {}
+    for ref in refs:
+        groups.setdefault((ref.run.series, ref.run.np), []).append(ref.run)
     points = []
-    for (series, np_), bodies in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        ok = [b for b in bodies if b["status"] == "ok"]
-        nodes = _single_value(len(b["nodes"]) if b["nodes"] else None for b in bodies)
+    for (series, np_), runs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        ok = [r for r in runs if r.status == "ok"]
+        nodes = _single_value(len(r.nodes) if r.nodes else None for r in runs)
         points.append(ScalingPoint(
             series=series, np=np_,
-            ranks_per_node=_single_value(b["ranks_per_node"] for b in bodies), nodes=nodes,
-            runs=len(ok), failed=len(bodies) - len(ok), metrics=_point_stats(ok)))
+            ranks_per_node=_single_value(r.ranks_per_node for r in runs), nodes=nodes,
+            runs=len(ok), failed=len(runs) - len(ok), metrics=_point_stats(ok)))
     return points
 
 
@@ -203,11 +211,11 @@ def stopped_scaling(points: list[ScalingPoint]) -> list[Stopped]:
     return found
 
 
-def _run_row(run: RunRef) -> RunRow:
-    b = run.body
-    return RunRow(document=run.document, label=b["label"], series=b["series"], np=b["np"],
-                  ranks_per_node=b["ranks_per_node"], repeat=b["repeat"], status=b["status"],
-                  failures=b["failures"], elapsed_s=b["elapsed_s"])
+def _run_row(ref: RunRef) -> RunRow:
+    r = ref.run
+    return RunRow(document=ref.document, label=r.label, series=r.series, np=r.np,
+                  ranks_per_node=r.ranks_per_node, repeat=r.repeat, status=r.status,
+                  failures=list(r.failures), elapsed_s=r.elapsed_s)
 
 
 def reference_points(systems: Sequence[System]) -> list[ReferencePoint]:
@@ -218,7 +226,7 @@ def reference_points(systems: Sequence[System]) -> list[ReferencePoint]:
             for system in systems for point in system.points]
 
 
-def reference_rows(systems: Sequence[System]) -> list[dict[str, Any]]:
+def reference_rows(systems: Sequence[System]) -> list[JsonObject]:
     """reference_points as a scaling document stores them."""
     return [r.to_dict() for r in reference_points(systems)]
 
@@ -227,18 +235,17 @@ def study(runs: list[RunRef], label: str, systems: Sequence[System] = ()) -> Sca
     """The scaling study from run documents (any order)."""
     points = _points(runs)
     _relative(points)
-    keys = {k for r in runs for k in r.body["metrics"]}
+    keys = {k for r in runs for k in r.run.metrics}
     return ScalingStudy(label=label, runs=[_run_row(r) for r in runs], points=points,
                         units={k: hpcc.info(k).unit for k in sorted(keys)},
                         roles={k: hpcc.info(k).role for k in sorted(keys)},
                         stopped_scaling=stopped_scaling(points),
-                        rules={"step_gain": STEP_GAIN, "efficiency": EFFICIENCY,
-                               "statement": RULES_STATEMENT},
+                        rules=Rules(STEP_GAIN, EFFICIENCY, RULES_STATEMENT),
                         references=reference_points(systems))
 
 
 def scaling_body(runs: list[RunRef], label: str,
-                 systems: Sequence[System] = ()) -> dict[str, Any]:
+                 systems: Sequence[System] = ()) -> JsonObject:
     """The scaling document's body from run documents (any order)."""
     return study(runs, label, systems).body()
 

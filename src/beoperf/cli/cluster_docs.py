@@ -10,6 +10,7 @@ from pathlib import Path
 from beoperf import errors, model, report, safeio
 from beoperf.cli import ExitStatus, UsageError
 from beoperf.cli.cluster import add_output_options, add_reference_options
+from beoperf.model.cluster import ScalingStudy
 from beoperf.model.document import Document, DocumentError
 from beoperf.suites import cluster_compare, cluster_import, cluster_refs
 
@@ -81,7 +82,7 @@ def with_references(doc: Document, names: list[str], files: list[str]) -> Docume
     shown as a study of one run)."""
     if not names and not files:
         return doc
-    from beoperf.analysis.scaling import reference_rows
+    from beoperf.analysis.scaling import reference_points
 
     systems = cluster_refs.systems_for(tuple(names), tuple(files))
     if doc.kind == "cluster":
@@ -89,11 +90,11 @@ def with_references(doc: Document, names: list[str], files: list[str]) -> Docume
 
         body = scaling_body([RunRef(doc.body)], doc.body["label"], systems)
         return Document("scaling", body, doc.meta)
-    body = dict(doc.body)
+    study = ScalingStudy.from_document(doc)
     named = {s.name for s in systems}  # a system named again replaces what was stored
-    body["references"] = [*(r for r in body["references"] if r["name"] not in named),
-                          *reference_rows(systems)]
-    return Document(doc.kind, body, doc.meta)
+    study.references = [*(r for r in study.references if r.name not in named),
+                        *reference_points(systems)]
+    return study.to_document(doc.meta)
 
 
 def print_doc(doc: Document, fmt: str, all_keys: bool) -> None:

@@ -35,7 +35,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 ROLES = ("aggregate", "per-process", "single", "latency", "time", "check", "parameter",
          "build")
@@ -302,9 +301,13 @@ class HpccRun:
         return float(value) if isinstance(value, int | float) else None
 
 
-def parse_summary(lines: list[tuple[int, str]], source: str) -> tuple[dict, dict]:
+Value = int | float | str | None  # a summary value (parse_value)
+
+
+def parse_summary(lines: list[tuple[int, str]], source: str
+                  ) -> tuple[dict[str, Value], dict[str, str]]:
     """The key=value lines of one summary section: (values, raw texts)."""
-    values: dict[str, Any] = {}
+    values: dict[str, Value] = {}
     raw: dict[str, str] = {}
     for number, line in lines:
         key, sep, value = line.strip().partition("=")
@@ -374,7 +377,7 @@ def _run_of(before: list[str], summary: list[tuple[int, str]], source: str) -> H
     return run
 
 
-def _version_of(values: dict) -> str | None:
+def _version_of(values: dict[str, Value]) -> str | None:
     parts = [values.get(k) for k in ("VersionMajor", "VersionMinor", "VersionMicro")]
     return ".".join(str(p) for p in parts) if all(isinstance(p, int) for p in parts) else None
 

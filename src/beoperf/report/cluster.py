@@ -24,6 +24,7 @@ from beoperf.model.cluster import (
     ClusterRun,
     HpccColumn,
     HpccComparison,
+    HpccFacts,
     ReferencePoint,
     ScalingPoint,
     ScalingStudy,
@@ -108,8 +109,8 @@ def efficiency_table(study: ScalingStudy, series: str) -> Table | None:
 def stopped_lines(study: ScalingStudy) -> list[str]:
     hits = study.stopped_scaling
     if not hits:
-        return ["Stopped scaling: none of the metrics (" + study.rules["statement"] + ")."]
-    lines = ["Stopped scaling (" + study.rules["statement"] + "):"]
+        return ["Stopped scaling: none of the metrics (" + study.rules.statement + ")."]
+    lines = ["Stopped scaling (" + study.rules.statement + "):"]
     for hit in hits:
         lines.append(f"  {hit.series}: {hpcc.short_name(hit.metric)} at np {hit.np}"
                      f": {hit.why}")
@@ -214,11 +215,11 @@ def scaling_csv(doc: Document, **_options: Any) -> str:
 # --------------------------------------------------------------------------- one run
 
 
-def _hpcc_line(facts: dict[str, Any]) -> str:
+def _hpcc_line(facts: HpccFacts) -> str:
     """The hpcc binary: its version, path and BLAS."""
-    blas = (facts.get("blas") or {}).get("kind")
-    return (f"hpcc {facts.get('version') or '?'}"
-            + (f" ({facts['binary']})" if facts.get("binary") else "")
+    path = facts.binary.path if facts.binary else None
+    blas = facts.blas_kind()
+    return (f"hpcc {facts.version or '?'}" + (f" ({path})" if path else "")
             + (f", BLAS: {blas}" if blas else ""))
 
 
@@ -231,15 +232,15 @@ def run_lines(doc: Document, all_keys: bool) -> list[str]:
         lines.append(f"nodes: {', '.join(b.nodes)} ({b.ranks_per_node} per node)")
     if b.input:
         i = b.input
-        lines.append(f"HPL: N={i['n']} NB={i['nb']} grid {i['p']} x {i['q']}")
+        lines.append(f"HPL: N={i.n} NB={i.nb} grid {i.p} x {i.q}")
     residual = b.checks.hpl_residual
     if residual is not None:
         lines.append(f"HPL scaled residual {residual:.4g} (must be below "
                      f"{b.checks.hpl_threshold:g}); Success={b.checks.success}")
     lines.append(_hpcc_line(b.hpcc))
     if b.launch:
-        lines.append("launch: " + " ".join(b.launch["argv"]))
-        lines += [f"note: {n}" for n in b.launch["notes"]]
+        lines.append("launch: " + " ".join(b.launch.argv))
+        lines += [f"note: {n}" for n in b.launch.notes]
     if b.elapsed_s is not None:
         lines.append(f"elapsed: {units.format_time(b.elapsed_s)}")
     return lines

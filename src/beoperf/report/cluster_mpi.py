@@ -18,9 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 from beoperf import units
-from beoperf.analysis.cluster_mpi import HPCC_KEYS, named, ratio, summary
+from beoperf.analysis.cluster_mpi import HPCC_KEYS, named_links, named_nodes, ratio, summary
 from beoperf.model.cluster import Summary
-from beoperf.model.cluster_mpi import MpiRun, Series, Stat
+from beoperf.model.cluster_mpi import Findings, Loop, MpiRun, Series, Stat
 from beoperf.model.document import Document
 from beoperf.report import renderer
 from beoperf.report.answer import (
@@ -69,9 +69,8 @@ def series_name(s: Series) -> str:
 
 def series_lines(s: Series) -> list[str]:
     """Where and how a series ran, and what went wrong around it."""
-    launch = s.launch or {}
-    argv = " ".join(launch.get("argv") or []) or f"started by {launch.get('started_by', '?')}"
-    lib = (s.mpi or {}).get("library_version") or "?"
+    argv = " ".join(s.argv()) or f"started by {s.started_by() or '?'}"
+    lib = s.mpi_library() or "?"
     state = s.status + (f" ({s.status_reason})" if s.status_reason else "")
     lines = [f"{series_name(s)} on {len(s.nodes)} node{'s' if len(s.nodes) != 1 else ''}"
              f" ({', '.join(s.nodes)}): {state}",
@@ -89,7 +88,7 @@ def _ratio_header(series: list[Series]) -> list[str]:
 
 def median_summary(s: Series, key: str) -> Summary | None:
     """A figure from the trials' medians, over the repeats."""
-    return Summary.from_dict(summary([r.median_figures.get(key) for r in s.repeats or []]))
+    return summary([r.median_figures.get(key) for r in s.repeats or []])
 
 
 def _figure_mean(s: Series, key: str, field: str) -> Summary | None:
@@ -114,12 +113,12 @@ def ring_table(run: MpiRun) -> Table:
 
 def _ring_sections(doc: Document, draw: Draw, title: Title) -> list[str]:
     run = MpiRun.from_document(doc)
-    d = run.settings["definition"]
+    d = run.ring()
     repeats = max((len(s.repeats or []) for s in run.series), default=0)
     out = [title(f"HPCC ring latency and bandwidth: {run.label}"), "",
-           f"Both directions; latency at {d['latency_bytes']:,} B, bandwidth at "
-           f"{d['bandwidth_bytes']:,} B; the natural ring and {d['random_rings']['latency']} "
-           f"random rings ({d['random_rings']['bandwidth']} for bandwidth). {d['statistic']}."
+           f"Both directions; latency at {d.latency_bytes:,} B, bandwidth at "
+           f"{d.bandwidth_bytes:,} B; the natural ring and {d.random_rings['latency']} "
+           f"random rings ({d.random_rings['bandwidth']} for bandwidth). {d.statistic}."
            f" Cells: mean (sample standard deviation) over {repeats} repeat"
            f"{'s' if repeats != 1 else ''}; GB/s = 10^9 B/s.", ""]
     if run.series:
@@ -164,32 +163,33 @@ def ring_csv(doc: Document, **_options: Any) -> str:
 # --------------------------------------------------------------------------- pairs
 
 
-def matrix_table(found: dict[str, Any], field: str, scale: float) -> Table:
-    nodes = found["nodes"]
-    m = found["matrix"][field]
+def matrix_table(found: Findings, field: str, scale: float) -> Table:
+    nodes = found.nodes
+    m = found.matrix.get(field, [])
     rows = [[a, *(num(v * scale) if v is not None else "-" for v in m[i])]
             for i, a in enumerate(nodes)]
     return ["", *nodes], rows, set(range(1, len(nodes) + 1))
 
 
-def findings_lines(found: dict[str, Any]) -> list[str]:
-    lines = named(found) or ["no slow node or link"]
-    if found["note"]:
-        lines.append(found["note"])
-    return lines + [f"rule: {found['rule']}"]
+def findings_lines(found: Findings) -> list[str]:
+    lines = (named_nodes(found.slow_nodes) + named_links(found.slow_links)
+             or ["no slow node or link"])
+    if found.note:
+        lines.append(found.note)
+    return lines + [f"rule: {found.rule}"]
 
 
 def _pairs_sections(doc: Document, draw: Draw, title: Title) -> list[str]:
     run = MpiRun.from_document(doc)
-    b = run.settings
-    how = ("one pair at a time, the other ranks waiting" if b["mode"] == "serial" else
+    b = run.pairs()
+    how = ("one pair at a time, the other ranks waiting" if b.mode == "serial" else
            "rounds of disjoint pairs at once")
     out = [title(f"All-pairs ping-pong: {run.label}"), "",
-           f"{how}; latency at {b['latency_bytes']:,} B, bandwidth at "
-           f"{b['bandwidth_bytes']:,} B. {b['statistic']}. Between two nodes: the median of "
+           f"{how}; latency at {b.latency_bytes:,} B, bandwidth at "
+           f"{b.bandwidth_bytes:,} B. {b.statistic}. Between two nodes: the median of "
            "their rank pairs.", ""]
     for s in run.series:
-        found = s.findings or {}
+        found = s.pair_findings()
         out += [title(series_name(s)), "", *series_lines(s), "",
                 "Latency (us):", "", *draw(matrix_table(found, "latency_s", 1e6)), "",
                 "Bandwidth (MB/s = 10^6 B/s):", "",
@@ -257,12 +257,12 @@ def mbw_table(s: Series) -> Table:
 
 def _mbw_sections(doc: Document, draw: Draw, title: Title) -> list[str]:
     run = MpiRun.from_document(doc)
-    b = run.settings
+    b = run.mbw()
     out = [title(f"N pairs at once (as osu_mbw_mr): {run.label}"), "",
-           f"Windows of {b['window']} messages, each acknowledged. {b['statistic']}.", ""]
+           f"Windows of {b.window} messages, each acknowledged. {b.statistic}.", ""]
     for s in run.series:
-        pairs = ", ".join(f"{p['sender']}->{p['receiver']} ({p['sender_node']} -> "
-                          f"{p['receiver_node']})" for p in s.pairings or [])
+        pairs = ", ".join(f"{p.sender}->{p.receiver} ({p.sender_node} -> "
+                          f"{p.receiver_node})" for p in s.pairings or [])
         out += [title(series_name(s)), "", *series_lines(s), f"  pairs: {pairs}", "",
                 *draw(mbw_table(s)), ""]
         if s.skipped_pair_counts:
@@ -325,10 +325,10 @@ def series_answer(s: Series) -> list[Line]:
         out.append(Line(Level.WARN if s.status == "interrupted" else Level.FAIL, text))
     out += [Line(line.level, f"{name}: {line.text}", line.todo, line.topic)
             for line in from_strings(s.warnings or [])]
-    loop = s.loop or {}
-    if isinstance(loop, dict) and loop.get("over_budget"):
+    loop = s.loop
+    if isinstance(loop, Loop) and loop.over_budget:
         out.append(Line(Level.IMPRECISE, f"{name}: the minimum trials took "
-                                         f"{loop.get('elapsed_s')} s, longer than the time "
+                                         f"{loop.elapsed_s} s, longer than the time "
                                          "budget: no time was left to reach the precision "
                                          "asked",
                         "a longer --time-budget, or fewer sizes", PRECISION))
@@ -365,9 +365,8 @@ def pairs_answer(doc: Document) -> list[Line]:
     run = MpiRun.from_document(doc)
     out = []
     for s in run.series:
-        found = s.findings or {}
-        slow = named({**found, "slow_links": []})
-        links = named({**found, "slow_nodes": []})
+        found = s.pair_findings()
+        slow, links = named_nodes(found.slow_nodes), named_links(found.slow_links)
         if slow:
             out.append(Line(Level.WARN, f"{series_name(s)}: {listed(slow, 4)}",
                             "beoperf audit and beoperf node on that node, beside a fast one"))

@@ -15,13 +15,13 @@ API and the Agg renderer; the caller writes the figure (the CLI, through safeio)
 from __future__ import annotations
 
 import textwrap
-from typing import Any
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from beoperf.model.cluster_mpi import Findings, MpiRun
 from beoperf.model.document import Document
 
 DPI = 110
@@ -31,8 +31,8 @@ PANELS = (("latency_s", "latency (us)", 1e6, "viridis_r", "latency"),
           ("bandwidth_Bps", "bandwidth (MB/s)", 1e-6, "viridis", "bandwidth"))
 
 
-def _matrix(found: dict[str, Any], field: str, scale: float) -> np.ndarray:
-    rows = found["matrix"][field]
+def _matrix(found: Findings, field: str, scale: float) -> np.ndarray:
+    rows = found.matrix.get(field, [])
     return np.array([[np.nan if v is None else v * scale for v in row] for row in rows],
                     dtype=float)
 
@@ -65,9 +65,9 @@ def _range(m: np.ndarray, metric: str) -> tuple[float, float]:
     return (lo, hi) if hi > lo else (lo, lo + 1.0)
 
 
-def _panel(fig: Figure, ax: Axes, found: dict[str, Any], spec: tuple, title: str) -> None:
+def _panel(fig: Figure, ax: Axes, found: Findings, spec: tuple, title: str) -> None:
     field, label, scale, cmap, metric = spec
-    nodes = found["nodes"]
+    nodes = found.nodes
     m = _matrix(found, field, scale)
     lo, hi = _range(m, metric)
     image = ax.imshow(np.ma.masked_invalid(m), cmap=cmap, vmin=lo, vmax=hi)
@@ -75,14 +75,14 @@ def _panel(fig: Figure, ax: Axes, found: dict[str, Any], spec: tuple, title: str
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=label)
     ax.set_xticks(range(len(nodes)), nodes, rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(len(nodes)), nodes, fontsize=8)
-    slow = {s["node"] for s in found["slow_nodes"] if s["metric"] == metric}
+    slow = {s.node for s in found.slow_nodes if s.metric == metric}
     for tick in [*ax.get_xticklabels(), *ax.get_yticklabels()]:
         if tick.get_text() in slow:
             tick.set_color(SLOW)
             tick.set_fontweight("bold")
     index = {n: i for i, n in enumerate(nodes)}
-    for link in (s for s in found["slow_links"] if s["metric"] == metric):
-        i, j = index[link["a"]], index[link["b"]]
+    for link in (s for s in found.slow_links if s.metric == metric):
+        i, j = index[link.a], index[link.b]
         for r, c in ((i, j), (j, i)):
             ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, edgecolor=SLOW,
                                    linewidth=2.5))
@@ -91,9 +91,9 @@ def _panel(fig: Figure, ax: Axes, found: dict[str, Any], spec: tuple, title: str
     ax.set_title(title, fontsize=10)
 
 
-def _named(found: dict[str, Any], metric: str) -> str:
-    nodes = [s["node"] for s in found["slow_nodes"] if s["metric"] == metric]
-    links = [f"{s['a']}-{s['b']}" for s in found["slow_links"] if s["metric"] == metric]
+def _named(found: Findings, metric: str) -> str:
+    nodes = [s.node for s in found.slow_nodes if s.metric == metric]
+    links = [f"{s.a}-{s.b}" for s in found.slow_links if s.metric == metric]
     parts = ([f"slow node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}"] if nodes else []) \
         + ([f"slow link{'s' if len(links) > 1 else ''} {', '.join(links)}"] if links else [])
     return "; ".join(parts) or "none slow"
@@ -101,24 +101,24 @@ def _named(found: dict[str, Any], metric: str) -> str:
 
 def figure(doc: Document) -> Figure:
     """The heat maps of a cluster-pairs document (see the module's docstring)."""
-    b = doc.body
-    series = b["series"] or []
-    n = max((len(s["findings"]["nodes"]) for s in series), default=1)
+    run = MpiRun.from_document(doc)
+    b, series = run.pairs(), run.series
+    n = max((len(s.pair_findings().nodes) for s in series), default=1)
     side = min(9.0, max(3.6, 0.55 * n + 2.2))
     fig = Figure(figsize=(2 * side + 0.6, 0.82 * side * max(1, len(series)) + 1.2), dpi=DPI,
                  layout="constrained")
     axes = fig.subplots(max(1, len(series)), 2, squeeze=False)
-    how = "one pair at a time" if b["mode"] == "serial" else "disjoint pairs at once"
+    how = "one pair at a time" if b.mode == "serial" else "disjoint pairs at once"
     for row, s in zip(axes, series, strict=False):
-        k = s["ranks_per_node"]
+        k = s.ranks_per_node
         where = f"{k} rank{'s' if k != 1 else ''} per node"
         for ax, spec in zip(row, PANELS, strict=True):
-            _panel(fig, ax, s["findings"], spec, f"{spec[1]}, {where}: "
-                   f"{_named(s['findings'], spec[4])}")
-    fig.suptitle(f"All-pairs ping-pong {b['label']} ({how}): latency at {b['latency_bytes']:,} "
-                 f"B, bandwidth at {b['bandwidth_bytes']:,} B; each cell the median over the "
+            _panel(fig, ax, s.pair_findings(), spec, f"{spec[1]}, {where}: "
+                   f"{_named(s.pair_findings(), spec[4])}")
+    fig.suptitle(f"All-pairs ping-pong {run.label} ({how}): latency at {b.latency_bytes:,} "
+                 f"B, bandwidth at {b.bandwidth_bytes:,} B; each cell the median over the "
                  "rank pairs of two nodes of the trials' medians (darker is worse)",
                  fontsize=10, wrap=True)
-    rule = series[0]["findings"]["rule"] if series else ""
+    rule = series[0].pair_findings().rule if series else ""
     fig.supxlabel("\n".join(textwrap.wrap(f"Named by: {rule}", 170)), fontsize=7)
     return fig

@@ -29,7 +29,6 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from beoperf import errors, interrupts, safeio
 from beoperf.analysis import scaling
@@ -37,7 +36,7 @@ from beoperf.launch import binary, job, plan
 from beoperf.launch.base import LaunchSpec
 from beoperf.launch.srun import Srun, allocation
 from beoperf.model import cluster, hpcc
-from beoperf.model.document import Document, make_meta, utc_now
+from beoperf.model.document import Document, JsonObject, make_meta, utc_now
 from beoperf.suites.cluster_refs import systems_for
 
 DEFAULT_TIMEOUT_S = 3600.0
@@ -220,24 +219,23 @@ class Study:
     notes: list[str] = field(default_factory=list)
 
 
-def _binary_facts(linked: binary.Linked) -> dict[str, Any]:
-    return {"binary": linked.path,
-            "mpi": {"implementation": linked.mpi, "library": linked.mpi_library}
-            if linked.mpi else None,
-            "blas": linked.blas}
+def _binary_facts(linked: binary.Linked) -> cluster.Binary:
+    return cluster.Binary(
+        linked.path,
+        cluster.MpiLibrary(linked.mpi, linked.mpi_library) if linked.mpi else None,
+        linked.blas)
 
 
 def _launch_record(study: Study, argv: tuple[str, ...], env: dict[str, str],
-                   cwd: Path) -> dict[str, Any]:
+                   cwd: Path) -> cluster.Launch:
     alloc = allocation()
-    return {"launcher": study.chosen.name, "argv": list(argv), "env": dict(env),
-            "environment": environment_snapshot(), "notes": _notes(study.chosen, argv),
-            "cwd": str(cwd),
-            "allocation": {"job_id": alloc.job_id, "nodelist": alloc.nodelist} if alloc
-            else None}
+    return cluster.Launch(
+        launcher=study.chosen.name, argv=list(argv), env=dict(env),
+        environment=environment_snapshot(), notes=_notes(study.chosen, argv), cwd=str(cwd),
+        allocation=cluster.SlurmJob(alloc.job_id, alloc.nodelist) if alloc else None)
 
 
-def _summary_of(rundir: Path) -> tuple[hpcc.HpccRun | None, dict[str, Any] | None, str]:
+def _summary_of(rundir: Path) -> tuple[hpcc.HpccRun | None, cluster.Output | None, str]:
     """The run hpcc left in rundir, what to store about the file, or why there is none."""
     path = rundir / "hpccoutf.txt"
     if not path.exists():
@@ -248,43 +246,52 @@ def _summary_of(rundir: Path) -> tuple[hpcc.HpccRun | None, dict[str, Any] | Non
         runs = hpcc.parse_runs(data.decode("utf-8", errors="replace"), str(path))
     except (ValueError, OSError) as exc:
         return None, None, str(exc)
-    output = {"file": f"{rundir.name}/hpccoutf.txt", "sha256": cluster.sha256(data),
-              "run_in_file": len(runs), "runs_in_file": len(runs)}
+    output = cluster.Output(f"{rundir.name}/hpccoutf.txt", cluster.sha256(data),
+                            run_in_file=len(runs), runs_in_file=len(runs))
     return runs[-1], output, ""
 
 
-def _body(study: Study, config: plan.Config, repeat: int, label: str, launch: dict,
-          finished: Finished, rundir: Path) -> dict[str, Any]:
+def _run_of(study: Study, config: plan.Config, repeat: int, label: str,
+            launch: cluster.Launch, finished: Finished, rundir: Path) -> cluster.ClusterRun:
     assert config.input is not None
-    input_ = {"n": config.input.n, "nb": config.input.nb, "p": config.input.p,
-              "q": config.input.q, "file": f"{rundir.name}/hpccinf.txt",
-              "n_from": config.n_from}
-    common: dict[str, Any] = {"label": label, "ranks_per_node": config.ranks_per_node,
-              "nodes": list(config.nodes) or None, "repeat": repeat, "series": config.series,
-              "input_": input_, "launch": launch, "binary": _binary_facts(study.linked),
-              "elapsed_s": finished.elapsed_s, "exit_status": finished.status}
+    input_ = cluster.HplInput(config.input.n, config.input.nb, config.input.p,
+                              config.input.q, file=f"{rundir.name}/hpccinf.txt",
+                              n_from=config.n_from)
+    setting = cluster.Setting(
+        ranks_per_node=config.ranks_per_node, nodes=list(config.nodes) or None,
+        repeat=repeat, series=config.series, input_=input_, launch=launch,
+        binary=_binary_facts(study.linked), elapsed_s=finished.elapsed_s,
+        exit_status=finished.status)
     around = []
     if finished.why_stopped:
         around.append(finished.why_stopped)
     elif finished.status:
         last = (finished.stderr.strip().splitlines() or [""])[-1][:300]
-        around.append(f"{launch['launcher']} exited with status {finished.status}"
+        around.append(f"{launch.launcher} exited with status {finished.status}"
                       + (f": {last}" if last else ""))
     run, output, problem = _summary_of(rundir)
     if output is not None:
-        output.update(stdout=finished.stdout[-4096:], stderr_tail=finished.stderr[-4096:])
+        output.stdout, output.stderr_tail = finished.stdout[-4096:], finished.stderr[-4096:]
     if run is None:
-        return cluster.failed_body(np_=config.np, reasons=[*around, problem],
-                                   output=None, **common)
-    body = cluster.cluster_body(run, output=output or {}, extra_failures=around, **common)
-    if body["np"] != config.np:  # counted where it was meant to be, and failed
-        body["status"] = "failed"
-        body["failures"].append(
-            f"hpcc reports {scaling.processes(body['np'])} (CommWorldProcs), not "
-            f"{config.np}: is hpcc built for the MPI of {launch['launcher']}? (a program "
+        return cluster.failed_run(label=label, np_=config.np, reasons=[*around, problem],
+                                  output=None, setting=setting)
+    typed = cluster.cluster_run(run, label=label, output=output, setting=setting,
+                                extra_failures=around)
+    if typed.np != config.np:  # counted where it was meant to be, and failed
+        typed.status = "failed"
+        typed.failures.append(
+            f"hpcc reports {scaling.processes(typed.np)} (CommWorldProcs), not "
+            f"{config.np}: is hpcc built for the MPI of {launch.launcher}? (a program "
             "of another MPI starts as separate single processes)")
-        body["np"] = config.np
-    return body
+        typed.np = config.np
+    return typed
+
+
+def _body(study: Study, config: plan.Config, repeat: int, label: str, launch: JsonObject,
+          finished: Finished, rundir: Path) -> JsonObject:
+    """The body of one run's document (``launch``: the launch record as stored)."""
+    return _run_of(study, config, repeat, label, cluster.Launch.from_dict(launch), finished,
+                   rundir).body()
 
 
 def run_one(study: Study, config: plan.Config, repeat: int) -> scaling.RunRef:
@@ -300,7 +307,7 @@ def run_one(study: Study, config: plan.Config, repeat: int) -> scaling.RunRef:
     except ValueError as exc:
         raise errors.BadSpec(str(exc)) from None
     record = _launch_record(study, launched.argv, dict(launched.env), rundir)
-    study.notes = [n for n in dict.fromkeys([*study.notes, *record["notes"]])]
+    study.notes = [n for n in dict.fromkeys([*study.notes, *record.notes])]
     meta = make_meta(list(study.spec.command_line))
     try:
         finished = execute(launched.argv, dict(launched.env), str(rundir), study.spec.timeout)
@@ -312,9 +319,9 @@ def run_one(study: Study, config: plan.Config, repeat: int) -> scaling.RunRef:
 
 
 def _write(study: Study, rundir: Path, label: str, config: plan.Config, repeat: int,
-           record: dict, finished: Finished, meta: dict) -> scaling.RunRef:
+           record: cluster.Launch, finished: Finished, meta: JsonObject) -> scaling.RunRef:
     with interrupts.deferred():
-        body = _body(study, config, repeat, label, record, finished, rundir)
+        body = _body(study, config, repeat, label, record.to_dict(), finished, rundir)
         meta["utc_end"] = utc_now()
         Document(cluster.CLUSTER_KIND, body, meta).save(study.root / "runs" / f"{label}.json")
         ref = scaling.RunRef(body, f"runs/{label}.json")
@@ -356,9 +363,8 @@ def eta(study: Study, remaining: list[plan.Config]) -> float | None:
     so far (of all runs when its count has none yet); None before any run is timed."""
     done: dict[str, list[float]] = {}
     for ref in study.runs:
-        if ref.body["elapsed_s"]:
-            done.setdefault(f"{ref.body['series']}/{ref.body['np']}", []).append(
-                ref.body["elapsed_s"])
+        if ref.run.elapsed_s:
+            done.setdefault(f"{ref.run.series}/{ref.run.np}", []).append(ref.run.elapsed_s)
     if not done:
         return None
     every = [t for ts in done.values() for t in ts]
@@ -411,7 +417,7 @@ def scaling_document(study: Study, started: str) -> Document:
     body = scaling.scaling_body(study.runs, study.spec.label or study.root.name,
                                 study.systems)
     meta = make_meta(list(study.spec.command_line), utc_start=started, hosts=study.hosts_source,
-                     launcher=study.chosen.name, hpcc=_binary_facts(study.linked),
+                     launcher=study.chosen.name, hpcc=_binary_facts(study.linked).to_dict(),
                      notes=study.notes)
     return Document(cluster.SCALING_KIND, body, meta)
 
@@ -428,9 +434,9 @@ def run(spec: Spec, progress: Progress | None = None) -> Document:
                                repeat, eta_s=eta(study, [c for _, c in order[i - 1:]])))
             ref = run_one(study, config, repeat)
             if progress:
-                progress(Event("done", i, len(order), ref.body["label"], config.np, repeat,
-                               status=ref.body["status"], elapsed_s=ref.body["elapsed_s"],
-                               failures=tuple(ref.body["failures"])))
+                progress(Event("done", i, len(order), ref.run.label, config.np, repeat,
+                               status=ref.run.status, elapsed_s=ref.run.elapsed_s,
+                               failures=tuple(ref.run.failures)))
     finally:
         with interrupts.deferred():
             doc = scaling_document(study, started)

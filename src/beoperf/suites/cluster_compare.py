@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from beoperf import errors, safeio
 from beoperf.analysis import effect
@@ -70,16 +69,17 @@ def is_hpcc(path: str) -> bool:
 
 
 def _doc_column(doc: Document, source: str) -> Column:
-    b = doc.body
     if doc.kind == "cluster":
-        values = {k: v for k in b["metrics"] if (v := cluster.number(b, k)) is not None}
-        return Column(b["label"], b["np"] or None, "run", source,
-                      1 if b["status"] == "ok" else 0, values, {})
+        run = cluster.ClusterRun.from_document(doc)
+        values = {k: v for k in run.metrics if (v := run.number(k)) is not None}
+        return Column(run.label, run.np or None, "run", source,
+                      1 if run.status == "ok" else 0, values, {})
     if doc.kind == "scaling":
-        point = largest_point(cluster.ScalingStudy.from_document(doc))
+        study = cluster.ScalingStudy.from_document(doc)
+        point = largest_point(study)
         if point is None:
             raise errors.InputError(f"{source}: no run of this study passed")
-        return Column(f"{b['label']} (np {point.np})", point.np, "run", source,
+        return Column(f"{study.label} (np {point.np})", point.np, "run", source,
                       point.runs, {k: s.mean for k, s in point.metrics.items()},
                       {k: s.stdev for k, s in point.metrics.items() if s.stdev is not None})
     raise errors.InputError(f"{source}: a {doc.kind} document; compare HPCC results with "
@@ -117,7 +117,7 @@ def _verdict(columns: list[Column], values: list[float | None], key: str, i: int
         higher_is_better=hpcc.info(key).role != "latency", family=family)
 
 
-def _rows(columns: list[Column]) -> list[dict[str, Any]]:
+def _rows(columns: list[Column]) -> list[cluster.HpccRow]:
     present = {k for c in columns for k in c.values}
     keys = [k for k in hpcc.performance_keys() if k in present]
     rows = []
@@ -126,11 +126,13 @@ def _rows(columns: list[Column]) -> list[dict[str, Any]]:
         values = [v if v is None or not (v < 0) else None for v in values]  # HPCC's -1
         tests = [None, *(_verdict(columns, values, key, i, len(keys))
                          for i in range(1, len(columns)))]
-        rows.append({"metric": key, "unit": hpcc.info(key).unit, "role": hpcc.info(key).role,
-                     "values": values, "stdevs": [c.stdevs.get(key) for c in columns],
-                     "ratios": [None, *(ratio(values[0], v) for v in values[1:])],
-                     "verdicts": [t.verdict if t else None for t in tests],
-                     "intervals": [t.interval_pct() if t else None for t in tests]})
+        rows.append(cluster.HpccRow(
+            metric=key, unit=hpcc.info(key).unit, role=hpcc.info(key).role, values=values,
+            stdevs=[c.stdevs.get(key) for c in columns],
+            ratios=[None, *(ratio(values[0], v) for v in values[1:])],
+            verdicts=[t.verdict if t else None for t in tests],
+            intervals=[list(p) if t is not None and (p := t.interval_pct()) is not None
+                       else None for t in tests]))
     return rows
 
 
@@ -151,7 +153,7 @@ def run(spec: Spec) -> Document:
         point = system.point_near(np_)
         columns.append(Column(system.name, point.np, "reference", system.source, None,
                               dict(point.metrics), {}))
-    body = {"columns": [{"label": c.label, "np": c.np, "kind": c.kind, "source": c.source,
-                         "runs": c.runs} for c in columns],
-            "rows": _rows(columns), "statement": STATEMENT}
+    body = cluster.HpccComparison(
+        [cluster.HpccColumn(c.label, c.np, c.kind, c.source, c.runs) for c in columns],
+        _rows(columns), STATEMENT).body()
     return Document(cluster.COMPARISON_KIND, body, make_meta(list(spec.command_line)))

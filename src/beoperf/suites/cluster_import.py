@@ -17,7 +17,7 @@ from pathlib import Path
 from beoperf import errors, interrupts, safeio
 from beoperf.analysis import scaling
 from beoperf.model import cluster, hpcc
-from beoperf.model.document import Document, make_meta
+from beoperf.model.document import Document, JsonObject, make_meta
 from beoperf.suites.cluster_refs import systems_for
 
 MAX_FILES = 10000
@@ -57,15 +57,15 @@ def _labels(path: str, count: int, taken: set[str]) -> list[str]:
     return out
 
 
-def import_file(path: str, taken: set[str]) -> list[dict]:
+def import_file(path: str, taken: set[str]) -> list[JsonObject]:
     """One cluster body per run in the file."""
     runs, data = read_runs(path)
     digest = cluster.sha256(data)
     bodies = []
     for i, (run, label) in enumerate(zip(runs, _labels(path, len(runs), taken), strict=True),
                                      1):
-        output = {"file": str(Path(path).resolve()), "sha256": digest, "run_in_file": i,
-                  "runs_in_file": len(runs)}
+        output = cluster.Output(str(Path(path).resolve()), digest, run_in_file=i,
+                                runs_in_file=len(runs))
         bodies.append(cluster.cluster_body(run, label=label, output=output, source="import",
                                            series=SERIES))
     return bodies

@@ -22,12 +22,17 @@ import numpy as np
 
 from beoperf import errors
 from beoperf.analysis.cluster_mpi import default_pair_counts, pairings, stat_of
+from beoperf.model import narrow
+from beoperf.model.cluster_mpi import MbwSettings, MpiRun, Pairing, Point, Series
+from beoperf.model.document import JsonObject
 from beoperf.model.mpi_options import DEFAULT_WINDOW
 from beoperf.suites.cluster_mpi import (
     HINT,
     Common,
     Outcome,
+    Plan,
     Progress,
+    Stop,
     Test,
     loop_facts,
     rank_of_test,
@@ -68,65 +73,85 @@ def check(spec: Spec) -> None:
                              "use --window 2")
 
 
-def params(spec: Spec) -> dict[str, Any]:
-    return {"sizes": sorted(set(spec.sizes)), "window": spec.window,
-            "pairs": sorted(set(spec.pairs)) if spec.pairs else None}
+@dataclass(frozen=True)
+class Params:
+    """What the ranks are told: the sizes, the window, the pair counts (None: 1, 2, 4 ...
+    and all the ranks can make)."""
+
+    sizes: list[int]
+    window: int
+    pairs: list[int] | None
+
+    def to_dict(self) -> JsonObject:
+        return {"sizes": list(self.sizes), "window": self.window,
+                "pairs": list(self.pairs) if self.pairs is not None else None}
+
+    @classmethod
+    def from_dict(cls, d: JsonObject) -> Params:
+        return cls(narrow.ints(d.get("sizes"), "params.sizes"),
+                   narrow.integer(d.get("window"), "params.window"),
+                   narrow.opt_ints(d.get("pairs"), "params.pairs"))
 
 
-def body(p: dict[str, Any], label: str | None, series: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"label": label or "mbw", "window": p["window"], "sizes": p["sizes"],
-            "statistic": STATISTIC, "series": series}
+def params(spec: Spec) -> Params:
+    return Params(sorted(set(spec.sizes)), spec.window,
+                  sorted(set(spec.pairs)) if spec.pairs else None)
+
+
+def body(given: JsonObject, label: str | None, series: list[Series]) -> MpiRun:
+    p = Params.from_dict(given)
+    return MpiRun(KIND, label or "mbw", series, MbwSettings(p.window, p.sizes, STATISTIC))
 
 
 def run(spec: Spec, progress: Progress | None = None) -> Outcome | None:
     """Every series; None on a rank other than 0."""
     check(spec)
-    return run_series(TEST, params(spec), spec.common, progress=progress)
+    return run_series(TEST, params(spec).to_dict(), spec.common, progress=progress)
 
 
 # --------------------------------------------------------------------------- rank 0
 
 
-def point(measurer: MbwMeasurer, count: int, size: int) -> dict[str, Any] | None:
+def point(measurer: MbwMeasurer, count: int, size: int) -> Point | None:
     trials = measurer.log.get((count, size), [])
     if not trials:
         return None
     mean = [sum(t["elapsed_ns"]) / len(t["elapsed_ns"]) / 1e9 for t in trials]
     rates = [[size * t["reps"] / (e / 1e9) for e in t["elapsed_ns"]] for t in trials]
     per_pair = [r for trial in rates for r in trial]
-    return {"pairs": count, "size": size, "trials": len(trials),
-            "messages": trials[-1]["reps"],
-            "bandwidth_Bps": stat_of([count * size * t["reps"] / m
-                                      for t, m in zip(trials, mean, strict=True)]),
-            "rate_per_s": stat_of([count * t["reps"] / m for t, m in zip(trials, mean,
-                                                                          strict=True)]),
-            "pair_Bps": {"min": min(per_pair), "max": max(per_pair),
-                         "sum": float(np.median([sum(trial) for trial in rates]))}}
+    bandwidth = stat_of([count * size * t["reps"] / m for t, m in zip(trials, mean,
+                                                                       strict=True)])
+    rate = stat_of([count * t["reps"] / m for t, m in zip(trials, mean, strict=True)])
+    assert bandwidth is not None and rate is not None  # (there are trials)
+    return Point(pairs=count, size=size, trials=len(trials), messages=trials[-1]["reps"],
+                 bandwidth_Bps=bandwidth, rate_per_s=rate,
+                 pair_Bps={"min": min(per_pair), "max": max(per_pair),
+                           "sum": float(np.median([sum(trial) for trial in rates]))})
 
 
-def measure(leader: Any, plan: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+def measure(leader: Any, plan: Plan, series: Series) -> Stop:
     """Rank 0: each pair count at each size."""
-    p, n = plan["params"], base["np"]
-    counts = [c for c in (p["pairs"] or default_pair_counts(n)) if 2 * c <= n]
+    p, n = Params.from_dict(plan.params), series.np
+    counts = [c for c in (p.pairs or default_pair_counts(n)) if 2 * c <= n]
     if not counts:
-        raise errors.BadSpec(f"--pairs {p['pairs']}: {n} ranks make at most {n // 2} pairs",
+        raise errors.BadSpec(f"--pairs {p.pairs}: {n} ranks make at most {n // 2} pairs",
                              HINT)
-    measurer = MbwMeasurer(leader, p["window"], plan["integrity"])
-    keys = [(c, s) for c in counts for s in p["sizes"]]
+    measurer = MbwMeasurer(leader, p.window, plan.integrity)
+    keys = [(c, s) for c in counts for s in p.sizes]
     out = run_loop(keys, measurer, plan, f"pairs at once, {n} ranks")
-    node = [r["node"] for r in base["ranks"]]
-    points = [pt for c, s in keys if (pt := point(measurer, c, s)) is not None]
-    return {"pairings": [{"sender": a, "receiver": b, "sender_node": node[a],
-                          "receiver_node": node[b]} for a, b in pairings(max(counts))],
-            "pair_counts": counts, "skipped_pair_counts": [c for c in (p["pairs"] or [])
-                                                           if 2 * c > n],
-            "points": points, "loop": loop_facts(out), **status_of(out)}
+    node = [r.node for r in series.ranks]
+    series.pairings = [Pairing(a, b, node[a], node[b]) for a, b in pairings(max(counts))]
+    series.pair_counts = counts
+    series.skipped_pair_counts = [c for c in (p.pairs or []) if 2 * c > n]
+    series.points = [pt for c, s in keys if (pt := point(measurer, c, s)) is not None]
+    series.loop = loop_facts(out)
+    return status_of(out, series)
 
 
 TEST = Test("mbw", KIND, body, measure)
 
 
-def rank(plan: dict[str, Any]) -> int:
+def rank(plan: JsonObject) -> int:
     """A rank of the job `beoperf cluster mbw` launched (``python -m beoperf.cli.rank
     cluster-mbw PLAN``)."""
     return rank_of_test(plan, TEST)

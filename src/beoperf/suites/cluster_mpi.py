@@ -46,7 +46,9 @@ from beoperf.launch.mpi_job import (
     launch_record,
     rank_environment,
 )
-from beoperf.model.document import Document, make_meta, utc_now
+from beoperf.model import narrow
+from beoperf.model.cluster_mpi import KINDS, Loop, MpiRun, RankPlace, Series
+from beoperf.model.document import Document, JsonObject, JsonValue, make_meta, utc_now
 from beoperf.model.mpi_options import BINDINGS, IMPLEMENTATIONS, LAUNCHERS, MpiOptions
 from beoperf.suites.mpi_pingpong import rank_session
 from beoperf.sweep.precision import LoopConfig, LoopOutcome, PrecisionLoop
@@ -116,10 +118,65 @@ def check_common(c: Common) -> None:
         raise errors.BadSpec(f"--bind-to {opts.bind!r}: choose {', '.join(BINDINGS)}", HINT)
 
 
-def loop_config(c: Common) -> dict[str, Any]:
+@dataclass(frozen=True)
+class LoopSettings:
     """The precision loop's settings, as the ranks receive them."""
-    return {"precision": c.precision, "min_trials": c.min_trials, "trial_time": c.trial_time,
-            "time_budget": c.time_budget, "seed": c.seed}
+
+    precision: float
+    min_trials: int
+    trial_time: float
+    time_budget: float | None
+    seed: int | None
+
+    def to_dict(self) -> JsonObject:
+        return {"precision": self.precision, "min_trials": self.min_trials,
+                "trial_time": self.trial_time, "time_budget": self.time_budget,
+                "seed": self.seed}
+
+    @classmethod
+    def from_dict(cls, d: JsonObject) -> LoopSettings:
+        return cls(narrow.num(d.get("precision"), "loop.precision"),
+                   narrow.integer(d.get("min_trials"), "loop.min_trials"),
+                   narrow.num(d.get("trial_time"), "loop.trial_time"),
+                   narrow.opt_num(d.get("time_budget"), "loop.time_budget"),
+                   narrow.opt_int(d.get("seed"), "loop.seed"))
+
+
+def loop_config(c: Common) -> LoopSettings:
+    return LoopSettings(c.precision, c.min_trials, c.trial_time, c.time_budget, c.seed)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the ranks are told (as JSON on their command line): the test and its
+    parameters (each test reads its own), the loop's settings, the hosts given, ranks per
+    node (0: as placed), integrity, the label and the command line."""
+
+    test: str
+    params: JsonObject
+    loop: LoopSettings
+    nodes: list[str]
+    ranks_per_node: int
+    integrity: bool
+    label: str | None
+    command_line: list[str]
+
+    def to_dict(self) -> JsonObject:
+        return {"test": self.test, "params": self.params, "loop": self.loop.to_dict(),
+                "nodes": list(self.nodes), "ranks_per_node": self.ranks_per_node,
+                "integrity": self.integrity, "label": self.label,
+                "command_line": list(self.command_line)}
+
+    @classmethod
+    def from_dict(cls, d: JsonObject) -> Plan:
+        """The plan a rank was given (DocumentError: a value of the wrong type)."""
+        return cls(narrow.text(d.get("test"), "test"), narrow.obj(d.get("params"), "params"),
+                   LoopSettings.from_dict(narrow.obj(d.get("loop"), "loop")),
+                   narrow.texts(d.get("nodes"), "nodes"),
+                   narrow.integer(d.get("ranks_per_node"), "ranks_per_node"),
+                   narrow.flag(d.get("integrity"), "integrity"),
+                   narrow.opt_text(d.get("label"), "label"),
+                   narrow.texts(d.get("command_line"), "command_line"))
 
 
 # --------------------------------------------------------------------------- hosts
@@ -155,23 +212,19 @@ def ranks_of(w: Where, per_node: int) -> int:
 # --------------------------------------------------------------------------- launching
 
 
-def plan_of(test: str, params: dict[str, Any], c: Common, w: Where, per_node: int
-            ) -> dict[str, Any]:
-    """What the ranks are told (as JSON on their command line)."""
-    return {"test": test, "params": params, "loop": loop_config(c), "nodes": list(w.nodes),
-            "ranks_per_node": per_node, "integrity": c.integrity, "label": c.label,
-            "command_line": list(c.command_line)}
+def plan_of(test: str, params: JsonObject, c: Common, w: Where, per_node: int) -> Plan:
+    return Plan(test, params, loop_config(c), list(w.nodes), per_node, c.integrity, c.label,
+                list(c.command_line))
 
 
-def _launch_spec(plan: dict[str, Any], c: Common, w: Where, impl: str, name: str
-                 ) -> LaunchSpec:
-    argv = (sys.executable, "-m", "beoperf.cli.rank", f"cluster-{plan['test']}",
-            json.dumps(plan, separators=(",", ":")))
+def _launch_spec(plan: Plan, c: Common, w: Where, impl: str, name: str) -> LaunchSpec:
+    argv = (sys.executable, "-m", "beoperf.cli.rank", f"cluster-{plan.test}",
+            json.dumps(plan.to_dict(), separators=(",", ":")))
     hosts = () if (name == "srun" and w.in_allocation) else w.nodes
     if not hosts and name != "srun":  # this host: as many slots as ranks (mpirun would
         hosts = ("localhost",)        # refuse more ranks than cores)
     try:
-        return LaunchSpec(argv, hosts=hosts, ranks_per_host=plan["ranks_per_node"],
+        return LaunchSpec(argv, hosts=hosts, ranks_per_host=plan.ranks_per_node,
                           env=rank_environment(c.mpi, impl), bind=c.mpi.bind,
                           agent=c.mpi.agent, interface=c.mpi.interface,
                           extra=c.mpi.launcher_args)
@@ -196,10 +249,10 @@ def deadline_of(c: Common, repeat: int = 1) -> float | None:
 Progress = Callable[[str], None]
 
 
-def launch_series(plan: dict[str, Any], c: Common, w: Where, deadline: float | None,
+def launch_series(plan: Plan, c: Common, w: Where, deadline: float | None,
                   progress: Progress | None = None
-                  ) -> tuple[Document, errors.BeoperfError | None, KeyboardInterrupt | None]:
-    """One MPI job: its series' document (rank 0's), its error, and an interrupt;
+                  ) -> tuple[list[Series], errors.BeoperfError | None, KeyboardInterrupt | None]:
+    """One MPI job: its series (from rank 0's document), its error, and an interrupt;
     ``progress`` gets rank 0's lines of progress as they come."""
     launcher, name, impl = _launcher(c, w)
     try:
@@ -210,20 +263,25 @@ def launch_series(plan: dict[str, Any], c: Common, w: Where, deadline: float | N
     job = MpiJob(list(made.argv), job_environment(made, record), deadline, progress)
     job.run()
     doc, error, warnings = job.result(name)
-    if warnings:
-        for series in doc.body["series"]:
-            series["warnings"] += warnings
-    return doc, error, job.interrupt
+    if doc.kind not in KINDS:
+        raise errors.Failed(f"rank 0 sent a {doc.kind} document, not a cluster MPI test's")
+    series = MpiRun.from_document(doc).series
+    for one in series:
+        one.warnings += warnings
+    return series, error, job.interrupt
 
 
-Body = Callable[[dict[str, Any], str | None, list[dict[str, Any]]], dict[str, Any]]
-RankMeasure = Callable[[Any, dict[str, Any], dict[str, Any]], dict[str, Any]]
+# What stopped a measurement early: an error, or an interrupt (both None: nothing).
+Stop = tuple[errors.BeoperfError | None, KeyboardInterrupt | None]
+Body = Callable[[JsonObject, str | None, list[Series]], MpiRun]
+RankMeasure = Callable[[Any, Plan, Series], Stop]
 
 
 @dataclass(frozen=True)
 class Test:
-    """A test's name (``plan["test"]``), document kind, body builder and rank-0
-    measurement."""
+    """A test's name (``plan.test``), document kind, the run it makes of its series
+    (``body(params, label, series)``) and rank 0's measurement, which adds the test's
+    figures and status to the series it is given and says what stopped it."""
 
     name: str
     kind: str
@@ -231,7 +289,7 @@ class Test:
     measure: RankMeasure
 
 
-def run_series(test: Test, params: dict[str, Any], c: Common, repeat: int = 1,
+def run_series(test: Test, params: JsonObject, c: Common, repeat: int = 1,
                progress: Progress | None = None) -> Outcome | None:
     """Every series of a test (one job per ranks-per-node value) as one document of
     ``test.kind`` (``test.body(params, label, series)``); as a rank of the user's job,
@@ -244,18 +302,18 @@ def run_series(test: Test, params: dict[str, Any], c: Common, repeat: int = 1,
     w = where(c)
     for k in c.ranks_per_node:
         ranks_of(w, k)
-    started, series = utc_now(), []
+    started, series = utc_now(), list[Series]()
     error: errors.BeoperfError | None = None
     interrupt: KeyboardInterrupt | None = None
     for k in c.ranks_per_node:
-        doc, error, interrupt = launch_series(plan_of(test.name, params, c, w, k), c, w,
-                                              deadline_of(c, repeat), progress)
-        series += doc.body["series"]
+        found, error, interrupt = launch_series(plan_of(test.name, params, c, w, k), c, w,
+                                                deadline_of(c, repeat), progress)
+        series += found
         if error is not None or interrupt is not None:
             break
     with interrupts.deferred():
         meta = make_meta(list(c.command_line), utc_start=started, hosts=w.source)
-        document = Document(test.kind, test.body(params, c.label, series), meta)
+        document = test.body(params, c.label, series).to_document(meta)
     return Outcome(document, error, interrupt)
 
 
@@ -265,17 +323,18 @@ USAGE = ("beoperf.cli.rank cluster-TEST: run by 'beoperf cluster ring|pairs|mbw'
          "of an MPI job")
 
 
-def rank_of_test(plan: dict[str, Any], test: Test) -> int:
+def rank_of_test(plan: JsonObject, test: Test) -> int:
     """A rank of the job :func:`launch_series` starts (``python -m beoperf.cli.rank
     cluster-TEST PLAN``): rank 0 sends its series' document and any error
     (launch/channel.py)."""
     if plan.get("test") != test.name:
         raise errors.BadSpec(f"not a plan of the cluster's {test.name} test")
 
-    return channel.as_rank_of_plan(plan, dict, lambda p, info: as_rank(p, info, test), USAGE)
+    return channel.as_rank_of_plan(plan, Plan.from_dict,
+                                   lambda p, info: as_rank(p, info, test), USAGE)
 
 
-def as_rank(plan: dict[str, Any], info: ranks.RankInfo, test: Test) -> Outcome | None:
+def as_rank(plan: Plan, info: ranks.RankInfo, test: Test) -> Outcome | None:
     """This process is a rank: rank 0 measures (the series of this job), others serve."""
     from beoperf.engines import mpi_group
 
@@ -289,28 +348,27 @@ def as_rank(plan: dict[str, Any], info: ranks.RankInfo, test: Test) -> Outcome |
         if session.size < 2:
             raise errors.BadSpec(f"the MPI job has {session.size} rank: these tests need two "
                                  "at least", HINT)
-        base = common_series(plan, leader.facts(), session, info)
-        series = base | test.measure(leader, plan, base)
+        series = common_series(plan, leader.facts(), session, info)
+        error, interrupt = test.measure(leader, plan, series)
     finally:
         with interrupts.deferred():
             leader.close()
-    error, interrupt = series.pop("_stopped", (None, None))
-    meta = make_meta(plan["command_line"], utc_start=started,
+    meta = make_meta(plan.command_line, utc_start=started,
                      duration_s=round(time.monotonic() - t0, 3))
-    body = test.body(plan["params"], plan["label"], [series])
-    return Outcome(Document(test.kind, body, meta), error, interrupt)
+    run = test.body(plan.params, plan.label, [series])
+    return Outcome(run.to_document(meta), error, interrupt)
 
 
-def node_names(plan: dict[str, Any], facts: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+def node_names(plan: Plan, facts: list[JsonObject]) -> tuple[list[str], list[str]]:
     """(each rank's node, the nodes in order, with warnings in the series if the ranks'
     placement does not match the hosts given).  A node is a (host name, network
     namespace) seen by the ranks; named by the host list in order of first appearance."""
-    seen: list[tuple[Any, Any]] = []
+    seen: list[tuple[JsonValue, JsonValue]] = []
     for f in facts:
         ident = (f.get("host"), f.get("net_namespace"))
         if ident not in seen:
             seen.append(ident)
-    given = list(plan["nodes"])
+    given = list(plan.nodes)
     if len(given) == len(seen):
         names = given
     else:
@@ -321,68 +379,72 @@ def node_names(plan: dict[str, Any], facts: list[dict[str, Any]]) -> tuple[list[
     return [by_ident[(f.get("host"), f.get("net_namespace"))] for f in facts], names
 
 
-def common_series(plan: dict[str, Any], facts: list[dict[str, Any]], session: Any,
-                  info: ranks.RankInfo) -> dict[str, Any]:
-    """What every series records: its ranks and where they ran, the launch, the MPI."""
+def common_series(plan: Plan, facts: list[JsonObject], session: Any,
+                  info: ranks.RankInfo) -> Series:
+    """What every series records: its ranks and where they ran, the launch, the MPI (the
+    test adds its figures, loop and status)."""
     rank_nodes, nodes = node_names(plan, facts)
     counts = {n: rank_nodes.count(n) for n in nodes}
-    per_node = plan["ranks_per_node"] or max(counts.values())
+    per_node = plan.ranks_per_node or max(counts.values())
     warnings = []
-    if plan["nodes"] and len(nodes) != len(plan["nodes"]):
+    if plan.nodes and len(nodes) != len(plan.nodes):
         warnings.append(f"the ranks ran on {len(nodes)} distinct nodes, not the "
-                        f"{len(plan['nodes'])} hosts given: nodes are named by what the "
+                        f"{len(plan.nodes)} hosts given: nodes are named by what the "
                         "ranks saw (host name, network namespace)")
-    if len(set(counts.values())) > 1 or (plan["ranks_per_node"] and
-                                          set(counts.values()) != {plan["ranks_per_node"]}):
+    if len(set(counts.values())) > 1 or (plan.ranks_per_node and
+                                          set(counts.values()) != {plan.ranks_per_node}):
         warnings.append(f"ranks per node as placed: {counts}")
     keep = ("rank", "host", "processor_name", "pid", "cpus", "net_namespace")
-    return {
-        "ranks_per_node": per_node, "np": session.size, "nodes": nodes,
-        "ranks": [{k: f.get(k) for k in keep} | {"node": n}
-                  for f, n in zip(facts, rank_nodes, strict=True)],
-        "launch": launch_meta(info), "mpi": session.facts,
-        "transport": facts[0].get("transport"), "environment": facts[0].get("environment"),
-        "warnings": warnings,
-    }
+    env = facts[0].get("environment")
+    return Series(
+        ranks_per_node=per_node, np=session.size, nodes=nodes,
+        ranks=[RankPlace.from_dict({k: f.get(k) for k in keep} | {"node": n})
+               for f, n in zip(facts, rank_nodes, strict=True)],
+        launch=launch_meta(info), mpi=session.facts,
+        transport=narrow.opt_obj(facts[0].get("transport"), "transport"),
+        environment=None if env is None else narrow.text_map(env, "environment"),
+        warnings=warnings)
 
 
 # --------------------------------------------------------------------------- the loop
 
 
-def run_loop(keys: list[Any], measurer: Any, plan: dict[str, Any], what: str,
+def run_loop(keys: list[Any], measurer: Any, plan: Plan, what: str,
              min_trials: int = 1) -> LoopOutcome:
     """The precision loop over ``keys`` with the plan's settings (and ``min_trials`` at
     least); a line of progress after each pass (``what`` is measured)."""
-    cfg = plan["loop"]
+    cfg = plan.loop
 
     def on_pass(n: int, points: list[Any]) -> None:
         done = sum(1 for p in points if p.converged or p.capped)
         channel.progress(f"{what}: pass {n}, {done} of {len(points)} figures within "
-                 f"{cfg['precision']:.0%}")
+                 f"{cfg.precision:.0%}")
 
     loop = PrecisionLoop(keys, measurer, LoopConfig(
-        precision=cfg["precision"], trial_time=cfg["trial_time"],
-        min_trials=max(min_trials, cfg["min_trials"]), time_budget=cfg["time_budget"],
-        seed=cfg["seed"], hard_budget=False),  # every figure gets its minimum trials
+        precision=cfg.precision, trial_time=cfg.trial_time,
+        min_trials=max(min_trials, cfg.min_trials), time_budget=cfg.time_budget,
+        seed=cfg.seed, hard_budget=False),  # every figure gets its minimum trials
         on_pass=on_pass)
     return loop.run()
 
 
-def loop_facts(out: LoopOutcome) -> dict[str, Any]:
-    return {"passes": out.passes, "elapsed_s": round(out.elapsed_s, 3),
-            "over_budget": out.over_budget, "drift": out.drift,
-            "inflation": out.inflation}
+def loop_facts(out: LoopOutcome, warm_trials: int | None = None) -> Loop:
+    return Loop(passes=out.passes, elapsed_s=round(out.elapsed_s, 3),
+                over_budget=out.over_budget, drift=dict(out.drift), inflation=out.inflation,
+                warm_trials=warm_trials)
 
 
-def status_of(out: LoopOutcome) -> dict[str, Any]:
-    """The series' status from how the loop ended, and what stopped it (kept aside for
-    rank 0 to report: ``_stopped``)."""
+def status_of(out: LoopOutcome, series: Series) -> Stop:
+    """The series' status from how the loop ended; what stopped it (for rank 0 to
+    report)."""
     exc = out.stopped
     if exc is None:
-        return {"status": "complete", "status_reason": None, "_stopped": (None, None)}
+        series.status, series.status_reason = "complete", None
+        return None, None
     if isinstance(exc, KeyboardInterrupt):
-        return {"status": "interrupted", "status_reason": interrupts.reason(exc),
-                "_stopped": (None, exc)}
+        series.status, series.status_reason = "interrupted", interrupts.reason(exc)
+        return None, exc
     error = exc if isinstance(exc, errors.BeoperfError) else errors.Failed(
         f"{type(exc).__name__}: {exc}", "the figures measured before it were kept")
-    return {"status": "failed", "status_reason": str(error), "_stopped": (error, None)}
+    series.status, series.status_reason = "failed", str(error)
+    return error, None

@@ -24,11 +24,16 @@ from typing import Any
 
 from beoperf import errors
 from beoperf.analysis.cluster_mpi import RELATIVE, Z_LIMIT, findings, stat_of
+from beoperf.model import narrow
+from beoperf.model.cluster_mpi import Findings, MpiRun, Pair, PairsSettings, Series
+from beoperf.model.document import JsonObject
 from beoperf.suites.cluster_mpi import (
     HINT,
     Common,
     Outcome,
+    Plan,
     Progress,
+    Stop,
     Test,
     loop_facts,
     rank_of_test,
@@ -74,21 +79,45 @@ def check(spec: Spec) -> None:
         raise errors.BadSpec(f"--z-limit {spec.z_limit:g}: above 0, at most 100", HINT)
 
 
-def params(spec: Spec) -> dict[str, Any]:
-    return {"latency_bytes": spec.latency_bytes, "bandwidth_bytes": spec.bandwidth_bytes,
-            "mode": "concurrent" if spec.concurrent else "serial",
-            "relative": spec.relative, "z_limit": spec.z_limit}
+@dataclass(frozen=True)
+class Params:
+    """What the ranks are told of the pairs: the two sizes, serial or concurrent, and the
+    thresholds that name slow nodes and links."""
+
+    latency_bytes: int
+    bandwidth_bytes: int
+    mode: str  # serial | concurrent
+    relative: float
+    z_limit: float
+
+    def to_dict(self) -> JsonObject:
+        return {"latency_bytes": self.latency_bytes, "bandwidth_bytes": self.bandwidth_bytes,
+                "mode": self.mode, "relative": self.relative, "z_limit": self.z_limit}
+
+    @classmethod
+    def from_dict(cls, d: JsonObject) -> Params:
+        return cls(narrow.integer(d.get("latency_bytes"), "params.latency_bytes"),
+                   narrow.integer(d.get("bandwidth_bytes"), "params.bandwidth_bytes"),
+                   narrow.text(d.get("mode"), "params.mode"),
+                   narrow.num(d.get("relative"), "params.relative"),
+                   narrow.num(d.get("z_limit"), "params.z_limit"))
 
 
-def body(p: dict[str, Any], label: str | None, series: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"label": label or "pairs", "mode": p["mode"], "latency_bytes": p["latency_bytes"],
-            "bandwidth_bytes": p["bandwidth_bytes"], "statistic": STATISTIC, "series": series}
+def params(spec: Spec) -> Params:
+    return Params(spec.latency_bytes, spec.bandwidth_bytes,
+                  "concurrent" if spec.concurrent else "serial", spec.relative, spec.z_limit)
+
+
+def body(given: JsonObject, label: str | None, series: list[Series]) -> MpiRun:
+    p = Params.from_dict(given)
+    return MpiRun(KIND, label or "pairs", series,
+                  PairsSettings(p.mode, p.latency_bytes, p.bandwidth_bytes, STATISTIC))
 
 
 def run(spec: Spec, progress: Progress | None = None) -> Outcome | None:
     """Every series; None on a rank other than 0."""
     check(spec)
-    return run_series(TEST, params(spec), spec.common, progress=progress)
+    return run_series(TEST, params(spec).to_dict(), spec.common, progress=progress)
 
 
 # --------------------------------------------------------------------------- rank 0
@@ -117,40 +146,40 @@ def rounds_of(n: int, mode: str) -> list[list[tuple[int, int]]]:
     return [[(a, b)] for a in range(n) for b in range(a + 1, n)]
 
 
-def pair_entries(measurer: PairsMeasurer, p: dict[str, Any], base: dict[str, Any]
-                 ) -> list[dict[str, Any]]:
-    lat, bw = p["latency_bytes"], p["bandwidth_bytes"]
-    node = [r["node"] for r in base["ranks"]]
+def pair_entries(measurer: PairsMeasurer, p: Params, series: Series) -> list[Pair]:
+    lat, bw = p.latency_bytes, p.bandwidth_bytes
+    node = [r.node for r in series.ranks]
     out = []
     for index, pairs in enumerate(measurer.rounds):
         for a, b in pairs:
             half = {size: [e[(a, b)]["median_rtt_s"] / 2 for e in measurer.log.get(
                 (index, size), [])] for size in (lat, bw)}
-            out.append({"a": a, "b": b, "node_a": node[a], "node_b": node[b],
-                        "round": index if p["mode"] == "concurrent" else None,
-                        "latency_s": stat_of(half[lat]),
-                        "bandwidth_Bps": stat_of([bw / t for t in half[bw] if t > 0])})
-    return sorted(out, key=lambda e: (e["a"], e["b"]))
+            out.append(Pair(a=a, b=b, node_a=node[a], node_b=node[b],
+                            round=index if p.mode == "concurrent" else None,
+                            latency_s=stat_of(half[lat]),
+                            bandwidth_Bps=stat_of([bw / t for t in half[bw] if t > 0])))
+    return sorted(out, key=lambda e: (e.a, e.b))
 
 
-def measure(leader: Any, plan: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+def measure(leader: Any, plan: Plan, series: Series) -> Stop:
     """Rank 0: every pair at both sizes, then the findings."""
-    p = plan["params"]
-    rounds = rounds_of(base["np"], p["mode"])
-    measurer = PairsMeasurer(leader, rounds, plan["integrity"])
-    keys = [(i, size) for size in (p["latency_bytes"], p["bandwidth_bytes"])
+    p = Params.from_dict(plan.params)
+    rounds = rounds_of(series.np, p.mode)
+    measurer = PairsMeasurer(leader, rounds, plan.integrity)
+    keys = [(i, size) for size in (p.latency_bytes, p.bandwidth_bytes)
             for i in range(len(rounds))]
-    out = run_loop(keys, measurer, plan, f"pairs of {base['np']} ranks")
-    pairs = pair_entries(measurer, p, base)
-    return {"pairs": pairs, "findings": findings(pairs, base["nodes"], p["relative"],
-                                                 p["z_limit"]),
-            "loop": loop_facts(out), **status_of(out)}
+    out = run_loop(keys, measurer, plan, f"pairs of {series.np} ranks")
+    series.pairs = pair_entries(measurer, p, series)
+    series.findings = Findings.from_dict(findings([e.to_dict() for e in series.pairs],
+                                                  series.nodes, p.relative, p.z_limit))
+    series.loop = loop_facts(out)
+    return status_of(out, series)
 
 
 TEST = Test("pairs", KIND, body, measure)
 
 
-def rank(plan: dict[str, Any]) -> int:
+def rank(plan: JsonObject) -> int:
     """A rank of the job `beoperf cluster pairs` launched (``python -m beoperf.cli.rank
     cluster-pairs PLAN``)."""
     return rank_of_test(plan, TEST)

@@ -28,14 +28,27 @@ from beoperf.analysis.cluster_mpi import (
     HPCC_KEYS,
     random_rings,
     ring_figures,
-    ring_stat,
     ring_summary,
+    ring_times,
 )
+from beoperf.model import narrow
+from beoperf.model.cluster_mpi import (
+    Loop,
+    MpiRun,
+    Repeat,
+    Ring,
+    RingDefinition,
+    RingTrial,
+    Series,
+)
+from beoperf.model.document import DocumentError, JsonObject
 from beoperf.suites.cluster_mpi import (
     HINT,
     Common,
     Outcome,
+    Plan,
     Progress,
+    Stop,
     Test,
     loop_facts,
     rank_of_test,
@@ -86,95 +99,126 @@ def check(spec: Spec) -> None:
         raise errors.BadSpec(f"--repeat {spec.repeat}: from 1 to 100", HINT)
 
 
-def params(spec: Spec) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Params:
+    """What the ranks are told of the rings: the two sizes, the random rings at each
+    (latency, bandwidth), the repeats and the seed of the first."""
+
+    latency_bytes: int
+    bandwidth_bytes: int
+    random_rings: tuple[int, int]
+    repeat: int
+    seed: int
+
+    def to_dict(self) -> JsonObject:
+        return {"latency_bytes": self.latency_bytes, "bandwidth_bytes": self.bandwidth_bytes,
+                "random_rings": list(self.random_rings), "repeat": self.repeat,
+                "seed": self.seed}
+
+    @classmethod
+    def from_dict(cls, d: JsonObject) -> Params:
+        rings = narrow.ints(d.get("random_rings"), "params.random_rings")
+        if len(rings) != 2:
+            raise DocumentError("params.random_rings: expected two counts")
+        return cls(narrow.integer(d.get("latency_bytes"), "params.latency_bytes"),
+                   narrow.integer(d.get("bandwidth_bytes"), "params.bandwidth_bytes"),
+                   (rings[0], rings[1]), narrow.integer(d.get("repeat"), "params.repeat"),
+                   narrow.integer(d.get("seed"), "params.seed"))
+
+
+def params(spec: Spec) -> Params:
     seed = spec.common.seed
-    return {"latency_bytes": spec.latency_bytes, "bandwidth_bytes": spec.bandwidth_bytes,
-            "random_rings": list(spec.random_rings), "repeat": spec.repeat,
-            "seed": seed if seed is not None else int.from_bytes(os.urandom(4), "big")}
+    return Params(spec.latency_bytes, spec.bandwidth_bytes, spec.random_rings, spec.repeat,
+                  seed if seed is not None else int.from_bytes(os.urandom(4), "big"))
 
 
-def body(p: dict[str, Any], label: str | None, series: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"label": label or "ring", "definition": {
-        "latency_bytes": p["latency_bytes"], "bandwidth_bytes": p["bandwidth_bytes"],
-        "random_rings": {"latency": p["random_rings"][0], "bandwidth": p["random_rings"][1]},
-        "loop_length": dict(LOOP_LENGTH), "measurements": dict(MEASUREMENTS),
-        "directions": "both", "statistic": STATISTIC,
-        "keys": list(HPCC_KEYS), "seed": p["seed"], "repeat": p["repeat"]},
-        "series": series}
+def body(given: JsonObject, label: str | None, series: list[Series]) -> MpiRun:
+    p = Params.from_dict(given)
+    return MpiRun(KIND, label or "ring", series, RingDefinition(
+        latency_bytes=p.latency_bytes, bandwidth_bytes=p.bandwidth_bytes,
+        random_rings={"latency": p.random_rings[0], "bandwidth": p.random_rings[1]},
+        loop_length=dict(LOOP_LENGTH), measurements=dict(MEASUREMENTS), directions="both",
+        statistic=STATISTIC, keys=list(HPCC_KEYS), seed=p.seed, repeat=p.repeat))
 
 
 def run(spec: Spec, progress: Progress | None = None) -> Outcome | None:
     """Every series (see the module's docstring); None on a rank other than 0."""
     check(spec)
-    return run_series(TEST, params(spec), spec.common, spec.repeat,
-                      progress)
+    return run_series(TEST, params(spec).to_dict(), spec.common, spec.repeat, progress)
 
 
 # --------------------------------------------------------------------------- rank 0
 
 
-def parts_of(p: dict[str, Any]) -> list[tuple[str, int, list[tuple[int, int]]]]:
+def parts_of(p: Params) -> list[tuple[str, int, list[tuple[int, int]]]]:
     """(latency or bandwidth, HPCC's measurements, its keys (ring, size)): the natural
     ring (0) and the random ones at each size, measured one size after the other as
     HPCC does."""
-    lat, bw = p["latency_bytes"], p["bandwidth_bytes"]
-    n_lat, n_bw = p["random_rings"]
+    lat, bw = p.latency_bytes, p.bandwidth_bytes
+    n_lat, n_bw = p.random_rings
     return [("latency", MEASUREMENTS["latency"], [(i, lat) for i in range(n_lat + 1)]),
             ("bandwidth", MEASUREMENTS["bandwidth"], [(i, bw) for i in range(n_bw + 1)])]
 
 
 def ring_entries(measurer: RingMeasurer, keys: list[tuple[int, int]], measurements: int
-                 ) -> list[dict[str, Any]]:
+                 ) -> list[Ring]:
     out = []
     for index, size in keys:
         trials = measurer.log.get((index, size), [])
         if not trials:
             continue
-        entry = {"name": "natural" if index == 0 else f"random {index}",
-                 "kind": "natural" if index == 0 else "random", "size": size,
-                 "order": measurer.rings[index], "trials": trials}
-        out.append(entry | ring_stat([t["latency_s"] for t in trials], measurements))
+        hpcc_s, median_s, ci = ring_times([t["latency_s"] for t in trials], measurements)
+        out.append(Ring(name="natural" if index == 0 else f"random {index}",
+                        kind="natural" if index == 0 else "random", size=size,
+                        order=measurer.rings[index],
+                        trials=[RingTrial(**t) for t in trials], hpcc_s=hpcc_s,
+                        median_s=median_s, ci_s=list(ci) if ci is not None else None))
     return out
 
 
-def measure(leader: Any, plan: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+def _repeat(number: int, seed: int, entries: list[Ring], p: Params) -> Repeat:
+    """A repeat's rings and HPCC's figures from them (from the trials' minimum, and from
+    their median)."""
+    stored = [r.to_dict() for r in entries]
+    return Repeat(repeat=number, seed=seed, rings=entries,
+                  figures=ring_figures(stored, p.latency_bytes, p.bandwidth_bytes),
+                  median_figures=ring_figures(stored, p.latency_bytes, p.bandwidth_bytes,
+                                              "median_s"))
+
+
+def measure(leader: Any, plan: Plan, series: Series) -> Stop:
     """Rank 0: every repeat of every ring at both sizes (see the module's docstring)."""
-    p, n = plan["params"], base["np"]
-    loop_length = {p["latency_bytes"]: LOOP_LENGTH["latency"],
-                   p["bandwidth_bytes"]: LOOP_LENGTH["bandwidth"]}
-    repeats, loops, status = [], [], status_of_none()
-    for r in range(p["repeat"]):
-        seed = p["seed"] + r
-        rings = [list(range(n)), *random_rings(n, max(p["random_rings"]), seed)]
-        measurer = RingMeasurer(leader, rings, loop_length, plan["integrity"])
-        entries = []
+    p, n = Params.from_dict(plan.params), series.np
+    loop_length = {p.latency_bytes: LOOP_LENGTH["latency"],
+                   p.bandwidth_bytes: LOOP_LENGTH["bandwidth"]}
+    repeats: list[Repeat] = []
+    loops: list[Loop] = []
+    stop: Stop = (None, None)
+    for r in range(p.repeat):
+        seed = p.seed + r
+        rings = [list(range(n)), *random_rings(n, max(p.random_rings), seed)]
+        measurer = RingMeasurer(leader, rings, loop_length, plan.integrity)
+        entries: list[Ring] = []
         for what, measurements, keys in parts_of(p):
             warm = measurer.warm_trials
             out = run_loop(keys, measurer, plan, f"rings at the {what} size, {n} ranks, "
                            f"repeat {r + 1}", min_trials=measurements)
             entries += ring_entries(measurer, keys, measurements)
-            loops.append(loop_facts(out) | {"warm_trials": measurer.warm_trials - warm})
-            status = status_of(out)
-            if status["status"] != "complete":
+            loops.append(loop_facts(out, measurer.warm_trials - warm))
+            stop = status_of(out, series)
+            if series.status != "complete":
                 break
-        repeats.append({
-            "repeat": r + 1, "seed": seed, "rings": entries,
-            "figures": ring_figures(entries, p["latency_bytes"], p["bandwidth_bytes"]),
-            "median_figures": ring_figures(entries, p["latency_bytes"], p["bandwidth_bytes"],
-                                           "median_s")})
-        if status["status"] != "complete":
+        repeats.append(_repeat(r + 1, seed, entries, p))
+        if series.status != "complete":
             break
-    return {"repeats": repeats, "summary": ring_summary(repeats), "loop": loops, **status}
-
-
-def status_of_none() -> dict[str, Any]:
-    return {"status": "complete", "status_reason": None, "_stopped": (None, None)}
+    series.repeats, series.summary, series.loop = repeats, ring_summary(repeats), loops
+    return stop
 
 
 TEST = Test("ring", KIND, body, measure)
 
 
-def rank(plan: dict[str, Any]) -> int:
+def rank(plan: JsonObject) -> int:
     """A rank of the job `beoperf cluster ring` launched (``python -m beoperf.cli.rank
     cluster-ring PLAN``)."""
     return rank_of_test(plan, TEST)

@@ -15,8 +15,9 @@ so far kept.
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Sequence
-from typing import Any, cast
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import replace
+from typing import Generic, TypedDict, TypeVar, cast
 
 import numpy as np
 
@@ -33,12 +34,40 @@ FIRST_WARM_S = 0.1  # (this long before the run's first trial)
 WARM_MAX_TRIAL_S = 0.05  # not for trials longer than this: a cold start is lost in them
 
 
-class _Base:
+Entry = TypeVar("Entry")
+
+
+class RingEntry(TypedDict):
+    """A ring trial as the log keeps it (and a cluster-ring document stores it)."""
+
+    reps: int
+    latency_s: float
+    sendrecv_s: float
+    nonblocking_s: float
+    slowest_rank: int
+
+
+class RoundTripEntry(TypedDict):
+    """A pair's part of a ping-pong trial: its median and mean round trip (s)."""
+
+    reps: int
+    median_rtt_s: float
+    mean_rtt_s: float
+
+
+class StreamEntry(TypedDict):
+    """A trial of N pairs at once: the repetitions and each sender's elapsed time."""
+
+    reps: int
+    elapsed_ns: list[int]
+
+
+class _Base(Generic[Entry]):
     """What every measurer here shares: the log, the cost of a repetition, integrity."""
 
     def __init__(self, leader: Leader, integrity: bool = False) -> None:
         self.leader, self.integrity = leader, integrity
-        self.log: dict[Hashable, list[dict[Any, Any]]] = {}
+        self.log: dict[Hashable, list[Entry]] = {}
         self.seq = 0
         self.corrupt = 0
         self._wall_ns = 1.0
@@ -76,7 +105,7 @@ class _Base:
         self._wall_ns = max(1.0, (time.monotonic() - began) * 1e9 / max(reps, 1))
 
 
-class RingMeasurer(_Base):
+class RingMeasurer(_Base[RingEntry]):
     """Keys (ring index, message size).  ``rings``: the orders of the ranks (the first
     the natural one); ``loop_length``: the timed steps of a trial per size, HPCC's (5
     steps at 8 B, 2 at 2,000,000 B), grown as HPCC grows it (x 1.5, the trial made
@@ -87,7 +116,7 @@ class RingMeasurer(_Base):
 
     def __init__(self, leader: Leader, rings: Sequence[Sequence[int]],
                  loop_length: dict[int, int], integrity: bool = False,
-                 clock: Any = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(leader, integrity)
         self.rings = [list(r) for r in rings]
         self.loop_length = loop_length
@@ -112,7 +141,7 @@ class RingMeasurer(_Base):
         self.log.setdefault(key, []).append(latency)
         return np.array([latency["latency_s"] * 1e9])
 
-    def _grown(self, index: int, size: int, reps: int) -> dict[str, Any]:
+    def _grown(self, index: int, size: int, reps: int) -> RingEntry:
         """One trial, its loop grown as HPCC grows it until it is long enough."""
         while True:
             latency = self._ring(self.rings[index], size, self.loop_length.get(size, reps))
@@ -144,7 +173,7 @@ class RingMeasurer(_Base):
             if self._ended >= until or self._trial_s[size] > WARM_MAX_TRIAL_S:
                 return
 
-    def _ring(self, order: list[int], size: int, reps: int) -> dict[str, Any] | None:
+    def _ring(self, order: list[int], size: int, reps: int) -> RingEntry | None:
         """One trial of the ring at ``reps`` steps; None if its loops were too short."""
         seq0 = self._seq0(reps + RING_WARMUP)
         orders = {}
@@ -166,7 +195,7 @@ class RingMeasurer(_Base):
                 "slowest_rank": max(per_rank, key=lambda r: min(per_rank[r]))}
 
 
-class PairsMeasurer(_Base):
+class PairsMeasurer(_Base[dict[tuple[int, int], RoundTripEntry]]):
     """Keys (round index, message size): a round is a list of pairs (initiator,
     responder) run at once (one pair: the others wait, undisturbed; several disjoint
     pairs: each pair's figure as it is with the others running).  The log of a key holds,
@@ -185,12 +214,12 @@ class PairsMeasurer(_Base):
         pairs = self.rounds[index]
         together = len(pairs) > 1
         seq0 = self._seq0(reps + PINGPONG_WARMUP)
-        common: dict[str, Any] = dict(size=size, reps=reps, warmup=PINGPONG_WARMUP,
-                                      barrier=together, integrity=self.integrity, seq0=seq0)
+        common = Order("pingpong-initiator", size=size, reps=reps, warmup=PINGPONG_WARMUP,
+                       barrier=together, integrity=self.integrity, seq0=seq0)
         orders: dict[int, Order] = {}
         for a, b in pairs:
-            orders[a] = Order("pingpong-initiator", peer=b, **common)
-            orders[b] = Order("pingpong-responder", peer=a, **common)
+            orders[a] = replace(common, peer=b)
+            orders[b] = replace(common, role="pingpong-responder", peer=a)
         if together:  # every rank meets in the barrier
             for rank in range(self.leader.size):
                 orders.setdefault(rank, Order("barrier"))
@@ -198,7 +227,7 @@ class PairsMeasurer(_Base):
         results = self.leader.execute(orders)
         self._timed(reps, began)
         self._count_corrupt(results)
-        entry: dict[tuple[int, int], dict[str, float]] = {}
+        entry: dict[tuple[int, int], RoundTripEntry] = {}
         for a, b in pairs:
             r = results[a]
             entry[(a, b)] = {"reps": reps, "median_rtt_s": (r.median_ns or 0) / 1e9,
@@ -207,7 +236,7 @@ class PairsMeasurer(_Base):
         return np.array([max(e["median_rtt_s"] for e in entry.values()) * 1e9])
 
 
-class MbwMeasurer(_Base):
+class MbwMeasurer(_Base[StreamEntry]):
     """Keys (pairs, message size), as osu_mbw_mr: rank i streams to rank i + pairs in
     windows of ``window`` messages, each window acknowledged; a window of warm-up, then
     every rank meets in MPI_Barrier, then the timed windows.  A trial's figure: the
@@ -224,12 +253,12 @@ class MbwMeasurer(_Base):
         count, size = cast(tuple[int, int], key)
         reps = max(self.window, -(-reps // self.window) * self.window)  # whole windows
         seq0 = self._seq0(reps + self.window)
-        common: dict[str, Any] = dict(size=size, reps=reps, warmup=self.window, barrier=True,
-                                      window=self.window, integrity=self.integrity, seq0=seq0)
+        common = Order("stream-send", size=size, reps=reps, warmup=self.window, barrier=True,
+                       window=self.window, integrity=self.integrity, seq0=seq0)
         orders: dict[int, Order] = {}
         for sender, receiver in pairings(count):
-            orders[sender] = Order("stream-send", peer=receiver, **common)
-            orders[receiver] = Order("stream-recv", peer=sender, **common)
+            orders[sender] = replace(common, peer=receiver)
+            orders[receiver] = replace(common, role="stream-recv", peer=sender)
         for rank in range(self.leader.size):
             orders.setdefault(rank, Order("barrier"))
         began = time.monotonic()

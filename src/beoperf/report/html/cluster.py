@@ -53,16 +53,17 @@ def cluster_html(doc: Document, **_options: Any) -> str:
     facts = pairs([("verdict", status_mark(b.status)),
                    ("nodes", ", ".join(b.nodes or []) or None),
                    ("ranks per node", b.ranks_per_node),
-                   ("HPL input", "N={n} NB={nb} grid {p} x {q}".format(**b.input)
-                    if b.input else None),
+                   ("HPL input", f"N={b.input.n} NB={b.input.nb} grid {b.input.p} x "
+                    f"{b.input.q}" if b.input else None),
                    ("HPL scaled residual", b.checks.hpl_residual),
-                   ("hpcc", b.hpcc.get("binary") or b.hpcc.get("version")),
-                   ("BLAS", (b.hpcc.get("blas") or {}).get("kind")),
-                   ("launch", code(" ".join(b.launch["argv"])) if b.launch else None)])
+                   ("hpcc", (b.hpcc.binary.path if b.hpcc.binary else None)
+                    or b.hpcc.version),
+                   ("BLAS", b.hpcc.blas_kind()),
+                   ("launch", code(" ".join(b.launch.argv)) if b.launch else None)])
     rows = [[hpcc.short_name(k), e.unit, figure_of(
         e.value if isinstance(e.value, int | float) else None, f"body.metrics.{k}.value")]
         for k, e in b.metrics.items() if hpcc.info(k).role in hpcc.PERFORMANCE]
-    notes = bullet_list(b.launch["notes"]) if b.launch and b.launch["notes"] else ""
+    notes = bullet_list(b.launch.notes) if b.launch and b.launch.notes else ""
     return join([facts, notes, table(["metric", "unit", "value"], rows, numeric=[2],
                                       caption="Performance figures (HPCC's units)")])
 
@@ -123,7 +124,7 @@ def scaling_html(doc: Document, **_options: Any) -> str:
                             "against the smallest count that measured the metric"))
     hits = [f"{h.series}: {hpcc.short_name(h.metric)} at np {h.np}: {h.why}"
             for h in b.stopped_scaling]
-    parts += [heading("Stopped scaling"), para(b.rules["statement"]),
+    parts += [heading("Stopped scaling"), para(b.rules.statement),
               bullet_list(hits) if hits else para("none")]
     refs = reference_table(b)
     if refs is not None:

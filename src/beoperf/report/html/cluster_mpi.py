@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from beoperf import units
-from beoperf.analysis.cluster_mpi import HPCC_KEYS, named, ratio
+from beoperf.analysis.cluster_mpi import HPCC_KEYS, named_links, named_nodes, ratio
 from beoperf.model.cluster import Summary
-from beoperf.model.cluster_mpi import MpiRun, Series, Stat
+from beoperf.model.cluster_mpi import Findings, MpiRun, Series, Stat
 from beoperf.model.document import Document
 from beoperf.report import renderer
 from beoperf.report.cluster_mpi import FIGURE_NAMES, median_summary, series_name
@@ -50,16 +50,15 @@ def _g(value: float | None) -> str:
 
 
 def series_facts(s: Series) -> Markup:
-    launch = s.launch or {}
-    argv = launch.get("argv")
+    argv = s.argv()
     return pairs([("series", series_name(s)), ("status", status_mark(
                       "ok" if s.status == "complete" else s.status)),
                   ("why it stopped", s.status_reason),
                   ("nodes", ", ".join(s.nodes)),
-                  ("MPI", (s.mpi or {}).get("library_version")),
-                  ("launch", code(" ".join(argv)) if argv else launch.get("started_by")),
+                  ("MPI", s.mpi_library()),
+                  ("launch", code(" ".join(argv)) if argv else s.started_by()),
                   ("launcher's variables", ", ".join(f"{k}={v}" for k, v in
-                                                     (launch.get("environment") or {}).items())
+                                                     s.launch_environment().items())
                    or None)])
 
 
@@ -130,13 +129,13 @@ def rings_table(s: Series, i: int) -> Markup:
 @renderer("cluster-ring", "html")
 def ring_html(doc: Document, **_options: Any) -> str:
     run = MpiRun.from_document(doc)
-    d = run.settings["definition"]
-    parts = [para(f"Both directions; latency at {d['latency_bytes']:,} B, bandwidth at "
-                  f"{d['bandwidth_bytes']:,} B; the natural ring and "
-                  f"{d['random_rings']['latency']} random rings "
-                  f"({d['random_rings']['bandwidth']} for bandwidth); each trial "
-                  f"{d['loop_length']['latency']} steps at the latency size, "
-                  f"{d['loop_length']['bandwidth']} at the bandwidth size. {d['statistic']}.")]
+    d = run.ring()
+    parts = [para(f"Both directions; latency at {d.latency_bytes:,} B, bandwidth at "
+                  f"{d.bandwidth_bytes:,} B; the natural ring and "
+                  f"{d.random_rings['latency']} random rings "
+                  f"({d.random_rings['bandwidth']} for bandwidth); each trial "
+                  f"{d.loop_length['latency']} steps at the latency size, "
+                  f"{d.loop_length['bandwidth']} at the bandwidth size. {d.statistic}.")]
     if run.series:
         parts.append(ring_figures_table(run.series))
     for i, s in enumerate(run.series):
@@ -204,10 +203,10 @@ def _fraction(v: float, lo: float, hi: float, bright_high: bool) -> float:
     return frac if bright_high else 1 - frac
 
 
-def heatmap(found: dict[str, Any], field: str, i: int, title: str, scale: float,
+def heatmap(found: Findings, field: str, i: int, title: str, scale: float,
             unit: str) -> Markup:
     """The node x node matrix of ``field`` as an SVG heat map (see the module's doc)."""
-    nodes, m = found["nodes"], found["matrix"][field]
+    nodes, m = found.nodes, found.matrix.get(field, [])
     values = [v for row in m for v in row if v is not None]
     n = len(nodes)
     width = max(LABEL_W + CELL * n + 10, 8 * len(title) + 20)
@@ -219,7 +218,7 @@ def heatmap(found: dict[str, Any], field: str, i: int, title: str, scale: float,
            f'aria-label="{esc(title)}"><title>{esc(title)}</title>']
     lo, hi, bright_high = _brightness(values, field) if values else (0.0, 1.0, True)
     metric = METRIC_OF[field]
-    slow = {(s["a"], s["b"]) for s in found["slow_links"] if s["metric"] == metric}
+    slow = {(s.a, s.b) for s in found.slow_links if s.metric == metric}
     for r in range(n):
         for c in range(n):
             x, y, v = LABEL_W + c * CELL, TOP + r * CELL, m[r][c]
@@ -230,8 +229,7 @@ def heatmap(found: dict[str, Any], field: str, i: int, title: str, scale: float,
             out += _cell(x, y, v, _fraction(v, lo, hi, bright_high), edge,
                          f"{nodes[r]} - {nodes[c]}: {_g(v * scale)} {unit}",
                          f"body.series.{i}.findings.matrix.{field}.{r}.{c}", _g(v * scale))
-    out += _node_labels(nodes, {s["node"] for s in found["slow_nodes"]
-                                if s["metric"] == metric})
+    out += _node_labels(nodes, {s.node for s in found.slow_nodes if s.metric == metric})
     out.append(f'<text class="title" x="{width / 2:.0f}" y="18" text-anchor="middle">'
                f"{esc(title)}</text></svg>")
     return Markup("".join(out))
@@ -240,35 +238,36 @@ def heatmap(found: dict[str, Any], field: str, i: int, title: str, scale: float,
 @renderer("cluster-pairs", "title")
 def pairs_title(doc: Document, **_options: Any) -> str:
     run = MpiRun.from_document(doc)
-    slow = sum(len((s.findings or {})["slow_nodes"]) + len((s.findings or {})["slow_links"])
+    slow = sum(len(s.pair_findings().slow_nodes) + len(s.pair_findings().slow_links)
                for s in run.series)
-    return (f"All-pairs ping-pong {run.label} ({run.settings['mode']}): "
+    return (f"All-pairs ping-pong {run.label} ({run.pairs().mode}): "
             f"{slow or 'no'} slow node{'s' if slow != 1 else ''} or link{'s' if slow != 1 else ''}")
 
 
 @renderer("cluster-pairs", "html")
 def pairs_html(doc: Document, **_options: Any) -> str:
     run = MpiRun.from_document(doc)
-    b = run.settings
-    how = ("one pair at a time, the other ranks waiting" if b["mode"] == "serial" else
+    b = run.pairs()
+    how = ("one pair at a time, the other ranks waiting" if b.mode == "serial" else
            "rounds of disjoint pairs at once")
-    parts = [para(f"{how}; latency at {b['latency_bytes']:,} B, bandwidth at "
-                  f"{b['bandwidth_bytes']:,} B. {b['statistic']}. Between two nodes: the "
+    parts = [para(f"{how}; latency at {b.latency_bytes:,} B, bandwidth at "
+                  f"{b.bandwidth_bytes:,} B. {b.statistic}. Between two nodes: the "
                   "median of their rank pairs; darker is worse.")]
     for i, s in enumerate(run.series):
-        found = s.findings or {}
+        found = s.pair_findings()
         lat = heatmap(found, "latency_s", i, f"Latency (us), {series_name(s)}", 1e6, "us")
         bw = heatmap(found, "bandwidth_Bps", i, f"Bandwidth (MB/s = 10^6 B/s), "
                      f"{series_name(s)}", 1e-6, "MB/s")
-        found_lines = named(found) or ["no slow node or link"]
+        found_lines = (named_nodes(found.slow_nodes) + named_links(found.slow_links)
+                       or ["no slow node or link"])
         parts += [heading(series_name(s), 4), series_facts(s),
                   figure(lat, "Latency between every two nodes: half the round trip, "
                          "median of the trials (us)", kind="pairs-latency"),
                   figure(bw, "Bandwidth between every two nodes: the message size over half "
                          "the round trip, median of the trials (MB/s)", kind="pairs-bandwidth"),
-                  bullet_list(found_lines), para(f"Rule: {found['rule']}.")]
-        if found["note"]:
-            parts.append(para(found["note"]))
+                  bullet_list(found_lines), para(f"Rule: {found.rule}.")]
+        if found.note:
+            parts.append(para(found.note))
     return join(parts)
 
 
@@ -280,7 +279,7 @@ def mbw_title(doc: Document, **_options: Any) -> str:
     run = MpiRun.from_document(doc)
     counts = sorted({c for s in run.series for c in s.pair_counts or []})
     return (f"N pairs at once {run.label}: {', '.join(map(str, counts)) or 'no'} pairs, "
-            f"{len(run.settings['sizes'])} sizes")
+            f"{len(run.mbw().sizes)} sizes")
 
 
 def _interval_text(st: Stat, scale: float) -> str:
@@ -335,11 +334,11 @@ def mbw_chart(s: Series, i: int) -> Markup:
 @renderer("cluster-mbw", "html")
 def mbw_html(doc: Document, **_options: Any) -> str:
     run = MpiRun.from_document(doc)
-    b = run.settings
-    parts = [para(f"Windows of {b['window']} messages, each acknowledged. {b['statistic']}.")]
+    b = run.mbw()
+    parts = [para(f"Windows of {b.window} messages, each acknowledged. {b.statistic}.")]
     for i, s in enumerate(run.series):
-        pairing = ", ".join(f"{p['sender']}→{p['receiver']} ({p['sender_node']} → "
-                            f"{p['receiver_node']})" for p in s.pairings or [])
+        pairing = ", ".join(f"{p.sender}→{p.receiver} ({p.sender_node} → "
+                            f"{p.receiver_node})" for p in s.pairings or [])
         parts += [heading(series_name(s), 4), series_facts(s), para(f"Pairs: {pairing}."),
                   mbw_table(s, i),
                   figure(mbw_chart(s, i), "Aggregate bandwidth against the message size, one "
