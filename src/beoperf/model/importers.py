@@ -63,6 +63,7 @@ from typing import Any
 
 from beoperf import safeio
 from beoperf.model import pingpong
+from beoperf.model.document import JsonObject
 from beoperf.model.netpipe import NETPIPE_MBPS
 from beoperf.model.pingpong import ResultFormatError, RunResult, SizeResult
 
@@ -185,8 +186,8 @@ def _to_run(path: Path, found: _Import) -> RunResult:
         meta["dropped"] = "the 0-byte row (no throughput; beoperf sizes start at 1 B)"
     parameters = {"mode": found.mode, "transport": found.transport, "sizes": len(found.sizes),
                   **found.parameters}
-    source = {"format": found.fmt, "path": str(path), "statistic": found.statistic,
-              "lacks": lacks(found.sizes), "units": found.units}
+    source: JsonObject = {"format": found.fmt, "path": str(path), "statistic": found.statistic,
+                          "lacks": [*lacks(found.sizes)], "units": found.units}
     return RunResult(parameters=parameters, local={}, remote={}, meta=meta, sizes=found.sizes,
                      status="complete", warnings=found.warnings, source=source)
 

@@ -17,6 +17,7 @@ from beoperf.analysis import intervals
 from beoperf.analysis.curve import CurveAnalysis, analyze_run, latency_name
 from beoperf.analysis.mpi import protocol_switch
 from beoperf.analysis.pingpong import (
+    Summary,
     between_runs,
     interval_of,
     precision_shortfall,
@@ -25,7 +26,8 @@ from beoperf.analysis.pingpong import (
     within_run,
 )
 from beoperf.analysis.stats import MIN_CI_SAMPLES
-from beoperf.model.document import Document
+from beoperf.model import jsonvalue
+from beoperf.model.document import Document, JsonObject
 from beoperf.model.netpipe import netpipe_lines
 from beoperf.model.pingpong import RunResult, SizeResult
 from beoperf.report import renderer
@@ -53,7 +55,7 @@ def text(doc: Document | RunResult, **_options: Any) -> str:
     mode = run.parameters["mode"]
     lines = [f"beoperf pingpong: {run.meta.get('peer', '?')}, mode {mode}, "
              f"{s['sizes_measured']} of {run.parameters.get('sizes', len(run.sizes))} sizes "
-             f"in {float(run.meta.get('duration_s', 0.0)):.1f} s ({run.status})"]
+             f"in {jsonvalue.number(run.meta, 'duration_s') or 0.0:.1f} s ({run.status})"]
     lines += text_block(lines_of(doc if isinstance(doc, Document) else run.to_document()),
                         "  ")
     if "latency_size" in s:
@@ -119,7 +121,7 @@ def between_runs_text(run: RunResult, pm: str = "+-") -> str:
     spread borrowed from the host's other setups says so here, never elsewhere only (the
     text summary and the HTML report say it alike)."""
     facts = between_runs(run)
-    source, sd = facts["source"], facts.get("relative_sd")
+    source, sd = jsonvalue.text(facts, "source") or "none", facts.get("relative_sd")
     n, m = facts.get("earlier_runs") or 0, facts.get("host_setups") or 0
     if source == "none" or not isinstance(sd, int | float):
         return f"between runs not known ({_why_none(run, facts)})"
@@ -135,16 +137,16 @@ def between_runs_text(run: RunResult, pm: str = "+-") -> str:
     return f"between runs {pm}{rel * 100:.1f}% {whence}"
 
 
-def _why_none(run: RunResult, facts: dict[str, Any]) -> str:
-    recorded = (run.sweep or {}).get("between_runs")
-    return facts.get("why_none") or ("this result records none" if not recorded else
+def _why_none(run: RunResult, facts: JsonObject) -> str:
+    recorded = jsonvalue.section(run.sweep, "between_runs")
+    return jsonvalue.text(facts, "why_none") or ("this result records none" if not recorded else
                                      "no earlier run of this setup")
 
 
 def history_text(run: RunResult) -> str | None:
     """Where the run's history is, what was read and whether the run was added: one line,
     every run that reads or writes a history says it once."""
-    facts = (run.sweep or {}).get("between_runs") or {}
+    facts = jsonvalue.section(run.sweep, "between_runs")
     path = facts.get("history")
     if not isinstance(path, str):
         return None
@@ -181,7 +183,7 @@ def _fixed(us: float) -> str:
     return f"{us:.2f}" if us >= 0.1 else f"{us:.3g}"
 
 
-def _latency_lines(run: RunResult, s: dict[str, Any]) -> list[str]:
+def _latency_lines(run: RunResult, s: Summary) -> list[str]:
     """The analysis's latency with its interval for a next run and that interval's two
     parts, then the size, trials, samples and p99 of the same size."""
     size = next(x for x in run.sizes if x.size == s["latency_size"])
@@ -245,7 +247,7 @@ def _collapses(run: RunResult) -> list[Line]:
         return []
     if a is None:
         return []
-    first = latency_name(run.parameters.get("mode"))
+    first = latency_name(jsonvalue.text(run.parameters, "mode"))
     return [Line(Level.WARN, f"{c.text()}; {a.collapse_note(first)}",
                  "look for drops or a shaper at those sizes (--integrity, tc -s qdisc)")
             for c in a.collapses]
@@ -255,7 +257,7 @@ def precision_lines(run: RunResult) -> list[Line]:
     """The sizes whose interval is wider than asked, as one line, and a time budget the
     minimum trials alone overran."""
     out = []
-    short = precision_shortfall(run.sizes, run.parameters.get("precision"))
+    short = precision_shortfall(run.sizes, jsonvalue.number(run.parameters, "precision"))
     if short and not run.source:
         out.append(Line(Level.IMPRECISE, short, "a longer --time-budget, or a quieter "
                                                "machine; each size's interval is in the result",

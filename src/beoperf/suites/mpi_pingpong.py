@@ -31,7 +31,7 @@ from typing import Any
 
 from beoperf import errors, interrupts
 from beoperf.analysis.pingpong import document
-from beoperf.engines.base import Peer
+from beoperf.engines.base import Peer, SessionParams
 from beoperf.launch import channel, ranks
 from beoperf.launch.base import LaunchSpec
 from beoperf.launch.mpi_job import (
@@ -43,7 +43,8 @@ from beoperf.launch.mpi_job import (
     launch_record,
     rank_environment,
 )
-from beoperf.model.document import make_meta, utc_now
+from beoperf.model import jsonvalue
+from beoperf.model.document import JsonObject, make_meta, utc_now
 from beoperf.model.mpi_options import IMPLEMENTATIONS, LAUNCHERS, RECV_MODES, MpiOptions
 from beoperf.model.pingpong import RunResult
 from beoperf.suites.pingpong import (
@@ -102,7 +103,9 @@ def validate_mpi(spec: Spec) -> MpiOptions:
     return opts
 
 
-def parameters(spec: Spec, opts: MpiOptions, implementation: str) -> dict[str, Any]:
+def parameters(spec: Spec, opts: MpiOptions, implementation: str) -> SessionParams:
+    """The session's parameters: the sweep's, the MPI options' (MpiOptions.params) and the
+    library's name."""
     return {**spec.params(), **opts.params(), "transport": "mpi", "mpi": implementation}
 
 
@@ -146,7 +149,7 @@ def measure(spec: Spec, opts: MpiOptions, session: Any, info: ranks.RankInfo,
     from beoperf.engines.mpi import MpiTransport
 
     started_utc, started = utc_now(), time.monotonic()
-    impl = session.facts["implementation"]
+    impl = jsonvalue.text(session.facts, "implementation") or "unknown"
     params = parameters(spec, opts, impl)
     transport = MpiTransport(Peer("rank 1", 1), params, timeout=spec.timeout, session=session)
     transport.connect()
@@ -163,12 +166,13 @@ def measure(spec: Spec, opts: MpiOptions, session: Any, info: ranks.RankInfo,
         transport.close()
     session.comm.Barrier()  # every rank: the measurement is over
     local["mpi"] = session.facts
-    local["placement"] = placement(local, remote)
+    local["placement"] = [*placement(local, remote)]
     meta = make_meta(list(spec.command_line), utc_start=started_utc,
                      duration_s=round(time.monotonic() - started, 3),
                      peer=f"MPI rank 1 on {remote.get('host', '?')}",
                      launch=launch_meta(info))
-    result = RunResult(parameters=params, local=local, remote=remote, meta=meta,
+    result = RunResult(parameters=jsonvalue.as_object(params), local=local, remote=remote,
+                       meta=meta,
                        sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
                        warnings=warnings_of(transport.warnings, outcome,
                                             params.get("precision")),
@@ -178,7 +182,7 @@ def measure(spec: Spec, opts: MpiOptions, session: Any, info: ranks.RankInfo,
     return Measured(document(result), result, *stopped(outcome))
 
 
-def shaper_check(spec: Spec, params: dict[str, Any], session: Any) -> dict[str, Any]:
+def shaper_check(spec: Spec, params: SessionParams, session: Any) -> JsonObject:
     """After a ping-pong or bidir sweep between hosts, as for TCP (suites.pingpong): does
     a shaper's burst hold every message?  A stream session on the same two ranks settles
     its trial length; a failure costs only this check."""
@@ -188,7 +192,7 @@ def shaper_check(spec: Spec, params: dict[str, Any], session: Any) -> dict[str, 
         def close(self, abort: bool = False) -> None:
             """The sweep's transport ends the responder's session, not this one."""
 
-    def open_stream(stream_params: dict[str, Any]) -> MpiTransport:
+    def open_stream(stream_params: SessionParams) -> MpiTransport:
         return Borrowed(Peer("rank 1", 1), stream_params, timeout=spec.timeout, session=session)
 
     try:
@@ -198,7 +202,7 @@ def shaper_check(spec: Spec, params: dict[str, Any], session: Any) -> dict[str, 
         return {"shaper": None, "shaper_check": f"not done: {exc}"}
 
 
-def placement(local: dict[str, Any], remote: dict[str, Any]) -> list[dict[str, Any]]:
+def placement(local: JsonObject, remote: JsonObject) -> list[JsonObject]:
     """Each rank's host and the CPUs it may run on (its binding)."""
     return [{k: end.get(k) for k in ("rank", "host", "processor_name", "cpus", "net_namespace")}
             for end in (local, remote)]

@@ -60,6 +60,7 @@ from typing import Any
 
 from beoperf import safeio
 from beoperf.analysis import intervals
+from beoperf.model.document import JsonObject
 
 ENV = "BEOPERF_HISTORY"
 OFF = "off"
@@ -280,7 +281,7 @@ class History:
 
     directory: Path
     key: str
-    setup: dict[str, Any]
+    setup: JsonObject  # what makes runs one setup (suites.pingpong.history_setup)
     runs: list[Run] = field(default_factory=list)
     note: str | None = None  # why the history could not be read, if it could not
     host_sd: float | None = None  # the spread between runs of this host's other setups
