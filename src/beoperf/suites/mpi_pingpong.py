@@ -27,6 +27,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from beoperf import errors, interrupts
@@ -45,6 +46,14 @@ from beoperf.launch.mpi_job import (
 )
 from beoperf.model import jsonvalue
 from beoperf.model.document import JsonObject, make_meta, utc_now
+from beoperf.model.jsonvalue import (
+    int_list,
+    optional,
+    optional_number,
+    required,
+    required_number,
+    text_list,
+)
 from beoperf.model.mpi_options import IMPLEMENTATIONS, LAUNCHERS, RECV_MODES, MpiOptions
 from beoperf.model.pingpong import RunResult
 from beoperf.suites.pingpong import (
@@ -233,20 +242,45 @@ def spec_from_text(text: str) -> Spec:
     return spec_from_plan(json.loads(text))
 
 
-def spec_from_plan(plan: dict[str, Any]) -> Spec:
-    """The spec from its JSON (spec_text); ValueError (TypeError, KeyError) if it is not
+def spec_from_plan(plan: JsonObject) -> Spec:
+    """The spec from its JSON (spec_text), each value checked; ValueError if it is not
     one."""
-    data = dict(plan)
-    mpi = data.pop("mpi", None)
-    opts = None
-    if mpi is not None:
-        mpi["hosts"] = tuple(mpi["hosts"])
-        mpi["env"] = tuple(tuple(kv) for kv in mpi["env"])
-        mpi["launcher_args"] = tuple(mpi["launcher_args"])
-        opts = MpiOptions(**mpi)
-    data["sizes"] = tuple(data["sizes"])
-    data["command_line"] = tuple(data["command_line"])
-    return Spec(**data, mpi=opts)
+    mpi, history = plan.get("mpi"), optional(plan, "history", str)
+    return Spec(
+        sizes=tuple(int_list(plan, "sizes")), host=optional(plan, "host", str),
+        port=required(plan, "port", int), family=required(plan, "family", int),
+        transport=required(plan, "transport", str), mode=required(plan, "mode", str),
+        precision=required_number(plan, "precision"),
+        time_budget=optional_number(plan, "time_budget"),
+        max_time=optional_number(plan, "max_time"),
+        trial_time=required_number(plan, "trial_time"), seed=optional(plan, "seed", int),
+        timeout=required_number(plan, "timeout"), integrity=required(plan, "integrity", bool),
+        nocache=required(plan, "nocache", bool), sndbuf=optional(plan, "sndbuf", int),
+        rcvbuf=optional(plan, "rcvbuf", int), nodelay=required(plan, "nodelay", bool),
+        busy_poll=optional(plan, "busy_poll", int), congestion=optional(plan, "congestion", str),
+        client_cpu=optional(plan, "client_cpu", int),
+        server_cpu=optional(plan, "server_cpu", int),
+        place_embedded=required(plan, "place_embedded", bool),
+        perturbation=optional(plan, "perturbation", int),
+        command_line=tuple(text_list(plan, "command_line")),
+        mpi=options_from_plan(mpi) if isinstance(mpi, dict) else None,
+        history=Path(history) if history is not None else None)
+
+
+def options_from_plan(plan: JsonObject) -> MpiOptions:
+    """The MPI options of a spec's JSON, each value checked; ValueError if they are not."""
+    pairs = [p for p in jsonvalue.items(plan, "env") if isinstance(p, list)]
+    if any(len(p) != 2 or not all(isinstance(v, str) for v in p) for p in pairs):
+        raise ValueError("'env': not a list of [name, value] pairs")
+    return MpiOptions(
+        hosts=tuple(text_list(plan, "hosts")), implementation=optional(plan, "implementation", str),
+        launcher=optional(plan, "launcher", str), window=required(plan, "window", int),
+        sync=required(plan, "sync", bool), recv=required(plan, "recv", str),
+        bind=required(plan, "bind", str), agent=optional(plan, "agent", str),
+        interface=optional(plan, "interface", str),
+        env=tuple((str(name), str(value)) for name, value in pairs),
+        launcher_args=tuple(text_list(plan, "launcher_args")),
+        deadline=optional_number(plan, "deadline"))
 
 
 def launch_spec(spec: Spec, opts: MpiOptions, impl: str) -> LaunchSpec:
@@ -310,7 +344,7 @@ USAGE = ("beoperf.cli.rank pingpong: run by 'beoperf pingpong --transport mpi' a
          "an MPI job")
 
 
-def rank(plan: dict[str, Any]) -> int:
+def rank(plan: JsonObject) -> int:
     """A rank of the job :func:`run_launched` starts (``python -m beoperf.cli.rank
     pingpong PLAN``): rank 0 sends its document and any error (launch/channel.py)."""
     return channel.as_rank_of_plan(plan, spec_from_plan, run_as_rank, USAGE)

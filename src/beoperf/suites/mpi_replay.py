@@ -153,9 +153,9 @@ def spec_from_plan(plan: JsonObject) -> Spec:
                 port=required(plan, "port", int), family=required(plan, "family", int),
                 transport=required(plan, "transport", str),
                 repeats=required(plan, "repeats", int),
-                timeout=required(plan, "timeout", float),
+                timeout=jsonvalue.required_number(plan, "timeout"),
                 profile_format=required(plan, "profile_format", str),
-                command_line=tuple(jsonvalue.texts(plan, "command_line")),
+                command_line=tuple(jsonvalue.text_list(plan, "command_line")),
                 mpi=optional(plan, "mpi", str))
 
 
