@@ -8,6 +8,7 @@ reads a run, so a later, better analysis applies to old files too.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TypedDict
 
 from beoperf.analysis import intervals
@@ -98,19 +99,49 @@ def within_run(size: SizeResult) -> list[float] | None:
 SOURCES = ("own", "own+host", "host", "none")
 
 
-def between_runs(run: RunResult) -> JsonObject:
+@dataclass(frozen=True)
+class BetweenRuns:
+    """A run's ``sweep.between_runs`` as its readers need it, each value checked: where
+    the spread between runs came from (``source``, one of SOURCES), the spread and the
+    part it adds to an interval (relative), how many earlier runs and other setups gave
+    it, why there is none, and the history file, what was read and whether the run was
+    added.  ``recorded_any``: the run records between_runs at all."""
+
+    recorded_any: bool
+    source: str
+    relative_sd: float | None
+    relative_halfwidth: float | None
+    earlier_runs: int
+    host_setups: int
+    own_missing: str | None
+    why_none: str | None
+    history: str | None
+    runs_read: int | None
+    recorded: bool | None
+
+
+def between_runs(run: RunResult) -> BetweenRuns:
     """The spread between runs the intervals hold (``sweep.between_runs``), with its
     ``source`` (one of SOURCES: earlier runs of this setup, those pooled with the host's
     other setups, the host's other setups only, none); a run that records none, or
     written before the source was recorded, gets it inferred from what it has."""
-    facts = dict(jsonvalue.section(run.sweep, "between_runs"))
-    if facts.get("source") not in SOURCES:
-        sd = facts.get("relative_sd")
-        added = bool(facts.get("added_to_intervals")) and isinstance(sd, int | float)
-        own, host = facts.get("own_relative_sd"), facts.get("host_setups") or 0
-        facts["source"] = ("none" if not added else "host" if own is None else
-                           "own" if not host else "own+host")
-    return facts
+    facts = jsonvalue.section(run.sweep, "between_runs")
+    sd, source = jsonvalue.number(facts, "relative_sd"), jsonvalue.text(facts, "source")
+    host = jsonvalue.integer(facts, "host_setups") or 0
+    if source not in SOURCES:
+        added = bool(facts.get("added_to_intervals")) and sd is not None
+        own = facts.get("own_relative_sd")
+        source = ("none" if not added else "host" if own is None else
+                  "own" if not host else "own+host")
+    recorded = facts.get("recorded")
+    return BetweenRuns(
+        recorded_any=bool(facts), source=source, relative_sd=sd,
+        relative_halfwidth=jsonvalue.number(facts, "relative_halfwidth"),
+        earlier_runs=jsonvalue.integer(facts, "earlier_runs") or 0, host_setups=host,
+        own_missing=jsonvalue.text(facts, "own_missing"),
+        why_none=jsonvalue.text(facts, "why_none"), history=jsonvalue.text(facts, "history"),
+        runs_read=jsonvalue.integer(facts, "runs_read"),
+        recorded=recorded if isinstance(recorded, bool) else None)
 
 
 def derived(run: RunResult) -> JsonObject:
