@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from beoperf import errors, interrupts
 from beoperf.analysis.pingpong import document
@@ -67,6 +67,9 @@ from beoperf.suites.pingpong import (
     warnings_of,
 )
 from beoperf.sweep.driver import SweepOutcome, run_sweep, shaper_probe
+
+if TYPE_CHECKING:  # imported at run time only where a rank uses it (as below)
+    from beoperf.engines.mpi import Session
 
 START_MARGIN_S = 120.0  # the deadline beyond the time budget: start-up, analysis, finalize
 
@@ -140,7 +143,7 @@ def run_as_rank(spec: Spec, info: ranks.RankInfo, progress: Progress | None = No
     return measure(spec, opts, session, info, progress, hold)
 
 
-def rank_session() -> Any:
+def rank_session() -> Session:
     """This rank's MPI session (engines.mpi.Session), its MPI chosen first (which may
     restart this process: MPICH), MPI_Finalize at exit, bounded."""
     from beoperf.engines import mpi
@@ -152,7 +155,7 @@ def rank_session() -> Any:
     return session
 
 
-def measure(spec: Spec, opts: MpiOptions, session: Any, info: ranks.RankInfo,
+def measure(spec: Spec, opts: MpiOptions, session: Session, info: ranks.RankInfo,
             progress: Progress | None, hold: contextlib.ExitStack | None) -> Measured:
     """Rank 0: the sweep against rank 1, and its document."""
     from beoperf.engines.mpi import MpiTransport
@@ -191,7 +194,7 @@ def measure(spec: Spec, opts: MpiOptions, session: Any, info: ranks.RankInfo,
     return Measured(document(result), result, *stopped(outcome))
 
 
-def shaper_check(spec: Spec, params: SessionParams, session: Any) -> JsonObject:
+def shaper_check(spec: Spec, params: SessionParams, session: Session) -> JsonObject:
     """After a ping-pong or bidir sweep between hosts, as for TCP (suites.pingpong): does
     a shaper's burst hold every message?  A stream session on the same two ranks settles
     its trial length; a failure costs only this check."""
