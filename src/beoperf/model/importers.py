@@ -59,7 +59,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from beoperf import safeio
 from beoperf.model import pingpong
@@ -88,9 +87,9 @@ class _Import:
     statistic: str
     units: str
     sizes: list[SizeResult] = field(default_factory=list)
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: JsonObject = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    parameters: dict[str, Any] = field(default_factory=dict)
+    parameters: JsonObject = field(default_factory=dict)
     dropped_zero: float | None = None  # time (us) of a 0-byte row, which beoperf cannot plot
 
 
