@@ -48,10 +48,11 @@ def section(obj: JsonObject | None, key: str) -> JsonObject:
 
 
 def number(obj: JsonObject | None, key: str) -> float | None:
-    """The number at ``key`` (None when it is missing or not a number; a bool is not one)."""
+    """The number at ``key`` as it was written, an int staying one (None when it is
+    missing or not a number; a bool is not one)."""
     value = obj.get(key) if obj else None
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
+        return value
     return None
 
 

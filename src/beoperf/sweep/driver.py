@@ -533,13 +533,12 @@ def budget_notes(facts: JsonObject, status: str = "complete") -> list[str]:
     of their minimum trials (each with its count), and a run that overran the budget."""
     budget, minimum = jsonvalue.number(facts, "time_budget_s"), facts.get("min_trials")
     notes = []
-    missing = [size for size in jsonvalue.items(facts, "not_measured") if isinstance(size, int)]
+    missing = _not_measured(facts)
     if missing and status == "complete":
         notes.append(f"{_count(missing, 'size')} not measured ({_span(missing)}): a first "
                      f"trial did not fit in the time budget of {budget:g} s beside the "
                      "minimum trials of the cheaper sizes; give a longer --time-budget")
-    short = [pair for pair in jsonvalue.items(facts, "short_of_minimum")
-             if isinstance(pair, list) and len(pair) == 2]
+    short = _short_of_minimum(facts)
     if short:
         listed = ", ".join(f"{size} B ({trials})" for size, trials in short[:6])
         notes.append(f"{_count(short, 'size')} got fewer than the minimum {minimum} trials "
@@ -553,6 +552,17 @@ def budget_notes(facts: JsonObject, status: str = "complete") -> list[str]:
         notes.append(f"the sizes took {elapsed} s, more than the time budget of {budget:g} "
                      "s: a trial lasted longer than the one before it predicted")
     return notes
+
+
+def _not_measured(facts: JsonObject) -> list[int]:
+    """The sizes the budget left unmeasured (cut_facts)."""
+    return [size for size in jsonvalue.items(facts, "not_measured") if isinstance(size, int)]
+
+
+def _short_of_minimum(facts: JsonObject) -> list[list[JsonValue]]:
+    """The [size, trials] of each size measured fewer than the minimum times (cut_facts)."""
+    return [pair for pair in jsonvalue.items(facts, "short_of_minimum")
+            if isinstance(pair, list) and len(pair) == 2]
 
 
 def _count(items: Sized, what: str) -> str:
