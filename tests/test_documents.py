@@ -331,3 +331,25 @@ def test_a_crafted_node_body_meets_one_clear_error(spoil, where):
         return
     with pytest.raises(DocumentError, match=where.replace(".", r"\.")):
         NodeRun.from_document(stored)
+
+
+def test_a_replay_body_read_typed_gives_back_the_stored_body():
+    """Replay reads every class, the totals, the profile and both ends' facts of a replay
+    document, and body() gives the stored body back, key for key in the stored order; a
+    profile that is not one (the schema leaves its inside free) is a DocumentError."""
+    from beoperf.model.replay import Replay
+
+    stored = model.load(FIXTURES / "replay-v1-issue26.json")
+    replay = Replay.from_document(stored)
+    assert json.dumps(replay.body()) == json.dumps(stored.body)
+    assert replay.to_document().to_json() == stored.to_json()
+    assert [c.median_s for c in replay.classes] == [c["median_s"]
+                                                    for c in stored.body["classes"]]
+    assert replay.total_s.median == stored.body["total_s"]["median"]
+    assert [e.size for e in replay.profile.entries] == [c.size for c in replay.classes]
+    spoilt = stored.to_json()
+    spoilt["body"]["profile"] = {"source": "x"}
+    with pytest.raises(DocumentError, match="profile is not one"):
+        Replay.from_document(model.from_json(spoilt))
+    with pytest.raises(DocumentError, match="not a replay"):
+        Replay.from_document(Document("node", {}, {}))

@@ -4,6 +4,8 @@ and what a real MPI run's curve says (fixtures from real Open MPI runs)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import stat
 from pathlib import Path
@@ -93,6 +95,35 @@ def test_the_spec_survives_the_trip_to_the_ranks():
                                                 env=(("UCX_TLS", "tcp,self"),),
                                                 launcher_args=("-v",)))
     assert mpi_pingpong.spec_from_text(mpi_pingpong.spec_text(spec)) == spec
+
+
+@pytest.mark.parametrize("key, value", [("sizes", "16"), ("sizes", [16, "x"]), ("port", "1"),
+                                        ("integrity", 1), ("precision", None),
+                                        ("command_line", [1])])
+def test_a_spec_whose_json_is_not_one_is_refused_naming_the_key(key, value):
+    """The ranks' plan is read value by value: a value of another type is a ValueError
+    naming its key (the rank says BadSpec: not a plan), never a Spec holding it."""
+    plan = json.loads(mpi_pingpong.spec_text(Spec(sizes=(16,), transport="mpi",
+                                                  mpi=MpiOptions(hosts=("a", "b")))))
+    plan[key] = value
+    with pytest.raises(ValueError, match=repr(key)):
+        mpi_pingpong.spec_from_plan(plan)
+    plan = json.loads(mpi_pingpong.spec_text(Spec(sizes=(16,), transport="mpi",
+                                                  mpi=MpiOptions(hosts=("a", "b")))))
+    plan["mpi"]["env"] = [["UCX_TLS"]]
+    with pytest.raises(ValueError, match="'env'"):
+        mpi_pingpong.spec_from_plan(plan)
+
+
+def test_the_replay_spec_survives_the_trip_to_the_ranks():
+    from beoperf.suites import mpi_replay, replay
+
+    spec = replay.Spec(profile="p.csv", transport="mpi", repeats=2, timeout=5,
+                       command_line=("beoperf", "replay"), mpi="mpich")
+    text = json.dumps(dataclasses.asdict(spec))
+    assert mpi_replay.spec_from_plan(json.loads(text)) == spec
+    with pytest.raises(ValueError, match="'repeats'"):
+        mpi_replay.spec_from_plan({**json.loads(text), "repeats": "2"})
 
 
 def test_sweep_configurations():

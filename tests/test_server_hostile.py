@@ -237,3 +237,23 @@ def test_a_client_cannot_make_the_server_load_a_congestion_control(monkeypatch):
     monkeypatch.setattr(server.sysinfo, "congestion_controls", lambda: ())
     assert server.check_params({**ok, "congestion": "reno"}, cfg)["congestion"] == "reno"
 
+
+def test_the_server_keeps_only_the_session_parameters_it_checked():
+    """A session runs on the parameters the server checked, each of the type it needs
+    (flags as booleans); anything else the client sent is not kept, and a value of the
+    wrong type is refused naming the parameter."""
+    cfg = ServerConfig()
+    got = server.check_params({"mode": "stream", "max_size": 4096, "integrity": 1,
+                               "nocache": 0, "sndbuf": 65536, "precision": 0.02,
+                               "extra": {"deep": [1, 2]}}, cfg)
+    assert got == {"mode": "stream", "max_size": 4096, "integrity": True, "nocache": False,
+                   "nodelay": True, "sndbuf": 65536, "rcvbuf": None, "busy_poll": None,
+                   "congestion": None, "server_cpu": None}
+    ok = {"mode": "pingpong", "max_size": 1024}
+    for key, value in (("mode", 1), ("mode", "udp"), ("max_size", "1024"), ("sndbuf", "1"),
+                       ("busy_poll", 1.5), ("server_cpu", -1)):
+        with pytest.raises(protocol.Refusal, match=key.replace("_", ".") + "|mode|size"):
+            server.check_params({**ok, key: value}, cfg)
+    with pytest.raises(protocol.Refusal, match="must be an object"):
+        server.check_params(["mode", "pingpong"], cfg)
+

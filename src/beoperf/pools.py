@@ -13,10 +13,21 @@ still serves no-cache sessions, with a warning that the cache was not defeated.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired, TypedDict
 
 MiB = 1024 * 1024
 ASSUMED_LLC = 32 * MiB  # when the kernel does not say (containers, some VMs)
+
+
+class PoolFacts(TypedDict):
+    """What an end records about its pool (pool_facts); the span and the LLC it had to
+    exceed for a no-cache pool only."""
+
+    nocache: bool
+    span_bytes: NotRequired[int]
+    llc_bytes: NotRequired[int | None]
+    llc_assumed: NotRequired[bool]
+    exceeds_llc: NotRequired[bool]
 
 
 def two_buffers(size: int) -> int:
@@ -37,7 +48,7 @@ def nocache_span(max_size: int, llc: int | None, limit: int | None = None) -> in
 
 
 def pool_facts(max_size: int, nocache: bool, llc: int | None,
-               limit: int | None = None) -> dict[str, Any]:
+               limit: int | None = None) -> PoolFacts:
     """What an end records about its pool: whether it is a no-cache one, the span it
     uses, the LLC it had to exceed, and whether it does."""
     if not nocache:
@@ -47,7 +58,7 @@ def pool_facts(max_size: int, nocache: bool, llc: int | None,
             "llc_assumed": llc is None, "exceeds_llc": span > (llc or ASSUMED_LLC)}
 
 
-def span_warning(facts: dict[str, Any], max_size: int, who: str) -> str | None:
+def span_warning(facts: PoolFacts, max_size: int, who: str) -> str | None:
     """A warning when a no-cache span does not exceed the LLC (None when it does)."""
     if not facts.get("nocache") or facts["exceeds_llc"]:
         return None

@@ -39,7 +39,7 @@ from typing import Any
 from beoperf.analysis import effect
 from beoperf.analysis.curve import LATENCY_MAX_SIZE, Collapse, CurveAnalysis, analyze_run
 from beoperf.analysis.effect import DEFAULT_MARGIN, Effect, Replicate, Spread
-from beoperf.model import comparison
+from beoperf.model import comparison, jsonvalue
 from beoperf.model.document import Document
 from beoperf.model.pingpong import RunResult, SizeResult
 
@@ -279,7 +279,7 @@ def within_sd(run: RunResult, size: SizeResult) -> float | None:
     missing; None for an import or a size of one trial."""
     if run.source is not None:
         return None
-    inflation = float((run.sweep or {}).get("interval_inflation") or 1.0)
+    inflation = jsonvalue.number(run.sweep, "interval_inflation") or 1.0
     band = size.ci95_median_us
     sd = effect.log_sd_from_interval(*band) if band and len(band) == 2 else None
     if sd is None and size.trial_medians_us:

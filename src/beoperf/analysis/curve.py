@@ -57,9 +57,11 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import numpy as np
+
+from beoperf.model.document import JsonObject
+from beoperf.model.pingpong import RunResult
 
 LATENCY_MAX_SIZE = 16
 COLLAPSE_FACTOR = 10.0
@@ -131,7 +133,7 @@ class CurveAnalysis:
     pieces_problem: str | None = None  # why the piecewise fit is not one
     rejected: Fit | None = None  # the Hockney fit that was not given, for the record
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
     def collapse_note(self, first: str = "latency") -> str | None:
@@ -346,7 +348,7 @@ def _choose_by_bic(results: dict, m: int) -> list[int]:
     return results[min(usable, key=bic)][1] if usable else []
 
 
-def analyze_run(run: Any) -> CurveAnalysis | None:
+def analyze_run(run: RunResult) -> CurveAnalysis | None:
     """The analysis of a RunResult (None when it has no sizes).
 
     Computed once per set of figures and kept (the segmentation is the costly part): the

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from beoperf import units
 from beoperf.analysis.curve import analyze_run
+from beoperf.model import jsonvalue
+from beoperf.model.document import JsonObject
+from beoperf.model.pingpong import RunResult
 
 OPEN_MPI_BTL = {"vader": 4096, "sm": 4096, "tcp": 65536}  # btl_<name>_eager_limit defaults
 MATCH_FACTOR = 2.0
@@ -46,7 +48,7 @@ class ProtocolSwitch:
     threshold: int | None  # the piecewise fit's threshold taken as the switch
     thresholds: list[int]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
     def text(self) -> str:
@@ -62,21 +64,22 @@ class ProtocolSwitch:
                 f"thresholds found: {found}) ({self.path}); {how}")
 
 
-def _same_host(local: dict[str, Any], remote: dict[str, Any]) -> bool:
+def _same_host(local: JsonObject, remote: JsonObject) -> bool:
     keys = ("host", "net_namespace")
     return all(local.get(k) == remote.get(k) for k in keys)
 
 
-def path_and_setting(run: Any) -> tuple[str, str, int | None] | None:
+def path_and_setting(run: RunResult) -> tuple[str, str, int | None] | None:
     """(path, setting, default bytes or None) of an MPI run; None if it is not one or
     the path cannot be told."""
-    if (run.parameters or {}).get("transport") != "mpi":
+    if run.parameters.get("transport") != "mpi":
         return None
-    local, remote = run.local or {}, run.remote or {}
-    mpi = local.get("mpi") or {}
-    chosen = local.get("transport") or {}
-    if mpi.get("implementation") == "openmpi" and "ucx" not in (chosen.get("pml") or []):
-        btls = chosen.get("btl") or []
+    local, remote = run.local, run.remote
+    mpi = jsonvalue.section(local, "mpi")
+    chosen = jsonvalue.section(local, "transport")
+    pml = jsonvalue.texts(chosen, "pml")
+    if mpi.get("implementation") == "openmpi" and "ucx" not in pml:
+        btls = jsonvalue.texts(chosen, "btl")
         shm = next((b for b in ("vader", "sm") if b in btls), None)
         btl = shm if _same_host(local, remote) and shm else ("tcp" if "tcp" in btls else None)
         if btl is None:
@@ -84,18 +87,18 @@ def path_and_setting(run: Any) -> tuple[str, str, int | None] | None:
         where = "shared memory" if btl in ("vader", "sm") else "TCP"
         return (f"Open MPI ob1, btl {btl} ({where})", f"OMPI_MCA_btl_{btl}_eager_limit",
                 OPEN_MPI_BTL[btl])
-    if "ucx" in (chosen.get("pml") or []) or "ucx" in str(mpi.get("device") or ""):
+    if "ucx" in pml or "ucx" in str(mpi.get("device") or ""):
         name = "Open MPI pml ucx" if mpi.get("implementation") == "openmpi" else \
             f"MPICH {mpi.get('device')}"
         return name, "UCX_RNDV_THRESH", None
     return None
 
 
-def _value(run: Any, setting: str) -> tuple[int | None, str] | None:
+def _value(run: RunResult, setting: str) -> tuple[int | None, str] | None:
     """The setting's value in the run's environment (its ranks' or the one beoperf gave
     them), if set and a size."""
-    envs = [(run.local or {}).get("environment") or {},
-            (run.parameters or {}).get("mpi_env") or {}]
+    envs = [jsonvalue.section(run.local, "environment"),
+            jsonvalue.section(run.parameters, "mpi_env")]
     for env in envs:
         text = env.get(setting)
         if text is None:
@@ -107,7 +110,7 @@ def _value(run: Any, setting: str) -> tuple[int | None, str] | None:
     return None
 
 
-def protocol_switch(run: Any) -> ProtocolSwitch | None:
+def protocol_switch(run: RunResult) -> ProtocolSwitch | None:
     """The eager/rendezvous switch of an MPI run (see the module docstring)."""
     found = path_and_setting(run)
     analysis = analyze_run(run)
@@ -141,7 +144,7 @@ class Overhead:
         return self.other_us / self.base_us
 
 
-def overhead(base: Any, other: Any) -> list[Overhead]:
+def overhead(base: RunResult, other: RunResult) -> list[Overhead]:
     """Per size measured in both runs (in size order): the base's and the other's
     central one-way time (e.g. TCP and MPI on the same pair of hosts)."""
     times = {s.size: s.central_time_us() for s in base.sizes}

@@ -8,17 +8,41 @@ reads a run, so a later, better analysis applies to old files too.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TypedDict
 
 from beoperf.analysis import intervals
 from beoperf.analysis.curve import analyze_run
 from beoperf.analysis.mpi import protocol_switch
-from beoperf.model.document import Document
+from beoperf.model import jsonvalue
+from beoperf.model.document import Document, JsonObject
 from beoperf.model.pingpong import RunResult, SizeResult
 from beoperf.units import format_size, size_tick
 
 
-def summary(run: RunResult) -> dict[str, Any]:
+class Summary(TypedDict, total=False):
+    """A run's headline figures (summary): the counts always; the rest only when the curve
+    analysis succeeded (latency at its size with its p99 and intervals, the peak
+    throughput, collapses left out, why no model, an MPI run's protocol switch)."""
+
+    sizes_measured: int
+    sizes_not_converged: int
+    corrupt_messages: int
+    latency_size: int
+    latency_median_us: float
+    latency_p99_us: float | None
+    latency_ci95_halfwidth_us: float | None
+    latency_ci95_us: list[float] | None
+    latency_ci95_within_run_us: list[float] | None
+    latency_trials: int
+    peak_throughput_bps: float
+    peak_size: int
+    throughput_collapses: int
+    model_problem: str
+    protocol_switch: JsonObject
+
+
+def summary(run: RunResult) -> Summary:
     """The headline figures, those of the curve analysis (`beoperf.analysis.curve`): the
     latency (the middle small size's median, its p99 and its CI), the peak throughput and
     where it was reached, and how many throughput collapses were left out of them.
@@ -26,7 +50,7 @@ def summary(run: RunResult) -> dict[str, Any]:
     Without an analysis (it failed) only the counts are given, never other figures."""
     if not run.sizes:
         return {"sizes_measured": 0}
-    counts = {"sizes_measured": len(run.sizes),
+    counts: Summary = {"sizes_measured": len(run.sizes),
               "sizes_not_converged": sum(1 for s in run.sizes if not s.converged),
               "corrupt_messages": sum(s.corrupt for s in run.sizes)}
     try:
@@ -36,7 +60,7 @@ def summary(run: RunResult) -> dict[str, Any]:
     if a is None:
         return counts
     size = next(s for s in run.sizes if s.size == a.latency_size)
-    out: dict[str, Any] = {
+    out: Summary = {
            **counts, "latency_size": a.latency_size, "latency_median_us": a.latency_us,
            "latency_p99_us": a.latency_p99_us,
            "latency_ci95_halfwidth_us": a.latency_ci95_halfwidth_us,
@@ -75,29 +99,59 @@ def within_run(size: SizeResult) -> list[float] | None:
 SOURCES = ("own", "own+host", "host", "none")
 
 
-def between_runs(run: RunResult) -> dict[str, Any]:
+@dataclass(frozen=True)
+class BetweenRuns:
+    """A run's ``sweep.between_runs`` as its readers need it, each value checked: where
+    the spread between runs came from (``source``, one of SOURCES), the spread and the
+    part it adds to an interval (relative), how many earlier runs and other setups gave
+    it, why there is none, and the history file, what was read and whether the run was
+    added.  ``recorded_any``: the run records between_runs at all."""
+
+    recorded_any: bool
+    source: str
+    relative_sd: float | None
+    relative_halfwidth: float | None
+    earlier_runs: int
+    host_setups: int
+    own_missing: str | None
+    why_none: str | None
+    history: str | None
+    runs_read: int | None
+    recorded: bool | None
+
+
+def between_runs(run: RunResult) -> BetweenRuns:
     """The spread between runs the intervals hold (``sweep.between_runs``), with its
     ``source`` (one of SOURCES: earlier runs of this setup, those pooled with the host's
     other setups, the host's other setups only, none); a run that records none, or
     written before the source was recorded, gets it inferred from what it has."""
-    facts = dict((run.sweep or {}).get("between_runs") or {})
-    if facts.get("source") not in SOURCES:
-        sd = facts.get("relative_sd")
-        added = bool(facts.get("added_to_intervals")) and isinstance(sd, int | float)
-        own, host = facts.get("own_relative_sd"), facts.get("host_setups") or 0
-        facts["source"] = ("none" if not added else "host" if own is None else
-                           "own" if not host else "own+host")
-    return facts
+    facts = jsonvalue.section(run.sweep, "between_runs")
+    sd, source = jsonvalue.number(facts, "relative_sd"), jsonvalue.text(facts, "source")
+    host = jsonvalue.integer(facts, "host_setups") or 0
+    if source not in SOURCES:
+        added = bool(facts.get("added_to_intervals")) and sd is not None
+        own = facts.get("own_relative_sd")
+        source = ("none" if not added else "host" if own is None else
+                  "own" if not host else "own+host")
+    recorded = facts.get("recorded")
+    return BetweenRuns(
+        recorded_any=bool(facts), source=source, relative_sd=sd,
+        relative_halfwidth=jsonvalue.number(facts, "relative_halfwidth"),
+        earlier_runs=jsonvalue.integer(facts, "earlier_runs") or 0, host_setups=host,
+        own_missing=jsonvalue.text(facts, "own_missing"),
+        why_none=jsonvalue.text(facts, "why_none"), history=jsonvalue.text(facts, "history"),
+        runs_read=jsonvalue.integer(facts, "runs_read"),
+        recorded=recorded if isinstance(recorded, bool) else None)
 
 
-def derived(run: RunResult) -> dict[str, Any]:
+def derived(run: RunResult) -> JsonObject:
     """{"summary", "analysis"} for the body; an analysis that fails is an error entry."""
     try:
         analysis = analyze_run(run)
-        found: dict[str, Any] | None = analysis.to_dict() if analysis else None
+        found: JsonObject | None = analysis.to_dict() if analysis else None
     except Exception as exc:  # noqa: BLE001 - the analysis must never cost the measured data
         found = {"error": f"{type(exc).__name__}: {exc}"}
-    return {"summary": summary(run), "analysis": found}
+    return {"summary": jsonvalue.as_object(summary(run)), "analysis": found}
 
 
 def document(run: RunResult) -> Document:

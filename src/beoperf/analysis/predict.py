@@ -60,6 +60,7 @@ from typing import Any
 
 from beoperf import units
 from beoperf.analysis.curve import Fit, analyze
+from beoperf.model import jsonvalue
 from beoperf.model.pingpong import RunResult, SizeResult
 from beoperf.model.profile import Entry, Profile
 
@@ -172,8 +173,8 @@ def from_run(run: RunResult, name: str, source: str) -> NetModel:
 def wire_factor(run: RunResult) -> float | None:
     """Wire bytes per payload byte of full TCP segments on Ethernet, (MTU + 14) / MSS,
     from the run's facts (None when it does not record them)."""
-    mtu = (run.local.get("interface") or {}).get("mtu")
-    mss = (run.local.get("socket") or {}).get("mss")
+    mtu = jsonvalue.integer(jsonvalue.section(run.local, "interface"), "mtu")
+    mss = jsonvalue.integer(jsonvalue.section(run.local, "socket"), "mss")
     if isinstance(mtu, int) and isinstance(mss, int) and 0 < mss < mtu <= 65536:
         return (mtu + 14) / mss
     return None

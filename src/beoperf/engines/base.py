@@ -12,9 +12,10 @@ from __future__ import annotations
 import socket
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Required, TypedDict
 
 from beoperf import errors
+from beoperf.model.document import JsonObject
 
 if TYPE_CHECKING:  # not imported at run time: `beoperf monitor` uses engines without numpy
     import numpy as np
@@ -42,6 +43,42 @@ class Trial:
     corrupt: int  # messages that failed verification, both ends together
 
 
+class SessionParams(TypedDict, total=False):
+    """The session parameters both ends agree on, and the result records as its
+    ``parameters``: mode and largest message size; the data path's options (TCP: socket
+    buffers, Nagle, busy polling, congestion control, each end's CPU; MPI: the loop's
+    variants); how the sweep ran (precision, budget, trial length, the sizes).  Sent as
+    they are in the TCP hello, so the keys are the wire's."""
+
+    mode: Required[str]
+    max_size: Required[int]
+    integrity: bool
+    nocache: bool
+    sndbuf: int | None
+    rcvbuf: int | None
+    nodelay: bool
+    busy_poll: int | None
+    congestion: str | None
+    client_cpu: int | None
+    server_cpu: int | None
+    transport: str
+    precision: float
+    time_budget: float | None
+    max_time: float | None
+    trial_time: float
+    perturbation: int | None
+    sizes: int
+    start: int
+    end: int
+    # transport mpi (model.mpi_options.MpiOptions.params, and the library's name)
+    window: int
+    sync: bool
+    recv: str
+    bind: str | None
+    mpi_env: dict[str, str]
+    mpi: str
+
+
 class TransportError(Exception):
     """The peer broke the transport's rules or refused a request (not a lost connection):
     its text is meant for the user."""
@@ -63,12 +100,12 @@ class Transport(ABC):
 
     name: ClassVar[str] = "abstract"
 
-    def __init__(self, peer: Peer, params: dict[str, Any], *, timeout: float = 10.0) -> None:
+    def __init__(self, peer: Peer, params: SessionParams, *, timeout: float = 10.0) -> None:
         self.peer, self.params, self.timeout = peer, params, timeout
         self.warnings: list[str] = []
 
     @abstractmethod
-    def connect(self) -> dict[str, Any]:
+    def connect(self) -> JsonObject:
         """Reach the peer, agree on the parameters, open the data path; the peer's facts.
 
         Raises errors.ConnectError (cannot reach it) or errors.PeerError (it refused, is
@@ -86,7 +123,7 @@ class Transport(ABC):
         """Tear the data path down and open it again (NetPIPE's -r; stream mode)."""
 
     @abstractmethod
-    def facts(self) -> tuple[dict[str, Any], dict[str, Any]]:
+    def facts(self) -> tuple[JsonObject, JsonObject]:
         """(local, remote) metadata of the current data path."""
 
     @abstractmethod

@@ -21,10 +21,10 @@ import secrets
 import socket
 import struct
 import time
-from typing import Any
 
 from beoperf import __version__
 from beoperf.engines import protocol
+from beoperf.model.document import JsonObject
 
 MAGIC = b"BEOU"  # first bytes of a UDP echo probe
 REPLY = b"BEOR"  # ... and of its answer (never answered itself: no echo loops)
@@ -114,7 +114,7 @@ def tcp_hello() -> bytes:
     return protocol.encode({"op": "hello", "role": "echo", "beoperf": __version__})
 
 
-def tcp_accepted(reply: dict[str, Any]) -> None:
+def tcp_accepted(reply: JsonObject) -> None:
     """Check the server's answer to the hello: OSError(EPROTO) saying why if refused."""
     if reply.get("op") != "echo":
         raise OSError(errno.EPROTO, f"server refused the echo: {reply.get('reason', reply)}")

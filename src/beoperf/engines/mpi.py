@@ -27,20 +27,65 @@ import platform
 import re
 import socket
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 import numpy as np
 
 from beoperf import _core, errors, pools, sysinfo
 from beoperf.engines import register
-from beoperf.engines.base import Peer, Transport, Trial
+from beoperf.engines.base import Peer, SessionParams, Transport, Trial
 from beoperf.engines.tcp import count_corrupt  # the same rule: who verifies what
+from beoperf.model import jsonvalue
+from beoperf.model.document import JsonObject, JsonValue
 
 CONTROL_TAG = 31000  # control messages; the loops use tags below it
 DATA_TAG = 7
 ENV_PREFIXES = ("OMPI_MCA_", "UCX_", "MPIR_CVAR_", "FI_", "MPICH_", "HYDRA_", "MPI4PY_",
                 "PMIX_MCA_", "OMPI_ALLOW_RUN_AS_ROOT")
 ENV_LIMIT = 200  # variables recorded at most
+
+
+class TrialOrder(TypedDict):
+    """The initiator's order for one trial (a pickled control message): the mode, the
+    size, repetitions and first sequence number, the pool the responder needs and the
+    loop's variants (None: the default)."""
+
+    op: Literal["run"]
+    mode: str
+    size: int
+    reps: int
+    seq0: int
+    max_size: int
+    nocache: bool
+    sync: bool | None
+    recv: str | None
+    window: int | None
+    integrity: bool | None
+
+
+class Ask(TypedDict):
+    """A control message without arguments: the responder's facts, or the end."""
+
+    op: Literal["facts", "bye"]
+
+
+class Reply(TypedDict):
+    """The responder's answer to a trial: its elapsed time and corrupt messages, or why
+    its loop failed."""
+
+    op: Literal["done", "error"]
+    elapsed_ns: NotRequired[int]
+    corrupt: NotRequired[int]
+    reason: NotRequired[str]
+
+
+class LoopOptions(TypedDict):
+    """The C loop's variants, as ``Library.run`` takes them."""
+
+    sync: bool
+    nonblocking: bool
+    window: int
+    integrity: bool
 
 
 class MpiUnavailable(errors.Failed):
@@ -59,7 +104,7 @@ class Session:
     byte: int
     rank: int
     size: int
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: JsonObject = field(default_factory=dict)
 
     @classmethod
     def open(cls) -> Session:
@@ -106,7 +151,7 @@ class Session:
             self.MPI.Finalize()
 
 
-def library_facts(session: Session) -> dict[str, Any]:
+def library_facts(session: Session) -> JsonObject:
     """The MPI library, mpi4py and the ABI bound, for the document."""
     import mpi4py
 
@@ -139,7 +184,7 @@ _SHARED_OBJECT = re.compile(r"(?:^|/)(mca_(?:pml|btl|mtl)_\w+|libuct_\w+|libucp|
                             r"libpsm\w*)\.so")
 
 
-def chosen_transport(facts: dict[str, Any]) -> dict[str, Any]:
+def chosen_transport(facts: JsonObject) -> JsonObject:
     """What carries the messages, as far as this process shows it: the MCA components
     (Open MPI) and UCX/OFI libraries mapped after the first exchange (a component the
     library rejected is closed and unmapped; among those kept, Open MPI picks per peer:
@@ -154,10 +199,10 @@ def chosen_transport(facts: dict[str, Any]) -> dict[str, Any]:
     except OSError:
         pass
 
-    def named(prefix: str) -> list[str]:
-        return sorted(n.removeprefix(prefix) for n in found if n.startswith(prefix))
+    def named(prefix: str) -> list[JsonValue]:
+        return [n.removeprefix(prefix) for n in sorted(found) if n.startswith(prefix)]
 
-    out: dict[str, Any] = {"how": "shared objects mapped after the first exchange"}
+    out: JsonObject = {"how": "shared objects mapped after the first exchange"}
     if facts.get("implementation") == "openmpi":
         out.update(pml=named("mca_pml_"), btl=named("mca_btl_"), mtl=named("mca_mtl_"))
     else:
@@ -171,7 +216,7 @@ def chosen_transport(facts: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def rank_facts(session: Session) -> dict[str, Any]:
+def rank_facts(session: Session) -> JsonObject:
     """This rank: host, CPUs it may run on, process and MPI processor name, and its
     network namespace (containers or namespaces of one machine share a host name)."""
     try:
@@ -183,6 +228,14 @@ def rank_facts(session: Session) -> dict[str, Any]:
             "cpus": sorted(os.sched_getaffinity(0)), "net_namespace": netns}
 
 
+def end_facts(session: Session) -> JsonObject:
+    """This rank's facts (rank_facts) with what carries its messages and its MPI
+    environment: what a document records of each rank."""
+    environment: JsonObject = dict(mpi_environment())
+    return {**rank_facts(session), "transport": chosen_transport(session.facts),
+            "environment": environment}
+
+
 def make_pool(max_size: int, nocache: bool) -> _core.Pool:
     """As the sweep's pool: two buffers, or the no-cache span (beoperf.pools)."""
     if not nocache:
@@ -190,18 +243,19 @@ def make_pool(max_size: int, nocache: bool) -> _core.Pool:
     return _core.Pool(max_size, pools.nocache_span(max_size, sysinfo.llc_bytes()))
 
 
-def loop_options(params: dict[str, Any]) -> dict[str, Any]:
+def loop_options(params: TrialOrder) -> LoopOptions:
     return {"sync": bool(params.get("sync")), "nonblocking": params.get("recv") == "nonblocking",
             "window": int(params.get("window") or 1), "integrity": bool(params.get("integrity"))}
 
 
-def run_loop(session: Session, pool: _core.Pool, order: dict[str, Any], initiator: bool,
+def run_loop(session: Session, pool: _core.Pool, order: TrialOrder, initiator: bool,
              peer: int) -> tuple[bytes | None, int, int]:
     """Run this rank's half of one trial (``order``: mode, size, reps, seq0 and the loop
     options), against ``peer``."""
     mode = order["mode"]
-    common = dict(peer=peer, size=int(order["size"]), seq0=int(order["seq0"]), tag=DATA_TAG,
-                  **loop_options(order))
+    common: dict[str, object] = dict(peer=peer, size=int(order["size"]),
+                                     seq0=int(order["seq0"]), tag=DATA_TAG,
+                                     **loop_options(order))
     if mode == "pingpong":
         role = "pingpong-initiator" if initiator else "pingpong-responder"
     elif mode == "stream":
@@ -222,16 +276,14 @@ def serve(session: Session, initiator: int = 0) -> None:
         if op == "bye":
             return
         if op == "facts":
-            comm.send(rank_facts(session) | {"transport": chosen_transport(session.facts),
-                                             "environment": mpi_environment()},
-                      dest=initiator, tag=CONTROL_TAG)
+            comm.send(end_facts(session), dest=initiator, tag=CONTROL_TAG)
             continue
         if pool is None or order["max_size"] != max_size or order["nocache"] != nocache:
             max_size, nocache = int(order["max_size"]), bool(order["nocache"])
             pool = make_pool(max_size, nocache)
         try:
             _samples, elapsed, corrupt = run_loop(session, pool, order, False, initiator)
-            reply = {"op": "done", "elapsed_ns": elapsed, "corrupt": corrupt}
+            reply: Reply = {"op": "done", "elapsed_ns": elapsed, "corrupt": corrupt}
         except Exception as exc:  # noqa: BLE001 - said to the initiator, which decides
             reply = {"op": "error", "reason": session.error_text(exc)}
         comm.send(reply, dest=initiator, tag=CONTROL_TAG)
@@ -249,29 +301,32 @@ class MpiTransport(Transport):
     ``peer``: the responder's host and, as its port, its rank; ``session``: the MPI session
     of this process (required: an MPI transport exists only inside an MPI job)."""
 
-    def __init__(self, peer: Peer, params: dict[str, Any], *, timeout: float = 10.0,
+    def __init__(self, peer: Peer, params: SessionParams, *, timeout: float = 10.0,
                  session: Session | None = None) -> None:
         super().__init__(peer, params, timeout=timeout)
         if session is None:
             raise MpiUnavailable("the MPI transport runs inside an MPI job",
                                  "use 'beoperf pingpong --transport mpi'")
         self.session, self.responder = session, peer.port
-        self.remote: dict[str, Any] = {}
+        self.remote: JsonObject = {}
 
-    def _ask(self, order: dict[str, Any]) -> dict[str, Any]:
+    def _ask(self, order: Ask) -> JsonObject:
         comm = self.session.comm
         comm.send(order, dest=self.responder, tag=CONTROL_TAG)
-        return comm.recv(source=self.responder, tag=CONTROL_TAG)
+        facts: JsonObject = comm.recv(source=self.responder, tag=CONTROL_TAG)
+        return facts
 
-    def connect(self) -> dict[str, Any]:
+    def connect(self) -> JsonObject:
         self.remote = self._ask({"op": "facts"})
         return self.remote
 
     def trial(self, size: int, reps: int, pool: _core.Pool, seq0: int) -> Trial:
         mode = self.params["mode"]
-        order = {"op": "run", "mode": mode, "size": size, "reps": reps, "seq0": seq0,
-                 "max_size": self.params["max_size"], "nocache": bool(self.params.get("nocache")),
-                 **{k: self.params.get(k) for k in ("sync", "recv", "window", "integrity")}}
+        p = self.params
+        order: TrialOrder = {"op": "run", "mode": mode, "size": size, "reps": reps, "seq0": seq0,
+                             "max_size": p["max_size"], "nocache": bool(p.get("nocache")),
+                             "sync": p.get("sync"), "recv": p.get("recv"),
+                             "window": p.get("window"), "integrity": p.get("integrity")}
         comm = self.session.comm
         comm.send(order, dest=self.responder, tag=CONTROL_TAG)
         try:
@@ -279,7 +334,7 @@ class MpiTransport(Transport):
         except Exception as exc:
             raise errors.Failed(f"MPI {mode} at {size} B: {self.session.error_text(exc)}") \
                 from exc
-        done = comm.recv(source=self.responder, tag=CONTROL_TAG)
+        done: Reply = comm.recv(source=self.responder, tag=CONTROL_TAG)
         if done.get("op") != "done":
             raise errors.PeerError(f"rank {self.responder}: {done.get('reason', done)}")
         arr = np.frombuffer(samples, dtype=np.uint64) if samples is not None else None
@@ -289,14 +344,13 @@ class MpiTransport(Transport):
         """MPI has no connection to reopen: nothing to do (the next trial's control
         message orders the ranks)."""
 
-    def facts(self) -> tuple[dict[str, Any], dict[str, Any]]:
+    def facts(self) -> tuple[JsonObject, JsonObject]:
         """Both ranks' facts, asked afresh (after a sweep they show what the library chose
         to carry the messages)."""
         self.remote = self._ask({"op": "facts"})
-        local = rank_facts(self.session) | {"transport": chosen_transport(self.session.facts),
-                                            "environment": mpi_environment()}
-        local["pool"] = pools.pool_facts(self.params["max_size"],
-                                         bool(self.params.get("nocache")), sysinfo.llc_bytes())
+        local = end_facts(self.session)
+        local["pool"] = jsonvalue.as_object(pools.pool_facts(
+            self.params["max_size"], bool(self.params.get("nocache")), sysinfo.llc_bytes()))
         return local, dict(self.remote)
 
     def close(self, abort: bool = False) -> None:

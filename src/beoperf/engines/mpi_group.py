@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 import numpy as np
 
@@ -29,10 +29,9 @@ from beoperf.engines.mpi import (
     CONTROL_TAG,
     DATA_TAG,
     Session,
-    chosen_transport,
-    mpi_environment,
-    rank_facts,
+    end_facts,
 )
+from beoperf.model.document import JsonObject
 
 POLL_MIN_S = 50e-6
 POLL_MAX_S = 2e-3
@@ -85,6 +84,16 @@ class Result:
     elapsed2_ns: int | None = None
 
 
+class Reply(TypedDict):
+    """A rank's answer to rank 0 (a pickled control message): what its loop measured,
+    why it failed, or its facts."""
+
+    op: Literal["done", "error", "facts"]
+    result: NotRequired[Result]
+    reason: NotRequired[str]
+    facts: NotRequired[JsonObject]
+
+
 def quiet_recv(comm: Any, source: int, tag: int = CONTROL_TAG) -> Any:
     """The next pickled message from ``source``, waited for by probing and sleeping."""
     delay = POLL_MIN_S
@@ -121,7 +130,7 @@ class Member:
     def run(self, order: Order) -> Result:
         """Run this rank's loop of ``order`` (MpiError, ValueError on failure)."""
         s = self.session
-        kwargs: dict[str, Any] = dict(size=order.size, tag=DATA_TAG, warmup=order.warmup,
+        kwargs: dict[str, object] = dict(size=order.size, tag=DATA_TAG, warmup=order.warmup,
                                       barrier=order.barrier, window=order.window,
                                       integrity=order.integrity, seq0=order.seq0,
                                       timed=order.samples)
@@ -138,10 +147,8 @@ class Member:
         return Result(s.rank, int(elapsed), float(np.median(arr)), float(arr.min()), len(arr),
                       int(corrupt), elapsed2)
 
-    def facts(self) -> dict[str, Any]:
-        s = self.session
-        return rank_facts(s) | {"transport": chosen_transport(s.facts),
-                                "environment": mpi_environment()}
+    def facts(self) -> JsonObject:
+        return end_facts(self.session)
 
 
 def serve(session: Session) -> None:
@@ -153,11 +160,12 @@ def serve(session: Session) -> None:
         if op == "bye":
             return
         if op == "facts":
-            comm.send({"op": "facts", "facts": member.facts()}, dest=0, tag=CONTROL_TAG)
+            facts: Reply = {"op": "facts", "facts": member.facts()}
+            comm.send(facts, dest=0, tag=CONTROL_TAG)
             continue
         try:
             result = member.run(message["order"])
-            reply: dict[str, Any] = {"op": "done", "result": result}
+            reply: Reply = {"op": "done", "result": result}
         except Exception as exc:  # noqa: BLE001 - told to rank 0, which decides
             reply = {"op": "error", "reason": session.error_text(exc)}
         comm.send(reply, dest=0, tag=CONTROL_TAG)
@@ -188,8 +196,8 @@ class Leader:
         for rank in orders:
             if rank == 0:
                 continue
-            reply = quiet_recv(comm, rank)
-            if reply.get("op") == "done":
+            reply: Reply = quiet_recv(comm, rank)
+            if reply["op"] == "done" and "result" in reply:
                 results[rank] = reply["result"]
             else:
                 failures.append(f"rank {rank}: {reply.get('reason', reply)}")
@@ -197,7 +205,7 @@ class Leader:
             raise errors.Failed("an MPI loop failed: " + "; ".join(failures[:4]))
         return results
 
-    def facts(self) -> list[dict[str, Any]]:
+    def facts(self) -> list[JsonObject]:
         """Every rank's facts (host, CPUs, network namespace, what carries the messages),
         in rank order."""
         comm = self.session.comm

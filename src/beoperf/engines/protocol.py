@@ -18,15 +18,92 @@ import json
 import socket
 import struct
 import time
-from typing import Any
+from typing import Literal, NotRequired, TypeAlias, TypedDict
 
-from beoperf.engines.base import TransportError
+from beoperf.engines.base import SessionParams, TransportError
+from beoperf.model.document import JsonObject
+from beoperf.pools import PoolFacts
 
 MAGIC = b"BEOP"
 PROTOCOL_VERSION = 1
 HEADER = struct.Struct(">4sHI")
 MAX_PAYLOAD = 64 * 1024
 DEFAULT_PORT = 5202
+
+
+# The frames this beoperf sends, one TypedDict per op (a received frame is a JsonObject:
+# the peer's, read value by value).
+class Hello(TypedDict):
+    """The first frame of every connection: a control connection ("control", with the
+    session's parameters), a data connection ("data", with the session's token) or a
+    monitor's echo connection ("echo")."""
+
+    op: Literal["hello"]
+    role: Literal["control", "data", "echo"]
+    beoperf: NotRequired[str]
+    params: NotRequired[SessionParams]
+    token: NotRequired[str]
+
+
+class Welcome(TypedDict):
+    """The server took the session: its token for the data connection, its facts."""
+
+    op: Literal["welcome"]
+    token: str
+    server: JsonObject
+    limits: dict[str, int]
+
+
+class DataReady(TypedDict):
+    """The server has the data connection: its socket's facts, what it refused or
+    changed, the CPUs its loop may run on and its buffer pool."""
+
+    op: Literal["data"]
+    socket: JsonObject
+    warnings: list[str]
+    cpus: list[int]
+    pool: PoolFacts
+
+
+class RunOrder(TypedDict):
+    """Run one trial: reps messages of size bytes, sequence numbers from seq0."""
+
+    op: Literal["run"]
+    size: int
+    reps: int
+    seq0: int
+
+
+class Done(TypedDict):
+    """A trial is over: the server's elapsed time and the corrupt messages it found."""
+
+    op: Literal["done"]
+    elapsed_ns: int
+    corrupt: int
+
+
+class Refuse(TypedDict):
+    """A request declined ("refuse") or a session ended by an error ("error")."""
+
+    op: Literal["refuse", "error"]
+    code: str
+    reason: str
+
+
+class Bare(TypedDict):
+    """A frame with nothing but its op: reset the data path, or end the session."""
+
+    op: Literal["reset", "bye"]
+
+
+class EchoReady(TypedDict):
+    """An echo connection is taken (engines/echo.py): messages up to max_message."""
+
+    op: Literal["echo"]
+    max_message: int
+
+
+Frame: TypeAlias = Hello | Welcome | DataReady | RunOrder | Done | Refuse | Bare | EchoReady
 
 
 class ProtocolError(TransportError):
@@ -36,7 +113,7 @@ class ProtocolError(TransportError):
 class VersionMismatch(ProtocolError):
     """The peer speaks another protocol version."""
 
-    def __init__(self, version: int, message: dict[str, Any] | None = None) -> None:
+    def __init__(self, version: int, message: JsonObject | None = None) -> None:
         self.version = version
         self.message = message or {}
         super().__init__(f"peer speaks protocol version {version}, this beoperf speaks "
@@ -47,7 +124,7 @@ class PeerGone(ConnectionError):
     """The peer closed the control connection."""
 
 
-def encode(message: dict[str, Any], version: int = PROTOCOL_VERSION) -> bytes:
+def encode(message: Frame, version: int = PROTOCOL_VERSION) -> bytes:
     payload = json.dumps(message, separators=(",", ":")).encode()
     if len(payload) > MAX_PAYLOAD:
         raise ValueError(f"control message of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
@@ -66,7 +143,7 @@ def decode_header(header: bytes) -> tuple[int, int]:
     return version, length
 
 
-def decode_payload(payload: bytes) -> dict[str, Any]:
+def decode_payload(payload: bytes) -> JsonObject:
     """The JSON object of a frame, or ProtocolError."""
     try:
         message = json.loads(payload.decode("utf-8"))
@@ -77,7 +154,7 @@ def decode_payload(payload: bytes) -> dict[str, Any]:
     return message
 
 
-def decode(frame: bytes) -> dict[str, Any]:
+def decode(frame: bytes) -> JsonObject:
     """Parse one whole frame (header and payload) held in memory."""
     version, length = decode_header(frame[: HEADER.size])
     payload = frame[HEADER.size :]
@@ -111,7 +188,7 @@ def recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> by
     return b"".join(chunks)
 
 
-def recv_message(sock: socket.socket, deadline: float | None = None) -> dict[str, Any]:
+def recv_message(sock: socket.socket, deadline: float | None = None) -> JsonObject:
     """Read one frame from a socket: all of it by `deadline` (time.monotonic()) if
     given, else with the socket's timeout applying to every read."""
     header = recv_exact(sock, HEADER.size, deadline)
@@ -119,11 +196,11 @@ def recv_message(sock: socket.socket, deadline: float | None = None) -> dict[str
     return decode(header + recv_exact(sock, length, deadline))
 
 
-def send_message(sock: socket.socket, message: dict[str, Any]) -> None:
+def send_message(sock: socket.socket, message: Frame) -> None:
     sock.sendall(encode(message))
 
 
-def expect(message: dict[str, Any], op: str) -> dict[str, Any]:
+def expect(message: JsonObject, op: str) -> JsonObject:
     """The message if its op is `op`; a refusal or error becomes PeerRefused."""
     if message["op"] == op:
         return message

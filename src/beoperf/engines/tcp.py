@@ -12,7 +12,7 @@ import numpy as np
 
 from beoperf import __version__, _core, errors, pools, sysinfo
 from beoperf.engines import protocol, register
-from beoperf.engines.base import Peer, Transport, TransportError, Trial
+from beoperf.engines.base import Peer, SessionParams, Transport, TransportError, Trial
 from beoperf.engines.tcp_data import (
     CLIENT_ROLE,
     DataOptions,
@@ -20,6 +20,8 @@ from beoperf.engines.tcp_data import (
     data_socket_facts,
     set_io_timeout,
 )
+from beoperf.model import jsonvalue
+from beoperf.model.document import JsonObject
 
 CONNECT_HINT = "is 'beoperf serve' running there, and the port open?"
 
@@ -64,20 +66,30 @@ def count_corrupt(mode: str, here: int, there: int) -> int:
     return here + there
 
 
+def count(message: JsonObject, key: str, default: int | None = None) -> int:
+    """The count (bytes, nanoseconds, messages) at ``key`` of the peer's frame; its
+    absence (without a default) or another type is a ProtocolError."""
+    value = message.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise protocol.ProtocolError(f"{message.get('op')!r} frame: {key} is {value!r}, "
+                                     "not an integer")
+    return value
+
+
 @register("tcp")
 class TcpClient(Transport):
     """The client end: drives the session, runs its half of each trial in C."""
 
-    def __init__(self, peer: Peer, params: dict[str, Any], *, timeout: float = 10.0) -> None:
+    def __init__(self, peer: Peer, params: SessionParams, *, timeout: float = 10.0) -> None:
         super().__init__(peer, params, timeout=timeout)
         self.opts = DataOptions.from_params(params)
         self.ctrl: socket.socket | None = None
         self.data: socket.socket | None = None
         self.token = ""
-        self.remote: dict[str, Any] = {}
-        self.remote_socket: dict[str, Any] = {}
+        self.remote: JsonObject = {}
+        self.remote_socket: JsonObject = {}
 
-    def connect(self) -> dict[str, Any]:
+    def connect(self) -> JsonObject:
         """setup() then open_data(); a failure closes what was opened and says what it
         means (the original exception is its __cause__)."""
         try:
@@ -103,19 +115,19 @@ class TcpClient(Transport):
             return errors.PeerError(f"{host} is not a beoperf server: {exc}", "check --port")
         return super().failure(exc, host)
 
-    def _request(self, message: dict[str, Any], op: str,
-                 timeout: float | None = None) -> dict[str, Any]:
+    def _request(self, message: protocol.Frame, op: str,
+                 timeout: float | None = None) -> JsonObject:
         assert self.ctrl is not None
         self.ctrl.settimeout(timeout or self.timeout)
         protocol.send_message(self.ctrl, message)
         return protocol.expect(protocol.recv_message(self.ctrl), op)
 
-    def setup(self) -> dict[str, Any]:
+    def setup(self) -> JsonObject:
         """Open the control connection and agree on the session; the server's facts."""
         self.ctrl = connect(self.peer.host, self.peer.port, self.peer.family, self.timeout)
         self.ctrl.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        hello = {"op": "hello", "role": "control", "beoperf": __version__,
-                 "params": self.params}
+        hello: protocol.Hello = {"op": "hello", "role": "control", "beoperf": __version__,
+                                 "params": self.params}
         try:
             welcome = self._request(hello, "welcome")
         except TimeoutError:  # it took the connection: something listens there, not beoperf
@@ -123,7 +135,7 @@ class TcpClient(Transport):
                 f"it accepted the connection but did not answer the handshake within "
                 f"{self.timeout:g} s") from None
         self.token = str(welcome.get("token", ""))
-        self.remote = welcome.get("server", {})
+        self.remote = jsonvalue.section(welcome, "server")
         return self.remote
 
     def open_data(self) -> None:
@@ -136,10 +148,10 @@ class TcpClient(Transport):
         assert self.ctrl is not None
         self.ctrl.settimeout(self.timeout)
         reply = protocol.expect(protocol.recv_message(self.ctrl), "data")
-        self.remote_socket = {"socket": reply.get("socket", {}).get("socket"),
-                              "interface": reply.get("socket", {}).get("interface"),
+        sock = jsonvalue.section(reply, "socket")
+        self.remote_socket = {"socket": sock.get("socket"), "interface": sock.get("interface"),
                               "cpus": reply.get("cpus"), "pool": reply.get("pool")}
-        for warning in reply.get("warnings", []):
+        for warning in jsonvalue.texts(reply, "warnings"):
             if f"server: {warning}" not in self.warnings:
                 self.warnings.append(f"server: {warning}")
         set_io_timeout(self.data, self.timeout)
@@ -158,9 +170,9 @@ class TcpClient(Transport):
             raise
         self.ctrl.settimeout(self.timeout + size / 1e5)
         done = protocol.expect(protocol.recv_message(self.ctrl), "done")
-        corrupt = count_corrupt(mode, corrupt, int(done.get("corrupt", 0)))
+        corrupt = count_corrupt(mode, corrupt, count(done, "corrupt", 0))
         if mode == "stream":
-            elapsed = int(done["elapsed_ns"])
+            elapsed = count(done, "elapsed_ns")
         arr = np.frombuffer(samples, dtype=np.uint64) if samples is not None else None
         return Trial(arr, elapsed, corrupt)
 
@@ -182,11 +194,13 @@ class TcpClient(Transport):
         protocol.send_message(self.ctrl, {"op": "reset"})
         self.open_data()
 
-    def facts(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        local = data_socket_facts(self.data) if self.data else {}
-        local["cpus"] = sorted(os.sched_getaffinity(0))  # where this end's loop may run
-        local["pool"] = pools.pool_facts(self.params["max_size"], bool(self.params.get("nocache")),
-                                         sysinfo.llc_bytes())  # as the sweep's make_pool
+    def facts(self) -> tuple[JsonObject, JsonObject]:
+        local: JsonObject = data_socket_facts(self.data) if self.data else {}
+        # where this end's loop may run
+        local["cpus"] = jsonvalue.as_json(sorted(os.sched_getaffinity(0)))
+        local["pool"] = jsonvalue.as_object(pools.pool_facts(
+            self.params["max_size"], bool(self.params.get("nocache")),
+            sysinfo.llc_bytes()))  # as the sweep's make_pool
         remote = dict(self.remote)
         for key in ("socket", "interface", "cpus", "pool"):
             remote[key] = self.remote_socket.get(key)

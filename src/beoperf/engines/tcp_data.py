@@ -8,9 +8,10 @@ import re
 import socket
 import struct
 from dataclasses import dataclass
-from typing import Any
 
 from beoperf import sysinfo
+from beoperf.engines.base import SessionParams
+from beoperf.model.document import JsonObject
 
 SO_BUSY_POLL = getattr(socket, "SO_BUSY_POLL", 46)
 TCP_CONGESTION = getattr(socket, "TCP_CONGESTION", 13)
@@ -32,7 +33,7 @@ class DataOptions:
     congestion: str | None = None  # TCP_CONGESTION; None: the system's default
 
     @classmethod
-    def from_params(cls, params: dict[str, Any]) -> DataOptions:
+    def from_params(cls, params: SessionParams) -> DataOptions:
         return cls(params.get("sndbuf"), params.get("rcvbuf"), bool(params.get("nodelay", True)),
                    params.get("busy_poll"), params.get("congestion"))
 
@@ -92,7 +93,7 @@ def set_io_timeout(sock: socket.socket, seconds: float) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
 
 
-def data_socket_facts(sock: socket.socket) -> dict[str, Any]:
+def data_socket_facts(sock: socket.socket) -> JsonObject:
     facts = sysinfo.endpoint_facts(sock)
     facts["socket"]["busy_poll_us"] = busy_poll_granted(sock)
     return facts

@@ -39,7 +39,7 @@ from typing import Any
 
 from beoperf import __version__, _core, pools, sysinfo
 from beoperf.engines import echo, protocol
-from beoperf.engines.base import MODES
+from beoperf.engines.base import MODES, SessionParams
 from beoperf.engines.protocol import Refusal
 from beoperf.engines.tcp_data import (
     SERVER_ROLE,
@@ -49,6 +49,7 @@ from beoperf.engines.tcp_data import (
     data_socket_facts,
     set_io_timeout,
 )
+from beoperf.model.document import JsonObject, JsonValue
 
 MiB = 1024 * 1024
 MAX_REPS = 1 << 27
@@ -78,12 +79,14 @@ def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def check_params(params: Any, cfg: ServerConfig) -> dict[str, Any]:
-    """Validate a client's session parameters against this server's limits."""
+def check_params(params: JsonValue | None, cfg: ServerConfig) -> SessionParams:
+    """Validate a client's session parameters against this server's limits; the ones the
+    server uses, each of the type it needs."""
     if not isinstance(params, dict):
         raise Refusal("bad-request", "session parameters must be an object")
-    if params.get("mode") not in MODES:
-        raise Refusal("bad-request", f"unknown mode {params.get('mode')!r}")
+    mode = params.get("mode")
+    if not isinstance(mode, str) or mode not in MODES:
+        raise Refusal("bad-request", f"unknown mode {mode!r}")
     max_size = params.get("max_size")
     if not isinstance(max_size, int) or max_size < 1:
         raise Refusal("bad-request", f"bad largest message size {max_size!r}")
@@ -93,17 +96,29 @@ def check_params(params: Any, cfg: ServerConfig) -> dict[str, Any]:
                                f"more than this server's {pools.mib(cfg.max_memory)} limit; "
                                f"start it with 'beoperf serve --max-memory "
                                f"{pools.mib_option(need)}'")
-    for key in ("sndbuf", "rcvbuf", "busy_poll", "server_cpu"):
-        value = params.get(key)
-        if value is not None and (not isinstance(value, int) or not 0 <= value <= cfg.max_memory):
-            raise Refusal("bad-request", f"bad value for {key}: {value!r}")
-    if params.get("congestion") is not None:
-        problem = congestion_problem(params["congestion"])
+    sndbuf, rcvbuf, busy_poll, server_cpu = (_bounded(params, key, cfg) for key in
+                                             ("sndbuf", "rcvbuf", "busy_poll", "server_cpu"))
+    congestion = params.get("congestion")
+    if congestion is not None:
+        problem = congestion_problem(congestion)
         if problem:
             raise Refusal("bad-request", problem)
-    if params.get("server_cpu") is not None and params["server_cpu"] not in os.sched_getaffinity(0):
-        raise Refusal("bad-request", f"cpu {params['server_cpu']} is not available on the server")
-    return params
+    if server_cpu is not None and server_cpu not in os.sched_getaffinity(0):
+        raise Refusal("bad-request", f"cpu {server_cpu} is not available on the server")
+    return {"mode": mode, "max_size": max_size, "integrity": bool(params.get("integrity")),
+            "nocache": bool(params.get("nocache")), "nodelay": bool(params.get("nodelay", True)),
+            "sndbuf": sndbuf, "rcvbuf": rcvbuf, "busy_poll": busy_poll,
+            "congestion": congestion if isinstance(congestion, str) else None,
+            "server_cpu": server_cpu}
+
+
+def _bounded(params: JsonObject, key: str, cfg: ServerConfig) -> int | None:
+    """An optional count of the parameters (bytes, microseconds, a CPU): None, or an
+    integer from 0 to the server's memory limit; else a refusal."""
+    value = params.get(key)
+    if value is not None and (not isinstance(value, int) or not 0 <= value <= cfg.max_memory):
+        raise Refusal("bad-request", f"bad value for {key}: {value!r}")
+    return value
 
 
 class Handshake:
@@ -114,7 +129,7 @@ class Handshake:
         self.buf = bytearray()
         self.need = protocol.HEADER.size
 
-    def feed(self) -> dict[str, Any] | None:
+    def feed(self) -> JsonObject | None:
         """Read what is there; the hello once complete, else None."""
         try:
             chunk = self.sock.recv(self.need - len(self.buf))
@@ -142,7 +157,7 @@ class Session:
     """
 
     def __init__(self, server: Server, ctrl: socket.socket, peer: str,
-                 params: dict[str, Any]) -> None:
+                 params: SessionParams) -> None:
         self.server, self.ctrl, self.peer, self.params = server, ctrl, peer, params
         self.cfg = server.cfg
         self.token = secrets.token_hex(16)
@@ -236,7 +251,7 @@ class Session:
             self.pool = _core.Pool(size, span)
         return self.pool
 
-    def _trial(self, message: dict[str, Any]) -> None:
+    def _trial(self, message: JsonObject) -> None:
         size, reps, seq0 = message.get("size"), message.get("reps"), message.get("seq0", 0)
         if not (isinstance(size, int) and isinstance(reps, int) and isinstance(seq0, int)):
             raise Refusal("bad-request", "run needs integer size, reps and seq0")
@@ -375,7 +390,7 @@ class Server:
         self._pending: set[Handshake] = set()
         self._max_pending = handshake_cap(cfg.max_pending, cfg.max_echo)
         self._gate: AcceptGate | None = None
-        self._facts: dict[str, Any] | None = None
+        self._facts: JsonObject | None = None
         self._echoes = 0
         self.throttled = LogThrottle(cfg.log, cfg.log_interval)
         self.udp = self._udp_socket(cfg.bind, self.port) if cfg.udp_echo else None
@@ -397,11 +412,11 @@ class Server:
         sock.setblocking(False)
         return sock
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> JsonObject:
         if self._facts is None:
+            clock = dict(sysinfo.clock_facts(), overhead_ns=_core.clock_overhead_ns(1000))
             self._facts = {"beoperf": __version__, "protocol": protocol.PROTOCOL_VERSION,
-                           "host": sysinfo.host_facts(), "clock": sysinfo.clock_facts()}
-            self._facts["clock"]["overhead_ns"] = _core.clock_overhead_ns(1000)
+                           "host": sysinfo.host_facts(), "clock": clock}
         return self._facts
 
     def serve_forever(self) -> None:
@@ -521,7 +536,7 @@ class Server:
             hs.sock.close()
             self._freed()
 
-    def _handle(self, conn: socket.socket, peer: str, hello: dict[str, Any]) -> None:
+    def _handle(self, conn: socket.socket, peer: str, hello: JsonObject) -> None:
         try:
             if hello["op"] != "hello":
                 raise Refusal("bad-request", f"expected hello, got {hello['op']!r}")
@@ -567,7 +582,7 @@ class Server:
                                    f"{served.count} message(s)")
         conn.close()
 
-    def _route_data(self, conn: socket.socket, hello: dict[str, Any], peer: str) -> None:
+    def _route_data(self, conn: socket.socket, hello: JsonObject, peer: str) -> None:
         with self._lock:
             session = self._session
         if session is None or not secrets.compare_digest(str(hello.get("token", "")),
@@ -585,7 +600,7 @@ class Server:
         conn.close()
         self._freed()
 
-    def _control(self, conn: socket.socket, hello: dict[str, Any], peer: str) -> None:
+    def _control(self, conn: socket.socket, hello: JsonObject, peer: str) -> None:
         params = check_params(hello.get("params"), self.cfg)
         with self._lock:
             if self._session is not None:
@@ -599,8 +614,9 @@ class Server:
         started, outcome = time.monotonic(), "ok"
         old_mask = os.sched_getaffinity(0)
         try:
-            if params.get("server_cpu") is not None:
-                os.sched_setaffinity(0, {params["server_cpu"]})
+            cpu = params.get("server_cpu")
+            if cpu is not None:
+                os.sched_setaffinity(0, {cpu})
             session.run()
         except Exception as exc:  # noqa: BLE001 - log it, end this session, keep serving
             outcome = f"error: {describe_error(exc)}"

@@ -19,10 +19,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, TypedDict, TypeVar
 
 from beoperf import errors, interrupts, safeio
 from beoperf.launch import ranks
+from beoperf.model.document import Document, JsonObject, JsonValue
 
 MARKER = "BEOPERF-MPI-RESULT "  # the line with the result
 ERROR_MARKER = "BEOPERF-MPI-ERROR "  # the line with why the child stopped
@@ -33,6 +34,14 @@ ERROR_CLASSES = {c.__name__: c for c in (errors.BadSpec, errors.ConnectError, er
                                          errors.BeoperfError)}
 
 
+
+
+# What the ERROR_MARKER line holds: the error's class name (one of ERROR_CLASSES), its
+# message, hint and category ("class" is a keyword: the functional form).
+ErrorLine = TypedDict("ErrorLine", {"class": str, "message": str, "hint": str,
+                                    "category": str})
+
+
 # --------------------------------------------------------------------------- the child
 
 
@@ -41,7 +50,7 @@ def _line(text: str) -> None:
     sys.stdout.flush()
 
 
-def send(result: dict[str, Any]) -> None:
+def send(result: JsonObject) -> None:
     """The result, on its marked line."""
     _line(MARKER + safeio.dump_json(result, indent=None).rstrip())
 
@@ -63,11 +72,16 @@ def progress(text: str) -> None:
 
 def error_text(exc: errors.BeoperfError) -> str:
     """An error as the child sends it to the launching process."""
-    return json.dumps({"class": type(exc).__name__, "message": str(exc), "hint": exc.hint,
-                       "category": exc.category})
+    line: ErrorLine = {"class": type(exc).__name__, "message": str(exc), "hint": exc.hint,
+                       "category": exc.category}
+    return json.dumps(line)
 
 
-def error_of(data: dict[str, Any]) -> errors.BeoperfError:
+def error_of(data: JsonValue) -> errors.BeoperfError:
+    """The error an ERROR_MARKER line's JSON names (errors.Failed for a class it does not
+    name; AttributeError when it is not an object)."""
+    if not isinstance(data, dict):
+        raise AttributeError("the error line is not an object")
     cls = ERROR_CLASSES.get(str(data.get("class")), errors.Failed)
     if not issubclass(cls, errors.BeoperfError):
         cls = errors.Failed
@@ -79,8 +93,7 @@ def _stop(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
-RankWork = Callable[[ranks.RankInfo],
-                    "tuple[dict[str, Any], errors.BeoperfError | None] | None"]
+RankWork = Callable[[ranks.RankInfo], "tuple[JsonObject, errors.BeoperfError | None] | None"]
 
 
 def as_rank(work: RankWork, usage: str) -> int:
@@ -111,8 +124,21 @@ def as_rank(work: RankWork, usage: str) -> int:
     return 0
 
 
-def as_rank_of_plan(plan: dict[str, Any], spec_of: Callable[[dict[str, Any]], Any],
-                    run: Callable[[Any, ranks.RankInfo], Any], usage: str) -> int:
+class Done(Protocol):
+    """What a suite's rank returns on rank 0: its document, and why it stopped early."""
+
+    @property
+    def document(self) -> Document: ...
+
+    @property
+    def error(self) -> errors.BeoperfError | None: ...
+
+
+SpecT = TypeVar("SpecT")
+
+
+def as_rank_of_plan(plan: JsonObject, spec_of: Callable[[JsonObject], SpecT],
+                    run: Callable[[SpecT, ranks.RankInfo], Done | None], usage: str) -> int:
     """:func:`as_rank` for a suite's rank: ``spec_of(plan)`` (BadSpec if the plan is not
     one), then ``run(spec, info)``, whose answer (None on ranks but 0) has a ``document``
     and an ``error``."""
@@ -121,7 +147,7 @@ def as_rank_of_plan(plan: dict[str, Any], spec_of: Callable[[dict[str, Any]], An
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
         raise errors.BadSpec(f"not a plan: {exc}") from None
 
-    def work(info: ranks.RankInfo) -> tuple[dict[str, Any], errors.BeoperfError | None] | None:
+    def work(info: ranks.RankInfo) -> tuple[JsonObject, errors.BeoperfError | None] | None:
         done = run(spec, info)
         return None if done is None else (done.document.to_json(), done.error)
 

@@ -24,12 +24,12 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 from beoperf import errors
 from beoperf.launch import base, channel, ranks
 from beoperf.launch.job import Job
-from beoperf.model.document import Document, from_json
+from beoperf.model.document import Document, JsonObject, from_json
 from beoperf.model.mpi_options import MpiOptions
 
 FINALIZE_GRACE_S = 8.0  # the launching process ends a job this long after the result
@@ -68,8 +68,19 @@ def rank_environment(opts: MpiOptions, impl: str) -> dict[str, str]:
     return {ranks.IMPL_VAR: impl, "MPI4PY_MPIABI": impl, **dict(opts.env)}
 
 
+class LaunchRecord(TypedDict):
+    """What the document says of beoperf's launch (launch_record), passed to the ranks in
+    LAUNCHED_VAR and recorded by rank 0 as the meta's "launch"."""
+
+    started_by: str
+    launcher: str
+    argv: list[str]
+    environment: dict[str, str]
+    notes: list[str]
+
+
 def launch_record(name: str, made: base.Launch, rank_env: dict[str, str],
-                  placeholder: str) -> dict[str, Any]:
+                  placeholder: str) -> LaunchRecord:
     """What the document says of beoperf's launch: the launcher, its argv (the last word,
     the ranks' plan, as ``placeholder``), the variables set, and notes."""
     notes = [ROOT_NOTE] if "--allow-run-as-root" in made.argv else []
@@ -78,7 +89,7 @@ def launch_record(name: str, made: base.Launch, rank_env: dict[str, str],
             "environment": dict(made.env) | rank_env, "notes": notes}
 
 
-def job_environment(made: base.Launch, record: dict[str, Any]) -> dict[str, str]:
+def job_environment(made: base.Launch, record: LaunchRecord) -> dict[str, str]:
     """The launcher's environment: this process's, the launch's, and the record."""
     return {**os.environ, **made.env, channel.LAUNCHED_VAR: json.dumps(record)}
 
@@ -190,11 +201,13 @@ def finalize_at_exit(session: Any) -> None:
     atexit.register(finalize)
 
 
-def launch_meta(info: ranks.RankInfo) -> dict[str, Any]:
-    """How the job was started: by beoperf (its launcher's argv, passed down) or by the
-    user's launcher."""
+def launch_meta(info: ranks.RankInfo) -> JsonObject:
+    """How the job was started: by beoperf (its launcher's argv, passed down: the
+    LaunchRecord) or by the user's launcher."""
     given = os.environ.get(channel.LAUNCHED_VAR)
     if given:
         with contextlib.suppress(ValueError):
-            return json.loads(given)
+            record = json.loads(given)
+            if isinstance(record, dict):
+                return record
     return {"started_by": info.launcher, "ranks": info.size}

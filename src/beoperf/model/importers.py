@@ -59,10 +59,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from beoperf import safeio
 from beoperf.model import pingpong
+from beoperf.model.document import JsonObject
 from beoperf.model.netpipe import NETPIPE_MBPS
 from beoperf.model.pingpong import ResultFormatError, RunResult, SizeResult
 
@@ -87,9 +87,9 @@ class _Import:
     statistic: str
     units: str
     sizes: list[SizeResult] = field(default_factory=list)
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: JsonObject = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    parameters: dict[str, Any] = field(default_factory=dict)
+    parameters: JsonObject = field(default_factory=dict)
     dropped_zero: float | None = None  # time (us) of a 0-byte row, which beoperf cannot plot
 
 
@@ -185,8 +185,8 @@ def _to_run(path: Path, found: _Import) -> RunResult:
         meta["dropped"] = "the 0-byte row (no throughput; beoperf sizes start at 1 B)"
     parameters = {"mode": found.mode, "transport": found.transport, "sizes": len(found.sizes),
                   **found.parameters}
-    source = {"format": found.fmt, "path": str(path), "statistic": found.statistic,
-              "lacks": lacks(found.sizes), "units": found.units}
+    source: JsonObject = {"format": found.fmt, "path": str(path), "statistic": found.statistic,
+                          "lacks": [*lacks(found.sizes)], "units": found.units}
     return RunResult(parameters=parameters, local={}, remote={}, meta=meta, sizes=found.sizes,
                      status="complete", warnings=found.warnings, source=source)
 

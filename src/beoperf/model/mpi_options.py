@@ -4,12 +4,23 @@ ranks run, which MPI and launcher, and the MPI variants of the loops."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 RECV_MODES = ("blocking", "nonblocking")
 IMPLEMENTATIONS = ("openmpi", "mpich")
 LAUNCHERS = ("mpirun", "srun")
 BINDINGS = ("none", "core", "socket")
 DEFAULT_WINDOW = 64  # as osu_bw
+
+
+class MpiParams(TypedDict):
+    """The MPI options a session's parameters carry (engines.base.SessionParams)."""
+
+    window: int
+    sync: bool
+    recv: str
+    bind: str
+    mpi_env: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -37,7 +48,7 @@ class MpiOptions:
     launcher_args: tuple[str, ...] = ()
     deadline: float | None = None
 
-    def params(self) -> dict[str, object]:
+    def params(self) -> MpiParams:
         """What the result records of these options (the parameters of its sweep)."""
         return {"window": self.window, "sync": self.sync, "recv": self.recv,
                 "bind": self.bind, "mpi_env": dict(self.env)}

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from beoperf.model import document
-from beoperf.model.document import Document, DocumentError
+from beoperf.model import document, jsonvalue
+from beoperf.model.document import Document, DocumentError, JsonObject
 
 KIND = "pingpong"
 # 1: "format": "beoperf.pingpong", no envelope; 2: the envelope; 3: "sweep"; 4: intervals
@@ -88,24 +88,24 @@ class SizeResult:
 class RunResult:
     """One sweep: parameters, metadata of both ends, and per-size results."""
 
-    parameters: dict[str, Any]
-    local: dict[str, Any]
-    remote: dict[str, Any]
-    meta: dict[str, Any]  # the document's meta: how and when it was measured
+    parameters: JsonObject
+    local: JsonObject
+    remote: JsonObject
+    meta: JsonObject  # the document's meta: how and when it was measured
     sizes: list[SizeResult] = field(default_factory=list)
     status: str = "complete"  # complete | interrupted | failed
     status_reason: str | None = None
     warnings: list[str] = field(default_factory=list)
-    source: dict[str, Any] | None = None  # None: measured by beoperf; else what was imported
-    sweep: dict[str, Any] | None = None  # how the sweep ran: passes, budget, drift ...
+    source: JsonObject | None = None  # None: measured by beoperf; else what was imported
+    sweep: JsonObject | None = None  # how the sweep ran: passes, budget, drift ...
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JsonObject:
         """The document body (without the derived summary and analysis)."""
-        out = asdict(self)
+        out: JsonObject = asdict(self)
         del out["meta"]
         return out
 
-    def to_document(self, derived: dict[str, Any] | None = None) -> Document:
+    def to_document(self, derived: JsonObject | None = None) -> Document:
         """The document; ``derived`` (summary, analysis) is added to the body as it is."""
         return Document(KIND, {**self.body(), **(derived or {})}, dict(self.meta))
 
@@ -117,7 +117,7 @@ class RunResult:
         peer = str(self.meta.get("peer", "?")).split(" port ")[0]
         extras = [f"{k}={p[k]}" for k in ("sndbuf", "rcvbuf") if p.get(k)]
         extras += [k for k in ("nocache", "integrity") if p.get(k)]
-        mtu = (self.local.get("interface") or {}).get("mtu")
+        mtu = jsonvalue.section(self.local, "interface").get("mtu")
         mtu_text = f" mtu{mtu}" if mtu else ""
         return f"{p.get('mode', '?')} {peer}{mtu_text}" + "".join(f" {e}" for e in extras)
 

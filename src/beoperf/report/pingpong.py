@@ -17,6 +17,8 @@ from beoperf.analysis import intervals
 from beoperf.analysis.curve import CurveAnalysis, analyze_run, latency_name
 from beoperf.analysis.mpi import protocol_switch
 from beoperf.analysis.pingpong import (
+    BetweenRuns,
+    Summary,
     between_runs,
     interval_of,
     precision_shortfall,
@@ -25,6 +27,7 @@ from beoperf.analysis.pingpong import (
     within_run,
 )
 from beoperf.analysis.stats import MIN_CI_SAMPLES
+from beoperf.model import jsonvalue
 from beoperf.model.document import Document
 from beoperf.model.netpipe import netpipe_lines
 from beoperf.model.pingpong import RunResult, SizeResult
@@ -53,7 +56,7 @@ def text(doc: Document | RunResult, **_options: Any) -> str:
     mode = run.parameters["mode"]
     lines = [f"beoperf pingpong: {run.meta.get('peer', '?')}, mode {mode}, "
              f"{s['sizes_measured']} of {run.parameters.get('sizes', len(run.sizes))} sizes "
-             f"in {float(run.meta.get('duration_s', 0.0)):.1f} s ({run.status})"]
+             f"in {jsonvalue.number(run.meta, 'duration_s') or 0.0:.1f} s ({run.status})"]
     lines += text_block(lines_of(doc if isinstance(doc, Document) else run.to_document()),
                         "  ")
     if "latency_size" in s:
@@ -118,43 +121,38 @@ def between_runs_text(run: RunResult, pm: str = "+-") -> str:
     """The between-run part of the intervals, and where it came from, in one phrase: a
     spread borrowed from the host's other setups says so here, never elsewhere only (the
     text summary and the HTML report say it alike)."""
-    facts = between_runs(run)
-    source, sd = facts["source"], facts.get("relative_sd")
-    n, m = facts.get("earlier_runs") or 0, facts.get("host_setups") or 0
-    if source == "none" or not isinstance(sd, int | float):
-        return f"between runs not known ({_why_none(run, facts)})"
-    half = facts.get("relative_halfwidth")
-    rel = half if isinstance(half, int | float) else \
-        intervals.log_relative(intervals.between_runs_halfwidth(float(sd)))
+    b = between_runs(run)
+    sd, n, m = b.relative_sd, b.earlier_runs, b.host_setups
+    if b.source == "none" or sd is None:
+        return f"between runs not known ({_why_none(b)})"
+    rel = b.relative_halfwidth if b.relative_halfwidth is not None else \
+        intervals.log_relative(intervals.between_runs_halfwidth(sd))
     own = f"{n} earlier run{'s' if n != 1 else ''} of this setup"
     host = f"{m} other setup{'s' if m != 1 else ''} of this host"
     whence = {"own": f"from {own}",
               "own+host": f"from {own} pooled with the spread borrowed from {host}",
               "host": f"borrowed from {host} "
-                      f"({facts.get('own_missing') or 'no earlier run of this setup'})"}[source]
+                      f"({b.own_missing or 'no earlier run of this setup'})"}[b.source]
     return f"between runs {pm}{rel * 100:.1f}% {whence}"
 
 
-def _why_none(run: RunResult, facts: dict[str, Any]) -> str:
-    recorded = (run.sweep or {}).get("between_runs")
-    return facts.get("why_none") or ("this result records none" if not recorded else
-                                     "no earlier run of this setup")
+def _why_none(b: BetweenRuns) -> str:
+    return b.why_none or ("this result records none" if not b.recorded_any else
+                          "no earlier run of this setup")
 
 
 def history_text(run: RunResult) -> str | None:
     """Where the run's history is, what was read and whether the run was added: one line,
     every run that reads or writes a history says it once."""
-    facts = (run.sweep or {}).get("between_runs") or {}
-    path = facts.get("history")
-    if not isinstance(path, str):
+    b = between_runs(run)
+    if b.history is None:
         return None
-    read = facts.get("runs_read")
+    read = b.runs_read
     counted = (f"{read} earlier run{'s' if read != 1 else ''} of this setup read"
-               if isinstance(read, int) else "earlier runs read")
-    added = facts.get("recorded")
-    kept = ("this run added" if added else "this run not added" if added is False
+               if read is not None else "earlier runs read")
+    kept = ("this run added" if b.recorded else "this run not added" if b.recorded is False
             else "")
-    return f"{path} ({counted}{'; ' + kept if kept else ''})"
+    return f"{b.history} ({counted}{'; ' + kept if kept else ''})"
 
 
 def interval_text(run: RunResult, size: SizeResult, pm: str = "+-", us: str = "us") -> str:
@@ -171,8 +169,8 @@ def interval_text(run: RunResult, size: SizeResult, pm: str = "+-", us: str = "u
              if intervals.imprecise(float(median), ci[0], ci[1])
              else f"[{_fixed(ci[0])}, {_fixed(ci[1])}] {us}")
     facts = between_runs(run)
-    if facts["source"] == "none":  # the interval is this run's alone
-        return f"{shown} for this run only; between runs not known: {_why_none(run, facts)}"
+    if facts.source == "none":  # the interval is this run's alone
+        return f"{shown} for this run only; between runs not known: {_why_none(facts)}"
     own = intervals.precision_text(float(median), within_run(size), size.trials, pm)
     return f"{shown}: this run {own or 'no interval'}, {between_runs_text(run, pm)}"
 
@@ -181,7 +179,7 @@ def _fixed(us: float) -> str:
     return f"{us:.2f}" if us >= 0.1 else f"{us:.3g}"
 
 
-def _latency_lines(run: RunResult, s: dict[str, Any]) -> list[str]:
+def _latency_lines(run: RunResult, s: Summary) -> list[str]:
     """The analysis's latency with its interval for a next run and that interval's two
     parts, then the size, trials, samples and p99 of the same size."""
     size = next(x for x in run.sizes if x.size == s["latency_size"])
@@ -245,7 +243,7 @@ def _collapses(run: RunResult) -> list[Line]:
         return []
     if a is None:
         return []
-    first = latency_name(run.parameters.get("mode"))
+    first = latency_name(jsonvalue.text(run.parameters, "mode"))
     return [Line(Level.WARN, f"{c.text()}; {a.collapse_note(first)}",
                  "look for drops or a shaper at those sizes (--integrity, tc -s qdisc)")
             for c in a.collapses]
@@ -255,7 +253,7 @@ def precision_lines(run: RunResult) -> list[Line]:
     """The sizes whose interval is wider than asked, as one line, and a time budget the
     minimum trials alone overran."""
     out = []
-    short = precision_shortfall(run.sizes, run.parameters.get("precision"))
+    short = precision_shortfall(run.sizes, jsonvalue.number(run.parameters, "precision"))
     if short and not run.source:
         out.append(Line(Level.IMPRECISE, short, "a longer --time-budget, or a quieter "
                                                "machine; each size's interval is in the result",

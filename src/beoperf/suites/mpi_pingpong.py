@@ -27,11 +27,12 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from beoperf import errors, interrupts
 from beoperf.analysis.pingpong import document
-from beoperf.engines.base import Peer
+from beoperf.engines.base import Peer, SessionParams
 from beoperf.launch import channel, ranks
 from beoperf.launch.base import LaunchSpec
 from beoperf.launch.mpi_job import (
@@ -43,7 +44,16 @@ from beoperf.launch.mpi_job import (
     launch_record,
     rank_environment,
 )
-from beoperf.model.document import make_meta, utc_now
+from beoperf.model import jsonvalue
+from beoperf.model.document import JsonObject, make_meta, utc_now
+from beoperf.model.jsonvalue import (
+    int_list,
+    optional,
+    optional_number,
+    required,
+    required_number,
+    text_list,
+)
 from beoperf.model.mpi_options import IMPLEMENTATIONS, LAUNCHERS, RECV_MODES, MpiOptions
 from beoperf.model.pingpong import RunResult
 from beoperf.suites.pingpong import (
@@ -57,6 +67,9 @@ from beoperf.suites.pingpong import (
     warnings_of,
 )
 from beoperf.sweep.driver import SweepOutcome, run_sweep, shaper_probe
+
+if TYPE_CHECKING:  # imported at run time only where a rank uses it (as below)
+    from beoperf.engines.mpi import Session
 
 START_MARGIN_S = 120.0  # the deadline beyond the time budget: start-up, analysis, finalize
 
@@ -102,7 +115,9 @@ def validate_mpi(spec: Spec) -> MpiOptions:
     return opts
 
 
-def parameters(spec: Spec, opts: MpiOptions, implementation: str) -> dict[str, Any]:
+def parameters(spec: Spec, opts: MpiOptions, implementation: str) -> SessionParams:
+    """The session's parameters: the sweep's, the MPI options' (MpiOptions.params) and the
+    library's name."""
     return {**spec.params(), **opts.params(), "transport": "mpi", "mpi": implementation}
 
 
@@ -128,7 +143,7 @@ def run_as_rank(spec: Spec, info: ranks.RankInfo, progress: Progress | None = No
     return measure(spec, opts, session, info, progress, hold)
 
 
-def rank_session() -> Any:
+def rank_session() -> Session:
     """This rank's MPI session (engines.mpi.Session), its MPI chosen first (which may
     restart this process: MPICH), MPI_Finalize at exit, bounded."""
     from beoperf.engines import mpi
@@ -140,13 +155,13 @@ def rank_session() -> Any:
     return session
 
 
-def measure(spec: Spec, opts: MpiOptions, session: Any, info: ranks.RankInfo,
+def measure(spec: Spec, opts: MpiOptions, session: Session, info: ranks.RankInfo,
             progress: Progress | None, hold: contextlib.ExitStack | None) -> Measured:
     """Rank 0: the sweep against rank 1, and its document."""
     from beoperf.engines.mpi import MpiTransport
 
     started_utc, started = utc_now(), time.monotonic()
-    impl = session.facts["implementation"]
+    impl = jsonvalue.text(session.facts, "implementation") or "unknown"
     params = parameters(spec, opts, impl)
     transport = MpiTransport(Peer("rank 1", 1), params, timeout=spec.timeout, session=session)
     transport.connect()
@@ -163,12 +178,13 @@ def measure(spec: Spec, opts: MpiOptions, session: Any, info: ranks.RankInfo,
         transport.close()
     session.comm.Barrier()  # every rank: the measurement is over
     local["mpi"] = session.facts
-    local["placement"] = placement(local, remote)
+    local["placement"] = [*placement(local, remote)]
     meta = make_meta(list(spec.command_line), utc_start=started_utc,
                      duration_s=round(time.monotonic() - started, 3),
                      peer=f"MPI rank 1 on {remote.get('host', '?')}",
                      launch=launch_meta(info))
-    result = RunResult(parameters=params, local=local, remote=remote, meta=meta,
+    result = RunResult(parameters=jsonvalue.as_object(params), local=local, remote=remote,
+                       meta=meta,
                        sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
                        warnings=warnings_of(transport.warnings, outcome,
                                             params.get("precision")),
@@ -178,7 +194,7 @@ def measure(spec: Spec, opts: MpiOptions, session: Any, info: ranks.RankInfo,
     return Measured(document(result), result, *stopped(outcome))
 
 
-def shaper_check(spec: Spec, params: dict[str, Any], session: Any) -> dict[str, Any]:
+def shaper_check(spec: Spec, params: SessionParams, session: Session) -> JsonObject:
     """After a ping-pong or bidir sweep between hosts, as for TCP (suites.pingpong): does
     a shaper's burst hold every message?  A stream session on the same two ranks settles
     its trial length; a failure costs only this check."""
@@ -188,7 +204,7 @@ def shaper_check(spec: Spec, params: dict[str, Any], session: Any) -> dict[str, 
         def close(self, abort: bool = False) -> None:
             """The sweep's transport ends the responder's session, not this one."""
 
-    def open_stream(stream_params: dict[str, Any]) -> MpiTransport:
+    def open_stream(stream_params: SessionParams) -> MpiTransport:
         return Borrowed(Peer("rank 1", 1), stream_params, timeout=spec.timeout, session=session)
 
     try:
@@ -198,7 +214,7 @@ def shaper_check(spec: Spec, params: dict[str, Any], session: Any) -> dict[str, 
         return {"shaper": None, "shaper_check": f"not done: {exc}"}
 
 
-def placement(local: dict[str, Any], remote: dict[str, Any]) -> list[dict[str, Any]]:
+def placement(local: JsonObject, remote: JsonObject) -> list[JsonObject]:
     """Each rank's host and the CPUs it may run on (its binding)."""
     return [{k: end.get(k) for k in ("rank", "host", "processor_name", "cpus", "net_namespace")}
             for end in (local, remote)]
@@ -229,20 +245,45 @@ def spec_from_text(text: str) -> Spec:
     return spec_from_plan(json.loads(text))
 
 
-def spec_from_plan(plan: dict[str, Any]) -> Spec:
-    """The spec from its JSON (spec_text); ValueError (TypeError, KeyError) if it is not
+def spec_from_plan(plan: JsonObject) -> Spec:
+    """The spec from its JSON (spec_text), each value checked; ValueError if it is not
     one."""
-    data = dict(plan)
-    mpi = data.pop("mpi", None)
-    opts = None
-    if mpi is not None:
-        mpi["hosts"] = tuple(mpi["hosts"])
-        mpi["env"] = tuple(tuple(kv) for kv in mpi["env"])
-        mpi["launcher_args"] = tuple(mpi["launcher_args"])
-        opts = MpiOptions(**mpi)
-    data["sizes"] = tuple(data["sizes"])
-    data["command_line"] = tuple(data["command_line"])
-    return Spec(**data, mpi=opts)
+    mpi, history = plan.get("mpi"), optional(plan, "history", str)
+    return Spec(
+        sizes=tuple(int_list(plan, "sizes")), host=optional(plan, "host", str),
+        port=required(plan, "port", int), family=required(plan, "family", int),
+        transport=required(plan, "transport", str), mode=required(plan, "mode", str),
+        precision=required_number(plan, "precision"),
+        time_budget=optional_number(plan, "time_budget"),
+        max_time=optional_number(plan, "max_time"),
+        trial_time=required_number(plan, "trial_time"), seed=optional(plan, "seed", int),
+        timeout=required_number(plan, "timeout"), integrity=required(plan, "integrity", bool),
+        nocache=required(plan, "nocache", bool), sndbuf=optional(plan, "sndbuf", int),
+        rcvbuf=optional(plan, "rcvbuf", int), nodelay=required(plan, "nodelay", bool),
+        busy_poll=optional(plan, "busy_poll", int), congestion=optional(plan, "congestion", str),
+        client_cpu=optional(plan, "client_cpu", int),
+        server_cpu=optional(plan, "server_cpu", int),
+        place_embedded=required(plan, "place_embedded", bool),
+        perturbation=optional(plan, "perturbation", int),
+        command_line=tuple(text_list(plan, "command_line")),
+        mpi=options_from_plan(mpi) if isinstance(mpi, dict) else None,
+        history=Path(history) if history is not None else None)
+
+
+def options_from_plan(plan: JsonObject) -> MpiOptions:
+    """The MPI options of a spec's JSON, each value checked; ValueError if they are not."""
+    pairs = [p for p in jsonvalue.items(plan, "env") if isinstance(p, list)]
+    if any(len(p) != 2 or not all(isinstance(v, str) for v in p) for p in pairs):
+        raise ValueError("'env': not a list of [name, value] pairs")
+    return MpiOptions(
+        hosts=tuple(text_list(plan, "hosts")), implementation=optional(plan, "implementation", str),
+        launcher=optional(plan, "launcher", str), window=required(plan, "window", int),
+        sync=required(plan, "sync", bool), recv=required(plan, "recv", str),
+        bind=required(plan, "bind", str), agent=optional(plan, "agent", str),
+        interface=optional(plan, "interface", str),
+        env=tuple((str(name), str(value)) for name, value in pairs),
+        launcher_args=tuple(text_list(plan, "launcher_args")),
+        deadline=optional_number(plan, "deadline"))
 
 
 def launch_spec(spec: Spec, opts: MpiOptions, impl: str) -> LaunchSpec:
@@ -306,7 +347,7 @@ USAGE = ("beoperf.cli.rank pingpong: run by 'beoperf pingpong --transport mpi' a
          "an MPI job")
 
 
-def rank(plan: dict[str, Any]) -> int:
+def rank(plan: JsonObject) -> int:
     """A rank of the job :func:`run_launched` starts (``python -m beoperf.cli.rank
     pingpong PLAN``): rank 0 sends its document and any error (launch/channel.py)."""
     return channel.as_rank_of_plan(plan, spec_from_plan, run_as_rank, USAGE)

@@ -19,10 +19,9 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 from beoperf import errors, launch
-from beoperf.engines.base import Peer
+from beoperf.engines.base import Peer, SessionParams
 from beoperf.launch import channel, ranks
 from beoperf.launch.base import LaunchSpec
 from beoperf.launch.mpi_job import (
@@ -32,7 +31,9 @@ from beoperf.launch.mpi_job import (
     launch_record,
     rank_environment,
 )
-from beoperf.model.document import utc_now
+from beoperf.model import jsonvalue
+from beoperf.model.document import JsonObject, utc_now
+from beoperf.model.jsonvalue import optional, required
 from beoperf.model.mpi_options import MpiOptions
 from beoperf.suites.mpi_pingpong import rank_session
 from beoperf.suites.replay import Replayed, Spec, load, replay_document
@@ -74,7 +75,7 @@ def run_as_rank(spec: Spec, info: ranks.RankInfo,
         def close(self, abort: bool = False) -> None:
             """Each pattern's session ends here; the responder's ends once, at the end."""
 
-    def opener(params: dict[str, Any]) -> mpi.MpiTransport:
+    def opener(params: SessionParams) -> mpi.MpiTransport:
         transport = Session(Peer("rank 1", 1), params, timeout=spec.timeout, session=session)
         transport.connect()
         return transport
@@ -146,14 +147,19 @@ USAGE = ("beoperf.cli.rank replay: run by 'beoperf replay --transport mpi' as a 
          "MPI job")
 
 
-def spec_from_plan(plan: dict[str, Any]) -> Spec:
-    """The spec run_launched passed; ValueError (TypeError, KeyError) if it is not one."""
-    data = dict(plan)
-    data["command_line"] = tuple(data["command_line"])
-    return Spec(**data)
+def spec_from_plan(plan: JsonObject) -> Spec:
+    """The spec run_launched passed; ValueError if it is not one."""
+    return Spec(profile=required(plan, "profile", str), host=optional(plan, "host", str),
+                port=required(plan, "port", int), family=required(plan, "family", int),
+                transport=required(plan, "transport", str),
+                repeats=required(plan, "repeats", int),
+                timeout=jsonvalue.required_number(plan, "timeout"),
+                profile_format=required(plan, "profile_format", str),
+                command_line=tuple(jsonvalue.text_list(plan, "command_line")),
+                mpi=optional(plan, "mpi", str))
 
 
-def rank(plan: dict[str, Any]) -> int:
+def rank(plan: JsonObject) -> int:
     """A rank of the job :func:`run_launched` starts (``python -m beoperf.cli.rank replay
     PLAN``): rank 0 sends its document and any error (launch/channel.py)."""
     return channel.as_rank_of_plan(plan, spec_from_plan, run_as_rank, USAGE)

@@ -28,8 +28,9 @@ from beoperf.analysis.stats import MIN_CI_SAMPLES
 from beoperf.audit import state
 from beoperf.audit.base import valid_ifname
 from beoperf.engines import protocol, tcp_data
-from beoperf.engines.base import MODES, Peer
-from beoperf.model.document import Document, make_meta, utc_now
+from beoperf.engines.base import MODES, Peer, SessionParams
+from beoperf.model import jsonvalue
+from beoperf.model.document import Document, JsonObject, make_meta, utc_now
 from beoperf.model.mpi_options import MpiOptions
 from beoperf.model.pingpong import RunResult, SizeResult
 from beoperf.suites import serve
@@ -44,6 +45,7 @@ from beoperf.sweep.driver import (
     budget_notes,
     open_transport,
     run_sweep,
+    shaper_of,
     shaper_probe,
 )
 from beoperf.sweep.history import History
@@ -97,7 +99,7 @@ class Spec:
     mpi: MpiOptions | None = None  # transport mpi: hosts, launcher, loop variants
     history: Path | None = None  # earlier runs of this setup (beoperf.sweep.history); None: none
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> SessionParams:
         """The session parameters both ends agree on (and the result records)."""
         return {"mode": self.mode, "max_size": self.sizes[-1], "integrity": self.integrity,
                 "nocache": self.nocache, "sndbuf": self.sndbuf, "rcvbuf": self.rcvbuf,
@@ -285,7 +287,8 @@ def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
                      duration_s=round(time.monotonic() - started, 3),
                      peer=f"{host} port {port}",
                      clock=dict(sysinfo.clock_facts(), overhead_ns=_core.clock_overhead_ns(1000)))
-    result = RunResult(parameters=params, local=local, remote=remote, meta=meta,
+    result = RunResult(parameters=jsonvalue.as_object(params), local=local, remote=remote,
+                       meta=meta,
                        sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
                        sweep=outcome.facts)
     notes = history_notes(result, history, started_utc,
@@ -320,9 +323,9 @@ def history_dir(option: str | None) -> Path | None:
     return run_history.resolve(option)
 
 
-def history_setup(params: dict[str, Any], host: str,
-                  local: dict[str, Any] | None = None,
-                  settings: dict[str, Any] | None = None) -> dict[str, Any]:
+def history_setup(params: SessionParams, host: str,
+                  local: JsonObject | None = None,
+                  settings: JsonObject | None = None) -> JsonObject:
     """What makes two runs the same setup for the history: every parameter that shapes
     the figures (not the budget, precision or cap, which only decide how many trials),
     the peer (its address as given; not the port, which the embedded server draws), and
@@ -334,9 +337,9 @@ def history_setup(params: dict[str, Any], host: str,
     governor ...), so that a run before a tuning change and one after it are two setups
     with a history each.  The other end's settings are not read (it is another host)."""
     drop = ("precision", "time_budget", "max_time")
-    setup = {"peer": host, **{k: v for k, v in params.items() if k not in drop}}
-    facts = local or {}
-    machine, sock, iface = (_part(facts, k) for k in ("host", "socket", "interface"))
+    setup: JsonObject = {"peer": host, **{k: v for k, v in jsonvalue.as_object(params).items()
+                                          if k not in drop}}
+    machine, sock, iface = (jsonvalue.section(local, k) for k in ("host", "socket", "interface"))
     for name, value in (("local_host", machine.get("hostname")), ("kernel", machine.get("kernel")),
                         ("congestion_used", sock.get("congestion")), ("mtu", iface.get("mtu"))):
         if value is not None:
@@ -346,19 +349,12 @@ def history_setup(params: dict[str, Any], host: str,
     return setup
 
 
-def _part(facts: dict, key: str) -> dict:
-    """The section ``key`` of the local facts ({} when it is missing or not an object)."""
-    part = facts.get(key)
-    return part if isinstance(part, dict) else {}
-
-
-def tuning_settings(local: dict[str, Any]) -> dict[str, Any] | None:
+def tuning_settings(local: JsonObject) -> JsonObject | None:
     """This end's settings a tuning change may touch (beoperf.audit.state), for the
     interface the data socket uses; None if they could not be read at all."""
-    iface = _part(local, "interface")
-    name = iface.get("name") if isinstance(iface.get("name"), str) else None
+    name = jsonvalue.text(jsonvalue.section(local, "interface"), "name")
     try:
-        return state.settings(name if valid_ifname(name) else None)
+        return jsonvalue.as_object(state.settings(name if valid_ifname(name) else None))
     except Exception:  # noqa: BLE001 - reading them never costs a run
         return None
 
@@ -403,7 +399,7 @@ def _add_between_runs(s: SizeResult, sd: float) -> None:
     s.ci95_relative = intervals.relative_halfwidth(float(median), got[0], got[1])
 
 
-def _between_facts(history: History, own: float | None, sd: float | None) -> dict[str, Any]:
+def _between_facts(history: History, own: float | None, sd: float | None) -> JsonObject:
     """``sweep.between_runs``: the spread applied (``relative_sd``, None: none) and where
     it came from (``source``: "own" earlier runs of this setup, "own+host" those pooled
     with the host's other setups, "host" borrowed from those only, "none"), the part it
@@ -415,7 +411,7 @@ def _between_facts(history: History, own: float | None, sd: float | None) -> dic
     missing = ("this setup's own history could not be read" if history.note else
                "no earlier run of this setup" if not history.runs else
                "no earlier run of this setup has a size of this one")
-    facts = {
+    facts: JsonObject = {
         "history": str(history.path),
         "earlier_runs": len(history.runs) if own is not None else 0,
         "relative_sd": _rounded(sd), "added_to_intervals": sd is not None,
@@ -455,7 +451,7 @@ def _loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def shaper_check(spec: Spec, params: dict[str, Any], host: str, port: int) -> dict[str, Any]:
+def shaper_check(spec: Spec, params: SessionParams, host: str, port: int) -> JsonObject:
     """After a ping-pong or bidir sweep: does a shaper's burst hold every message of it?
     (Then each direction's bucket refills while the other talks, and the ping-pong
     throughput can be twice the link's rate.)  A failure here costs only this check."""
@@ -466,14 +462,15 @@ def shaper_check(spec: Spec, params: dict[str, Any], host: str, port: int) -> di
         return {"shaper": None, "shaper_check": f"not done: {exc}"}
 
 
-def shaper_notes(result: RunResult, local: dict[str, Any]) -> list[str]:
+def shaper_notes(result: RunResult, local: JsonObject) -> list[str]:
     """What a shaper on the path means for these figures, with the wire rate beside the
     payload rate (a full segment carries MSS payload bytes in an MTU + 14 byte frame)."""
-    shaper = (result.sweep or {}).get("shaper")
+    shaper = shaper_of(result.sweep)
     if not shaper:
         return []
     rate = shaper["sustained_bps"]
-    mss, mtu = _part(local, "socket").get("mss"), _part(local, "interface").get("mtu")
+    mss = jsonvalue.integer(jsonvalue.section(local, "socket"), "mss")
+    mtu = jsonvalue.integer(jsonvalue.section(local, "interface"), "mtu")
     wire = ""
     if mss and mtu and mtu - 80 <= mss < mtu:  # full segments fill an MTU frame
         wire = (f" ({units.format_rate(rate * (mtu + 14) / mss)} on the wire: {mtu + 14}-byte "

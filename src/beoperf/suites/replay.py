@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from beoperf import engines, errors, units
 from beoperf.engines import Peer
-from beoperf.model.document import Document, make_meta, utc_now
-from beoperf.model.prediction import REPLAY
+from beoperf.model.document import Document, JsonObject, make_meta, utc_now
 from beoperf.model.profile import Profile, ProfileError, read_profile
+from beoperf.model.replay import ClassTimes, Replay, Totals
 from beoperf.suites import serve
-from beoperf.sweep.replay import METHOD, ClassReplay, ReplayOutcome, replay
+from beoperf.sweep.replay import METHOD, ReplayOutcome, replay
 
 HINT = "see 'beoperf replay --help'"
 DEFAULT_PORT = 5202
@@ -91,33 +90,15 @@ def run(spec: Spec, progress: Callable[[str], None] | None = None) -> Replayed |
 
 
 def replay_document(spec: Spec, profile: Profile, out: ReplayOutcome, started_utc: str,
-                    started: float, peer_text: str, **meta_extra: Any) -> Document:
+                    started: float, peer_text: str, launch: JsonObject | None = None) -> Document:
+    """The replay's document; ``launch``: how the job was launched (an MPI rank's)."""
     meta = make_meta(list(spec.command_line), utc_start=started_utc,
-                     duration_s=round(time.monotonic() - started, 3), peer=peer_text,
-                     **meta_extra)
-    body = {"profile": profile.to_dict(), "transport": spec.transport,
-            "peer": peer_text, "repeats": spec.repeats,
-            "classes": [class_row(c) for c in out.classes], "total_s": totals(out),
-            "local": out.facts[0], "remote": out.facts[1], "status": out.status,
-            "status_reason": out.reason, "warnings": out.warnings, "method": METHOD}
-    return Document(REPLAY, body, meta)
-
-
-def class_row(c: ClassReplay) -> dict:
-    t = c.times_s
-    return {"size": c.entry.size, "count": c.entry.count, "pattern": c.entry.pattern,
-            "concurrency": c.entry.concurrency, "label": c.entry.label, "times_s": t,
-            "median_s": statistics.median(t) if t else None, "min_s": min(t, default=None),
-            "max_s": max(t, default=None), "messages_timed": c.messages_timed}
-
-
-def totals(out: ReplayOutcome) -> dict:
-    """The profile's time: the sum of each class's median over the repeats (a stall of
-    the machine in one repeat of one class does not move it), and every complete
-    repeat's own total with their median, min and max."""
-    done = min((len(c.times_s) for c in out.classes), default=0)
-    per = [sum(c.times_s[r] for c in out.classes) for r in range(done)]
-    typical = sum(statistics.median(c.times_s) for c in out.classes) if done else None
-    return {"per_repeat": per, "median": typical,
-            "median_of_repeats": statistics.median(per) if per else None,
-            "min": min(per, default=None), "max": max(per, default=None)}
+                     duration_s=round(time.monotonic() - started, 3), peer=peer_text)
+    if launch is not None:
+        meta["launch"] = launch
+    classes = [ClassTimes.of(c.entry, c.times_s, c.messages_timed) for c in out.classes]
+    return Replay(profile=profile, transport=spec.transport, peer=peer_text,
+                  repeats=spec.repeats, classes=classes, total_s=Totals.of(classes),
+                  local=out.facts[0], remote=out.facts[1], status=out.status,
+                  status_reason=out.reason, warnings=out.warnings, method=METHOD,
+                  meta=meta).to_document()

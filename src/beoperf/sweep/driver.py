@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
 from beoperf import _core, engines, errors, interrupts, pools, sysinfo
 from beoperf.analysis.stats import MIN_CI_SAMPLES, summarize
 from beoperf.engines import Peer, Transport, TransportError, Trial
+from beoperf.engines.base import SessionParams
+from beoperf.model import jsonvalue
+from beoperf.model.document import JsonObject, JsonValue
 from beoperf.model.pingpong import SizeResult
 from beoperf.sweep.precision import (
     PRECISION,
@@ -54,7 +57,7 @@ class SweepOutcome:
     status: str = "complete"
     reason: str | None = None
     error: BaseException | None = None
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: JsonObject = field(default_factory=dict)  # the run's "sweep": how it ran
 
 
 INTEGRITY_HINT = "check the NICs, cables and offloads on this path"
@@ -191,6 +194,38 @@ def no_fall_cap(cfg: SweepConfig) -> float:
     return min(MAX_STREAM_TRIAL, max(cfg.trial_time, share))
 
 
+class Shaper(TypedDict):
+    """A token bucket's signature in a stream's rates (Settled.shaper)."""
+
+    sustained_bps: float
+    short_trial_bps: float
+    short_trial_s: float
+    burst_bytes: int
+    trial_s: float
+    settled: bool
+    message_size: int
+    confirmed: bool | None
+
+
+def shaper_of(sweep: JsonObject | None) -> Shaper | None:
+    """The shaper a run's "sweep" records (sweep_facts, shaper_probe), each figure
+    checked; None when there is none or it is not one."""
+    found = jsonvalue.section(sweep, "shaper")
+    numbers = {k: jsonvalue.number(found, k) for k in
+               ("sustained_bps", "short_trial_bps", "short_trial_s", "trial_s")}
+    burst, size = jsonvalue.integer(found, "burst_bytes"), jsonvalue.integer(found, "message_size")
+    rate, short_rate = numbers["sustained_bps"], numbers["short_trial_bps"]
+    short_s, trial_s = numbers["short_trial_s"], numbers["trial_s"]
+    if rate is None or short_rate is None or short_s is None or trial_s is None \
+            or burst is None or size is None:
+        return None
+    confirmed = found.get("confirmed")
+    return {"sustained_bps": rate, "short_trial_bps": short_rate, "short_trial_s": short_s,
+            "burst_bytes": burst, "trial_s": trial_s, "settled": bool(found.get("settled")),
+            "message_size": size,
+            "confirmed": confirmed if isinstance(confirmed, bool) else None}
+
+
 @dataclass
 class Settled:
     """What settle_stream found: the trial length to use and what the lengths showed."""
@@ -202,7 +237,7 @@ class Settled:
     confirmed: bool | None = None  # a second settling found the same (None: not tried)
     repeat_bps: list[tuple[float, float]] | None = None  # that second settling's rates
 
-    def shaper(self, size: int) -> dict[str, Any] | None:
+    def shaper(self, size: int) -> Shaper | None:
         """A token bucket's signature, if the rate fell as trials got longer: the burst
         that passed at line rate (bytes moved by the shortest trial beyond what the
         sustained rate explains) and the sustained rate.  None unless the rate fell to
@@ -336,15 +371,16 @@ def settle_confirmed(m: PingPongMeasurer, size: int, unit_ns: float, start_s: fl
     return dataclasses.replace(first, confirmed=same, repeat_bps=again.rates_bps)
 
 
-def shaper_probe(peer: Peer, params: dict[str, Any], sizes: list[int], *,
+def shaper_probe(peer: Peer, params: SessionParams, sizes: list[int], *,
                  timeout: float, trial_time: float,
-                 open_stream: Callable[[dict[str, Any]], Transport] | None = None,
-                 ) -> dict[str, Any]:
+                 open_stream: Callable[[SessionParams], Transport] | None = None,
+                 ) -> JsonObject:
     """A stream session of its own that only settles the trial length (settle_stream):
     for a ping-pong or bidir sweep, whether the path has a shaper whose burst its
     messages fit in.  {"shaper": ... or None, "stream_rates": [...]}."""
     size = settle_size(sizes)
-    stream_params = {**params, "mode": "stream", "max_size": size, "integrity": False}
+    stream_params: SessionParams = {**params, "mode": "stream", "max_size": size,
+                                    "integrity": False}
     cfg = SweepConfig(sizes=[size], mode="stream", trial_time=trial_time)
     transport = open_stream(stream_params) if open_stream else \
         open_transport(peer, stream_params, timeout=timeout)
@@ -355,12 +391,16 @@ def shaper_probe(peer: Peer, params: dict[str, Any], sizes: list[int], *,
                                    cap_s=max(trial_time, NO_FALL_TRIAL))
     finally:
         transport.close()
-    return {"shaper": settled.shaper(size),
-            "stream_rates": [[t, r] for t, r in settled.rates_bps],
+    return {"shaper": _shaper_json(settled.shaper(size)),
+            "stream_rates": _pairs(settled.rates_bps),
             "stream_rates_repeat": _pairs(settled.repeat_bps)}
 
 
-def _pairs(rates: list[tuple[float, float]] | None) -> list[list[float]] | None:
+def _shaper_json(shaper: Shaper | None) -> JsonObject | None:
+    return jsonvalue.as_object(shaper) if shaper is not None else None
+
+
+def _pairs(rates: list[tuple[float, float]] | None) -> list[JsonValue] | None:
     return [[t, r] for t, r in rates] if rates is not None else None
 
 
@@ -407,7 +447,7 @@ def _positive(interval: list[float]) -> list[float] | None:
     return interval if interval[0] > 0 else None
 
 
-def open_transport(peer: Peer, params: dict[str, Any], *,
+def open_transport(peer: Peer, params: SessionParams, *,
                    timeout: float = DEFAULT_TIMEOUT) -> Transport:
     """The transport ``params["transport"]`` names (tcp if none), built through the
     registry and connected.  errors.BadSpec for an unknown name; errors.ConnectError or
@@ -452,12 +492,13 @@ def loop_config(cfg: SweepConfig) -> LoopConfig:
 
 
 def sweep_facts(cfg: SweepConfig, result: LoopOutcome,
-                measurer: PingPongMeasurer) -> dict[str, Any]:
+                measurer: PingPongMeasurer) -> JsonObject:
     """How the sweep ran, for the result (its body's "sweep")."""
     stream = measurer.stream
     shaper = stream.shaper(settle_size(cfg.sizes)) if stream is not None else None
-    return {"stream_trial_s": stream.trial_s if stream else None, "shaper": shaper,
-            "stream_rates": [[t, r] for t, r in stream.rates_bps] if stream else None,
+    return {"stream_trial_s": stream.trial_s if stream else None,
+            "shaper": _shaper_json(shaper),
+            "stream_rates": _pairs(stream.rates_bps) if stream else None,
             "stream_rates_repeat": _pairs(stream.repeat_bps) if stream else None,
             "passes": result.passes, "elapsed_s": round(result.elapsed_s, 3),
             "time_budget_s": cfg.time_budget, "over_budget": result.over_budget,
@@ -465,7 +506,8 @@ def sweep_facts(cfg: SweepConfig, result: LoopOutcome,
             "max_time_s": cfg.max_time, "trial_time_s": cfg.trial_time,
             "min_trials": cfg.min_trials, "min_reps": cfg.min_reps, "seed": cfg.seed,
             "order": "ascending passes, each on a fresh data connection",
-            "drift": result.drift, "interval_inflation": round(result.inflation, 3),
+            "drift": jsonvalue.as_object(result.drift),
+            "interval_inflation": round(result.inflation, 3),
             "pass_autocorrelation": result.pass_autocorrelation,
             "interval": "ci95_us: where a repeat run's median falls (95%): the median's "
                         "order-statistic interval over trial medians (ci95_median_us), "
@@ -475,7 +517,7 @@ def sweep_facts(cfg: SweepConfig, result: LoopOutcome,
                         "added on the log scale, when it is known"}
 
 
-def cut_facts(points: list[Point], min_trials: int) -> dict[str, Any]:
+def cut_facts(points: list[Point], min_trials: int) -> JsonObject:
     """The sizes the hard budget cut: measured fewer than ``min_trials`` times
     (``short_of_minimum``: [size, trials] each) or not at all (``not_measured``)."""
     return {"short_of_minimum": [[int(p.key), p.trials] for p in points
@@ -486,23 +528,23 @@ def cut_facts(points: list[Point], min_trials: int) -> dict[str, Any]:
 OVERRUN_NOTE = 0.05  # a run this much over its budget says so (less: its last trial's noise)
 
 
-def budget_notes(facts: dict[str, Any], status: str = "complete") -> list[str]:
+def budget_notes(facts: JsonObject, status: str = "complete") -> list[str]:
     """What the time budget left out, for a result's warnings: sizes not measured or short
     of their minimum trials (each with its count), and a run that overran the budget."""
-    budget, minimum = facts.get("time_budget_s"), facts.get("min_trials")
+    budget, minimum = jsonvalue.number(facts, "time_budget_s"), facts.get("min_trials")
     notes = []
-    missing = facts.get("not_measured") or []
+    missing = _not_measured(facts)
     if missing and status == "complete":
         notes.append(f"{_count(missing, 'size')} not measured ({_span(missing)}): a first "
                      f"trial did not fit in the time budget of {budget:g} s beside the "
                      "minimum trials of the cheaper sizes; give a longer --time-budget")
-    short = facts.get("short_of_minimum") or []
+    short = _short_of_minimum(facts)
     if short:
         listed = ", ".join(f"{size} B ({trials})" for size, trials in short[:6])
         notes.append(f"{_count(short, 'size')} got fewer than the minimum {minimum} trials "
                      f"within the time budget of {budget:g} s, so no interval: "
                      f"{listed}{' ...' if len(short) > 6 else ''} (trials in brackets)")
-    elapsed = facts.get("elapsed_s")
+    elapsed = jsonvalue.number(facts, "elapsed_s")
     if facts.get("hard_budget") is False and facts.get("over_budget"):
         notes.append(f"the minimum {minimum} trials of every size took {elapsed} s, longer "
                      f"than the time budget of {budget} s")
@@ -512,7 +554,18 @@ def budget_notes(facts: dict[str, Any], status: str = "complete") -> list[str]:
     return notes
 
 
-def _count(items: list[Any], what: str) -> str:
+def _not_measured(facts: JsonObject) -> list[int]:
+    """The sizes the budget left unmeasured (cut_facts)."""
+    return [size for size in jsonvalue.items(facts, "not_measured") if isinstance(size, int)]
+
+
+def _short_of_minimum(facts: JsonObject) -> list[list[JsonValue]]:
+    """The [size, trials] of each size measured fewer than the minimum times (cut_facts)."""
+    return [pair for pair in jsonvalue.items(facts, "short_of_minimum")
+            if isinstance(pair, list) and len(pair) == 2]
+
+
+def _count(items: Sized, what: str) -> str:
     return f"{len(items)} {what}{'s' if len(items) != 1 else ''}"
 
 

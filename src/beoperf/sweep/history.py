@@ -60,6 +60,7 @@ from typing import Any
 
 from beoperf import safeio
 from beoperf.analysis import intervals
+from beoperf.model.document import JsonObject, JsonValue
 
 ENV = "BEOPERF_HISTORY"
 OFF = "off"
@@ -94,7 +95,7 @@ def resolve(option: str | None) -> Path | None:
     return None if text.strip().lower() == OFF else Path(text).expanduser()
 
 
-def setup_key(suite: str, setup: Mapping[str, Any]) -> str:
+def setup_key(suite: str, setup: JsonObject) -> str:
     """A file name for one setup: the suite and a digest of what shapes its figures."""
     canon = json.dumps(dict(setup), sort_keys=True)
     return f"{suite}-{hashlib.sha256(canon.encode()).hexdigest()[:20]}"
@@ -143,7 +144,7 @@ def parse(doc: Any, now: dt.datetime) -> list[Run]:
     return out[-MAX_RUNS:]
 
 
-def _medians(points: Any) -> dict[int, float]:
+def _medians(points: JsonValue | None) -> dict[int, float]:
     """A run's [[point, median], ...], checked; ValueError if it is not that."""
     if not isinstance(points, list) or len(points) > MAX_POINTS:
         raise ValueError("a run has no list of medians, or too many")
@@ -197,7 +198,7 @@ def pooled_sd(own: float | None, earlier_runs: int, host: float | None) -> float
                      / (earlier_runs + HOST_WEIGHT))
 
 
-def _host_spread(fd: int, suite: str, own: str, setup: Mapping[str, Any],
+def _host_spread(fd: int, suite: str, own: str, setup: JsonObject,
                  now: dt.datetime) -> tuple[float | None, int]:
     """The spread between runs of the other setups of this host in the open directory
     ``fd`` and how many gave one: the MAX_OTHER_SETUPS newest that do, of the suite's
@@ -280,7 +281,7 @@ class History:
 
     directory: Path
     key: str
-    setup: dict[str, Any]
+    setup: JsonObject  # what makes runs one setup (suites.pingpong.history_setup)
     runs: list[Run] = field(default_factory=list)
     note: str | None = None  # why the history could not be read, if it could not
     host_sd: float | None = None  # the spread between runs of this host's other setups
@@ -292,7 +293,7 @@ class History:
         return self.directory / f"{self.key}.json"
 
     @classmethod
-    def load(cls, directory: Path, suite: str, setup: Mapping[str, Any],
+    def load(cls, directory: Path, suite: str, setup: JsonObject,
              now: dt.datetime | None = None) -> History:
         now = now or dt.datetime.now(dt.UTC)
         hist = cls(directory, setup_key(suite, setup), dict(setup), now=now)

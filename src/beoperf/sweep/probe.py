@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from beoperf import errors
 from beoperf.engines import Peer
+from beoperf.engines.base import SessionParams
 from beoperf.model.pingpong import SizeResult
 from beoperf.sweep.driver import SweepConfig, open_transport, run_sweep
 
@@ -19,7 +20,7 @@ def measure_size(host: str, port: int, size: int, max_time: float,
     before), PeerError (it refused), IntegrityError; its text starts "measuring against
     HOST port PORT: ".  An interruption (Ctrl-C, SIGTERM) is raised again, not turned
     into an error."""
-    params = {"mode": "pingpong", "max_size": size, "transport": "tcp"}
+    params: SessionParams = {"mode": "pingpong", "max_size": size, "transport": "tcp"}
     try:
         client = open_transport(Peer(host, port), params, timeout=timeout)
     except errors.BeoperfError as exc:  # what connect() says, with the cause's own words

@@ -24,10 +24,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from beoperf import _core, errors, interrupts
 from beoperf.engines import Peer, Transport, TransportError
+from beoperf.engines.base import SessionParams
+from beoperf.model.document import JsonObject
 from beoperf.model.profile import PATTERNS, Entry, Profile
 from beoperf.sweep.driver import open_transport
 
@@ -49,14 +50,14 @@ class ClassReplay:
 @dataclass
 class ReplayOutcome:
     classes: list[ClassReplay]
-    facts: tuple[dict[str, Any], dict[str, Any]] = field(default_factory=lambda: ({}, {}))
+    facts: tuple[JsonObject, JsonObject] = field(default_factory=lambda: ({}, {}))
     warnings: list[str] = field(default_factory=list)
     status: str = "complete"
     reason: str | None = None
     error: BaseException | None = None
 
 
-Opener = Callable[[dict[str, Any]], Transport]
+Opener = Callable[[SessionParams], Transport]
 """Opens a connected session of a pattern's parameters (for a transport that needs more
 than a peer to open, e.g. MPI's session of the job)."""
 
@@ -74,8 +75,9 @@ class _Session:
 
     def __init__(self, peer: Peer, pattern: str, max_size: int, transport: str,
                  timeout: float, opener: Opener | None = None) -> None:
-        params = {"mode": pattern, "max_size": max_size, "transport": transport,
-                  "integrity": False, "nocache": False, "nodelay": True}
+        params: SessionParams = {"mode": pattern, "max_size": max_size,
+                                 "transport": transport, "integrity": False,
+                                 "nocache": False, "nodelay": True}
         self.client: Transport = opener(params) if opener is not None else \
             open_transport(peer, params, timeout=timeout)
         self.pool = _core.Pool(max_size)

@@ -16,7 +16,8 @@ from typing import Any
 from beoperf.analysis import intervals
 from beoperf.analysis.curve import CurveAnalysis, Fit, analyze_run, latency_name, time_name
 from beoperf.analysis.pingpong import interval_of, within_run
-from beoperf.model.document import Document
+from beoperf.model import jsonvalue
+from beoperf.model.document import Document, JsonObject
 from beoperf.model.pingpong import DROPPED, RunResult, SizeResult
 from beoperf.report import renderer
 from beoperf.report.html import svg
@@ -65,9 +66,10 @@ def title(doc: Document, **_options: Any) -> str:
     if isinstance(host, str):  # MPI: rank 0's host to rank 1's
         here, peer = f"rank 0 on {host}", f"rank 1 on {run.remote.get('host', '?')}"
     else:
-        here = (host or {}).get("hostname") or doc.meta.get("host", "?")
+        here = str(jsonvalue.section(run.local, "host").get("hostname")
+                   or doc.meta.get("host", "?"))
         peer = str(doc.meta.get("peer", "?")).split(" port ")[0]
-    mtu = (run.local.get("interface") or {}).get("mtu")
+    mtu = jsonvalue.section(run.local, "interface").get("mtu")
     return (f"Ping-pong {p.get('mode', '?')} over {p.get('transport', 'tcp')}: {here} to "
             f"{peer}" + (f", MTU {mtu}" if mtu else ""))
 
@@ -88,7 +90,7 @@ def headline(run: RunResult, a: CurveAnalysis) -> Markup:
     lat = run.sizes[i_lat]
     p99 = lat.time_us.get("p99")
     i_peak = next(i for i, s in enumerate(run.sizes) if s.size == a.peak_size)
-    mode = run.parameters.get("mode")
+    mode = jsonvalue.text(run.parameters, "mode")
     rows = [
         (f"{latency_name(mode)} ({'' if mode == 'stream' else 'one-way, '}median)",
          num(lat.time_us.get("median"), time_text(a.latency_us), _key(i_lat, "time_us.median")),
@@ -169,6 +171,7 @@ def model_table(a: CurveAnalysis) -> Markup:
 def conditions(run: RunResult, doc: Document) -> Markup:
     """What was measured where: both ends, the path, the parameters, the clock."""
     p, sweep = run.parameters, run.sweep or {}
+    precision = jsonvalue.number(p, "precision")
     local, remote = run.local, run.remote
     clock = doc.meta.get("clock") or {}
     return pairs([
@@ -177,8 +180,8 @@ def conditions(run: RunResult, doc: Document) -> Markup:
         ("this end", _end(local)), ("other end", _end(remote)),
         ("sizes", f"{len(run.sizes)} ({format_size(run.sizes[0].size)}.."
                   f"{format_size(run.sizes[-1].size)})" if run.sizes else "none"),
-        ("precision asked", f"±{p['precision'] * 100:g}% (95% CI of the median)"
-         if isinstance(p.get("precision"), int | float) else None),
+        ("precision asked", f"±{precision * 100:g}% (95% CI of the median)"
+         if precision is not None else None),
         ("options", ", ".join(f"{k}={text_of(p[k])}" for k in
                               ("sndbuf", "rcvbuf", "nocache", "integrity", "busy_poll")
                               if p.get(k)) or "defaults"),
@@ -193,9 +196,9 @@ def conditions(run: RunResult, doc: Document) -> Markup:
     ])
 
 
-def _rank(end: dict[str, Any]) -> str:
+def _rank(end: JsonObject) -> str:
     """An MPI rank's end: where it ran and what carried its messages."""
-    carried = end.get("transport") or {}
+    carried = jsonvalue.section(end, "transport")
     via = ", ".join(f"{k} {'/'.join(map(str, v))}" for k, v in carried.items()
                     if k != "how" and isinstance(v, list) and v)
     return "; ".join(x for x in (
@@ -204,10 +207,10 @@ def _rank(end: dict[str, Any]) -> str:
         f"carried by {via}" if via else None) if x)
 
 
-def _end(end: dict[str, Any]) -> str | None:
+def _end(end: JsonObject) -> str | None:
     if isinstance(end.get("host"), str):  # an MPI rank (transport mpi)
         return _rank(end)
-    host, iface, sock = end.get("host") or {}, end.get("interface") or {}, end.get("socket") or {}
+    host, iface, sock = (jsonvalue.section(end, k) for k in ("host", "interface", "socket"))
     if not (host or iface or sock):
         return None
     parts = [host.get("hostname"), host.get("kernel"), host.get("cpu_model")]
@@ -245,7 +248,7 @@ class _Data:
         self.low, self.high = _edge(self.rows, "min"), _edge(self.rows, "p90")  # the band
         self.band = all(t > 0 for t in self.low + self.high)
         self.factor = [b * t for b, t in zip(self.bps, self.time, strict=True)]  # bit/s * us
-        mode = run.parameters.get("mode")  # stream: a time per message, never a latency
+        mode = jsonvalue.text(run.parameters, "mode")  # stream: per message, never a latency
         self.what, self.figure = time_name(mode), latency_name(mode)
         self.per = "per message" if mode == "stream" else "one-way"
 
