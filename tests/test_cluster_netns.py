@@ -2,9 +2,10 @@
 bridge, each link limited to 300 Mbit/s with tc tbf (a slow link like the published
 cluster's Fast Ethernet, three times its rate: HPCC's ring bandwidth test moves about
 1.6 GB per host, which took 2.5 min at 100 Mbit/s; the shape below holds with wide
-margins at 300, e.g. PTRANS 99x and MPI FFT 9.6x below one host), HPCC 1.5 launched across them by Open MPI's mpirun (run in the first host's
-namespace; its rsh agent enters the other hosts' namespaces), TCP only; and the same two
-processes on one host, as MPI runs them there.
+margins at 300, e.g. PTRANS 99x and MPI FFT 9.6x below one host), HPCC 1.5 launched
+across them by Open MPI's mpirun (run in the first host's namespace; its rsh agent enters
+the other hosts' namespaces), TCP only; and the same two processes on one host, as MPI
+runs them there.
 
 The published shape must show: through the slow links MPI FFT and PTRANS reach a
 small fraction of what the same two processes reach on one host, and the study names
