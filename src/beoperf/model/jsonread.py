@@ -1,0 +1,103 @@
+"""Checked getters for reading a typed body out of a document's JSON.
+
+A loaded document has passed its kind's schema, but a reader must not trust a value's
+type on that alone (a document built in memory skips the schema; a schema may allow more
+than a field needs): each getter takes one value of a JsonObject and narrows it to the
+type the dataclass field has, or raises DocumentError naming the field.  So a crafted
+file meets one clear line, never a TypeError deep in a renderer.
+"""
+
+from __future__ import annotations
+
+from beoperf.model.document import DocumentError, JsonObject, JsonValue
+
+
+def _fail(key: str, want: str, value: JsonValue) -> DocumentError:
+    return DocumentError(f"'{key}' is not {want} ({type(value).__name__})")
+
+
+def obj(value: JsonValue, key: str = "body") -> JsonObject:
+    """``value`` as an object."""
+    if not isinstance(value, dict):
+        raise _fail(key, "an object", value)
+    return value
+
+
+def opt_obj(o: JsonObject, key: str) -> JsonObject | None:
+    value = o.get(key)
+    return None if value is None else obj(value, key)
+
+
+def array(o: JsonObject, key: str) -> list[JsonValue]:
+    """A list (a missing key reads as an empty one)."""
+    value = o.get(key, [])
+    if not isinstance(value, list):
+        raise _fail(key, "a list", value)
+    return value
+
+
+def objects(o: JsonObject, key: str) -> list[JsonObject]:
+    """A list of objects (a missing key reads as an empty one)."""
+    return [obj(v, key) for v in array(o, key)]
+
+
+def text(o: JsonObject, key: str) -> str:
+    value = o.get(key)
+    if not isinstance(value, str):
+        raise _fail(key, "a string", value)
+    return value
+
+
+def opt_text(o: JsonObject, key: str) -> str | None:
+    return None if o.get(key) is None else text(o, key)
+
+
+def texts(o: JsonObject, key: str) -> list[str]:
+    """A list of strings (a missing key reads as an empty one)."""
+    out = array(o, key)
+    if not all(isinstance(v, str) for v in out):
+        raise _fail(key, "a list of strings", out)
+    return [str(v) for v in out]
+
+
+def flag(o: JsonObject, key: str, default: bool | None = None) -> bool:
+    value = o.get(key, default)
+    if not isinstance(value, bool):
+        raise _fail(key, "true or false", value)
+    return value
+
+
+def integer(o: JsonObject, key: str) -> int:
+    value = o.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _fail(key, "an integer", value)
+    return value
+
+
+def opt_integer(o: JsonObject, key: str) -> int | None:
+    return None if o.get(key) is None else integer(o, key)
+
+
+def number(o: JsonObject, key: str) -> float:
+    """A number, as stored (an int stays an int, so that a body written back is the same
+    JSON)."""
+    value = o.get(key)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise _fail(key, "a number", value)
+    return value
+
+
+def opt_number(o: JsonObject, key: str) -> float | None:
+    return None if o.get(key) is None else number(o, key)
+
+
+def numbers(o: JsonObject, key: str) -> dict[str, float | None]:
+    """An object of numbers or nulls, by name."""
+    found = opt_obj(o, key) or {}
+    return {k: opt_number(found, k) for k in found}
+
+
+def counts(o: JsonObject, key: str) -> dict[str, int]:
+    """An object of integers, by name."""
+    found = opt_obj(o, key) or {}
+    return {k: integer(found, k) for k in found}
