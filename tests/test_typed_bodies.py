@@ -40,3 +40,46 @@ def test_a_comparison_with_a_value_of_the_wrong_type_is_one_document_error():
         Comparison.from_document(Document("comparison", body, {}))
     with pytest.raises(DocumentError, match="not a comparison"):
         Comparison.from_document(Document("pingpong", {}, {}))
+
+
+@pytest.mark.parametrize("name, typed", [
+    ("tune-plan-v2-before-issue9.json", "TunePlan"), ("tune-plan-v2-after-issue9.json", "TunePlan"),
+    ("rollback-v2-after-issue9.json", "Rollback"), ("procedure-v1-after-issue9.json", "Procedure")])
+def test_a_tuning_document_read_typed_gives_back_the_stored_body(name, typed):
+    from beoperf.model import tune
+
+    stored = model.load(FIXTURES / name)
+    found = getattr(tune, typed).from_document(stored)
+    assert found.body() == stored.body
+    assert list(found.body()) == list(stored.body)
+    with pytest.raises(DocumentError, match=f"not a {stored.kind} document"):
+        getattr(tune, typed).from_document(Document("comparison", {}, {}))
+
+
+def test_a_rollback_entry_of_the_wrong_type_is_one_document_error_and_refused_before_root():
+    from beoperf.audit import tune
+    from beoperf.audit.tune import TuneError
+    from beoperf.model.tune import Rollback
+
+    stored = model.load(FIXTURES / "rollback-v2-after-issue9.json")
+    body = json.loads(json.dumps(stored.body))
+    body["netns"] = "4026531833"
+    doc = Document("rollback", body, {})
+    with pytest.raises(DocumentError, match="'netns' is not an integer"):
+        Rollback.from_document(doc)
+    with pytest.raises(TuneError, match="'netns' is not an integer"):
+        tune.wrong_place(doc)
+
+
+def test_a_procedure_row_reads_its_blocks_and_effect_as_fields():
+    from beoperf.model.tune import Procedure
+
+    stored = model.load(FIXTURES / "procedure-v1-after-issue9.json")
+    found = Procedure.from_document(stored)
+    assert [r.label for r in found.rows] == [r["label"] for r in stored.body["rows"]]
+    assert found.rows[1].repeats_us == stored.body["rows"][1]["repeats_us"]
+    assert found.statement is None and all(r.effect is None for r in found.rows)
+    body = json.loads(json.dumps(stored.body))
+    body["rows"][1]["repeats_us"][2] = "32.5"
+    with pytest.raises(DocumentError, match="'repeats_us' is not a list of numbers"):
+        Procedure.from_document(Document("procedure", body, {}))

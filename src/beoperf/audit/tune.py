@@ -37,7 +37,7 @@ from beoperf.audit.base import (
 )
 from beoperf.audit.lock import LockBusy, TuneLock, netns_id
 from beoperf.model import tune as documents
-from beoperf.model.document import Document, DocumentError, from_json
+from beoperf.model.document import Document, DocumentError, JsonObject, from_json
 
 __all__ = ["Change", "Plan", "Advice", "TuneError", "ApplyFailed", "TuneLock", "LockBusy",
            "as_text", "make_plan", "apply_changes", "restore", "load_rollback",
@@ -173,7 +173,7 @@ def make_plan(findings: Iterable[Finding], profile: dict, interface: str | None)
 
 
 def plan_document(plan: Plan, profile: str, interface: str | None,
-                  meta: dict[str, Any]) -> Document:
+                  meta: JsonObject) -> Document:
     """The plan as a "tune-plan" document."""
     return documents.plan(profile, interface, [c.to_dict() for c in plan.changes],
                           [a.to_dict() for a in plan.advice], meta)
@@ -257,22 +257,24 @@ def apply_changes(changes: list[Change], report: Report = _quiet) -> None:
 
 
 def rollback_document(changes: list[Change], profile: str, interface: str | None,
-                      meta: dict[str, Any]) -> Document:
+                      meta: JsonObject) -> Document:
     """The snapshot of ``changes`` (their previous values) for this host and network
     namespace, as a "rollback" document."""
     return documents.rollback(platform.node(), netns_id(), profile, interface,
                               [c.snapshot() for c in changes], meta)
 
 
-def wrong_place(body: dict) -> str | None:
-    """Why the rollback document whose body is ``body`` was not written here (another host
-    or network namespace), or None if it was."""
+def wrong_place(doc: Document) -> str | None:
+    """Why the rollback document ``doc`` was not written here (another host or network
+    namespace), or None if it was; TuneError if it is no rollback document."""
+    try:
+        saved = documents.Rollback.from_document(doc)
+    except DocumentError as exc:
+        raise TuneError(str(exc)) from None
     here = (platform.node(), netns_id())
-    there = (body.get("host"), body.get("netns"))
-    if there == here:
+    if (saved.host, saved.netns) == here:
         return None
-    netns = there[1] if isinstance(there[1], int) else quoted(str(there[1]))
-    return (f"it was written on host {quoted(str(there[0]))} (network namespace {netns}), "
+    return (f"it was written on host {quoted(saved.host)} (network namespace {saved.netns}), "
             f"this is {here[0]!r} (network namespace {here[1]})")
 
 

@@ -91,6 +91,14 @@ def opt_number(o: JsonObject, key: str) -> float | None:
     return None if o.get(key) is None else number(o, key)
 
 
+def floats(o: JsonObject, key: str) -> list[float]:
+    """A list of numbers (a missing key reads as an empty one)."""
+    out = array(o, key)
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in out):
+        raise _fail(key, "a list of numbers", out)
+    return [v for v in out if isinstance(v, int | float)]
+
+
 def numbers(o: JsonObject, key: str) -> dict[str, float | None]:
     """An object of numbers or nulls, by name."""
     found = opt_obj(o, key) or {}
