@@ -83,3 +83,60 @@ def test_a_procedure_row_reads_its_blocks_and_effect_as_fields():
     body["rows"][1]["repeats_us"][2] = "32.5"
     with pytest.raises(DocumentError, match="'repeats_us' is not a list of numbers"):
         Procedure.from_document(Document("procedure", body, {}))
+
+
+def _prediction():
+    from beoperf.analysis import predict
+    from beoperf.model.profile import Entry, Profile
+
+    profile = Profile("app.csv", "csv", [Entry(64, 1000), Entry(65536, 50, "stream")])
+    models = [predict.from_spec("alpha=50us,bw=100Mbit/s"),
+              predict.from_spec("alpha=5us,bw=10Gbit/s,name=fast")]
+    nets = predict.with_amdahl([predict.predict_one(profile, m) for m in models], 2.0)
+    return predict.Prediction(profile, predict.STATISTIC, 2.0, nets, {"model": "given"}, [])
+
+
+def test_a_prediction_read_typed_gives_back_the_stored_body():
+    from beoperf.analysis.predict import Prediction
+    from beoperf.model import document
+
+    doc = _prediction().to_document(document.make_meta(["beoperf", "predict"]))
+    document.validate("prediction", doc.to_json())
+    stored = model.from_json(json.loads(doc.dumps()))
+    found = Prediction.from_document(stored)
+    assert found.body() == stored.body and list(found.body()) == list(stored.body)
+    fast = found.networks[1]
+    assert fast.model.name == "fast" and fast.whole is not None
+    assert fast.ratio == pytest.approx(fast.total_s / found.networks[0].total_s)
+    assert [c.size for c in fast.dominant_classes] == [
+        stored.body["networks"][1]["classes"][i]["size"]
+        for i in stored.body["networks"][1]["dominant"]]
+
+
+def test_a_prediction_without_a_compute_time_stores_no_whole_run():
+    from beoperf.analysis import predict
+    from beoperf.analysis.predict import Prediction
+    from beoperf.model import document
+
+    found = _prediction()
+    found.compute_s = None
+    found.networks = predict.with_amdahl(
+        [predict.predict_one(found.profile, n.model) for n in found.networks], None)
+    body = found.body()
+    assert all("whole_s" not in n and "speedup" not in n for n in body["networks"])
+    doc = found.to_document(document.make_meta())
+    document.validate("prediction", doc.to_json())
+    assert Prediction.from_document(doc).networks[0].whole is None
+
+
+def test_a_prediction_with_a_value_of_the_wrong_type_is_one_document_error():
+    from beoperf.analysis.predict import Prediction
+
+    body = json.loads(json.dumps(_prediction().body()))
+    body["networks"][0]["model"]["measured"] = [1, "x"]
+    with pytest.raises(DocumentError, match="'measured' is not a pair of sizes"):
+        Prediction.from_document(Document("prediction", body, {}))
+    body["networks"][0]["model"]["measured"] = None
+    body["profile"]["entries"][0]["count"] = 1.5
+    with pytest.raises(DocumentError, match="'count' is not an integer"):
+        Prediction.from_document(Document("prediction", body, {}))
