@@ -140,3 +140,30 @@ def test_a_prediction_with_a_value_of_the_wrong_type_is_one_document_error():
     body["profile"]["entries"][0]["count"] = 1.5
     with pytest.raises(DocumentError, match="'count' is not an integer"):
         Prediction.from_document(Document("prediction", body, {}))
+
+
+def test_a_monitor_session_read_typed_gives_back_the_stored_body():
+    from beoperf.model import document
+    from beoperf.model.monitor import (
+        MonitorSession,
+        ScheduledStep,
+        SessionBudget,
+        SessionTotals,
+    )
+
+    planned = MonitorSession("node02", "10.0.0.2", "udp", 5201, "m.db", None, 9.0,
+                             [ScheduledStep(8, 3, 1.0), ScheduledStep(1400, 2, 0.5)], 1.0,
+                             1500, None, 20396, 10e6, SessionBudget("0.2% of 10 Mbit/s", 2500.0))
+    stopped = MonitorSession(**{**vars(planned), "run_id": 3, "status": "stopped",
+                                "stop_reason": "stopped by signal",
+                                "totals": SessionTotals(4, 20, 19, 81584, 0, 0)})
+    for found in (planned, stopped):
+        doc = found.to_document(document.make_meta(["beoperf", "monitor"]))
+        document.validate("monitor-session", doc.to_json())
+        stored = model.from_json(json.loads(doc.dumps()))
+        assert MonitorSession.from_document(stored) == found
+        assert MonitorSession.from_document(stored).body() == stored.body
+    body = json.loads(json.dumps(stopped.body()))
+    body["totals"]["probes"] = "20"
+    with pytest.raises(DocumentError, match="'probes' is not an integer"):
+        MonitorSession.from_document(Document("monitor-session", body, {}))

@@ -22,9 +22,10 @@ of the report's figures) is here, so that every layer above reads it from one pl
 from __future__ import annotations
 
 import time
+from dataclasses import asdict, dataclass
 
-from beoperf.model import document
-from beoperf.model.document import DocumentError
+from beoperf.model import document, jsonread
+from beoperf.model.document import Document, DocumentError, JsonObject
 
 REPORT_KIND = "monitor-report"
 REPORT_VERSION = 3  # 1: "format": "beoperf.monitor-report", no envelope; 2: the envelope;
@@ -81,6 +82,92 @@ def _report_v2_to_v3(doc: dict) -> dict:
     """Version 3 only adds optional fields (a bandwidth's status, the link speed): a
     version 2 report is a valid version 3 one."""
     return doc
+
+
+# --------------------------------------------------------------------------- the session
+
+
+@dataclass
+class ScheduledStep:
+    """``count`` probes of ``size`` payload bytes, ``spacing_s`` apart, in each cycle."""
+
+    size: int
+    count: int
+    spacing_s: float
+
+
+@dataclass
+class SessionBudget:
+    """The budget the schedule must fit: as given ("0.2% of 10 Mbit/s") and in B/s."""
+
+    text: str
+    bytes_per_s: float
+
+
+@dataclass
+class SessionTotals:
+    """What a session did: cycles, probes sent and answered, bytes, and what it skipped
+    because it was late."""
+
+    cycles: int
+    probes: int
+    answered: int
+    bytes: int
+    skipped_cycles: int
+    skipped_probes: int
+
+
+@dataclass
+class MonitorSession:
+    """A monitor-session document's body, typed: the target, the schedule and what a cycle
+    costs on the link, the budget and, once it stopped, why and what it sent (status
+    "planned" for --dry-run: no run, no totals)."""
+
+    host: str
+    address: str
+    transport: str
+    port: int
+    db: str | None
+    run_id: int | None
+    period_s: float
+    schedule: list[ScheduledStep]
+    timeout_s: float
+    path_mtu: int
+    path_mtu_unknown: str | None  # why the path MTU is assumed (None: it is known)
+    bytes_per_cycle: int  # with headers
+    link_bps: float | None
+    budget: SessionBudget | None
+    status: str = "planned"  # planned | stopped | failed
+    stop_reason: str | None = None
+    totals: SessionTotals | None = None
+
+    def body(self) -> JsonObject:
+        return asdict(self)
+
+    def to_document(self, meta: JsonObject) -> Document:
+        return Document(SESSION_KIND, self.body(), meta)
+
+    @classmethod
+    def from_document(cls, doc: Document) -> MonitorSession:
+        """The typed body of a monitor-session document (DocumentError: another kind, or
+        a value of the wrong type)."""
+        if doc.kind != SESSION_KIND:
+            raise DocumentError(f"a beoperf {doc.kind} document, not a monitor session")
+        b: JsonObject = doc.body
+        t, integer, num = jsonread.text, jsonread.integer, jsonread.number
+        budget, totals = jsonread.opt_obj(b, "budget"), jsonread.opt_obj(b, "totals")
+        return cls(
+            t(b, "host"), t(b, "address"), t(b, "transport"), integer(b, "port"),
+            jsonread.opt_text(b, "db"), jsonread.opt_integer(b, "run_id"), num(b, "period_s"),
+            [ScheduledStep(integer(s, "size"), integer(s, "count"), num(s, "spacing_s"))
+             for s in jsonread.objects(b, "schedule")],
+            num(b, "timeout_s"), integer(b, "path_mtu"), jsonread.opt_text(b, "path_mtu_unknown"),
+            integer(b, "bytes_per_cycle"), jsonread.opt_number(b, "link_bps"),
+            None if budget is None else SessionBudget(t(budget, "text"),
+                                                      num(budget, "bytes_per_s")),
+            t(b, "status"), jsonread.opt_text(b, "stop_reason"),
+            None if totals is None else SessionTotals(*(integer(totals, k) for k in (
+                "cycles", "probes", "answered", "bytes", "skipped_cycles", "skipped_probes"))))
 
 
 document.register(REPORT_KIND, REPORT_VERSION, upgrades={2: _report_v2_to_v3},
