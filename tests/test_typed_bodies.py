@@ -167,3 +167,30 @@ def test_a_monitor_session_read_typed_gives_back_the_stored_body():
     body["totals"]["probes"] = "20"
     with pytest.raises(DocumentError, match="'probes' is not an integer"):
         MonitorSession.from_document(Document("monitor-session", body, {}))
+
+
+def test_a_monitor_report_read_typed_gives_back_the_stored_body():
+    from beoperf.model.monitor import MonitorReport
+
+    stored = model.load(FIXTURES / "monitor-report-v1-after-issue9.json")
+    found = MonitorReport.from_document(stored)
+    assert json.dumps(found.body()) == json.dumps(stored.body)  # keys, order and values
+    assert found.summary.probes == stored.body["summary"]["probes"]
+    assert found.summary.bandwidth_bps.status is None  # a version 1 file: no status
+    assert found.source.runs[0].has_link is False
+    assert found.series.timeline.start_utc == stored.body["series"]["timeline"]["start_utc"]
+    assert MonitorReport.of(stored.body) == found
+
+
+def test_a_monitor_report_with_a_value_of_the_wrong_type_is_one_document_error():
+    from beoperf.model.monitor import MonitorReport
+
+    stored = model.load(FIXTURES / "monitor-report-v1-after-issue9.json")
+    body = json.loads(json.dumps(stored.body))
+    body["series"]["timeline"]["start_utc"][0] = None
+    with pytest.raises(DocumentError, match="'start_utc' is not a list of numbers"):
+        MonitorReport.from_body(body)
+    body = json.loads(json.dumps(stored.body))
+    body["summary"]["one_way_ms"] = [1.0]
+    with pytest.raises(DocumentError, match="'one_way_ms' is not an object"):
+        MonitorReport.from_document(Document("monitor-report", body, {}))

@@ -99,6 +99,23 @@ def floats(o: JsonObject, key: str) -> list[float]:
     return [v for v in out if isinstance(v, int | float)]
 
 
+def opt_floats(o: JsonObject, key: str) -> list[float | None]:
+    """A list of numbers and nulls (a missing key reads as an empty one)."""
+    out = array(o, key)
+    if not all(v is None or isinstance(v, int | float) and not isinstance(v, bool)
+               for v in out):
+        raise _fail(key, "a list of numbers or nulls", out)
+    return [v if isinstance(v, int | float) else None for v in out]
+
+
+def integers(o: JsonObject, key: str) -> list[int]:
+    """A list of integers (a missing key reads as an empty one)."""
+    out = array(o, key)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in out):
+        raise _fail(key, "a list of integers", out)
+    return [v for v in out if isinstance(v, int)]
+
+
 def numbers(o: JsonObject, key: str) -> dict[str, float | None]:
     """An object of numbers or nulls, by name."""
     found = opt_obj(o, key) or {}

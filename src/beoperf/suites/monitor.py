@@ -36,8 +36,8 @@ from beoperf.model.monitor import (
     PERSIST_WINDOWS,
     PLOTS,
     REPORT_BODY_KEYS,
-    REPORT_KIND,
     TRANSPORTS,
+    MonitorReport,
     MonitorSession,
     ScheduledStep,
     SessionBudget,
@@ -364,5 +364,5 @@ def report(spec: ReportSpec, progress: Progress | None = None) -> Document:
     source = {"db": str(spec.db), "host": runs[0]["host"], "transport": runs[0]["transport"],
               "runs": [_run_item(r) for r in runs]}
     body = parts | {"source": source, "plots": list(PLOTS) if spec.plots else []}
-    return Document(REPORT_KIND, {k: body[k] for k in REPORT_BODY_KEYS},
-                    make_meta(list(spec.command_line), utc_start=started))
+    found = MonitorReport.from_body({k: body[k] for k in REPORT_BODY_KEYS})
+    return found.to_document(make_meta(list(spec.command_line), utc_start=started))
