@@ -34,7 +34,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from beoperf.analysis import effect
 from beoperf.analysis.curve import LATENCY_MAX_SIZE, Collapse, CurveAnalysis, analyze_run
@@ -334,16 +334,15 @@ def spread_of(runs: Sequence[RunResult]) -> Spread:
     """The spread between runs the runs' history gave them (``sweep.between_runs``): their
     own setups' earlier runs (pooled, the degrees of freedom of the best-documented), else
     the spread borrowed from the host's other setups (said so), else the default."""
-    own = [(b["own_relative_sd"], b.get("earlier_runs") or 0) for b in _between(runs)
-           if b.get("own_relative_sd") and (b.get("earlier_runs") or 0) > 0]
+    found = _between(runs)
+    own = [(h.own_sd, h.earlier_runs) for h in found if h.own_sd and h.earlier_runs > 0]
     if own:
         n = sum(k for _, k in own)
         sd = (sum(k * s * s for s, k in own) / n) ** 0.5
         most = max(k for _, k in own)
         return Spread(sd, float(most), f"the history ({most} earlier run"
                       f"{'s' if most != 1 else ''} of the same setup)")
-    host = [(b["host_relative_sd"], b.get("host_setups") or 1) for b in _between(runs)
-            if b.get("host_relative_sd")]
+    host = [(h.host_sd, h.host_setups) for h in found if h.host_sd]
     if host:
         sd = max(s for s, _ in host)
         setups = max(k for _, k in host)
@@ -352,12 +351,32 @@ def spread_of(runs: Sequence[RunResult]) -> Spread:
     return effect.DEFAULT_SPREAD
 
 
-def _between(runs: Sequence[RunResult]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class _History:
+    """What a run's history says of the spread between runs (``sweep.between_runs``):
+    its own setup's relative SD over how many earlier runs, and the host's other setups'
+    (0: none said)."""
+
+    own_sd: float
+    earlier_runs: int
+    host_sd: float
+    host_setups: int
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else 0.0
+
+
+def _between(runs: Sequence[RunResult]) -> list[_History]:
     out = []
     for run in runs:
         found = (run.sweep or {}).get("between_runs")
         if isinstance(found, dict):
-            out.append(found)
+            out.append(_History(_number(found.get("own_relative_sd")),
+                                int(_number(found.get("earlier_runs"))),
+                                _number(found.get("host_relative_sd")),
+                                int(_number(found.get("host_setups"))) or 1))
     return out
 
 
@@ -436,7 +455,7 @@ class Comparison:
         return {"baseline": self.baseline, "margin": self.margin, "test": self.test,
                 "rows": [asdict(r) for r in self.rows]}
 
-    def to_document(self, meta: dict[str, Any] | None = None) -> Document:
+    def to_document(self, meta: JsonObject | None = None) -> Document:
         return Document(comparison.KIND, self.body(), dict(meta or {}))
 
     @classmethod
@@ -491,7 +510,7 @@ def _row_of(o: JsonObject) -> Row:
 
 
 def document(table: Sequence[Row], margin: float = DEFAULT_MARGIN,
-             meta: dict[str, Any] | None = None) -> Document:
+             meta: JsonObject | None = None) -> Document:
     """The comparison as a document (kind "comparison"): the rows and the method used."""
     return Comparison(next((r.label for r in table if r.baseline), "?"), margin,
                       describe_test(margin), list(table)).to_document(meta)

@@ -16,9 +16,8 @@ envelope, read through :func:`_from_legacy`.
 
 from __future__ import annotations
 
-from typing import Any
-
 from beoperf.model import document
+from beoperf.model.document import JsonObject
 
 KIND = "comparison"
 VERSION = 2
@@ -36,7 +35,7 @@ def _from_legacy(doc: dict) -> dict:
             "body": body}
 
 
-def _old_test(test: dict | None, rate: bool) -> dict[str, Any] | None:
+def _old_test(test: dict | None, rate: bool) -> JsonObject | None:
     if test is None:
         return None
     change = test.get("change_pct")
