@@ -78,19 +78,19 @@ class Change:
         """The check that owns this key (KeyError if there is none)."""
         return check_named(self.check)(self.interface)
 
-    def action(self, value: str) -> dict:
+    def action(self, value: str) -> JsonObject:
         """How ``value`` is set: {"write": path, "value": v} or {"argv": [...]}."""
         return self.unit().set_action(self.key, value)
 
-    def readback(self) -> dict:
+    def readback(self) -> JsonObject:
         """How the value is read back: {"file": path} or {"argv": [...], "field": name}."""
         return self.unit().read_action(self.key)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         return {**asdict(self), "apply": self.action(self.target), "read": self.readback(),
                 "restore": self.action(self.current)}
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> JsonObject:
         """This change's entry in a rollback file."""
         return {"key": self.key, "check": self.check, "interface": self.interface,
                 "previous": self.current, "target": self.target,
@@ -108,7 +108,7 @@ class Advice:
     reason: str
     command: str | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
 
