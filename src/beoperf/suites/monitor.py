@@ -35,13 +35,14 @@ from beoperf.model.monitor import (
     OUTAGE_CYCLES,
     PERSIST_WINDOWS,
     PLOTS,
-    REPORT_BODY_KEYS,
+    RUN_FIELDS,
     TRANSPORTS,
-    MonitorReport,
     MonitorSession,
+    Run,
     ScheduledStep,
     SessionBudget,
     SessionTotals,
+    Source,
 )
 from beoperf.monitor import probes, store
 from beoperf.monitor import schedule as sched
@@ -325,13 +326,12 @@ def _check_report(spec: ReportSpec) -> ReportSpec:
     return replace(spec, noise_floor_us=abs(spec.noise_floor_us))
 
 
-def _run_item(r: dict) -> dict:
+def _run_item(r: dict) -> Run:
+    """A run of the store as the report names it (its schedule as the store keeps it)."""
     from beoperf.analysis.monitor_bandwidth import link_of_run
 
-    keep = ("id", "host", "address", "transport", "period_s", "started_utc", "ended_utc",
-            "stop_reason")
-    return {k: r[k] for k in keep} | {"schedule": r["config"].get("schedule"),
-                                      "link_bps": link_of_run(r)}
+    return Run.from_dict({**{k: r[k] for k in RUN_FIELDS},
+                          "schedule": r["config"].get("schedule"), "link_bps": link_of_run(r)})
 
 
 def report(spec: ReportSpec, progress: Progress | None = None) -> Document:
@@ -357,12 +357,11 @@ def report(spec: ReportSpec, progress: Progress | None = None) -> Document:
             analysis.one_of(spec.db, key, p, runs, spec.t_from, spec.t_to)
         except ValueError as exc:
             raise errors.InputError(str(exc)) from None
-    parts = analysis.analyse(p, runs, spec.t_from, spec.t_to,
+    source = Source(str(spec.db), runs[0]["host"], runs[0]["transport"],
+                    [_run_item(r) for r in runs])
+    found = analysis.analyse(p, runs, source, spec.t_from, spec.t_to,
                              outage_cycles=spec.outage_cycles,
                              baseline_windows=spec.baseline_windows,
-                             noise_floor_us=spec.noise_floor_us, link_bps=spec.link_bps)
-    source = {"db": str(spec.db), "host": runs[0]["host"], "transport": runs[0]["transport"],
-              "runs": [_run_item(r) for r in runs]}
-    body = parts | {"source": source, "plots": list(PLOTS) if spec.plots else []}
-    found = MonitorReport.from_body({k: body[k] for k in REPORT_BODY_KEYS})
+                             noise_floor_us=spec.noise_floor_us, link_bps=spec.link_bps,
+                             plots=PLOTS if spec.plots else ())
     return found.to_document(make_meta(list(spec.command_line), utc_start=started))
