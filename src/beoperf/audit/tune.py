@@ -86,15 +86,19 @@ class Change:
         """How the value is read back: {"file": path} or {"argv": [...], "field": name}."""
         return self.unit().read_action(self.key)
 
-    def to_dict(self) -> JsonObject:
-        return {**asdict(self), "apply": self.action(self.target), "read": self.readback(),
-                "restore": self.action(self.current)}
+    def planned(self) -> documents.PlannedChange:
+        """This change as a plan lists it: the values and how each is set and read."""
+        return documents.PlannedChange(self.key, self.check, self.interface, self.current,
+                                       self.target, self.action(self.target),
+                                       self.readback(), self.action(self.current))
 
-    def snapshot(self) -> JsonObject:
+    def to_dict(self) -> JsonObject:
+        return asdict(self.planned())
+
+    def snapshot(self) -> documents.SavedChange:
         """This change's entry in a rollback file."""
-        return {"key": self.key, "check": self.check, "interface": self.interface,
-                "previous": self.current, "target": self.target,
-                "restore": self.action(self.current)}
+        return documents.SavedChange(self.key, self.check, self.interface, self.current,
+                                     self.target, self.action(self.current))
 
 
 @dataclass(frozen=True)
@@ -108,8 +112,9 @@ class Advice:
     reason: str
     command: str | None = None
 
-    def to_dict(self) -> JsonObject:
-        return asdict(self)
+    def planned(self) -> documents.PlannedAdvice:
+        return documents.PlannedAdvice(self.key, self.check, self.value, self.status,
+                                       self.reason, self.command)
 
 
 @dataclass
@@ -175,8 +180,8 @@ def make_plan(findings: Iterable[Finding], profile: dict, interface: str | None)
 def plan_document(plan: Plan, profile: str, interface: str | None,
                   meta: JsonObject) -> Document:
     """The plan as a "tune-plan" document."""
-    return documents.plan(profile, interface, [c.to_dict() for c in plan.changes],
-                          [a.to_dict() for a in plan.advice], meta)
+    return documents.TunePlan(profile, interface, [c.planned() for c in plan.changes],
+                              [a.planned() for a in plan.advice]).to_document(meta)
 
 
 # --------------------------------------------------------------------------- set and read
@@ -260,8 +265,8 @@ def rollback_document(changes: list[Change], profile: str, interface: str | None
                       meta: JsonObject) -> Document:
     """The snapshot of ``changes`` (their previous values) for this host and network
     namespace, as a "rollback" document."""
-    return documents.rollback(platform.node(), netns_id(), profile, interface,
-                              [c.snapshot() for c in changes], meta)
+    return documents.Rollback(platform.node(), netns_id(), profile, interface,
+                              [c.snapshot() for c in changes]).to_document(meta)
 
 
 def wrong_place(doc: Document) -> str | None:

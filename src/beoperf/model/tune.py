@@ -117,14 +117,6 @@ class TunePlan:
                    [PlannedAdvice.from_dict(a) for a in jsonread.objects(b, "advice")])
 
 
-def plan(profile: str, interface: str | None, changes: list[JsonObject],
-         advice: list[JsonObject], meta: JsonObject) -> Document:
-    """A tune-plan document of changes and advice as data (each read back typed, so a
-    plan is checked as it is made)."""
-    return TunePlan(profile, interface, [PlannedChange.from_dict(c) for c in changes],
-                    [PlannedAdvice.from_dict(a) for a in advice]).to_document(meta)
-
-
 # --------------------------------------------------------------------------- rollback
 
 
@@ -171,14 +163,6 @@ class Rollback:
         return cls(jsonread.text(b, "host"), jsonread.opt_integer(b, "netns"),
                    jsonread.text(b, "profile"), jsonread.opt_text(b, "interface"),
                    [SavedChange.from_dict(c) for c in jsonread.objects(b, "changes")])
-
-
-def rollback(host: str, netns: int | None, profile: str, interface: str | None,
-             changes: list[JsonObject], meta: JsonObject) -> Document:
-    """A rollback snapshot; ``changes`` are entries {key, check, interface, previous,
-    target, restore}."""
-    return Rollback(host, netns, profile, interface,
-                    [SavedChange.from_dict(c) for c in changes]).to_document(meta)
 
 
 # --------------------------------------------------------------------------- procedure
