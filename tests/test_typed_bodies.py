@@ -187,10 +187,25 @@ def test_a_monitor_report_with_a_value_of_the_wrong_type_is_one_document_error()
 
     stored = model.load(FIXTURES / "monitor-report-v1-after-issue9.json")
     body = json.loads(json.dumps(stored.body))
-    body["series"]["timeline"]["start_utc"][0] = None
-    with pytest.raises(DocumentError, match="'start_utc' is not a list of numbers"):
+    body["series"]["timeline"]["start_utc"][0] = "00:00"
+    with pytest.raises(DocumentError, match="'start_utc' is not a list of numbers or nulls"):
         MonitorReport.from_body(body)
     body = json.loads(json.dumps(stored.body))
     body["summary"]["one_way_ms"] = [1.0]
     with pytest.raises(DocumentError, match="'one_way_ms' is not an object"):
         MonitorReport.from_document(Document("monitor-report", body, {}))
+
+
+def test_a_monitor_report_with_a_bin_without_its_start_renders_and_says_why():
+    """The schema lets a time bin's start be null: the page draws no time chart and says
+    why, where it raised a TypeError."""
+    from beoperf import report
+    from beoperf.report.html import monitor as html_monitor
+
+    stored = model.load(FIXTURES / "monitor-report-v1-after-issue9.json")
+    body = json.loads(json.dumps(stored.body))
+    body["series"]["timeline"]["start_utc"][0] = None
+    doc = Document("monitor-report", body, stored.meta)
+    model.document.validate("monitor-report", doc.to_json())
+    assert html_monitor.NO_BINS in report.render(doc, "html")
+    assert report.render(doc, "markdown").startswith("# Link report: ")

@@ -31,9 +31,9 @@ def _spread(groups: np.ndarray, values: np.ndarray, n: int, digits: int) -> Spre
     return Spread(*(nums(q[:, j], digits) for j in range(4)))  # min, median, p95, max
 
 
-def _finite(values: np.ndarray, digits: int) -> list[float]:
-    """Finite values as document numbers (times, quantiles of answered probes)."""
-    return [v for v in nums(values, digits) if v is not None]
+def _finite(values: np.ndarray, digits: int) -> list[float | None]:
+    """Values that are finite (times, quantiles of answered probes) as document numbers."""
+    return nums(values, digits)
 
 
 def _loss(groups: np.ndarray, failed: np.ndarray, n: int) -> list[float | None]:

@@ -338,16 +338,22 @@ class Timeline:
     (bit/s) spreads, loss of every probe and of the large ones (%)."""
 
     bin_s: float
-    start_utc: list[float]
+    start_utc: Values
     one_way_ms: Spread
     loss_pct: Values
     bandwidth_bps: Spread
     large_loss_pct: Values
 
+    def bin_starts(self) -> list[float] | None:
+        """Each bin's start, or None when one is missing (the schema allows it; a report
+        beoperf writes has every one)."""
+        found = [t for t in self.start_utc if t is not None]
+        return found if len(found) == len(self.start_utc) else None
+
     @classmethod
     def from_dict(cls, o: JsonObject) -> Timeline:
         spread = Spread.from_dict
-        return cls(jsonread.number(o, "bin_s"), jsonread.floats(o, "start_utc"),
+        return cls(jsonread.number(o, "bin_s"), jsonread.opt_floats(o, "start_utc"),
                    spread(jsonread.obj(o.get("one_way_ms"), "one_way_ms")),
                    jsonread.opt_floats(o, "loss_pct"),
                    spread(jsonread.obj(o.get("bandwidth_bps"), "bandwidth_bps")),
@@ -386,8 +392,14 @@ class HourOfDay:
 class Cdf:
     """The distribution of one-way latency: values (ms) at evenly spaced fractions."""
 
-    one_way_ms: list[float]
-    fraction: list[float]
+    one_way_ms: Values
+    fraction: Values
+
+    def points(self) -> tuple[list[float], list[float]]:
+        """(values, fractions) of the points with both (a report beoperf writes: all)."""
+        pairs = [(x, f) for x, f in zip(self.one_way_ms, self.fraction, strict=False)
+                 if x is not None and f is not None]
+        return [x for x, _ in pairs], [f for _, f in pairs]
 
 
 @dataclass
@@ -403,7 +415,8 @@ class Series:
         cdf = jsonread.obj(o.get("cdf"), "cdf")
         return cls(Timeline.from_dict(jsonread.obj(o.get("timeline"), "timeline")),
                    HourOfDay.from_dict(jsonread.obj(o.get("hour_of_day"), "hour_of_day")),
-                   Cdf(jsonread.floats(cdf, "one_way_ms"), jsonread.floats(cdf, "fraction")))
+                   Cdf(jsonread.opt_floats(cdf, "one_way_ms"),
+                       jsonread.opt_floats(cdf, "fraction")))
 
 
 @dataclass

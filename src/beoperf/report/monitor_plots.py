@@ -61,8 +61,8 @@ GAP: Hatch = {"facecolor": "none", "edgecolor": "grey", "hatch": "//", "linewidt
 NO_DATA = "no small probe answered in this range"
 
 
-def _dates(t_utc: list[float] | np.ndarray) -> np.ndarray:
-    """matplotlib date numbers for UTC epoch seconds."""
+def _dates(t_utc: Sequence[float | None] | np.ndarray) -> np.ndarray:
+    """matplotlib date numbers for UTC epoch seconds (None: not a time)."""
     us = (np.asarray(t_utc, dtype=float) * 1e6).astype("datetime64[us]")
     return mdates.date2num(us)
 
@@ -240,7 +240,7 @@ def cdf_figure(body: JsonObject, source: str = "") -> Figure:
     if not series.one_way_ms:
         _no_data(ax)
     else:
-        ax.plot(series.one_way_ms, series.fraction, color="tab:blue")
+        ax.plot(_floats(series.one_way_ms), _floats(series.fraction), color="tab:blue")
         summary = doc.summary.one_way_ms
         for name, value, style in (("median", summary.median, "--"), ("p95", summary.p95, ":")):
             if value is not None:  # a CDF has both

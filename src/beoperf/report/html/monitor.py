@@ -46,6 +46,9 @@ TIME_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 108
               43200, 86400, 2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400)
 
 
+NO_BINS = "a time bin without its start in this report: nothing to place on a time axis"
+
+
 def _ms(x: float | None, digits: int = 3) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
@@ -136,9 +139,9 @@ def _time_axis(lo: float, hi: float, first: float) -> svg.Axis:
                     lo, hi, ticks=ticks, tick_text=lambda t: time.strftime(fmt, time.gmtime(t)))
 
 
-def _timeline_axis(tl: Timeline) -> svg.Axis:
+def _timeline_axis(tl: Timeline, starts: list[float]) -> svg.Axis:
     """The time axis of the binned timeline: one bin of margin at each end."""
-    first, last, width = tl.start_utc[0], tl.start_utc[-1], tl.bin_s
+    first, last, width = starts[0], starts[-1], tl.bin_s
     return _time_axis(first - width / 2, last + 1.5 * width, first)
 
 
@@ -169,8 +172,10 @@ def _spread_chart(b: MonitorReport, stats: Spread, scale: float, unit: str, titl
                   what: str, nothing: str) -> Markup:
     """Median line, min..p95 band and maxima of binned statistics; ``nothing``: why there
     is nothing to draw (from the report's counts: a plot never contradicts its data)."""
-    tl = b.series.timeline
-    t = [x + tl.bin_s / 2 for x in tl.start_utc]
+    tl, starts = b.series.timeline, b.series.timeline.bin_starts()
+    if starts is None:
+        return svg.empty(title, NO_BINS)
+    t = [x + tl.bin_s / 2 for x in starts]
     med, lo, p95, top = (_floats(v, scale) for v in (stats.median, stats.min, stats.p95,
                                                      stats.max))
     if not any(v is not None for v in med):
@@ -184,7 +189,7 @@ def _spread_chart(b: MonitorReport, stats: Spread, scale: float, unit: str, titl
              svg.Line("maximum", t, top, [], color=3, dots_only=True, hover=False)]
     lo_y, hi_y = _range([*lo, *top])
     axis = svg.Axis(f"{what} ({unit})", 0.0, hi_y, tick_text=lambda v: f"{v:g}")
-    return svg.chart(title, _timeline_axis(tl), axis, lines,
+    return svg.chart(title, _timeline_axis(tl, starts), axis, lines,
                      _spans(b))
 
 
@@ -218,12 +223,14 @@ def _num(v: float | None) -> str:
 
 
 def _loss_chart(b: MonitorReport, loss: Sequence[float | None], title: str) -> Markup:
-    tl = b.series.timeline
-    t = [x + tl.bin_s / 2 for x in tl.start_utc]
+    tl, starts = b.series.timeline, b.series.timeline.bin_starts()
+    if starts is None:
+        return svg.empty(title, NO_BINS)
+    t = [x + tl.bin_s / 2 for x in starts]
     tips = [f"{iso(x - tl.bin_s / 2)}: {_num(v)} % lost" for x, v in zip(t, loss, strict=True)]
     axis = svg.Axis("probes lost (%)", 0.0, max(max((v or 0.0) for v in loss) * 1.1, 1.0),
                     tick_text=lambda v: f"{v:g}")
-    return svg.chart(title, _timeline_axis(tl), axis,
+    return svg.chart(title, _timeline_axis(tl, starts), axis,
                      [svg.Line("loss", t, loss, tips, color=3, max_gap=1.5 * tl.bin_s)],
                      _spans(b), height=200)
 
@@ -253,8 +260,7 @@ def hour_chart(b: MonitorReport) -> Markup:
 
 
 def cdf_chart(b: MonitorReport) -> Markup:
-    c = b.series.cdf
-    xs, fs = c.one_way_ms, c.fraction
+    xs, fs = b.series.cdf.points()
     if not xs:
         return svg.empty("Distribution of one-way latency",
                          "no small probe answered in this range")
