@@ -134,7 +134,7 @@ def test_a_prediction_with_a_value_of_the_wrong_type_is_one_document_error():
 
     body = json.loads(json.dumps(_prediction().body()))
     body["networks"][0]["model"]["measured"] = [1, "x"]
-    with pytest.raises(DocumentError, match="'measured' is not a pair of sizes"):
+    with pytest.raises(DocumentError, match="'measured' is not a list of integers"):
         Prediction.from_document(Document("prediction", body, {}))
     body["networks"][0]["model"]["measured"] = None
     body["profile"]["entries"][0]["count"] = 1.5
@@ -209,3 +209,15 @@ def test_a_monitor_report_with_a_bin_without_its_start_renders_and_says_why():
     model.document.validate("monitor-report", doc.to_json())
     assert html_monitor.NO_BINS in report.render(doc, "html")
     assert report.render(doc, "markdown").startswith("# Link report: ")
+
+
+def test_an_integer_the_schema_admits_reads_as_one():
+    """JSON Schema's "integer" admits 5.0: a typed body reads it as 5, and refuses 5.5,
+    a bool or text with the field's name."""
+    from beoperf.model import jsonread
+
+    assert jsonread.integer({"n": 5.0}, "n") == 5
+    assert jsonread.integers({"n": [1, 2.0]}, "n") == [1, 2]
+    for bad in (5.5, True, "5", None):
+        with pytest.raises(DocumentError, match="'n' is not an integer"):
+            jsonread.integer({"n": bad}, "n")

@@ -153,11 +153,10 @@ class NetModel:
 
 def _pair(value: JsonValue, key: str) -> tuple[int, int]:
     """[first, last]: two sizes (DocumentError naming ``key`` otherwise)."""
-    first, last = value if isinstance(value, list) and len(value) == 2 else (None, None)
-    if not isinstance(first, int) or not isinstance(last, int) \
-            or isinstance(first, bool) or isinstance(last, bool):
+    found = jsonread.whole_numbers(value, key)
+    if len(found) != 2:
         raise DocumentError(f"'{key}' is not a pair of sizes")
-    return first, last
+    return found[0], found[1]
 
 
 # --------------------------------------------------------------------------- models
@@ -387,16 +386,13 @@ class NetPrediction:
         interval = jsonread.floats(o, "interval_s")
         if len(interval) != 2:
             raise DocumentError("'interval_s' is not a pair of times")
-        dominant = jsonread.array(o, "dominant")
-        if not all(isinstance(i, int) and not isinstance(i, bool) for i in dominant):
-            raise DocumentError("'dominant' is not a list of class indexes")
         whole = WholeRun(jsonread.number(o, "whole_s"), jsonread.opt_number(o, "speedup"),
                          jsonread.opt_number(o, "comm_fraction")) if "whole_s" in o else None
         return cls(NetModel.from_dict(jsonread.obj(o.get("model"), "model")),
                    [ClassTime.from_dict(c) for c in jsonread.objects(o, "classes")],
                    jsonread.number(o, "total_s"), interval[0], interval[1],
                    jsonread.flag(o, "claimed"), jsonread.text(o, "claim_reason"),
-                   [i for i in dominant if isinstance(i, int)],
+                   jsonread.integers(o, "dominant"),
                    jsonread.opt_number(o, "ratio"), whole)
 
     @property

@@ -67,11 +67,24 @@ def flag(o: JsonObject, key: str, default: bool | None = None) -> bool:
     return value
 
 
+def _whole(value: JsonValue) -> int | None:
+    """An integer, or a float without a fractional part (JSON Schema's "integer" admits
+    5.0: a file the schema passes reads), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
 def integer(o: JsonObject, key: str) -> int:
     value = o.get(key)
-    if not isinstance(value, int) or isinstance(value, bool):
+    found = _whole(value)
+    if found is None:
         raise _fail(key, "an integer", value)
-    return value
+    return found
 
 
 def opt_integer(o: JsonObject, key: str) -> int | None:
@@ -110,10 +123,16 @@ def opt_floats(o: JsonObject, key: str) -> list[float | None]:
 
 def integers(o: JsonObject, key: str) -> list[int]:
     """A list of integers (a missing key reads as an empty one)."""
-    out = array(o, key)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in out):
-        raise _fail(key, "a list of integers", out)
-    return [v for v in out if isinstance(v, int)]
+    return whole_numbers(o.get(key, []), key)
+
+
+def whole_numbers(value: JsonValue, key: str) -> list[int]:
+    """``value`` (named ``key`` in errors) as a list of integers."""
+    found = [_whole(v) for v in value] if isinstance(value, list) else [None]
+    known = [v for v in found if v is not None]
+    if len(known) < len(found):
+        raise _fail(key, "a list of integers", value)
+    return known
 
 
 def numbers(o: JsonObject, key: str) -> dict[str, float | None]:
