@@ -348,7 +348,7 @@ class WholeRun:
     """With a compute time: the whole run's time on a network, its speedup over the first
     network and the share of it spent communicating (None: a whole time of zero)."""
 
-    whole_s: float
+    whole_s: float | None  # None only in a file that says so (the schema allows it)
     speedup: float | None
     comm_fraction: float | None
 
@@ -386,7 +386,7 @@ class NetPrediction:
         interval = jsonread.floats(o, "interval_s")
         if len(interval) != 2:
             raise DocumentError("'interval_s' is not a pair of times")
-        whole = WholeRun(jsonread.number(o, "whole_s"), jsonread.opt_number(o, "speedup"),
+        whole = WholeRun(jsonread.opt_number(o, "whole_s"), jsonread.opt_number(o, "speedup"),
                          jsonread.opt_number(o, "comm_fraction")) if "whole_s" in o else None
         return cls(NetModel.from_dict(jsonread.obj(o.get("model"), "model")),
                    [ClassTime.from_dict(c) for c in jsonread.objects(o, "classes")],
