@@ -11,7 +11,8 @@ version 1 tested the trials inside each run (Mann-Whitney U), which called two r
 same setup "significant" whenever the machine drifted between them: its verdicts are not
 carried over (:func:`_v1_to_v2` keeps the changes and says why there is no verdict).
 `beoperf compare --format json` wrote {"format": "beoperf.compare", ...} before the
-envelope, read through :func:`_from_legacy`.
+envelope, read through :func:`_from_legacy`.  The typed body is
+beoperf.analysis.compare.Comparison (its rows hold the analysis' effects).
 """
 
 from __future__ import annotations

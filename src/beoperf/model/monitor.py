@@ -16,7 +16,9 @@ and what it costs on the link, the budget, and (once it stopped) why it stopped 
 what it sent.  The probes themselves are rows of the SQLite store, not of the document.
 
 The vocabulary both share (probe outcomes, the report's default parameters, the names
-of the report's figures) is here, so that every layer above reads it from one place.
+of the report's figures) is here, so that every layer above reads it from one place, and
+both bodies typed (:class:`MonitorReport`, :class:`MonitorSession`): the analysis builds
+them, the renderers read their fields.
 """
 
 from __future__ import annotations

@@ -249,8 +249,7 @@ def _loop(monitor: Monitor) -> str:
 
 
 def _run(spec: SessionSpec, ready: _Prepared, prober: Prober, body: MonitorSession,
-         say: Progress,
-         stop: StopFlag | None, log: Progress | None) -> Document:
+         say: Progress, stop: StopFlag | None, log: Progress | None) -> Document:
     """Start the run in the database, probe until stopped, record why it stopped."""
     started = utc_now()
     metrics = _metrics(spec, ready.budget)  # before the database: a busy port creates nothing
