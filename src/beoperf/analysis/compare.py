@@ -34,16 +34,33 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from beoperf.analysis import effect
 from beoperf.analysis.curve import LATENCY_MAX_SIZE, Collapse, CurveAnalysis, analyze_run
 from beoperf.analysis.effect import DEFAULT_MARGIN, Effect, Replicate, Spread
-from beoperf.model import comparison, jsonvalue
-from beoperf.model.document import Document
+from beoperf.model import comparison, jsonread, jsonvalue
+from beoperf.model.document import Document, DocumentError, JsonObject, JsonValue
 from beoperf.model.pingpong import RunResult, SizeResult
 
 HEADLINE_FAMILY = 2  # latency and peak are judged together
+
+
+class SizeEffect(TypedDict):
+    """One common size's verdict: the ratio of its median times and that ratio's interval
+    (rounded to 6 digits, as stored)."""
+
+    size: int
+    verdict: str
+    ratio: float | None
+    low: float | None
+    high: float | None
+
+
+def _size_effect_of(o: JsonObject) -> SizeEffect:
+    return {"size": jsonread.integer(o, "size"), "verdict": jsonread.text(o, "verdict"),
+            "ratio": jsonread.opt_number(o, "ratio"), "low": jsonread.opt_number(o, "low"),
+            "high": jsonread.opt_number(o, "high")}
 
 
 @dataclass
@@ -72,7 +89,7 @@ class Row:
     peak_test: Effect | None
     sizes_compared: int  # sizes every run of both sides measured
     size_verdicts: dict[str, int] | None  # verdict -> how many of those sizes
-    size_effects: list[dict[str, Any]] = field(default_factory=list)  # per size
+    size_effects: list[SizeEffect] = field(default_factory=list)  # per common size
     differs: list[str] = field(default_factory=list)  # settings unlike the baseline's
     latency_mean_us: float | None = None  # trial medians at latency_size (or the source's)
     latency_variance: float | None = None  # us^2, ddof=1; None without trial data
@@ -147,46 +164,53 @@ def _median_int(values: Sequence[int | None]) -> int | None:
     return statistics.median_low(known) if known else None
 
 
-def _figures(g: _Group) -> dict[str, Any]:
+def _figures(g: _Group, base: _Group, common: Sequence[int]) -> Row:
+    """The row of a group's own figures, as the baseline's row (no verdict yet)."""
     a = g.analyses
-    return {"label": g.label, "runs": len(g.runs), "mode": g.runs[0].parameters.get("mode"),
-            "latency_us": _median([x.latency_us for x in a]),
-            "latency_p99_us": _median([x.latency_p99_us for x in a]),
-            "peak_bps": _median([x.peak_bps for x in a]),
-            "peak_size": _median_int([x.peak_size for x in a]),
-            "saturation_size": _median_int([x.saturation_size for x in a]),
-            "n_half": _median([x.n_half for x in a]),
-            "alpha_us": _median([x.hockney.alpha_us if x.hockney else None for x in a]),
-            "bandwidth_bps": _median([x.hockney.bandwidth_bps if x.hockney else None
+    lat = latency_size(base, common)
+    mean, variance = _mean_variance(g.runs, lat)
+    latency, peak = _median([x.latency_us for x in a]), _median([x.peak_bps for x in a])
+    peak_at = _median_int([x.peak_size for x in a])
+    assert latency is not None and peak is not None and peak_at is not None  # measured
+    return Row(label=g.label, baseline=True, runs=len(g.runs),
+               mode=_text_or_none(g.runs[0].parameters.get("mode")), latency_us=latency,
+               latency_p99_us=_median([x.latency_p99_us for x in a]), peak_bps=peak,
+               peak_size=peak_at, saturation_size=_median_int([x.saturation_size for x in a]),
+               n_half=_median([x.n_half for x in a]),
+               alpha_us=_median([x.hockney.alpha_us if x.hockney else None for x in a]),
+               bandwidth_bps=_median([x.hockney.bandwidth_bps if x.hockney else None
                                       for x in a]),
-            "collapses": [c for x in a for c in x.collapses]}
+               latency_size=lat, peak_test_size=peak_size(g.runs[0], common),
+               peak_baseline_size=peak_size(base.runs[0], common), latency_change_pct=None,
+               peak_change_pct=None, latency_test=None, peak_test=None,
+               sizes_compared=len(common), size_verdicts=None, latency_mean_us=mean,
+               latency_variance=variance, collapses=[c for x in a for c in x.collapses])
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _row(g: _Group, base: _Group, margin: float) -> Row:
     common = _common_sizes([*g.runs, *base.runs])
-    lat = latency_size(base, common)
-    peak, base_peak = peak_size(g.runs[0], common), peak_size(base.runs[0], common)
-    mean, variance = _mean_variance(g.runs, lat)
-    figures = dict(_figures(g), latency_size=lat, peak_test_size=peak,
-                   peak_baseline_size=base_peak,
-                   sizes_compared=len(common), latency_mean_us=mean,
-                   latency_variance=variance)
+    row = _figures(g, base, common)
     if g is base:
-        return Row(**figures, baseline=True, latency_change_pct=None, peak_change_pct=None,
-                   latency_test=None, peak_test=None, size_verdicts=None)
+        return row
+    lat, mean = row.latency_size, row.latency_mean_us
     prior = spread_of([*g.runs, *base.runs])
     lat_test = _effect(g.runs, base.runs, lat, prior, HEADLINE_FAMILY, margin, rate=False)
     peak_test = _peak_effect(g.runs, base.runs, common, prior, margin)
     per_size = [_effect(g.runs, base.runs, s, prior, len(common), margin, rate=False)
                 for s in common]
     base_mean = _mean_variance(base.runs, lat)[0]
-    return Row(**figures, baseline=False, differs=differences(g.runs[0], base.runs[0]),
-               latency_change_pct=lat_test.change_pct, peak_change_pct=peak_test.change_pct,
-               latency_test=lat_test, peak_test=peak_test,
-               size_verdicts=effect.tally(per_size),
-               size_effects=[_size_entry(s, e) for s, e in zip(common, per_size, strict=True)],
-               impact_pct=(base_mean - mean) / base_mean * 100.0
-               if base_mean and mean is not None else None)
+    row.baseline, row.differs = False, differences(g.runs[0], base.runs[0])
+    row.latency_change_pct, row.peak_change_pct = lat_test.change_pct, peak_test.change_pct
+    row.latency_test, row.peak_test = lat_test, peak_test
+    row.size_verdicts = effect.tally(per_size)
+    row.size_effects = [_size_entry(s, e) for s, e in zip(common, per_size, strict=True)]
+    row.impact_pct = ((base_mean - mean) / base_mean * 100.0
+                      if base_mean and mean is not None else None)
+    return row
 
 
 SETTINGS = ("mode", "transport", "sndbuf", "rcvbuf", "nocache", "integrity", "nodelay",
@@ -195,10 +219,10 @@ FACTS = (("host", "hostname"), ("host", "kernel"), ("interface", "mtu"),
          ("socket", "congestion"))
 
 
-def settings_of(run: RunResult) -> dict[str, Any]:
+def settings_of(run: RunResult) -> dict[str, object]:
     """What a reader must know to call two runs like or unlike: the parameters that shape
     the figures, the peer, and this end's host, kernel, MTU and congestion control."""
-    found: dict[str, Any] = {k: run.parameters.get(k) for k in SETTINGS}
+    found: dict[str, object] = {k: run.parameters.get(k) for k in SETTINGS}
     found["peer"] = str(run.meta.get("peer", "")).split(" port ")[0] or None
     for part, key in FACTS:
         section = run.local.get(part) if isinstance(run.local, dict) else None
@@ -215,7 +239,7 @@ def differences(run: RunResult, base: RunResult) -> list[str]:
     return [f"{k} {theirs[k]} -> {mine[k]}" for k in mine if mine[k] != theirs[k]]
 
 
-def _size_entry(size: int, e: Effect) -> dict[str, Any]:
+def _size_entry(size: int, e: Effect) -> SizeEffect:
     return {"size": size, "verdict": e.verdict, "ratio": _round(e.ratio), "low": _round(e.low),
             "high": _round(e.high)}
 
@@ -310,16 +334,15 @@ def spread_of(runs: Sequence[RunResult]) -> Spread:
     """The spread between runs the runs' history gave them (``sweep.between_runs``): their
     own setups' earlier runs (pooled, the degrees of freedom of the best-documented), else
     the spread borrowed from the host's other setups (said so), else the default."""
-    own = [(b["own_relative_sd"], b.get("earlier_runs") or 0) for b in _between(runs)
-           if b.get("own_relative_sd") and (b.get("earlier_runs") or 0) > 0]
+    found = _between(runs)
+    own = [(h.own_sd, h.earlier_runs) for h in found if h.own_sd and h.earlier_runs > 0]
     if own:
         n = sum(k for _, k in own)
         sd = (sum(k * s * s for s, k in own) / n) ** 0.5
         most = max(k for _, k in own)
         return Spread(sd, float(most), f"the history ({most} earlier run"
                       f"{'s' if most != 1 else ''} of the same setup)")
-    host = [(b["host_relative_sd"], b.get("host_setups") or 1) for b in _between(runs)
-            if b.get("host_relative_sd")]
+    host = [(h.host_sd, h.host_setups) for h in found if h.host_sd]
     if host:
         sd = max(s for s, _ in host)
         setups = max(k for _, k in host)
@@ -328,12 +351,32 @@ def spread_of(runs: Sequence[RunResult]) -> Spread:
     return effect.DEFAULT_SPREAD
 
 
-def _between(runs: Sequence[RunResult]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class _History:
+    """What a run's history says of the spread between runs (``sweep.between_runs``):
+    its own setup's relative SD over how many earlier runs, and the host's other setups'
+    (0: none said)."""
+
+    own_sd: float
+    earlier_runs: int
+    host_sd: float
+    host_setups: int
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else 0.0
+
+
+def _between(runs: Sequence[RunResult]) -> list[_History]:
     out = []
     for run in runs:
         found = (run.sweep or {}).get("between_runs")
         if isinstance(found, dict):
-            out.append(found)
+            out.append(_History(_number(found.get("own_relative_sd")),
+                                int(_number(found.get("earlier_runs"))),
+                                _number(found.get("host_relative_sd")),
+                                int(_number(found.get("host_setups"))) or 1))
     return out
 
 
@@ -366,9 +409,9 @@ def _mean_variance(runs: Sequence[RunResult], size: int | None,
 
 # --- the document --------------------------------------------------------------------------
 
-def describe_test(margin: float = DEFAULT_MARGIN) -> dict[str, Any]:
-    """The method as data (JSON) and as the one footer line (`statement`)."""
-    statement = (
+def statement(margin: float = DEFAULT_MARGIN) -> str:
+    """The method in one footer line."""
+    return (
         "Verdicts: each run is one replicate of the machine's state; the ratio of the "
         "figures (candidate / baseline) on the log scale, its interval from both runs' own "
         "uncertainty and the spread between runs (repeated runs, else the runs' history, "
@@ -376,6 +419,10 @@ def describe_test(margin: float = DEFAULT_MARGIN) -> dict[str, Any]:
         f"{HEADLINE_FAMILY}, the sizes as a family of their number (Bonferroni); better or "
         "worse: the interval excludes no change; no difference shown: it lies within "
         f"+-{margin:.0%}; cannot tell: wider.  docs/STATISTICS.md.")
+
+
+def describe_test(margin: float = DEFAULT_MARGIN) -> JsonObject:
+    """The method as data (JSON) and as the one footer line (`statement`)."""
     return {"name": "ratio of run figures, runs as replicates",
             "alpha": effect.ALPHA, "margin": margin,
             "default_between_sd": effect.DEFAULT_BETWEEN_SD,
@@ -384,25 +431,91 @@ def describe_test(margin: float = DEFAULT_MARGIN) -> dict[str, Any]:
                        f"size <= {LATENCY_MAX_SIZE} B nearest), lower is better",
             "peak": "each run's highest median throughput over the sizes every run "
                     "measured, higher is better",
-            "statement": statement}
+            "statement": statement(margin)}
+
+
+@dataclass
+class Comparison:
+    """A comparison document's body, typed: the baseline's label, the margin, the method
+    as data (``test``: its keys differ between versions, its ``statement`` is always
+    there) and the rows."""
+
+    baseline: str
+    margin: float
+    test: JsonObject
+    rows: list[Row]
+
+    @property
+    def statement(self) -> str:
+        """The method's footer line ('' when the file has none)."""
+        found = self.test.get("statement")
+        return found if isinstance(found, str) else ""
+
+    def body(self) -> JsonObject:
+        return {"baseline": self.baseline, "margin": self.margin, "test": self.test,
+                "rows": [asdict(r) for r in self.rows]}
+
+    def to_document(self, meta: JsonObject | None = None) -> Document:
+        return Document(comparison.KIND, self.body(), dict(meta or {}))
+
+    @classmethod
+    def from_document(cls, doc: Document) -> Comparison:
+        """The typed body of a comparison document (DocumentError: another kind, or a
+        value of the wrong type)."""
+        if doc.kind != comparison.KIND:
+            raise DocumentError(f"a beoperf {doc.kind} document, not a comparison")
+        b: JsonObject = doc.body
+        return cls(jsonread.text(b, "baseline"), jsonread.number(b, "margin"),
+                   jsonread.obj(b.get("test"), "test"),
+                   [_row_of(r) for r in jsonread.objects(b, "rows")])
+
+
+def _effect_of(value: JsonValue) -> Effect | None:
+    return None if value is None else effect.from_dict(jsonread.obj(value, "effect"))
+
+
+def _collapse_of(o: JsonObject) -> Collapse:
+    ints = {k: jsonread.integer(o, k) for k in ("first_size", "last_size", "points",
+                                               "reference_size", "lowest_size")}
+    return Collapse(**ints, factor=jsonread.number(o, "factor"),
+                    reference_bps=jsonread.number(o, "reference_bps"),
+                    lowest_bps=jsonread.number(o, "lowest_bps"))
+
+
+def _row_of(o: JsonObject) -> Row:
+    """A stored row as a Row (every value narrowed to its field's type)."""
+    verdicts = o.get("size_verdicts")
+    num, size = jsonread.opt_number, jsonread.opt_integer
+    return Row(label=jsonread.text(o, "label"), baseline=jsonread.flag(o, "baseline"),
+               runs=jsonread.integer(o, "runs"), mode=jsonread.opt_text(o, "mode"),
+               latency_us=jsonread.number(o, "latency_us"),
+               peak_bps=jsonread.number(o, "peak_bps"),
+               peak_size=jsonread.integer(o, "peak_size"),
+               latency_test=_effect_of(o.get("latency_test")),
+               peak_test=_effect_of(o.get("peak_test")),
+               sizes_compared=jsonread.integer(o, "sizes_compared"),
+               size_verdicts=None if verdicts is None else jsonread.counts(o, "size_verdicts"),
+               size_effects=[_size_effect_of(e) for e in jsonread.objects(o, "size_effects")],
+               differs=jsonread.texts(o, "differs"),
+               collapses=[_collapse_of(c) for c in jsonread.objects(o, "collapses")],
+               latency_p99_us=num(o, "latency_p99_us"), n_half=num(o, "n_half"),
+               alpha_us=num(o, "alpha_us"), bandwidth_bps=num(o, "bandwidth_bps"),
+               latency_change_pct=num(o, "latency_change_pct"),
+               peak_change_pct=num(o, "peak_change_pct"),
+               latency_mean_us=num(o, "latency_mean_us"),
+               latency_variance=num(o, "latency_variance"), impact_pct=num(o, "impact_pct"),
+               saturation_size=size(o, "saturation_size"),
+               latency_size=size(o, "latency_size"), peak_test_size=size(o, "peak_test_size"),
+               peak_baseline_size=size(o, "peak_baseline_size"))
 
 
 def document(table: Sequence[Row], margin: float = DEFAULT_MARGIN,
-             meta: dict[str, Any] | None = None) -> Document:
+             meta: JsonObject | None = None) -> Document:
     """The comparison as a document (kind "comparison"): the rows and the method used."""
-    body = {"baseline": next((r.label for r in table if r.baseline), "?"),
-            "margin": margin, "test": describe_test(margin),
-            "rows": [asdict(r) for r in table]}
-    return Document(comparison.KIND, body, dict(meta or {}))
+    return Comparison(next((r.label for r in table if r.baseline), "?"), margin,
+                      describe_test(margin), list(table)).to_document(meta)
 
 
 def rows_of(doc: Document) -> list[Row]:
     """The typed rows of a comparison document (as `rows` made them)."""
-    out = []
-    for r in doc.body["rows"]:
-        r = dict(r)
-        r["latency_test"] = effect.from_dict(r["latency_test"])
-        r["peak_test"] = effect.from_dict(r["peak_test"])
-        r["collapses"] = [Collapse(**c) for c in r["collapses"]]
-        out.append(Row(**r))
-    return out
+    return Comparison.from_document(doc).rows

@@ -31,9 +31,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from types import ModuleType
-from typing import Any
 
 import numpy as np
+
+from beoperf.model import jsonread
+from beoperf.model.document import JsonObject
 
 ALPHA = 0.05
 DEFAULT_BETWEEN_SD = 0.10  # a run's level between runs, relative, when nothing says more
@@ -135,7 +137,7 @@ class Effect:
             parts.append(f"corrected for {self.family} figures at once")
         return ", ".join(parts)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
 
@@ -334,9 +336,22 @@ def blocks(candidate: Sequence[float], around: Sequence[float], *, higher_is_bet
     return found
 
 
-def from_dict(d: dict[str, Any] | None) -> Effect | None:
-    """An Effect stored by ``to_dict`` (None stays None)."""
-    return None if d is None else Effect(**d)
+_OPTIONAL_NUMBERS = ("ratio", "low", "high", "p", "confidence", "within_pct", "between_pct",
+                     "df")
+
+
+def from_dict(d: JsonObject | None) -> Effect | None:
+    """An Effect stored by ``to_dict`` (None stays None); each value is narrowed to its
+    field's type (DocumentError names one that is not)."""
+    if d is None:
+        return None
+    return Effect(jsonread.text(d, "verdict"), family=jsonread.integer(d, "family"),
+                  higher_is_better=jsonread.flag(d, "higher_is_better"),
+                  margin=jsonread.number(d, "margin"), runs=jsonread.opt_integer(d, "runs"),
+                  baseline_runs=jsonread.opt_integer(d, "baseline_runs"),
+                  spread_source=jsonread.opt_text(d, "spread_source"),
+                  reason=jsonread.opt_text(d, "reason"),
+                  **{k: jsonread.opt_number(d, k) for k in _OPTIONAL_NUMBERS})
 
 
 def tally(effects: Sequence[Effect]) -> dict[str, int]:

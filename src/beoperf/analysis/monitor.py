@@ -14,6 +14,7 @@ This is pure computation on arrays: it reads no database and writes no file.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +38,27 @@ from beoperf.analysis.monitor_cycles import (
     stretches,
 )
 from beoperf.analysis.monitor_series import series
-from beoperf.model.monitor import NOISE_FLOOR_US, OUTAGE_CYCLES, OUTCOMES, PERSIST_WINDOWS
+from beoperf.model.monitor import (
+    NOISE_FLOOR_US,
+    OUTAGE_CYCLES,
+    OUTCOMES,
+    PERSIST_WINDOWS,
+    Baseline,
+    Congestion,
+    CongestionLatency,
+    Interval,
+    Latency,
+    LevelShift,
+    Method,
+    MonitorReport,
+    Outage,
+    Parameters,
+    Period,
+    Range,
+    RankedDay,
+    Source,
+    Summary,
+)
 
 DAY_S, WEEK_S = 86400.0, 7 * 86400.0
 MONDAY_OFFSET_S = 3 * DAY_S  # the epoch was a Thursday: ISO weeks start 3 days earlier
@@ -95,14 +116,21 @@ def one_of(source: str, key: str, p: Probes, runs: list[dict], t_from: float | N
 # --- outages and gaps -------------------------------------------------------------------
 
 
-def not_monitored(c: Cycles) -> list[dict]:
+def not_monitored(c: Cycles) -> list[Interval]:
     """The gaps between monitored stretches."""
     s = stretches(c)
-    return [{"start_utc": float(a), "end_utc": float(b), "duration_s": num(b - a, 3)}
+    return [Interval(float(a), float(b), _seconds(b - a))
             for a, b in zip(s[:-1, 1], s[1:, 0], strict=True)]
 
 
-def outages(p: Probes, c: Cycles, spans: list[tuple[int, int]]) -> list[dict]:
+def _seconds(value: float) -> float:
+    """A duration as the document stores it (3 decimals; a duration is never missing)."""
+    found = num(value, 3)
+    assert found is not None  # the difference of two finite times
+    return found
+
+
+def outages(p: Probes, c: Cycles, spans: list[tuple[int, int]]) -> list[Outage]:
     """Each outage (cycles first..stop-1 unanswered) as the document lists it."""
     out = []
     for first, stop in spans:
@@ -112,11 +140,11 @@ def outages(p: Probes, c: Cycles, spans: list[tuple[int, int]]) -> list[dict]:
         end = float(c.first_ok_t[stop]) if closed else float(c.last_t[stop - 1])
         ended = "answer" if closed else ("end of data" if stop == c.count else "gap")
         start = float(c.t[first])
-        out.append({"start_utc": start, "end_utc": end, "duration_s": num(end - start, 3),
-                    "cycles": stop - first, "kind": FAILURES[int(np.argmax(counts))],
-                    "open": not closed, "ended_by": ended,
-                    "open_start": first == 0 or bool(c.gap_before[first]),
-                    "outcomes": {k: int(n) for k, n in zip(FAILURES, counts, strict=True) if n}})
+        out.append(Outage(start, end, _seconds(end - start), cycles=stop - first,
+                          kind=FAILURES[int(np.argmax(counts))], open=not closed,
+                          ended_by=ended, open_start=first == 0 or bool(c.gap_before[first]),
+                          outcomes={k: int(n) for k, n in zip(FAILURES, counts, strict=True)
+                                    if n}))
     return out
 
 
@@ -129,7 +157,7 @@ def bins(edges: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 
 def period_rows(ctx: Context, bw: bandwidth.CycleBandwidth, edges: np.ndarray,
-                labels: list[str]) -> list[dict]:
+                labels: list[str]) -> list[Period]:
     """Availability, latency and bandwidth of each period [edges[i], edges[i+1])."""
     n = edges.size - 1
     row_bin = bins(edges, ctx.p.t)
@@ -142,18 +170,14 @@ def period_rows(ctx: Context, bw: bandwidth.CycleBandwidth, edges: np.ndarray,
     span = overlap(np.array([[ctx.c.t[0], ctx.c.cover_end[-1]]]), edges)
     out = []
     for i in range(n):
-        out.append({
-            "period": labels[i], "start_utc": float(edges[i]), "end_utc": float(edges[i + 1]),
-            "monitored_s": num(monitored[i], 3), "coverage_pct": pct(monitored[i], span[i]),
-            "probes": int(rows[i]), "answered": int(answered[i]),
-            "answered_pct": pct(answered[i], rows[i]),
-            "outage_s": num(down[i], 3),
-            "uptime_pct": pct(monitored[i] - min(down[i], monitored[i]), monitored[i]),
-            "one_way_ms": {"count": int(lat_n[i]), "median": num(lat[i, 0], 3),
-                           "mean": num(lat_sum[i] / lat_n[i], 3) if lat_n[i] else None,
-                           "p95": num(lat[i, 1], 3)},
-            "bandwidth_bps": rates.item(i),
-        })
+        out.append(Period(
+            labels[i], float(edges[i]), float(edges[i + 1]), _seconds(monitored[i]),
+            pct(monitored[i], span[i]), int(rows[i]), int(answered[i]),
+            pct(answered[i], rows[i]), num(down[i], 3),
+            pct(monitored[i] - min(down[i], monitored[i]), monitored[i]),
+            Latency(int(lat_n[i]), num(lat[i, 0], 3),
+                    num(lat_sum[i] / lat_n[i], 3) if lat_n[i] else None, num(lat[i, 1], 3)),
+            rates.item(i)))
     return out
 
 
@@ -176,26 +200,26 @@ def week_edges(lo: float, hi: float) -> tuple[np.ndarray, list[str]]:
     return edges, names
 
 
-def best_and_worst(days: list[dict]) -> tuple[dict | None, dict | None]:
+def best_and_worst(days: list[Period]) -> tuple[RankedDay | None, RankedDay | None]:
     """Best and worst day by answered %, then uptime %, then median one-way latency.
 
     Only days monitored at least half of the time they lie in the data are ranked,
     unless no day is."""
-    ranked = [d for d in days if d["answered_pct"] is not None]
-    full = [d for d in ranked if (d["coverage_pct"] or 0.0) >= 50.0]
+    ranked = [d for d in days if d.answered_pct is not None]
+    full = [d for d in ranked if (d.coverage_pct or 0.0) >= 50.0]
     ranked = full or ranked
     if not ranked:
         return None, None
 
-    def key(d: dict) -> tuple[float, float, float]:
-        median = d["one_way_ms"]["median"]
-        return (d["answered_pct"], d["uptime_pct"] or 0.0,
+    def key(d: Period) -> tuple[float, float, float]:
+        median = d.one_way_ms.median
+        return (d.answered_pct or 0.0, d.uptime_pct or 0.0,
                 -(median if median is not None else np.inf))
 
-    pick = ("period", "answered_pct", "uptime_pct")
-    best, worst = max(ranked, key=key), min(ranked, key=key)
-    return ({k: best[k] for k in pick} | {"one_way_median_ms": best["one_way_ms"]["median"]},
-            {k: worst[k] for k in pick} | {"one_way_median_ms": worst["one_way_ms"]["median"]})
+    def ranked_day(d: Period) -> RankedDay:
+        return RankedDay(d.period, d.answered_pct, d.uptime_pct, d.one_way_ms.median)
+
+    return ranked_day(max(ranked, key=key)), ranked_day(min(ranked, key=key))
 
 
 # --- congestion and level shifts -------------------------------------------------------
@@ -258,7 +282,8 @@ def _episode_span(ev: EventInput, e: events.Episode) -> tuple[int, int]:
     return (a, b) if a < b else (ev.position(e.first), ev.position(e.stop))
 
 
-def congestion_events(ctx: Context, ev: EventInput, episodes: list[events.Episode]) -> list[dict]:
+def congestion_events(ctx: Context, ev: EventInput,
+                      episodes: list[events.Episode]) -> list[Congestion]:
     """Each congestion episode with its severity against the baseline in force; an
     episode whose own probes (edges refined) are not above the baseline is dropped."""
     out = []
@@ -273,31 +298,27 @@ def congestion_events(ctx: Context, ev: EventInput, episodes: list[events.Episod
             continue
         base_ms = e.base.level / 2000.0
         start, end = ctx.c.t[ev.cycles[a]], ctx.c.cover_end[ev.cycles[b - 1]]
-        out.append({
-            "start_utc": float(start), "end_utc": float(end),
-            "duration_s": num(end - start, 3), "open": e.stop == ev.windows.count,
-            "one_way_ms": {"median": num(median, 3), "p95": num(p95, 3),
-                           "iqr": num(q75 - q25, 3)},
-            "loss_pct": pct(lost, rows),
-            "baseline": {"one_way_ms": num(base_ms, 3), "iqr_ms": one_way_ms(e.base.iqr),
-                         "loss_pct": num(100.0 * e.base.loss, 3)},
-            "ratio": num(median / base_ms, 3), "added_ms": num(median - base_ms, 3),
-            "dispersion_ratio": num((q75 - q25) / (e.base.iqr / 2000.0), 3),
-        })
+        out.append(Congestion(
+            float(start), float(end), _seconds(end - start), open=e.stop == ev.windows.count,
+            one_way_ms=CongestionLatency(num(median, 3), num(p95, 3), num(q75 - q25, 3)),
+            loss_pct=pct(lost, rows),
+            baseline=Baseline(num(base_ms, 3), one_way_ms(e.base.iqr),
+                              num(100.0 * e.base.loss, 3)),
+            ratio=num(median / base_ms, 3), added_ms=num(median - base_ms, 3),
+            dispersion_ratio=num((q75 - q25) / (e.base.iqr / 2000.0), 3)))
     return out
 
 
-def level_shifts(ctx: Context, ev: EventInput, shifts: list[events.Shift]) -> list[dict]:
+def level_shifts(ctx: Context, ev: EventInput, shifts: list[events.Shift]) -> list[LevelShift]:
     """Each change of baseline level (a path change)."""
     out = []
     for s in shifts:
         at = ev.refine(s.before.level, s.at, rising=True)
         before, after = s.before.level / 2000.0, s.after.level / 2000.0
-        out.append({"at_utc": float(ctx.c.t[ev.cycles[min(at, ev.cycles.size - 1)]]),
-                    "from_ms": num(before, 3), "to_ms": num(after, 3),
-                    "change_ms": num(after - before, 3), "ratio": num(after / before, 3),
-                    "iqr_before_ms": one_way_ms(s.before.iqr),
-                    "iqr_after_ms": one_way_ms(s.after.iqr)})
+        out.append(LevelShift(float(ctx.c.t[ev.cycles[min(at, ev.cycles.size - 1)]]),
+                              num(before, 3), num(after, 3), num(after - before, 3),
+                              num(after / before, 3), one_way_ms(s.before.iqr),
+                              one_way_ms(s.after.iqr)))
     return out
 
 
@@ -306,12 +327,12 @@ def level_shifts(ctx: Context, ev: EventInput, shifts: list[events.Shift]) -> li
 
 def method(outage_cycles: int, ev: EventInput, period_s: float,
            persist_windows: int = PERSIST_WINDOWS,
-           noise_floor_us: float = NOISE_FLOOR_US, link_bps: float | None = None) -> dict:
+           noise_floor_us: float = NOISE_FLOOR_US, link_bps: float | None = None) -> Method:
     """The rules behind the numbers, in words, with this report's parameters (the link
     speed only when the report was given one: else each run's own counts)."""
     w = ev.windows.width
     window_s, persist_s = w * period_s, w * period_s * persist_windows
-    return {
+    return Method({
         "availability": "Answered: probes answered / probes scheduled (every scheduled probe "
                         "has a row, failed ones too). Uptime: 1 - outage time / monitored "
                         "time. Times when the monitor was not running are left out of both.",
@@ -353,15 +374,11 @@ def method(outage_cycles: int, ev: EventInput, period_s: float,
         "best_worst": "Days are ranked by answered %, then uptime %, then lower median "
                       "one-way latency; only days monitored at least half of their time in "
                       "the data are ranked (all days if none is).",
-        "parameters": {"outage_cycles": outage_cycles, "window_cycles": w,
-                       "persist_windows": persist_windows, "gap_periods": GAP_PERIODS,
-                       "noise_floor_us": noise_floor_us}
-        | ({"link_bps": link_bps} if link_bps is not None else {}),
-    }
+    }, Parameters(outage_cycles, w, persist_windows, GAP_PERIODS, noise_floor_us, link_bps))
 
 
 def warnings(ctx: Context, roles: Roles, ev: EventInput, bw: bandwidth.CycleBandwidth,
-             days: list[dict], run: dict) -> list[str]:
+             days: list[Period], run: dict) -> list[str]:
     """What the reader must know: figures missing, or not figures, and why."""
     out = []
     if np.isnan(ctx.one_way_ms).all():
@@ -405,7 +422,7 @@ def _large_lost(ctx: Context, roles: Roles) -> list[str]:
 
 
 def _context(p: Probes, runs: list[dict], outage_cycles: int,
-             t_to: float | None) -> tuple[Context, Roles, list[tuple[int, int]], list[dict]]:
+             t_to: float | None) -> tuple[Context, Roles, list[tuple[int, int]], list[Outage]]:
     """Rows in cycles, their roles, the outages (cycle spans and documents)."""
     p, c, cyc = cycles_of(p, runs, t_to)
     roles = roles_of(p, c, runs)
@@ -417,13 +434,13 @@ def _context(p: Probes, runs: list[dict], outage_cycles: int,
     return ctx, roles, spans, down
 
 
-def analyse(p: Probes, runs: list[dict], t_from: float | None = None,
+def analyse(p: Probes, runs: list[dict], source: Source, t_from: float | None = None,
             t_to: float | None = None, *, outage_cycles: int = OUTAGE_CYCLES,
-            baseline_windows: int = PERSIST_WINDOWS,
-            noise_floor_us: float = NOISE_FLOOR_US, link_bps: float | None = None) -> dict:
-    """The report's parts for the probes (of one host over one transport, at least one)
-    sent in [t_from, t_to) (UTC s; None: no bound), and the runs they belong to: every
-    key of a monitor-report body but "source" and "plots".
+            baseline_windows: int = PERSIST_WINDOWS, noise_floor_us: float = NOISE_FLOOR_US,
+            link_bps: float | None = None, plots: Sequence[str] = ()) -> MonitorReport:
+    """The report on the probes (of one host over one transport, at least one) sent in
+    [t_from, t_to) (UTC s; None: no bound), and the runs they belong to (``source``: the
+    database and those runs, as the report names them; ``plots``: the figures it lists).
 
     ``baseline_windows``: how many windows a stable level must last to be a baseline (a
     smaller figure suits short ranges: minutes rather than hours of data).
@@ -440,22 +457,17 @@ def analyse(p: Probes, runs: list[dict], t_from: float | None = None,
     edges, names = day_edges(lo, hi)
     days = period_rows(ctx, bw, edges, names)
     best, worst = best_and_worst(days)
-    summary = period_rows(ctx, bw, np.array([lo, hi]), ["all"])[0]
-    return {
-        "range": {"requested_from_utc": t_from, "requested_to_utc": t_to,
-                  "from_utc": lo, "to_utc": hi,
-                  "monitored_s": summary["monitored_s"], "not_monitored_s": num(
-                      hi - lo - summary["monitored_s"], 3)},
-        "method": method(outage_cycles, ev, float(np.median(ctx.c.period)),
-                         baseline_windows, noise_floor_us, link_bps),
-        "summary": summary | {"outages": len(down), "congestion_events": len(episodes),
-                              "level_shifts": len(shifts)},
-        "best_day": best, "worst_day": worst,
-        "days": days, "weeks": period_rows(ctx, bw, *week_edges(lo, hi)),
-        "outages": down, "not_monitored": not_monitored(ctx.c),
-        "congestion": congestion_events(ctx, ev, episodes),
-        "level_shifts": level_shifts(ctx, ev, shifts),
-        "series": series(ctx, roles.large, bandwidth.shown_bps(bw, bins(edges, ctx.c.t),
-                                                               edges.size - 1)),
-        "warnings": warnings(ctx, roles, ev, bw, days, runs[-1]),
-    }
+    whole = period_rows(ctx, bw, np.array([lo, hi]), ["all"])[0]
+    congestion = congestion_events(ctx, ev, episodes)
+    return MonitorReport(
+        source, Range(t_from, t_to, lo, hi, whole.monitored_s,
+                      _seconds(hi - lo - whole.monitored_s)),
+        method(outage_cycles, ev, float(np.median(ctx.c.period)), baseline_windows,
+               noise_floor_us, link_bps),
+        Summary(**vars(whole), outages=len(down), congestion_events=len(episodes),
+                level_shifts=len(shifts)),
+        best, worst, days, period_rows(ctx, bw, *week_edges(lo, hi)), down,
+        not_monitored(ctx.c), congestion, level_shifts(ctx, ev, shifts),
+        series(ctx, roles.large, bandwidth.shown_bps(bw, bins(edges, ctx.c.t),
+                                                     edges.size - 1)),
+        list(plots), warnings(ctx, roles, ev, bw, days, runs[-1]))

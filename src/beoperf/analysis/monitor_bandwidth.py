@@ -36,6 +36,7 @@ import numpy as np
 from beoperf import units
 from beoperf.analysis import monitor_events as events
 from beoperf.analysis.monitor_cycles import Context, num, per_run
+from beoperf.model.monitor import Bandwidth, Period
 
 RESOLUTION_FACTOR = 2.0  # the extra time must be this many noise widths
 MIN_NOISE_US = events.MIN_IQR_US  # the clock's resolution: no noise is taken as smaller
@@ -139,15 +140,13 @@ class Periods:
     link: np.ndarray  # the largest --link-speed of the period's cycles (NaN: none)
     status: list[str]
 
-    def item(self, i: int) -> dict:
+    def item(self, i: int) -> Bandwidth:
         """Period i as the document's "bandwidth_bps" (the median only when a figure)."""
         figure = self.status[i] == "figure"
-        return {"count": int(self.count[i]),
-                "median": num(self.median[i], 0) if figure else None,
-                "status": self.status[i], "cycles": int(self.cycles[i]),
-                "above_link": int(self.above[i]), "unresolved": int(self.unresolved[i]),
-                "resolvable_bps": num(self.resolvable[i], 0),
-                "link_bps": num(self.link[i], 0)}
+        return Bandwidth(int(self.count[i]), num(self.median[i], 0) if figure else None,
+                         self.status[i], int(self.cycles[i]), int(self.above[i]),
+                         int(self.unresolved[i]), num(self.resolvable[i], 0),
+                         num(self.link[i], 0))
 
 
 def _status(cycles: int, above: int, unresolved: int) -> str:
@@ -281,7 +280,7 @@ def _lower_bound_warning(bw: CycleBandwidth, whole: Periods) -> str:
             "longer and resolves a faster link")
 
 
-def warnings(bw: CycleBandwidth, days: list[dict], run: dict) -> list[str]:
+def warnings(bw: CycleBandwidth, days: list[Period], run: dict) -> list[str]:
     """Why the bandwidth is not a figure, what the probes did see, and what to change."""
     whole = periods(bw, np.zeros(bw.pair.size, dtype=np.int64), 1)
     out = []
@@ -289,7 +288,7 @@ def warnings(bw: CycleBandwidth, days: list[dict], run: dict) -> list[str]:
         out.append(_above_warning(bw, whole, run))
     if whole.status[0] == "lower_bound":
         out.append(_lower_bound_warning(bw, whole))
-    flagged = [d["period"] for d in days if d["bandwidth_bps"]["status"] in
+    flagged = [d.period for d in days if d.bandwidth_bps.status in
                ("lower_bound", "above_link")]
     if flagged and whole.status[0] == "figure":
         out.append(f"bandwidth: on {len(flagged)} day(s) ({', '.join(flagged[:5])}"

@@ -11,11 +11,13 @@ are microseconds.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from beoperf.analysis import monitor_events as events
+from beoperf.model.monitor import Interval
 
 GAP_PERIODS = 1.5  # more idle time than this many periods after a cycle is "not monitored"
 
@@ -166,9 +168,9 @@ def overlap(intervals: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.clip(hi - lo, 0.0, None).sum(axis=0)
 
 
-def intervals(items: list[dict], lo: str = "start_utc", hi: str = "end_utc") -> np.ndarray:
-    """Document items with a start and an end as an array (k, 2)."""
-    return np.array([[i[lo], i[hi]] for i in items], dtype=float).reshape(-1, 2)
+def intervals(items: Sequence[Interval]) -> np.ndarray:
+    """Stretches of time (outages, gaps) as an array (k, 2) of their starts and ends."""
+    return np.array([[i.start_utc, i.end_utc] for i in items], dtype=float).reshape(-1, 2)
 
 
 # --- numbers for the document ---------------------------------------------------------

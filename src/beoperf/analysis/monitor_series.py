@@ -12,6 +12,7 @@ import numpy as np
 
 from beoperf.analysis import monitor_events as events
 from beoperf.analysis.monitor_cycles import Context, nums
+from beoperf.model.monitor import Cdf, HourOfDay, Quartiles, Series, Spread, Timeline
 
 MAX_BINS = 600  # time bins of the plotted series
 NICE_BINS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
@@ -25,10 +26,14 @@ def bin_width(span_s: float, period_s: float) -> float:
     return float(next((b for b in NICE_BINS_S if b >= want), np.ceil(want / DAY_S) * DAY_S))
 
 
-def _spread(groups: np.ndarray, values: np.ndarray, n: int, digits: int) -> dict:
+def _spread(groups: np.ndarray, values: np.ndarray, n: int, digits: int) -> Spread:
     q, _ = events.grouped_quantiles(groups, values, (0.0, 0.5, 0.95, 1.0), n)
-    return {name: nums(q[:, j], digits) for j, name in enumerate(("min", "median", "p95",
-                                                                    "max"))}
+    return Spread(*(nums(q[:, j], digits) for j in range(4)))  # min, median, p95, max
+
+
+def _finite(values: np.ndarray, digits: int) -> list[float | None]:
+    """Values that are finite (times, quantiles of answered probes) as document numbers."""
+    return nums(values, digits)
 
 
 def _loss(groups: np.ndarray, failed: np.ndarray, n: int) -> list[float | None]:
@@ -37,7 +42,7 @@ def _loss(groups: np.ndarray, failed: np.ndarray, n: int) -> list[float | None]:
         return nums(100.0 * np.bincount(groups, weights=failed, minlength=n) / rows, 3)
 
 
-def timeline(ctx: Context, large: np.ndarray, bps: np.ndarray) -> dict:
+def timeline(ctx: Context, large: np.ndarray, bps: np.ndarray) -> Timeline:
     """Binned series over time: min/median/p95/max of latency and bandwidth (`bps`, per
     cycle: NaN where it is no figure, see monitor_bandwidth.shown_bps), loss."""
     lo, hi = float(ctx.c.t[0]), float(ctx.c.cover_end[-1])
@@ -47,31 +52,28 @@ def timeline(ctx: Context, large: np.ndarray, bps: np.ndarray) -> dict:
     row_bin = np.clip(((ctx.p.t - origin) // width).astype(np.int64), 0, n - 1)
     cyc_bin = np.clip(((ctx.c.t - origin) // width).astype(np.int64), 0, n - 1)
     failed = ctx.p.outcome != 0
-    return {"bin_s": width, "start_utc": nums(origin + width * np.arange(n), 3),
-            "one_way_ms": _spread(row_bin, ctx.one_way_ms, n, 3),
-            "loss_pct": _loss(row_bin, failed, n),
-            "bandwidth_bps": _spread(cyc_bin, bps, n, 0),
-            "large_loss_pct": _loss(row_bin[large], failed[large], n)}
+    return Timeline(width, _finite(origin + width * np.arange(n), 3),
+                    _spread(row_bin, ctx.one_way_ms, n, 3), _loss(row_bin, failed, n),
+                    _spread(cyc_bin, bps, n, 0), _loss(row_bin[large], failed[large], n))
 
 
-def hour_profile(ctx: Context) -> dict:
+def hour_profile(ctx: Context) -> HourOfDay:
     """One-way latency and loss by hour of the day (UTC)."""
     hour = ((ctx.p.t % DAY_S) // 3600).astype(np.int64)
     q, n = events.grouped_quantiles(hour, ctx.one_way_ms, (0.25, 0.5, 0.75, 0.95), 24)
-    stats = {name: nums(q[:, j], 3) for j, name in enumerate(("p25", "median", "p75", "p95"))}
-    return {"hour": list(range(24)), "one_way_ms": stats, "count": n.tolist(),
-            "loss_pct": _loss(hour, ctx.p.outcome != 0, 24)}
+    stats = Quartiles(*(nums(q[:, j], 3) for j in range(4)))  # p25, median, p75, p95
+    return HourOfDay(list(range(24)), stats, [int(k) for k in n.tolist()],
+                     _loss(hour, ctx.p.outcome != 0, 24))
 
 
-def cdf(ctx: Context, points: int = 501) -> dict:
+def cdf(ctx: Context, points: int = 501) -> Cdf:
     """The distribution of one-way latency at `points` evenly spaced fractions."""
     ms = ctx.one_way_ms[~np.isnan(ctx.one_way_ms)]
     fractions = np.linspace(0.0, 1.0, points)
     values = np.quantile(ms, fractions) if ms.size else np.array([])
-    return {"one_way_ms": nums(values, 4), "fraction": nums(fractions[: values.size], 4)}
+    return Cdf(_finite(values, 4), _finite(fractions[: values.size], 4))
 
 
-def series(ctx: Context, large: np.ndarray, bps: np.ndarray) -> dict:
+def series(ctx: Context, large: np.ndarray, bps: np.ndarray) -> Series:
     """All three, as the report's "series"."""
-    return {"timeline": timeline(ctx, large, bps), "hour_of_day": hour_profile(ctx),
-            "cdf": cdf(ctx)}
+    return Series(timeline(ctx, large, bps), hour_profile(ctx), cdf(ctx))

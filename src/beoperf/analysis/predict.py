@@ -56,12 +56,13 @@ when the claimed classes carry at least CLAIM_SHARE of its predicted time.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
 
 from beoperf import units
 from beoperf.analysis.curve import Fit, analyze
-from beoperf.model import jsonvalue
+from beoperf.model import jsonread, jsonvalue
+from beoperf.model.document import Document, DocumentError, JsonObject, JsonValue
 from beoperf.model.pingpong import RunResult, SizeResult
+from beoperf.model.prediction import PREDICTION
 from beoperf.model.profile import Entry, Profile
 
 RATE_BOUND = 0.9  # a piece whose wire fraction is >= 0.9 is rate-bound
@@ -97,6 +98,13 @@ class Piece:
     def bandwidth_bps(self) -> float | None:
         return 8e6 / self.beta_us_per_byte if self.beta_us_per_byte > 0 else None
 
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> Piece:
+        num, integer = jsonread.number, jsonread.integer
+        return cls(integer(o, "first_size"), integer(o, "last_size"), num(o, "alpha_us"),
+                   num(o, "beta_us_per_byte"), num(o, "lo_rel"), num(o, "hi_rel"),
+                   integer(o, "points"), jsonread.opt_number(o, "wire_fraction"))
+
 
 @dataclass
 class NetModel:
@@ -122,11 +130,33 @@ class NetModel:
                 k = i
         return k
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         d = asdict(self)
         d["measured"] = list(self.measured) if self.measured else None
         d["collapses"] = [list(c) for c in self.collapses]
         return d
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> NetModel:
+        """A model as a prediction stores it, every value narrowed (DocumentError)."""
+        measured = _pair(o["measured"], "measured") if o.get("measured") is not None else None
+        scale = jsonread.opt_obj(o, "scale")
+        return cls(jsonread.text(o, "name"), jsonread.text(o, "source"),
+                   jsonread.text(o, "method"),
+                   [Piece.from_dict(p) for p in jsonread.objects(o, "pieces")], measured,
+                   jsonread.opt_integer(o, "saturation_size"),
+                   jsonread.opt_number(o, "floor_us"), jsonread.opt_number(o, "wire_factor"),
+                   None if scale is None else {k: jsonread.number(scale, k) for k in scale},
+                   jsonread.texts(o, "notes"),
+                   [_pair(c, "collapses") for c in jsonread.array(o, "collapses")])
+
+
+def _pair(value: JsonValue, key: str) -> tuple[int, int]:
+    """[first, last]: two sizes (DocumentError naming ``key`` otherwise)."""
+    found = jsonread.whole_numbers(value, key)
+    if len(found) != 2:
+        raise DocumentError(f"'{key}' is not a pair of sizes")
+    return found[0], found[1]
 
 
 # --------------------------------------------------------------------------- models
@@ -257,6 +287,14 @@ class ClassTime:
     share: float = 0.0
     label: str | None = None
 
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> ClassTime:
+        num, integer = jsonread.number, jsonread.integer
+        return cls(integer(o, "size"), integer(o, "count"), jsonread.text(o, "pattern"),
+                   integer(o, "concurrency"), num(o, "time_s"), num(o, "lo_s"), num(o, "hi_s"),
+                   integer(o, "piece"), jsonread.flag(o, "claimed"),
+                   jsonread.opt_text(o, "note"), num(o, "share"), jsonread.opt_text(o, "label"))
+
 
 def class_time(model: NetModel, e: Entry) -> ClassTime:
     k = model.piece_of(e.size)
@@ -306,7 +344,21 @@ def _claim(model: NetModel, e: Entry, p: Piece, t_us: float) -> tuple[bool, str 
 
 
 @dataclass
+class WholeRun:
+    """With a compute time: the whole run's time on a network, its speedup over the first
+    network and the share of it spent communicating (None: a whole time of zero)."""
+
+    whole_s: float | None  # None only in a file that says so (the schema allows it)
+    speedup: float | None
+    comm_fraction: float | None
+
+
+@dataclass
 class NetPrediction:
+    """A network's prediction: its model, each class's time, the total and its interval,
+    whether the method claims it, the classes that dominate, and (:func:`amdahl`) the
+    ratio to the first network and the whole run's time."""
+
     model: NetModel
     classes: list[ClassTime]
     total_s: float
@@ -315,13 +367,38 @@ class NetPrediction:
     claimed: bool
     claim_reason: str
     dominant: list[int]  # indexes of the classes that dominate (largest first)
+    ratio: float | None = None  # to the first network's total (None: that total is 0)
+    whole: WholeRun | None = None  # None: no compute time given
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.model.name, "source": self.model.source,
-                "method": self.model.method, "model": self.model.to_dict(),
-                "classes": [asdict(c) for c in self.classes], "total_s": self.total_s,
-                "interval_s": [self.lo_s, self.hi_s], "claimed": self.claimed,
-                "claim_reason": self.claim_reason, "dominant": self.dominant}
+    def to_dict(self) -> JsonObject:
+        out: JsonObject = {
+            "name": self.model.name, "source": self.model.source,
+            "method": self.model.method, "model": self.model.to_dict(),
+            "classes": [asdict(c) for c in self.classes], "total_s": self.total_s,
+            "interval_s": [self.lo_s, self.hi_s], "claimed": self.claimed,
+            "claim_reason": self.claim_reason, "dominant": list(self.dominant),
+            "ratio": self.ratio}
+        return {**out, **(asdict(self.whole) if self.whole is not None else {})}
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> NetPrediction:
+        """A network as a prediction stores it, every value narrowed (DocumentError)."""
+        interval = jsonread.floats(o, "interval_s")
+        if len(interval) != 2:
+            raise DocumentError("'interval_s' is not a pair of times")
+        whole = WholeRun(jsonread.opt_number(o, "whole_s"), jsonread.opt_number(o, "speedup"),
+                         jsonread.opt_number(o, "comm_fraction")) if "whole_s" in o else None
+        return cls(NetModel.from_dict(jsonread.obj(o.get("model"), "model")),
+                   [ClassTime.from_dict(c) for c in jsonread.objects(o, "classes")],
+                   jsonread.number(o, "total_s"), interval[0], interval[1],
+                   jsonread.flag(o, "claimed"), jsonread.text(o, "claim_reason"),
+                   jsonread.integers(o, "dominant"),
+                   jsonread.opt_number(o, "ratio"), whole)
+
+    @property
+    def dominant_classes(self) -> list[ClassTime]:
+        """The classes that dominate, largest first."""
+        return [self.classes[i] for i in self.dominant if 0 <= i < len(self.classes)]
 
 
 def predict_one(profile: Profile, model: NetModel) -> NetPrediction:
@@ -344,18 +421,68 @@ def predict_one(profile: Profile, model: NetModel) -> NetPrediction:
                          sum(c.hi_s for c in classes), claimed, reason, dominant)
 
 
-def amdahl(predictions: list[NetPrediction], compute_s: float | None) -> list[dict[str, Any]]:
+def amdahl(predictions: list[NetPrediction], compute_s: float | None) -> list[JsonObject]:
     """Per network: its ratio to the first network's communication time, and with the
-    compute time the whole run's time and its speedup over the first network."""
-    base = predictions[0].total_s if predictions else 0.0
+    compute time the whole run's time and its speedup over the first network (set on
+    each prediction by :func:`with_amdahl`; here as the document stores them)."""
     out = []
+    for p in with_amdahl(predictions, compute_s):
+        row: JsonObject = {"ratio": p.ratio}
+        if p.whole is not None:
+            row.update(asdict(p.whole))
+        out.append(row)
+    return out
+
+
+def with_amdahl(predictions: list[NetPrediction],
+                compute_s: float | None) -> list[NetPrediction]:
+    """The predictions with their ratio to the first and (with a compute time) the whole
+    run's time set, in place."""
+    base = predictions[0].total_s if predictions else 0.0
     for p in predictions:
-        row: dict[str, Any] = {"ratio": p.total_s / base if base > 0 else None}
+        p.ratio = p.total_s / base if base > 0 else None
         if compute_s is not None:
             whole = compute_s + p.total_s
             first = compute_s + base
-            row.update(whole_s=whole, speedup=first / whole if whole > 0 else None,
-                       comm_fraction=p.total_s / whole if whole > 0 else None)
-        out.append(row)
-    return out
+            p.whole = WholeRun(whole, first / whole if whole > 0 else None,
+                               p.total_s / whole if whole > 0 else None)
+    return predictions
+
+
+# --------------------------------------------------------------------------- the document
+
+
+@dataclass
+class Prediction:
+    """A prediction document's body, typed: the profile, the statistic the models are
+    fitted to, the compute time (None: not given), each network's prediction, the method
+    in words (name -> text) and the warnings."""
+
+    profile: Profile
+    statistic: str
+    compute_s: float | None
+    networks: list[NetPrediction]
+    method: dict[str, str]
+    warnings: list[str] = field(default_factory=list)
+
+    def body(self) -> JsonObject:
+        return {"profile": self.profile.to_dict(), "statistic": self.statistic,
+                "compute_s": self.compute_s, "networks": [n.to_dict() for n in self.networks],
+                "method": dict(self.method), "warnings": list(self.warnings)}
+
+    def to_document(self, meta: JsonObject) -> Document:
+        return Document(PREDICTION, self.body(), meta)
+
+    @classmethod
+    def from_document(cls, doc: Document) -> Prediction:
+        """The typed body of a prediction document (DocumentError: another kind, or a value
+        of the wrong type)."""
+        if doc.kind != PREDICTION:
+            raise DocumentError(f"a beoperf {doc.kind} document, not a prediction")
+        b: JsonObject = doc.body
+        method = jsonread.opt_obj(b, "method") or {}
+        return cls(Profile.from_dict(jsonread.obj(b.get("profile"), "profile")),
+                   jsonread.text(b, "statistic"), jsonread.opt_number(b, "compute_s"),
+                   [NetPrediction.from_dict(n) for n in jsonread.objects(b, "networks")],
+                   {k: jsonread.text(method, k) for k in method}, jsonread.texts(b, "warnings"))
 

@@ -34,14 +34,15 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 from beoperf import errors
 from beoperf.analysis import effect
 from beoperf.analysis.effect import BETTER, Effect
 from beoperf.audit import tune
 from beoperf.audit.tune import Change, TuneError
+from beoperf.model.document import JsonObject
+from beoperf.model.tune import Procedure, ProcedureRow
 
 SIZE = 16  # bytes: small-message latency
 REPEAT_TIME = 0.3  # seconds one block lasts at most
@@ -89,23 +90,9 @@ def decision_text(keep: bool, found: Effect, against: str, keep_all: bool = Fals
 
 
 @dataclass
-class Row:
-    label: str
-    repeats_us: list[float]
-    mean_us: float = 0.0
-    variance_us2: float = 0.0
-    impact_pct: float | None = None  # (default mean - mean) / default mean, in %
-    key: str | None = None
-    previous: str | None = None
-    target: str | None = None
-    verdict: str = "baseline"  # baseline | kept | reverted | combined
-    p: float | None = None
-    change_pct: float | None = None  # against its neighbouring blocks, in %; + = slower
-    decision: str | None = None
-    same_as: str | None = None  # "Default": this configuration is Default's, not re-measured
-    against: str | None = None  # the state of the neighbouring blocks
-    against_us: list[float] | None = None  # those blocks, one more than repeats_us
-    effect: dict[str, Any] | None = None  # beoperf.analysis.effect.Effect as data
+class Row(ProcedureRow):
+    """A configuration as it is measured: its mean and variance computed from its
+    blocks."""
 
     def __post_init__(self) -> None:
         self.mean_us = statistics.fmean(self.repeats_us)
@@ -278,10 +265,12 @@ def run_changes(changes: list[Change], measure: Measure, repeats: int,
 # --------------------------------------------------------------------------- the document
 
 
-def describe_test(changes: int) -> dict[str, Any]:
-    """The method as data, with the one line the renderers print."""
+def describe_test(changes: int, repeats: int | None = None) -> JsonObject:
+    """The method as data, with the one line the renderers print (``{repeats}`` in it
+    until the number of blocks is given)."""
+    blocks = "{repeats}" if repeats is None else str(repeats)
     statement = (
-        f"Each change in {{repeats}} blocks, each between two blocks of the state it is judged "
+        f"Each change in {blocks} blocks, each between two blocks of the state it is judged "
         "against (A C A C ... A); per block the log ratio to the mean of its neighbours; "
         "Student's t interval of the mean ratio from those blocks alone, "
         f"{1 - effect.ALPHA:.0%} widened for the {changes} change(s) of the plan "
@@ -293,11 +282,8 @@ def describe_test(changes: int) -> dict[str, Any]:
 
 
 def body(out: Outcome, *, profile: str, interface: str | None, peer: str, port: int,
-         repeats: int, keep_all: bool, rollback_file: str | None) -> dict[str, Any]:
+         repeats: int, keep_all: bool, rollback_file: str | None) -> JsonObject:
     """The body of the "procedure" document (no rows: nothing was there to change)."""
-    test = describe_test(max(0, len(out.rows) - 2))
-    test["statement"] = test["statement"].replace("{repeats}", str(repeats))
-    return {"profile": profile, "interface": interface, "peer": peer, "port": port,
-            "size": SIZE, "repeats": repeats, "keep_all": keep_all, "test": test,
-            "rows": [asdict(r) for r in out.rows],
-            "kept": [c.key for c in out.kept], "rollback_file": rollback_file}
+    test = describe_test(max(0, len(out.rows) - 2), repeats)
+    return Procedure(profile, interface, peer, port, SIZE, repeats, keep_all, test,
+                     list(out.rows), [c.key for c in out.kept], rollback_file).body()

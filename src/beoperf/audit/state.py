@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 from beoperf.audit import checks
 from beoperf.audit.base import Check, Unknown
+from beoperf.model.document import JsonObject, JsonValue
 
 # every check whose keys tune can set, and those a study may change by other means
 CHECKS: tuple[type[Check], ...] = (checks.Sysctls, checks.Coalescing, checks.Offloads,
@@ -40,7 +40,7 @@ MAX_KEYS = 4096  # a firewall of thousands of chains is summed, not listed
 MAX_TEXT = 200  # characters of one value
 
 
-def _value(value: Any) -> Any:
+def _value(value: object) -> JsonValue:
     """A fact as the digest takes it: unread -> None; text cut to MAX_TEXT."""
     if isinstance(value, Unknown):
         return None
@@ -53,10 +53,10 @@ def _value(value: Any) -> Any:
     return str(value)[:MAX_TEXT]
 
 
-def settings(interface: str | None) -> dict[str, Any]:
+def settings(interface: str | None) -> JsonObject:
     """key -> value of every setting above (None where it could not be read), for the
     interface ``interface`` (None: the interface checks read nothing)."""
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for cls in CHECKS:
         try:
             facts = cls(interface).collect()
@@ -68,7 +68,7 @@ def settings(interface: str | None) -> dict[str, Any]:
     return out
 
 
-def digest(values: dict[str, Any]) -> str:
+def digest(values: JsonObject) -> str:
     """16 hex digits of the sorted values: equal settings give equal digests."""
     text = json.dumps(values, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -37,7 +37,7 @@ from beoperf.audit.base import (
 )
 from beoperf.audit.lock import LockBusy, TuneLock, netns_id
 from beoperf.model import tune as documents
-from beoperf.model.document import Document, DocumentError, from_json
+from beoperf.model.document import Document, DocumentError, JsonObject, from_json
 
 __all__ = ["Change", "Plan", "Advice", "TuneError", "ApplyFailed", "TuneLock", "LockBusy",
            "as_text", "make_plan", "apply_changes", "restore", "load_rollback",
@@ -78,23 +78,27 @@ class Change:
         """The check that owns this key (KeyError if there is none)."""
         return check_named(self.check)(self.interface)
 
-    def action(self, value: str) -> dict:
+    def action(self, value: str) -> JsonObject:
         """How ``value`` is set: {"write": path, "value": v} or {"argv": [...]}."""
         return self.unit().set_action(self.key, value)
 
-    def readback(self) -> dict:
+    def readback(self) -> JsonObject:
         """How the value is read back: {"file": path} or {"argv": [...], "field": name}."""
         return self.unit().read_action(self.key)
 
-    def to_dict(self) -> dict:
-        return {**asdict(self), "apply": self.action(self.target), "read": self.readback(),
-                "restore": self.action(self.current)}
+    def planned(self) -> documents.PlannedChange:
+        """This change as a plan lists it: the values and how each is set and read."""
+        return documents.PlannedChange(self.key, self.check, self.interface, self.current,
+                                       self.target, self.action(self.target),
+                                       self.readback(), self.action(self.current))
 
-    def snapshot(self) -> dict:
+    def to_dict(self) -> JsonObject:
+        return asdict(self.planned())
+
+    def snapshot(self) -> documents.SavedChange:
         """This change's entry in a rollback file."""
-        return {"key": self.key, "check": self.check, "interface": self.interface,
-                "previous": self.current, "target": self.target,
-                "restore": self.action(self.current)}
+        return documents.SavedChange(self.key, self.check, self.interface, self.current,
+                                     self.target, self.action(self.current))
 
 
 @dataclass(frozen=True)
@@ -108,8 +112,9 @@ class Advice:
     reason: str
     command: str | None = None
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    def planned(self) -> documents.PlannedAdvice:
+        return documents.PlannedAdvice(self.key, self.check, self.value, self.status,
+                                       self.reason, self.command)
 
 
 @dataclass
@@ -173,10 +178,10 @@ def make_plan(findings: Iterable[Finding], profile: dict, interface: str | None)
 
 
 def plan_document(plan: Plan, profile: str, interface: str | None,
-                  meta: dict[str, Any]) -> Document:
+                  meta: JsonObject) -> Document:
     """The plan as a "tune-plan" document."""
-    return documents.plan(profile, interface, [c.to_dict() for c in plan.changes],
-                          [a.to_dict() for a in plan.advice], meta)
+    return documents.TunePlan(profile, interface, [c.planned() for c in plan.changes],
+                              [a.planned() for a in plan.advice]).to_document(meta)
 
 
 # --------------------------------------------------------------------------- set and read
@@ -257,22 +262,24 @@ def apply_changes(changes: list[Change], report: Report = _quiet) -> None:
 
 
 def rollback_document(changes: list[Change], profile: str, interface: str | None,
-                      meta: dict[str, Any]) -> Document:
+                      meta: JsonObject) -> Document:
     """The snapshot of ``changes`` (their previous values) for this host and network
     namespace, as a "rollback" document."""
-    return documents.rollback(platform.node(), netns_id(), profile, interface,
-                              [c.snapshot() for c in changes], meta)
+    return documents.Rollback(platform.node(), netns_id(), profile, interface,
+                              [c.snapshot() for c in changes]).to_document(meta)
 
 
-def wrong_place(body: dict) -> str | None:
-    """Why the rollback document whose body is ``body`` was not written here (another host
-    or network namespace), or None if it was."""
+def wrong_place(doc: Document) -> str | None:
+    """Why the rollback document ``doc`` was not written here (another host or network
+    namespace), or None if it was; TuneError if it is no rollback document."""
+    try:
+        saved = documents.Rollback.from_document(doc)
+    except DocumentError as exc:
+        raise TuneError(str(exc)) from None
     here = (platform.node(), netns_id())
-    there = (body.get("host"), body.get("netns"))
-    if there == here:
+    if (saved.host, saved.netns) == here:
         return None
-    netns = there[1] if isinstance(there[1], int) else quoted(str(there[1]))
-    return (f"it was written on host {quoted(str(there[0]))} (network namespace {netns}), "
+    return (f"it was written on host {quoted(saved.host)} (network namespace {saved.netns}), "
             f"this is {here[0]!r} (network namespace {here[1]})")
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from beoperf import errors, interrupts, report, safeio, units
 from beoperf.cli import MAX_SECONDS, ExitStatus, Parser, UsageError, check_seconds
 from beoperf.model.document import Document
+from beoperf.model.monitor import MonitorReport
 from beoperf.suites import monitor
 
 EXAMPLES = """examples:
@@ -377,7 +378,7 @@ def write_report(doc: Document, outdir: str | Path) -> list[str]:
         out.mkdir(parents=True, exist_ok=True)
         safeio.write_atomic(paths[0], report.render(doc, "markdown"))
         safeio.write_atomic(paths[1], report.render(doc, "json"))
-        for name in doc.body["plots"]:
+        for name in MonitorReport.from_document(doc).plots:
             figure = monitor_plots.figure(doc, name)
             safeio.write_via(out / name, functools.partial(figure.savefig, format="png"))
             paths.append(out / name)

@@ -12,6 +12,7 @@ from beoperf.cli import CliError, ExitStatus, UsageError
 from beoperf.cli.audit import add_interface_options, command_line
 from beoperf.cli.progress import CountBar
 from beoperf.model.document import Document
+from beoperf.model.tune import Procedure
 from beoperf.report import tune as tune_report
 from beoperf.suites import tune as suite
 
@@ -148,7 +149,7 @@ def run_procedure(spec: suite.Spec, fmt: str) -> int:
     line per change as it is decided (not with --json)."""
     with CountBar(sys.stderr.isatty(), "measured procedure") as bar:
         doc = suite.procedure(spec, None if fmt == "json" else say, bar)
-    if fmt == "text" and doc.body["rows"]:
+    if fmt == "text" and Procedure.from_document(doc).rows:
         print()  # after the progress lines
     print(report.render(doc, fmt))
     return int(ExitStatus.OK)

@@ -11,14 +11,14 @@ version 1 tested the trials inside each run (Mann-Whitney U), which called two r
 same setup "significant" whenever the machine drifted between them: its verdicts are not
 carried over (:func:`_v1_to_v2` keeps the changes and says why there is no verdict).
 `beoperf compare --format json` wrote {"format": "beoperf.compare", ...} before the
-envelope, read through :func:`_from_legacy`.
+envelope, read through :func:`_from_legacy`.  The typed body is
+beoperf.analysis.compare.Comparison (its rows hold the analysis' effects).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from beoperf.model import document
+from beoperf.model.document import JsonObject
 
 KIND = "comparison"
 VERSION = 2
@@ -36,7 +36,7 @@ def _from_legacy(doc: dict) -> dict:
             "body": body}
 
 
-def _old_test(test: dict | None, rate: bool) -> dict[str, Any] | None:
+def _old_test(test: dict | None, rate: bool) -> JsonObject | None:
     if test is None:
         return None
     change = test.get("change_pct")

@@ -16,15 +16,18 @@ and what it costs on the link, the budget, and (once it stopped) why it stopped 
 what it sent.  The probes themselves are rows of the SQLite store, not of the document.
 
 The vocabulary both share (probe outcomes, the report's default parameters, the names
-of the report's figures) is here, so that every layer above reads it from one place.
+of the report's figures) is here, so that every layer above reads it from one place, and
+both bodies typed (:class:`MonitorReport`, :class:`MonitorSession`): the analysis builds
+them, the renderers read their fields.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import asdict, dataclass, field
 
-from beoperf.model import document
-from beoperf.model.document import DocumentError
+from beoperf.model import document, jsonread
+from beoperf.model.document import Document, DocumentError, JsonObject
 
 REPORT_KIND = "monitor-report"
 REPORT_VERSION = 3  # 1: "format": "beoperf.monitor-report", no envelope; 2: the envelope;
@@ -81,6 +84,618 @@ def _report_v2_to_v3(doc: dict) -> dict:
     """Version 3 only adds optional fields (a bandwidth's status, the link speed): a
     version 2 report is a valid version 3 one."""
     return doc
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def _num(o: JsonObject, key: str) -> float | None:
+    return jsonread.opt_number(o, key)
+
+
+@dataclass
+class Latency:
+    """One-way latency of a period's small probes, ms: how many, median, mean, p95."""
+
+    count: int
+    median: float | None
+    mean: float | None
+    p95: float | None
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> Latency:
+        return cls(jsonread.integer(o, "count"), _num(o, "median"), _num(o, "mean"),
+                   _num(o, "p95"))
+
+
+BANDWIDTH_DETAIL = ("cycles", "above_link", "unresolved", "resolvable_bps", "link_bps")
+
+
+@dataclass
+class Bandwidth:
+    """A period's bandwidth, bit/s: the median of the cycles' estimates (a figure only
+    when ``status`` is "figure"), how many, and (since version 3) the status with the
+    counts behind it; a report before that has no status: its median is the figure."""
+
+    count: int
+    median: float | None
+    status: str | None = None  # figure | lower_bound | above_link | none; None: version 2
+    cycles: int | None = None  # cycles with an answered pair
+    above_link: int | None = None  # of which above the link speed
+    unresolved: int | None = None  # of which within the small probes' noise
+    resolvable_bps: float | None = None
+    link_bps: float | None = None
+
+    @property
+    def shown_status(self) -> str:
+        """The status ("figure" for a report that has none)."""
+        return self.status or "figure"
+
+    def to_dict(self) -> JsonObject:
+        if self.status is None:
+            return {"count": self.count, "median": self.median}
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> Bandwidth:
+        opt_int = jsonread.opt_integer
+        return cls(jsonread.integer(o, "count"), _num(o, "median"),
+                   jsonread.opt_text(o, "status"), opt_int(o, "cycles"),
+                   opt_int(o, "above_link"), opt_int(o, "unresolved"),
+                   _num(o, "resolvable_bps"), _num(o, "link_bps"))
+
+
+@dataclass
+class Period:
+    """A day, an ISO week or the whole range: how long it was monitored, probes sent and
+    answered, outage time and uptime, one-way latency and bandwidth."""
+
+    period: str
+    start_utc: float
+    end_utc: float
+    monitored_s: float
+    coverage_pct: float | None
+    probes: int
+    answered: int
+    answered_pct: float | None
+    outage_s: float | None
+    uptime_pct: float | None
+    one_way_ms: Latency
+    bandwidth_bps: Bandwidth
+
+    def to_dict(self) -> JsonObject:
+        out: JsonObject = {k: getattr(self, k) for k in PERIOD_FIELDS}
+        out["one_way_ms"] = asdict(self.one_way_ms)
+        out["bandwidth_bps"] = self.bandwidth_bps.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> Period:
+        num, integer = jsonread.number, jsonread.integer
+        return cls(jsonread.text(o, "period"), num(o, "start_utc"), num(o, "end_utc"),
+                   num(o, "monitored_s"), _num(o, "coverage_pct"), integer(o, "probes"),
+                   integer(o, "answered"), _num(o, "answered_pct"), _num(o, "outage_s"),
+                   _num(o, "uptime_pct"),
+                   Latency.from_dict(jsonread.obj(o.get("one_way_ms"), "one_way_ms")),
+                   Bandwidth.from_dict(jsonread.obj(o.get("bandwidth_bps"), "bandwidth_bps")))
+
+
+PERIOD_FIELDS = ("period", "start_utc", "end_utc", "monitored_s", "coverage_pct", "probes",
+                 "answered", "answered_pct", "outage_s", "uptime_pct")
+
+
+@dataclass
+class Summary(Period):
+    """The whole range as one period, with how many events it holds."""
+
+    outages: int = 0
+    congestion_events: int = 0
+    level_shifts: int = 0
+
+    def to_dict(self) -> JsonObject:
+        return {**super().to_dict(), "outages": self.outages,
+                "congestion_events": self.congestion_events, "level_shifts": self.level_shifts}
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> Summary:
+        found = Period.from_dict(o)
+        return cls(**vars(found), outages=jsonread.integer(o, "outages"),
+                   congestion_events=jsonread.integer(o, "congestion_events"),
+                   level_shifts=jsonread.integer(o, "level_shifts"))
+
+
+@dataclass
+class RankedDay:
+    """The best or worst day: answered %, uptime %, median one-way latency (ms)."""
+
+    period: str
+    answered_pct: float | None
+    uptime_pct: float | None
+    one_way_median_ms: float | None
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> RankedDay:
+        return cls(jsonread.text(o, "period"), _num(o, "answered_pct"), _num(o, "uptime_pct"),
+                   _num(o, "one_way_median_ms"))
+
+
+@dataclass
+class Interval:
+    """A stretch of time (UTC seconds) and how long it lasted."""
+
+    start_utc: float
+    end_utc: float
+    duration_s: float
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> Interval:
+        num = jsonread.number
+        return cls(num(o, "start_utc"), num(o, "end_utc"), num(o, "duration_s"))
+
+
+@dataclass
+class Outage(Interval):
+    """Cycles in a row with no answer: how many, the most common failure, whether it is
+    still open and what ended it, and the failures by kind."""
+
+    cycles: int = 0
+    kind: str = ""
+    open: bool = False
+    ended_by: str = "answer"  # answer | end of data | gap
+    open_start: bool = False
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> Outage:
+        flag = jsonread.flag
+        return cls(**vars(Interval.from_dict(o)), cycles=jsonread.integer(o, "cycles"),
+                   kind=jsonread.text(o, "kind"), open=flag(o, "open"),
+                   ended_by=jsonread.text(o, "ended_by"), open_start=flag(o, "open_start"),
+                   outcomes=jsonread.counts(o, "outcomes"))
+
+
+@dataclass
+class CongestionLatency:
+    """A congestion event's own one-way latency, ms."""
+
+    median: float | None
+    p95: float | None
+    iqr: float | None
+
+
+@dataclass
+class Baseline:
+    """The baseline a congestion event is judged against: level, IQR (ms) and loss."""
+
+    one_way_ms: float | None
+    iqr_ms: float | None
+    loss_pct: float | None
+
+
+@dataclass
+class Congestion(Interval):
+    """A stretch above the baseline's level, dispersion or loss, with its severity."""
+
+    open: bool = False
+    one_way_ms: CongestionLatency = field(
+        default_factory=lambda: CongestionLatency(None, None, None))
+    loss_pct: float | None = None
+    baseline: Baseline = field(default_factory=lambda: Baseline(None, None, None))
+    ratio: float | None = None
+    added_ms: float | None = None
+    dispersion_ratio: float | None = None
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> Congestion:
+        lat = jsonread.obj(o.get("one_way_ms"), "one_way_ms")
+        base = jsonread.obj(o.get("baseline"), "baseline")
+        return cls(**vars(Interval.from_dict(o)), open=jsonread.flag(o, "open"),
+                   one_way_ms=CongestionLatency(_num(lat, "median"), _num(lat, "p95"),
+                                                _num(lat, "iqr")),
+                   loss_pct=_num(o, "loss_pct"),
+                   baseline=Baseline(_num(base, "one_way_ms"), _num(base, "iqr_ms"),
+                                     _num(base, "loss_pct")),
+                   ratio=_num(o, "ratio"), added_ms=_num(o, "added_ms"),
+                   dispersion_ratio=_num(o, "dispersion_ratio"))
+
+
+@dataclass
+class LevelShift:
+    """A change from one stable baseline level to another (a path change), ms."""
+
+    at_utc: float
+    from_ms: float | None
+    to_ms: float | None
+    change_ms: float | None
+    ratio: float | None
+    iqr_before_ms: float | None
+    iqr_after_ms: float | None
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> LevelShift:
+        return cls(jsonread.number(o, "at_utc"), *(_num(o, k) for k in (
+            "from_ms", "to_ms", "change_ms", "ratio", "iqr_before_ms", "iqr_after_ms")))
+
+
+Values = list[float | None]  # one per bin; None: nothing in it
+
+
+@dataclass
+class Spread:
+    """Per time bin: min, median, p95 and max."""
+
+    min: Values
+    median: Values
+    p95: Values
+    max: Values
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> Spread:
+        return cls(*(jsonread.opt_floats(o, k) for k in ("min", "median", "p95", "max")))
+
+
+@dataclass
+class Timeline:
+    """Binned series over time: each bin's start (UTC s), latency (ms) and bandwidth
+    (bit/s) spreads, loss of every probe and of the large ones (%)."""
+
+    bin_s: float
+    start_utc: Values
+    one_way_ms: Spread
+    loss_pct: Values
+    bandwidth_bps: Spread
+    large_loss_pct: Values
+
+    def bin_starts(self) -> list[float] | None:
+        """Each bin's start, or None when one is missing (the schema allows it; a report
+        beoperf writes has every one)."""
+        found = [t for t in self.start_utc if t is not None]
+        return found if len(found) == len(self.start_utc) else None
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> Timeline:
+        spread = Spread.from_dict
+        return cls(jsonread.number(o, "bin_s"), jsonread.opt_floats(o, "start_utc"),
+                   spread(jsonread.obj(o.get("one_way_ms"), "one_way_ms")),
+                   jsonread.opt_floats(o, "loss_pct"),
+                   spread(jsonread.obj(o.get("bandwidth_bps"), "bandwidth_bps")),
+                   jsonread.opt_floats(o, "large_loss_pct"))
+
+
+@dataclass
+class Quartiles:
+    """Per hour of the day: one-way latency p25, median, p75 and p95 (ms)."""
+
+    p25: Values
+    median: Values
+    p75: Values
+    p95: Values
+
+
+@dataclass
+class HourOfDay:
+    """Latency and loss by hour of the day (UTC), with the probes in each hour."""
+
+    hour: list[int]
+    one_way_ms: Quartiles
+    count: list[int]
+    loss_pct: Values
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> HourOfDay:
+        lat = jsonread.obj(o.get("one_way_ms"), "one_way_ms")
+        return cls(jsonread.integers(o, "hour"),
+                   Quartiles(*(jsonread.opt_floats(lat, k)
+                               for k in ("p25", "median", "p75", "p95"))),
+                   jsonread.integers(o, "count"), jsonread.opt_floats(o, "loss_pct"))
+
+
+@dataclass
+class Cdf:
+    """The distribution of one-way latency: values (ms) at evenly spaced fractions."""
+
+    one_way_ms: Values
+    fraction: Values
+
+    def points(self) -> tuple[list[float], list[float]]:
+        """(values, fractions) of the points with both (a report beoperf writes: all)."""
+        pairs = [(x, f) for x, f in zip(self.one_way_ms, self.fraction, strict=False)
+                 if x is not None and f is not None]
+        return [x for x, _ in pairs], [f for _, f in pairs]
+
+
+@dataclass
+class Series:
+    """What the plots are drawn from."""
+
+    timeline: Timeline
+    hour_of_day: HourOfDay
+    cdf: Cdf
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> Series:
+        cdf = jsonread.obj(o.get("cdf"), "cdf")
+        return cls(Timeline.from_dict(jsonread.obj(o.get("timeline"), "timeline")),
+                   HourOfDay.from_dict(jsonread.obj(o.get("hour_of_day"), "hour_of_day")),
+                   Cdf(jsonread.opt_floats(cdf, "one_way_ms"),
+                       jsonread.opt_floats(cdf, "fraction")))
+
+
+@dataclass
+class Run:
+    """A monitor run the probes belong to: its target, period, when it ran, why it
+    stopped, its schedule (as the store keeps it) and link speed (None: not given)."""
+
+    id: int
+    host: str
+    address: str | None
+    transport: str
+    period_s: float
+    started_utc: float
+    ended_utc: float | None
+    stop_reason: str | None
+    schedule: list[JsonObject] | None
+    link_bps: float | None = None
+    has_link: bool = True  # False: a report before version 3, which has no link_bps
+
+    def to_dict(self) -> JsonObject:
+        out: JsonObject = {k: getattr(self, k) for k in RUN_FIELDS}
+        out["schedule"] = None if self.schedule is None else list(self.schedule)
+        if self.has_link:
+            out["link_bps"] = self.link_bps
+        return out
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> Run:
+        t, num = jsonread.text, jsonread.number
+        schedule = None if o.get("schedule") is None else jsonread.objects(o, "schedule")
+        return cls(jsonread.integer(o, "id"), t(o, "host"), jsonread.opt_text(o, "address"),
+                   t(o, "transport"), num(o, "period_s"), num(o, "started_utc"),
+                   _num(o, "ended_utc"), jsonread.opt_text(o, "stop_reason"), schedule,
+                   _num(o, "link_bps"), "link_bps" in o)
+
+
+RUN_FIELDS = ("id", "host", "address", "transport", "period_s", "started_utc", "ended_utc",
+              "stop_reason")
+
+
+@dataclass
+class Source:
+    """The database, the probed host, the transport and the runs of the report."""
+
+    db: str
+    host: str
+    transport: str
+    runs: list[Run]
+
+    def to_dict(self) -> JsonObject:
+        return {"db": self.db, "host": self.host, "transport": self.transport,
+                "runs": [r.to_dict() for r in self.runs]}
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> Source:
+        t = jsonread.text
+        return cls(t(o, "db"), t(o, "host"), t(o, "transport"),
+                   [Run.from_dict(r) for r in jsonread.objects(o, "runs")])
+
+
+@dataclass
+class Range:
+    """The range asked for and the one found (UTC s), and how much of it was monitored."""
+
+    requested_from_utc: float | None
+    requested_to_utc: float | None
+    from_utc: float
+    to_utc: float
+    monitored_s: float
+    not_monitored_s: float
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> Range:
+        num = jsonread.number
+        return cls(_num(o, "requested_from_utc"), _num(o, "requested_to_utc"),
+                   num(o, "from_utc"), num(o, "to_utc"), num(o, "monitored_s"),
+                   num(o, "not_monitored_s"))
+
+
+@dataclass
+class Parameters:
+    """The report's parameters; ``link_bps`` only when the report was given one."""
+
+    outage_cycles: int
+    window_cycles: int
+    persist_windows: int
+    gap_periods: float
+    noise_floor_us: float
+    link_bps: float | None = None
+
+    def to_dict(self) -> JsonObject:
+        out = asdict(self)
+        if self.link_bps is None:
+            del out["link_bps"]
+        return out
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> Parameters:
+        integer, num = jsonread.integer, jsonread.number
+        return cls(integer(o, "outage_cycles"), integer(o, "window_cycles"),
+                   integer(o, "persist_windows"), num(o, "gap_periods"),
+                   num(o, "noise_floor_us"), _num(o, "link_bps"))
+
+
+@dataclass
+class Method:
+    """The rules behind the numbers in words (name -> text, in order) and the
+    parameters."""
+
+    rules: dict[str, str]
+    parameters: Parameters
+
+    def to_dict(self) -> JsonObject:
+        return {**self.rules, "parameters": self.parameters.to_dict()}
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> Method:
+        return cls({k: jsonread.text(o, k) for k in o if k != "parameters"},
+                   Parameters.from_dict(jsonread.obj(o.get("parameters"), "parameters")))
+
+
+@dataclass
+class MonitorReport:
+    """A monitor-report document's body, typed (see the module docstring)."""
+
+    source: Source
+    range: Range
+    method: Method
+    summary: Summary
+    best_day: RankedDay | None
+    worst_day: RankedDay | None
+    days: list[Period]
+    weeks: list[Period]
+    outages: list[Outage]
+    not_monitored: list[Interval]
+    congestion: list[Congestion]
+    level_shifts: list[LevelShift]
+    series: Series
+    plots: list[str]
+    warnings: list[str]
+
+    def body(self) -> JsonObject:
+        return {"source": self.source.to_dict(), "range": asdict(self.range),
+                "method": self.method.to_dict(), "summary": self.summary.to_dict(),
+                "best_day": None if self.best_day is None else asdict(self.best_day),
+                "worst_day": None if self.worst_day is None else asdict(self.worst_day),
+                "days": [d.to_dict() for d in self.days],
+                "weeks": [w.to_dict() for w in self.weeks],
+                "outages": [asdict(o) for o in self.outages],
+                "not_monitored": [asdict(g) for g in self.not_monitored],
+                "congestion": [asdict(c) for c in self.congestion],
+                "level_shifts": [asdict(s) for s in self.level_shifts],
+                "series": asdict(self.series), "plots": list(self.plots),
+                "warnings": list(self.warnings)}
+
+    def to_document(self, meta: JsonObject) -> Document:
+        return Document(REPORT_KIND, self.body(), meta)
+
+    @classmethod
+    def from_body(cls, b: JsonObject) -> MonitorReport:
+        """The typed body of the JSON body ``b``, every value narrowed (DocumentError)."""
+        part = jsonread.obj
+        best, worst = jsonread.opt_obj(b, "best_day"), jsonread.opt_obj(b, "worst_day")
+        return cls(
+            Source.from_dict(part(b.get("source"), "source")),
+            Range.from_dict(part(b.get("range"), "range")),
+            Method.from_dict(part(b.get("method"), "method")),
+            Summary.from_dict(part(b.get("summary"), "summary")),
+            None if best is None else RankedDay.from_dict(best),
+            None if worst is None else RankedDay.from_dict(worst),
+            [Period.from_dict(d) for d in jsonread.objects(b, "days")],
+            [Period.from_dict(w) for w in jsonread.objects(b, "weeks")],
+            [Outage.from_dict(o) for o in jsonread.objects(b, "outages")],
+            [Interval.from_dict(g) for g in jsonread.objects(b, "not_monitored")],
+            [Congestion.from_dict(c) for c in jsonread.objects(b, "congestion")],
+            [LevelShift.from_dict(s) for s in jsonread.objects(b, "level_shifts")],
+            Series.from_dict(part(b.get("series"), "series")), jsonread.texts(b, "plots"),
+            jsonread.texts(b, "warnings"))
+
+    @classmethod
+    def of(cls, found: MonitorReport | JsonObject) -> MonitorReport:
+        """``found`` typed: as it is, or read from a body."""
+        return found if isinstance(found, MonitorReport) else cls.from_body(found)
+
+    @classmethod
+    def from_document(cls, doc: Document) -> MonitorReport:
+        """The typed body of a monitor-report document (DocumentError: another kind, or
+        a value of the wrong type)."""
+        if doc.kind != REPORT_KIND:
+            raise DocumentError(f"a beoperf {doc.kind} document, not a monitor report")
+        return cls.from_body(doc.body)
+
+
+# --------------------------------------------------------------------------- the session
+
+
+@dataclass
+class ScheduledStep:
+    """``count`` probes of ``size`` payload bytes, ``spacing_s`` apart, in each cycle."""
+
+    size: int
+    count: int
+    spacing_s: float
+
+
+@dataclass
+class SessionBudget:
+    """The budget the schedule must fit: as given ("0.2% of 10 Mbit/s") and in B/s."""
+
+    text: str
+    bytes_per_s: float
+
+
+@dataclass
+class SessionTotals:
+    """What a session did: cycles, probes sent and answered, bytes, and what it skipped
+    because it was late."""
+
+    cycles: int
+    probes: int
+    answered: int
+    bytes: int
+    skipped_cycles: int
+    skipped_probes: int
+
+
+@dataclass
+class MonitorSession:
+    """A monitor-session document's body, typed: the target, the schedule and what a cycle
+    costs on the link, the budget and, once it stopped, why and what it sent (status
+    "planned" for --dry-run: no run, no totals)."""
+
+    host: str
+    address: str
+    transport: str
+    port: int
+    db: str | None
+    run_id: int | None
+    period_s: float
+    schedule: list[ScheduledStep]
+    timeout_s: float
+    path_mtu: int
+    path_mtu_unknown: str | None  # why the path MTU is assumed (None: it is known)
+    bytes_per_cycle: int  # with headers
+    link_bps: float | None
+    budget: SessionBudget | None
+    status: str = "planned"  # planned | stopped | failed
+    stop_reason: str | None = None
+    totals: SessionTotals | None = None
+
+    def body(self) -> JsonObject:
+        return asdict(self)
+
+    def to_document(self, meta: JsonObject) -> Document:
+        return Document(SESSION_KIND, self.body(), meta)
+
+    @classmethod
+    def from_document(cls, doc: Document) -> MonitorSession:
+        """The typed body of a monitor-session document (DocumentError: another kind, or
+        a value of the wrong type)."""
+        if doc.kind != SESSION_KIND:
+            raise DocumentError(f"a beoperf {doc.kind} document, not a monitor session")
+        b: JsonObject = doc.body
+        t, integer, num = jsonread.text, jsonread.integer, jsonread.number
+        budget, totals = jsonread.opt_obj(b, "budget"), jsonread.opt_obj(b, "totals")
+        return cls(
+            t(b, "host"), t(b, "address"), t(b, "transport"), integer(b, "port"),
+            jsonread.opt_text(b, "db"), jsonread.opt_integer(b, "run_id"), num(b, "period_s"),
+            [ScheduledStep(integer(s, "size"), integer(s, "count"), num(s, "spacing_s"))
+             for s in jsonread.objects(b, "schedule")],
+            num(b, "timeout_s"), integer(b, "path_mtu"), jsonread.opt_text(b, "path_mtu_unknown"),
+            integer(b, "bytes_per_cycle"), jsonread.opt_number(b, "link_bps"),
+            None if budget is None else SessionBudget(t(budget, "text"),
+                                                      num(budget, "bytes_per_s")),
+            t(b, "status"), jsonread.opt_text(b, "stop_reason"),
+            None if totals is None else SessionTotals(*(integer(totals, k) for k in (
+                "cycles", "probes", "answered", "bytes", "skipped_cycles", "skipped_probes"))))
 
 
 document.register(REPORT_KIND, REPORT_VERSION, upgrades={2: _report_v2_to_v3},

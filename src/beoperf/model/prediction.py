@@ -11,7 +11,8 @@
   class and in total, each repeat's time, the median and range, both ends' facts.
 
 Version 1 is the first; the analysis (beoperf.analysis.predict) and the replay
-(beoperf.sweep.replay) write them.
+(beoperf.sweep.replay) write them.  A prediction's typed body is
+beoperf.analysis.predict.Prediction (its model and classes are the analysis' own types).
 """
 
 from __future__ import annotations

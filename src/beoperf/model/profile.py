@@ -42,9 +42,10 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from beoperf import safeio, units
+from beoperf.model import jsonread
+from beoperf.model.document import JsonObject
 
 PATTERNS = ("pingpong", "stream", "bidir")
 FORMATS = ("csv", "imb", "osu", "mpip")
@@ -86,20 +87,28 @@ class Profile:
     entries: list[Entry] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"source": self.source, "format": self.format,
                 "entries": [asdict(e) for e in self.entries], "notes": list(self.notes)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Profile:
-        return cls(d["source"], d["format"], [Entry(**e) for e in d["entries"]],
-                   list(d.get("notes", [])))
+    def from_dict(cls, d: JsonObject) -> Profile:
+        """A profile as a document stores it, every value narrowed (DocumentError)."""
+        return cls(jsonread.text(d, "source"), jsonread.text(d, "format"),
+                   [_entry_of(e) for e in jsonread.objects(d, "entries")],
+                   jsonread.texts(d, "notes"))
 
     def messages(self) -> int:
         return sum(e.count for e in self.entries)
 
     def bytes(self) -> int:
         return sum(e.count * e.size for e in self.entries)
+
+
+def _entry_of(o: JsonObject) -> Entry:
+    return Entry(jsonread.integer(o, "size"), jsonread.integer(o, "count"),
+                 jsonread.text(o, "pattern"), jsonread.integer(o, "concurrency"),
+                 jsonread.opt_text(o, "label"))
 
 
 def check_entry(e: Entry, where: str) -> Entry:

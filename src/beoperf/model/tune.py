@@ -18,10 +18,10 @@ and "beoperf.rollback" version 2, "beoperf.tune-procedure" version 1.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import asdict, dataclass, field
 
-from beoperf.model import document
-from beoperf.model.document import Document, DocumentError
+from beoperf.model import document, jsonread
+from beoperf.model.document import Document, DocumentError, JsonObject, JsonValue
 
 PLAN, ROLLBACK, PROCEDURE = "tune-plan", "rollback", "procedure"
 PLAN_VERSION = ROLLBACK_VERSION = 3  # 2: "format": "beoperf.tune-plan"/"beoperf.rollback"
@@ -35,22 +35,228 @@ PROCEDURE_KEYS = ("profile", "interface", "peer", "port", "size", "repeats", "ke
                   "rows", "kept", "rollback_file")
 
 
-def plan(profile: str, interface: str | None, changes: list[dict], advice: list[dict],
-         meta: dict[str, Any]) -> Document:
-    return Document(PLAN, {"profile": profile, "interface": interface, "changes": changes,
-                           "advice": advice}, meta)
+def _kind(doc: Document, kind: str) -> JsonObject:
+    """The body of ``doc``, which must be of ``kind``."""
+    if doc.kind != kind:
+        raise DocumentError(f"a beoperf {doc.kind} document, not a {kind} document")
+    return jsonread.obj(doc.body)
 
 
-def rollback(host: str, netns: int | None, profile: str, interface: str | None,
-             changes: list[dict], meta: dict[str, Any]) -> Document:
-    """A rollback snapshot; ``changes`` are entries {key, check, interface, previous,
-    target, restore}."""
-    return Document(ROLLBACK, {"host": host, "netns": netns, "profile": profile,
-                               "interface": interface, "changes": changes}, meta)
+def action_text(action: JsonObject) -> str:
+    """How a value is set or restored, in words: the command, or what is written where."""
+    if "argv" in action:
+        return " ".join(jsonread.texts(action, "argv"))
+    return f"write {jsonread.text(action, 'value')!r} to {jsonread.text(action, 'write')}"
 
 
-def procedure(body: dict[str, Any], meta: dict[str, Any]) -> Document:
-    return Document(PROCEDURE, body, meta)
+# --------------------------------------------------------------------------- tune-plan
+
+
+@dataclass
+class PlannedChange:
+    """One change of a plan: the key, the check that owns it, its interface, the value now
+    and the target, and how it is applied, read back and restored (actions as data:
+    {"write": path, "value": v} or {"argv": [...]}; {"file": path} or {"argv", "field"})."""
+
+    key: str
+    check: str
+    interface: str | None
+    current: str
+    target: str
+    apply: JsonObject
+    read: JsonObject
+    restore: JsonObject
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> PlannedChange:
+        t, action = jsonread.text, jsonread.obj
+        return cls(t(o, "key"), t(o, "check"), jsonread.opt_text(o, "interface"),
+                   t(o, "current"), t(o, "target"), action(o.get("apply"), "apply"),
+                   action(o.get("read"), "read"), action(o.get("restore"), "restore"))
+
+
+@dataclass
+class PlannedAdvice:
+    """A finding the plan leaves to a person: its value, verdict, why, and the command
+    that would do it (None: none)."""
+
+    key: str
+    check: str
+    value: JsonValue
+    status: str
+    reason: str
+    command: str | None = None
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> PlannedAdvice:
+        t = jsonread.text
+        return cls(t(o, "key"), t(o, "check"), o.get("value"), t(o, "status"), t(o, "reason"),
+                   jsonread.opt_text(o, "command"))
+
+
+@dataclass
+class TunePlan:
+    """A tune-plan document's body: the changes in apply order and the advice only."""
+
+    profile: str
+    interface: str | None
+    changes: list[PlannedChange] = field(default_factory=list)
+    advice: list[PlannedAdvice] = field(default_factory=list)
+
+    def body(self) -> JsonObject:
+        return asdict(self)
+
+    def to_document(self, meta: JsonObject) -> Document:
+        return Document(PLAN, self.body(), meta)
+
+    @classmethod
+    def from_document(cls, doc: Document) -> TunePlan:
+        b = _kind(doc, PLAN)
+        return cls(jsonread.text(b, "profile"), jsonread.opt_text(b, "interface"),
+                   [PlannedChange.from_dict(c) for c in jsonread.objects(b, "changes")],
+                   [PlannedAdvice.from_dict(a) for a in jsonread.objects(b, "advice")])
+
+
+# --------------------------------------------------------------------------- rollback
+
+
+@dataclass
+class SavedChange:
+    """One entry of a rollback snapshot: the key, its check and interface, the value before
+    (what a restore writes), the value it was set to, and the restore action."""
+
+    key: str
+    check: str
+    interface: str | None
+    previous: str
+    target: str
+    restore: JsonObject
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> SavedChange:
+        t = jsonread.text
+        return cls(t(o, "key"), t(o, "check"), jsonread.opt_text(o, "interface"),
+                   t(o, "previous"), t(o, "target"), jsonread.obj(o.get("restore"), "restore"))
+
+
+@dataclass
+class Rollback:
+    """A rollback document's body: where it was written (host, network namespace inode)
+    and the changes it restores.  Reading it typed checks types only; the restore checks
+    every entry against the allow-list (beoperf.audit.tune)."""
+
+    host: str
+    netns: int | None
+    profile: str
+    interface: str | None
+    changes: list[SavedChange] = field(default_factory=list)
+
+    def body(self) -> JsonObject:
+        return asdict(self)
+
+    def to_document(self, meta: JsonObject) -> Document:
+        return Document(ROLLBACK, self.body(), meta)
+
+    @classmethod
+    def from_document(cls, doc: Document) -> Rollback:
+        b = _kind(doc, ROLLBACK)
+        return cls(jsonread.text(b, "host"), jsonread.opt_integer(b, "netns"),
+                   jsonread.text(b, "profile"), jsonread.opt_text(b, "interface"),
+                   [SavedChange.from_dict(c) for c in jsonread.objects(b, "changes")])
+
+
+# --------------------------------------------------------------------------- procedure
+
+
+@dataclass
+class ProcedureRow:
+    """One configuration of the measured procedure: its blocks' figures (us), their mean
+    and variance, the impact against Default, the change it makes, the verdict and the
+    decision, and the blocks of the state it was judged against with the effect (as
+    beoperf.analysis.effect.Effect stores it; None before version 3)."""
+
+    label: str
+    repeats_us: list[float]
+    mean_us: float = 0.0
+    variance_us2: float = 0.0
+    impact_pct: float | None = None  # (default mean - mean) / default mean, in %
+    key: str | None = None
+    previous: str | None = None
+    target: str | None = None
+    verdict: str = "baseline"  # baseline | kept | reverted | combined
+    p: float | None = None
+    change_pct: float | None = None  # against its neighbouring blocks, in %; + = slower
+    decision: str | None = None
+    same_as: str | None = None  # "Default": this configuration is Default's, not re-measured
+    against: str | None = None  # the state of the neighbouring blocks
+    against_us: list[float] | None = None  # those blocks, one more than repeats_us
+    effect: JsonObject | None = None  # beoperf.analysis.effect.Effect as data
+
+    @property
+    def shown_label(self) -> str:
+        """'Combined (= Default)' for a configuration that is another's."""
+        return f"{self.label} (= {self.same_as})" if self.same_as else self.label
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> ProcedureRow:
+        t, num = jsonread.opt_text, jsonread.opt_number
+        against = o.get("against_us")
+        return cls(jsonread.text(o, "label"), jsonread.floats(o, "repeats_us"),
+                   jsonread.number(o, "mean_us"), jsonread.number(o, "variance_us2"),
+                   num(o, "impact_pct"), t(o, "key"), t(o, "previous"), t(o, "target"),
+                   jsonread.text(o, "verdict"), num(o, "p"), num(o, "change_pct"),
+                   t(o, "decision"), t(o, "same_as"), t(o, "against"),
+                   None if against is None else jsonread.floats(o, "against_us"),
+                   jsonread.opt_obj(o, "effect"))
+
+
+@dataclass
+class Procedure:
+    """A procedure document's body: the plan's profile and interface, the peer and how it
+    was measured, the method (``test``: its keys differ between versions), the rows
+    (Default, each change, Combined; none when there was nothing to change), the keys
+    kept and the rollback file."""
+
+    profile: str
+    interface: str | None
+    peer: str
+    port: int
+    size: int
+    repeats: int
+    keep_all: bool
+    test: JsonObject
+    rows: list[ProcedureRow]
+    kept: list[str]
+    rollback_file: str | None
+
+    def body(self) -> JsonObject:
+        return asdict(self)
+
+    def to_document(self, meta: JsonObject) -> Document:
+        return Document(PROCEDURE, self.body(), meta)
+
+    @property
+    def statement(self) -> str | None:
+        """The method's line (None: a version 1 file, whose test is only data)."""
+        found = self.test.get("statement")
+        return found if isinstance(found, str) else None
+
+    @classmethod
+    def from_document(cls, doc: Document) -> Procedure:
+        b = _kind(doc, PROCEDURE)
+        integer = jsonread.integer
+        return cls(jsonread.text(b, "profile"), jsonread.opt_text(b, "interface"),
+                   jsonread.text(b, "peer"), integer(b, "port"), integer(b, "size"),
+                   integer(b, "repeats"), jsonread.flag(b, "keep_all"),
+                   jsonread.obj(b.get("test"), "test"),
+                   [ProcedureRow.from_dict(r) for r in jsonread.objects(b, "rows")],
+                   jsonread.texts(b, "kept"), jsonread.opt_text(b, "rollback_file"))
+
+
+def procedure(body: JsonObject, meta: JsonObject) -> Document:
+    """A procedure document of its body as data (read back typed: checked as it is
+    made)."""
+    return Procedure.from_document(Document(PROCEDURE, body, meta)).to_document(meta)
 
 
 def _legacy(doc: dict, fmt: str, version: int) -> None:

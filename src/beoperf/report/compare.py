@@ -9,7 +9,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from beoperf.analysis.compare import Row, describe_test, rows_of
+from beoperf.analysis.compare import Comparison, Row, statement
 from beoperf.analysis.curve import COLLAPSE_FACTOR, LATENCY_MAX_SIZE, Collapse, latency_name
 from beoperf.analysis.effect import CANNOT_TELL, DEFAULT_MARGIN, WORSE, Effect
 from beoperf.model.document import Document
@@ -89,7 +89,7 @@ def verdict_lines(table: Sequence[Row]) -> list[Line]:
 
 @answer("comparison")
 def comparison_answer(doc: Document) -> list[Line]:
-    return verdict_lines(rows_of(doc))
+    return verdict_lines(Comparison.from_document(doc).rows)
 
 
 def _notes(table: Sequence[Row], margin: float) -> list[str]:
@@ -99,7 +99,7 @@ def _notes(table: Sequence[Row], margin: float) -> list[str]:
             "bit/s; verdicts compare one size every run measured (latency: lower is better, "
             "peak: higher is better); runs shows how many runs a row's figures are the "
             "medians of.",
-            describe_test(margin)["statement"]]
+            statement(margin)]
 
 
 COLUMNS = ("run", "runs", "latency us", "p99 us", "peak Mbit/s", "peak at B", "saturation B",
@@ -214,7 +214,7 @@ def render_csv(table: Sequence[Row], margin: float = DEFAULT_MARGIN) -> str:
     """Header and one record per run; units in the header names, bare numbers in cells.
 
     The method is not in the CSV (it would break the table); callers print
-    describe_test(margin)["statement"] elsewhere (the CLI: on stderr).
+    statement(margin) elsewhere (the CLI: on stderr).
     """
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
@@ -259,7 +259,7 @@ def render_impact(table: Sequence[Row], margin: float = DEFAULT_MARGIN) -> str:
     verdicts = "; ".join(f"{r.label}: {r.latency_test.text()}" for r in table
                          if r.latency_test is not None)
     notes = [note, f"The median latency's change and verdict: {verdicts}." if verdicts
-             else "", describe_test(margin)["statement"], *collapse_notes(table)]
+             else "", statement(margin), *collapse_notes(table)]
     if any(r.latency_mean_us is not None and r.latency_variance is None for r in table):
         notes.append("Variance n/a: the source lacks trial data; its own time is shown as mean.")
     return "\n".join([*lines, "", *(n for n in notes if n)]) + "\n"
@@ -267,30 +267,32 @@ def render_impact(table: Sequence[Row], margin: float = DEFAULT_MARGIN) -> str:
 
 
 
-def _margin(doc: Document) -> float:
-    return float(doc.body.get("margin", DEFAULT_MARGIN))
+def _typed(doc: Document) -> tuple[list[Row], float]:
+    """The rows of a comparison document and its margin."""
+    found = Comparison.from_document(doc)
+    return found.rows, found.margin
 
 
 @renderer("comparison", "text")
 def text(doc: Document, **_options: Any) -> str:
-    return render_table(rows_of(doc), _margin(doc))
+    return render_table(*_typed(doc))
 
 
 @renderer("comparison", "table")
 def table(doc: Document, **_options: Any) -> str:
-    return render_table(rows_of(doc), _margin(doc))
+    return render_table(*_typed(doc))
 
 
 @renderer("comparison", "markdown")
 def markdown(doc: Document, **_options: Any) -> str:
-    return render_markdown(rows_of(doc), _margin(doc))
+    return render_markdown(*_typed(doc))
 
 
 @renderer("comparison", "csv")
 def csv_text(doc: Document, **_options: Any) -> str:
-    return render_csv(rows_of(doc), _margin(doc))
+    return render_csv(*_typed(doc))
 
 
 @renderer("comparison", "impact")
 def impact(doc: Document, **_options: Any) -> str:
-    return render_impact(rows_of(doc), _margin(doc))
+    return render_impact(*_typed(doc))

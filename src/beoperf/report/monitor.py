@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from beoperf.analysis.monitor import iso, words_s
-from beoperf.model.document import FORMAT, Document
-from beoperf.model.monitor import REPORT_KIND
+from beoperf.model.document import FORMAT, Document, JsonObject
+from beoperf.model.monitor import REPORT_KIND, Bandwidth, MonitorReport, Period
 from beoperf.report import renderer
 from beoperf.report.answer import Level, Line, answer, from_strings, lines_of, markdown_block
 
@@ -27,16 +27,16 @@ def _mbps(bps: float | None) -> str:
     return "–" if bps is None else f"{bps / 1e6:.2f}"
 
 
-def bandwidth_cell(b: dict) -> str:
+def bandwidth_cell(b: Bandwidth) -> str:
     """A period's bandwidth cell: the median, '> X' (a lower bound: the probes cannot
     resolve more) or 'above link' (not a bandwidth); the warnings say why."""
-    status = b.get("status", "figure")  # reports before issue 11: the median is the figure
+    status = b.shown_status  # reports before issue 11: the median is the figure
     if status == "lower_bound":
-        return f"> {_mbps(b['resolvable_bps'])}"
+        return f"> {_mbps(b.resolvable_bps)}"
     if status == "above_link":
-        return f"above link ({b['above_link']} of {b['cycles']})"
-    above = b.get("above_link", 0)
-    return _mbps(b["median"]) + (f" ({above} above link left out)" if above else "")
+        return f"above link ({b.above_link} of {b.cycles})"
+    above = b.above_link or 0
+    return _mbps(b.median) + (f" ({above} above link left out)" if above else "")
 
 
 def _table(head: list[str], rows: list[list[str]], empty: str = "None.") -> list[str]:
@@ -50,64 +50,61 @@ PERIOD_HEAD = ["monitored", "answered %", "uptime %", "one-way median ms", "mean
                "p95 ms", "bandwidth median Mbit/s", "outage"]
 
 
-def _period_cells(d: dict) -> list[str]:
-    lat = d["one_way_ms"]
-    return [f"{words_s(d['monitored_s'])} ({_f(d['coverage_pct'], 1)} %)",
-            _f(d["answered_pct"]), _f(d["uptime_pct"]), _f(lat["median"]), _f(lat["mean"]),
-            _f(lat["p95"]), bandwidth_cell(d["bandwidth_bps"]),
-            words_s(d["outage_s"]) if d["outage_s"] else "–"]
+def _period_cells(d: Period) -> list[str]:
+    lat = d.one_way_ms
+    return [f"{words_s(d.monitored_s)} ({_f(d.coverage_pct, 1)} %)",
+            _f(d.answered_pct), _f(d.uptime_pct), _f(lat.median), _f(lat.mean),
+            _f(lat.p95), bandwidth_cell(d.bandwidth_bps),
+            words_s(d.outage_s) if d.outage_s else "–"]
 
 
-def _md_summary(doc: dict) -> list[str]:
-    s, r = doc["summary"], doc["range"]
+def _md_summary(doc: MonitorReport) -> list[str]:
+    s, r = doc.summary, doc.range
     lines = ["## Summary", "", *_table(["range", *PERIOD_HEAD],
                                        [["all", *_period_cells(s)]])]
-    lines.append(f"Outages: {s['outages']}; congestion events: {s['congestion_events']}; "
-                 f"level shifts: {s['level_shifts']}; not monitored: "
-                 f"{words_s(r['not_monitored_s'])}.")
-    for name in ("best_day", "worst_day"):
-        d = doc[name]
+    lines.append(f"Outages: {s.outages}; congestion events: {s.congestion_events}; "
+                 f"level shifts: {s.level_shifts}; not monitored: "
+                 f"{words_s(r.not_monitored_s)}.")
+    for name, d in (("best_day", doc.best_day), ("worst_day", doc.worst_day)):
         if d is not None:
-            lines.append(f"{name.replace('_', ' ').capitalize()}: {d['period']} (answered "
-                         f"{_f(d['answered_pct'])} %, uptime {_f(d['uptime_pct'])} %, one-way "
-                         f"median {_f(d['one_way_median_ms'])} ms).")
+            lines.append(f"{name.replace('_', ' ').capitalize()}: {d.period} (answered "
+                         f"{_f(d.answered_pct)} %, uptime {_f(d.uptime_pct)} %, one-way "
+                         f"median {_f(d.one_way_median_ms)} ms).")
     return lines + [""]
 
 
-def _md_periods(doc: dict) -> list[str]:
+def _md_periods(doc: MonitorReport) -> list[str]:
     lines = []
-    for key, title, label in (("days", "Per day (UTC)", "day"),
-                              ("weeks", "Per week (UTC, ISO weeks from Monday)", "week")):
-        rows = [[d["period"], *_period_cells(d)] for d in doc[key]]
+    for periods, title, label in ((doc.days, "Per day (UTC)", "day"),
+                                  (doc.weeks, "Per week (UTC, ISO weeks from Monday)", "week")):
+        rows = [[d.period, *_period_cells(d)] for d in periods]
         lines += [f"## {title}", "", *_table([label, *PERIOD_HEAD], rows)]
     return lines
 
 
-def _md_outages(doc: dict) -> list[str]:
-    rows = [[iso(o["start_utc"]), iso(o["end_utc"]), words_s(o["duration_s"]),
-             str(o["cycles"]), o["kind"],
-             f"open (ends with the {o['ended_by']})" if o["open"] else ""]
-            for o in doc["outages"]]
-    gaps = [[iso(g["start_utc"]), iso(g["end_utc"]), words_s(g["duration_s"])]
-            for g in doc["not_monitored"]]
+def _md_outages(doc: MonitorReport) -> list[str]:
+    rows = [[iso(o.start_utc), iso(o.end_utc), words_s(o.duration_s), str(o.cycles), o.kind,
+             f"open (ends with the {o.ended_by})" if o.open else ""]
+            for o in doc.outages]
+    gaps = [[iso(g.start_utc), iso(g.end_utc), words_s(g.duration_s)]
+            for g in doc.not_monitored]
     return ["## Outages", "", *_table(["start (UTC)", "end (UTC)", "duration", "cycles",
                                        "kind", "note"], rows, none_found(doc, "outages")),
             "## Not monitored", "", *_table(["from (UTC)", "to (UTC)", "duration"], gaps,
                                             none_found(doc, "not_monitored"))]
 
 
-def _md_events(doc: dict) -> list[str]:
+def _md_events(doc: MonitorReport) -> list[str]:
     rows = []
-    for e in doc["congestion"]:
-        b = e["baseline"]
-        rows.append([iso(e["start_utc"]), iso(e["end_utc"]) + (" (open)" if e["open"] else ""),
-                     words_s(e["duration_s"]), _f(e["one_way_ms"]["median"]),
-                     _f(b["one_way_ms"]), _f(e["ratio"]), _f(e["added_ms"]),
-                     _f(e["one_way_ms"]["p95"]), f"{_f(e['one_way_ms']['iqr'])} "
-                     f"({_f(b['iqr_ms'])})", f"{_f(e['loss_pct'])} ({_f(b['loss_pct'])})"])
-    shifts = [[iso(s["at_utc"]), _f(s["from_ms"]), _f(s["to_ms"]), _f(s["change_ms"]),
-               f"{_f(s['iqr_before_ms'])} / {_f(s['iqr_after_ms'])}"]
-              for s in doc["level_shifts"]]
+    for e in doc.congestion:
+        b, lat = e.baseline, e.one_way_ms
+        rows.append([iso(e.start_utc), iso(e.end_utc) + (" (open)" if e.open else ""),
+                     words_s(e.duration_s), _f(lat.median), _f(b.one_way_ms), _f(e.ratio),
+                     _f(e.added_ms), _f(lat.p95), f"{_f(lat.iqr)} ({_f(b.iqr_ms)})",
+                     f"{_f(e.loss_pct)} ({_f(b.loss_pct)})"])
+    shifts = [[iso(s.at_utc), _f(s.from_ms), _f(s.to_ms), _f(s.change_ms),
+               f"{_f(s.iqr_before_ms)} / {_f(s.iqr_after_ms)}"]
+              for s in doc.level_shifts]
     return ["## Congestion", "", *_table(
         ["start (UTC)", "end (UTC)", "duration", "one-way median ms", "baseline ms", "ratio",
          "added ms", "p95 ms", "IQR ms (baseline)", "loss % (baseline)"], rows,
@@ -117,36 +114,36 @@ def _md_events(doc: dict) -> list[str]:
             none_found(doc, "level_shifts"))]
 
 
-def none_found(doc: dict, what: str) -> str:
+def none_found(doc: MonitorReport, what: str) -> str:
     """What was looked for, when a table of events has none (the report's own rules)."""
-    p = doc["method"].get("parameters", {})
+    p = doc.method.parameters
     if what in ("congestion", "level_shifts") and any(
-            "too few to look for congestion" in w for w in doc["warnings"]):
+            "too few to look for congestion" in w for w in doc.warnings):
         return "Not looked for: too few windows of cycles (see the warnings)."
     return {
-        "outages": f"None: no {p.get('outage_cycles', 'two')} or more cycles in a row "
+        "outages": f"None: no {p.outage_cycles} or more cycles in a row "
                    "without an answered probe.",
         "not_monitored": f"None: the monitor ran throughout (no pause of more than "
-                         f"{p.get('gap_periods', 1.5)} periods between cycles).",
+                         f"{p.gap_periods} periods between cycles).",
         "congestion": "None: no stretch above the baseline's level, dispersion or loss "
-                      "(windows of " + f"{p.get('window_cycles', '?')} cycles; the rule is "
+                      "(windows of " + f"{p.window_cycles} cycles; the rule is "
                       "under Method).",
         "level_shifts": "None: no change from one stable baseline level to another.",
     }[what]
 
 
-def no_bandwidth(doc: dict) -> str:
-    """Why a bandwidth plot has nothing to draw, from the report's own counts: never "no
-    answered probes" when probes were answered."""
-    bw = doc["summary"].get("bandwidth_bps") or {}
-    status = bw.get("status")
+def no_bandwidth(found: MonitorReport | JsonObject) -> str:
+    """Why a bandwidth plot has nothing to draw, from the report's own counts (a typed
+    report or its body): never "no answered probes" when probes were answered."""
+    doc = MonitorReport.of(found)
+    status = doc.summary.bandwidth_bps.status
     if status == "above_link":
         return "no bandwidth figure: the estimates are above the link speed (see the warnings)"
     if status == "lower_bound":
         return "no bandwidth figure: the probes cannot resolve it (see the warnings)"
-    if any("one probe size" in w for w in doc["warnings"]):
+    if any("one probe size" in w for w in doc.warnings):
         return "no bandwidth estimate: the schedule has one probe size"
-    answered, probes = doc["summary"].get("answered"), doc["summary"].get("probes")
+    answered, probes = doc.summary.answered, doc.summary.probes
     if not answered:
         return "no bandwidth estimate: no probe was answered in this range"
     return (f"no bandwidth estimate in this range: {answered:,} of {probes:,} probes were "
@@ -157,27 +154,27 @@ def no_bandwidth(doc: dict) -> str:
 def what_is_wrong(document: Document) -> list[Line]:
     """Outages (FAIL), congestion and level shifts (WARN), the report's own warnings (the
     bandwidth's are notes); nothing found: the uptime and what was looked at."""
-    doc = document.body
-    s = doc["summary"]
+    doc = MonitorReport.from_document(document)
+    s = doc.summary
     out = []
-    if s.get("outages"):
-        out.append(Line(Level.FAIL, f"{s['outages']} outage(s), "
-                                    f"{words_s(s.get('outage_s') or 0.0)} in all (uptime "
-                                    f"{_f(s.get('uptime_pct'))} %)",
+    if s.outages:
+        out.append(Line(Level.FAIL, f"{s.outages} outage(s), "
+                                    f"{words_s(s.outage_s or 0.0)} in all (uptime "
+                                    f"{_f(s.uptime_pct)} %)",
                         "the Outages table says when; look at the path then"))
-    if s.get("congestion_events"):
-        out.append(Line(Level.WARN, f"{s['congestion_events']} congestion event(s)",
+    if s.congestion_events:
+        out.append(Line(Level.WARN, f"{s.congestion_events} congestion event(s)",
                         "the Congestion table says when and by how much"))
-    if s.get("level_shifts"):
-        out.append(Line(Level.WARN, f"{s['level_shifts']} level shift(s) (path changes)",
+    if s.level_shifts:
+        out.append(Line(Level.WARN, f"{s.level_shifts} level shift(s) (path changes)",
                         "the Level shifts table says when and by how much"))
-    for line in from_strings(doc["warnings"]):
+    for line in from_strings(doc.warnings):
         bandwidth = "bandwidth" in line.text and line.level == Level.WARN
         out.append(Line(Level.NOTE, line.text, line.todo, "the bandwidth estimate")
                    if bandwidth else line)
     if not any(line.level < Level.NOTE for line in out):
-        out.append(Line(Level.OK, f"uptime {_f(s.get('uptime_pct'))} % over "
-                                  f"{words_s(doc['range']['monitored_s'])} monitored; no "
+        out.append(Line(Level.OK, f"uptime {_f(s.uptime_pct)} % over "
+                                  f"{words_s(doc.range.monitored_s)} monitored; no "
                                   "outage, congestion or level shift"))
     return out
 
@@ -192,25 +189,24 @@ def _generated(doc: Document) -> str:
 @renderer(REPORT_KIND, "markdown")
 def markdown(document: Document, **_options: Any) -> str:
     """The report as Markdown (every number comes from the document)."""
-    doc = document.body
-    r, src = doc["range"], doc["source"]
-    lines = [f"# Link report: {src['host']} over {src['transport']}", "",
-             f"{iso(r['from_utc'])} to {iso(r['to_utc'])} UTC; monitored "
-             f"{words_s(r['monitored_s'])}; {doc['summary']['probes']} {src['transport']} "
-             f"probes in {len(src['runs'])} run(s) of `{src['db']}`. "
+    doc = MonitorReport.from_document(document)
+    r, src = doc.range, doc.source
+    lines = [f"# Link report: {src.host} over {src.transport}", "",
+             f"{iso(r.from_utc)} to {iso(r.to_utc)} UTC; monitored "
+             f"{words_s(r.monitored_s)}; {doc.summary.probes} {src.transport} "
+             f"probes in {len(src.runs)} run(s) of `{src.db}`. "
              f"Latencies are one-way estimates: half the RTT of the small probes.",
              "", *markdown_block(lines_of(document)), *_md_summary(doc), *_md_periods(doc),
              *_md_outages(doc), *_md_events(doc),
              "## Plots", ""]
-    lines += [f"![{name}]({name})" for name in doc["plots"]] or [
+    lines += [f"![{name}]({name})" for name in doc.plots] or [
         "Not drawn: `beoperf monitor report FILE -o DIR` writes them beside report.md."]
     lines += ["", "## Method", ""]
-    lines += [f"- **{key.replace('_', ' ')}**: {text}" for key, text in doc["method"].items()
-              if isinstance(text, str)]
-    params = ", ".join(f"{k} = {v}" for k, v in doc["method"]["parameters"].items())
+    lines += [f"- **{key.replace('_', ' ')}**: {text}" for key, text in doc.method.rules.items()]
+    params = ", ".join(f"{k} = {v}" for k, v in doc.method.parameters.to_dict().items())
     lines += [f"- **parameters**: {params}", ""]
-    if doc["warnings"]:
-        lines += ["## Warnings", "", *[f"- {w}" for w in doc["warnings"]], ""]
+    if doc.warnings:
+        lines += ["## Warnings", "", *[f"- {w}" for w in doc.warnings], ""]
     lines.append(_generated(document))
     return "\n".join(lines) + "\n"
 

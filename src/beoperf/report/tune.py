@@ -4,11 +4,12 @@ restored, the measured procedure's table, and the files that make a plan persist
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
 from typing import Any
 
+from beoperf.model import jsonread
 from beoperf.model.audit import as_text
-from beoperf.model.document import Document
+from beoperf.model.document import Document, JsonObject
+from beoperf.model.tune import Procedure, Rollback, TunePlan, action_text
 from beoperf.report import renderer
 from beoperf.report.answer import Level, Line, answer, text_block
 from beoperf.report.compare import impact_lines
@@ -21,30 +22,24 @@ PERSIST_INSTALL = ("review them, then install: 90-beoperf.conf in /etc/sysctl.d/
 # --------------------------------------------------------------------------- the plan
 
 
-def action_text(action: Mapping[str, Any]) -> str:
-    if "argv" in action:
-        return " ".join(action["argv"])
-    return f"write {action['value']!r} to {action['write']}"
-
-
-def plan_lines(body: Mapping[str, Any]) -> list[str]:
-    changes, advice = body["changes"], body["advice"]
-    lines = [f"tune plan: profile {body['profile']}, interface {body['interface'] or '(none)'}"
+def plan_lines(found: TunePlan) -> list[str]:
+    changes, advice = found.changes, found.advice
+    lines = [f"tune plan: profile {found.profile}, interface {found.interface or '(none)'}"
              f": {len(changes)} change(s), {len(advice)} advice only"]
     for i, c in enumerate(changes, 1):
-        lines.append(f"  {i}. {c['key']}: {c['current']!r} -> {c['target']!r}")
-        lines.append(f"       apply:   {action_text(c['apply'])}")
-        lines.append(f"       restore: {action_text(c['restore'])}")
+        lines.append(f"  {i}. {c.key}: {c.current!r} -> {c.target!r}")
+        lines.append(f"       apply:   {action_text(c.apply)}")
+        lines.append(f"       restore: {action_text(c.restore)}")
     if advice:
         lines += ["", "Advice only (not changed by beoperf tune):"]
-        lines += [f"  {a['key']} = {as_text(a['value'])}: {a['reason']}"
-                  + (f" [{a['command']}]" if a.get("command") else "") for a in advice]
+        lines += [f"  {a.key} = {as_text(a.value)}: {a.reason}"
+                  + (f" [{a.command}]" if a.command else "") for a in advice]
     return lines
 
 
 @renderer("tune-plan", "text")
 def plan_text(doc: Document, **_options: Any) -> str:
-    return "\n".join(plan_lines(doc.body)) + \
+    return "\n".join(plan_lines(TunePlan.from_document(doc))) + \
         "\n\nNothing was changed; apply with 'beoperf tune --apply' (as root)."
 
 
@@ -52,15 +47,16 @@ def persist_files(doc: Document) -> dict[str, str]:
     """Files that make a plan's changes survive a reboot: a sysctl.d drop-in for the
     sysctls and a systemd oneshot unit that re-applies the interface settings once the
     network is up (name -> content; none for a plan without changes)."""
-    sysctls = [c for c in doc.body["changes"] if c["check"] == "sysctl"]
-    links = [c for c in doc.body["changes"] if c["check"] != "sysctl"]
+    changes = TunePlan.from_document(doc).changes
+    sysctls = [c for c in changes if c.check == "sysctl"]
+    links = [c for c in changes if c.check != "sysctl"]
     out = {}
     if sysctls:
         lines = ["# written by 'beoperf tune --persist'; install in /etc/sysctl.d/"]
-        lines += [f"{c['key']} = {c['target']}" for c in sysctls]
+        lines += [f"{c.key} = {c.target}" for c in sysctls]
         out["90-beoperf.conf"] = "\n".join(lines) + "\n"
     if links:
-        execs = [f"ExecStart={shlex.join(c['apply']['argv'])}" for c in links]
+        execs = [f"ExecStart={shlex.join(jsonread.texts(c.apply, 'argv'))}" for c in links]
         out["beoperf-tune.service"] = "\n".join([
             "# written by 'beoperf tune --persist'; install in /etc/systemd/system/, then",
             "# systemctl daemon-reload && systemctl enable beoperf-tune.service",
@@ -79,36 +75,31 @@ def rollback_text(doc: Document, *, saved_to: str | None = None,
                   restored_from: str | None = None, **_options: Any) -> str:
     """After --apply (``saved_to``: where the snapshot went) or --rollback
     (``restored_from``); else what the snapshot holds."""
-    changes = doc.body["changes"]
+    saved = Rollback.from_document(doc)
+    changes = saved.changes
     if restored_from is not None:
-        return (f"restored {len(changes)} value(s) from {restored_from} "
-                f"(host {doc.body['host']})")
+        return f"restored {len(changes)} value(s) from {restored_from} (host {saved.host})"
     if saved_to is not None:
         if not changes:
             return NOTHING_TO_CHANGE
         return (f"applied {len(changes)} change(s); undo with "
                 f"'beoperf tune --rollback {saved_to}'")
-    lines = [f"rollback of {len(changes)} change(s) for host {doc.body['host']}, network "
-             f"namespace {doc.body['netns']}, interface {doc.body['interface'] or '(none)'}"]
-    return "\n".join(lines + [f"  {c['key']}: restore {c['previous']!r} "
-                              f"({action_text(c['restore'])})" for c in changes])
+    lines = [f"rollback of {len(changes)} change(s) for host {saved.host}, network "
+             f"namespace {saved.netns}, interface {saved.interface or '(none)'}"]
+    return "\n".join(lines + [f"  {c.key}: restore {c.previous!r} "
+                              f"({action_text(c.restore)})" for c in changes])
 
 
 # --------------------------------------------------------------------------- procedure
 
 
-def _shown_label(row: Mapping[str, Any]) -> str:
-    return f"{row['label']} (= {row['same_as']})" if row.get("same_as") else row["label"]
-
-
-def procedure_lines(body: Mapping[str, Any]) -> list[Line]:
+def procedure_lines(found: Procedure) -> list[Line]:
     """The outcome first: what was kept and the combined effect against Default (OK),
     nothing kept (NOTE), and how to undo it all."""
-    rows = body["rows"]
+    rows = found.rows
     if not rows:
         return [Line(Level.OK, "nothing to change: the node already meets the profile")]
-    kept = body.get("kept") or []
-    path = body.get("rollback_file")
+    kept, path = found.kept, found.rollback_file
     undo = f"undo everything with 'beoperf tune --rollback {path}'" if path else ""
     if not kept:
         return [Line(Level.NOTE, "no change was shown to improve latency: nothing kept, the "
@@ -116,64 +107,71 @@ def procedure_lines(body: Mapping[str, Any]) -> list[Line]:
                                                       "interval")]
     out = [Line(Level.OK, f"kept {len(kept)} change(s): {', '.join(kept)}", undo)]
     combined = rows[-1]
-    if combined.get("decision") and combined.get("same_as") is None:
-        out.append(Line(Level.OK, f"combined against Default: {combined['decision']}"))
+    if combined.decision and combined.same_as is None:
+        out.append(Line(Level.OK, f"combined against Default: {combined.decision}"))
     return out
 
 
 @answer("procedure")
 def procedure_answer(doc: Document) -> list[Line]:
-    return procedure_lines(doc.body)
+    return procedure_lines(Procedure.from_document(doc))
+
+
+def _first(keys: list[str]) -> str:
+    return f"{', '.join(keys[:6])}{' ...' if len(keys) > 6 else ''}"
 
 
 @answer("tune-plan")
 def plan_answer(doc: Document) -> list[Line]:
-    changes, advice = doc.body["changes"], doc.body["advice"]
+    found = TunePlan.from_document(doc)
+    changes, advice = found.changes, found.advice
     out = []
     if changes:
         out.append(Line(Level.WARN, f"{len(changes)} setting(s) to change: "
-                                    f"{', '.join(c['key'] for c in changes[:6])}"
-                                    f"{' ...' if len(changes) > 6 else ''}",
+                                    f"{_first([c.key for c in changes])}",
                         "beoperf tune --apply (as root; a rollback file is written first)"))
     if advice:
         out.append(Line(Level.NOTE, f"{len(advice)} advice only (not changed by beoperf "
-                                    f"tune): {', '.join(a['key'] for a in advice[:6])}"
-                                    f"{' ...' if len(advice) > 6 else ''}"))
+                                    f"tune): {_first([a.key for a in advice])}"))
     return out or [Line(Level.OK, "nothing to change")]
 
 
 @answer("rollback")
 def rollback_answer(doc: Document) -> list[Line]:
-    changes = doc.body["changes"]
-    return [Line(Level.NOTE, f"a snapshot of {len(changes)} value(s) on "
-                             f"{doc.body['host']}: 'beoperf tune --rollback FILE' restores "
+    saved = Rollback.from_document(doc)
+    return [Line(Level.NOTE, f"a snapshot of {len(saved.changes)} value(s) on "
+                             f"{saved.host}: 'beoperf tune --rollback FILE' restores "
                              "them")]
+
+
+def _old_method(test: JsonObject) -> str:
+    """The method of a version 1 procedure (whose test has no statement): Mann-Whitney U
+    on the repeats, with a least improvement."""
+    return (f"Kept when two-sided Mann-Whitney U p < {jsonread.number(test, 'alpha')} on the "
+            "repeats against the current kept state and the mean is more than "
+            f"{jsonread.number(test, 'min_improvement_pct') / 100:.0%} lower.")
 
 
 @renderer("procedure", "text")
 def procedure_text(doc: Document, **_options: Any) -> str:
     """The outcome, the tuning-study table (as ``compare --format impact``), each change's
     decision and the method."""
-    body = doc.body
-    rows = body["rows"]
+    found = Procedure.from_document(doc)
+    rows = found.rows
     if not rows:
         return NOTHING_TO_CHANGE
-    lines = impact_lines([(_shown_label(r), r["mean_us"], r["variance_us2"], r["impact_pct"])
+    lines = impact_lines([(r.shown_label, r.mean_us, r.variance_us2, r.impact_pct)
                           for r in rows])
-    verdicts = "; ".join(f"{r['label']}: {r['decision']}" for r in rows if r.get("decision"))
-    test, path = body["test"], body["rollback_file"]
-    method = test.get("statement") or (
-        f"Kept when two-sided Mann-Whitney U p < {test['alpha']} on the repeats against the "
-        f"current kept state and the mean is more than "
-        f"{test['min_improvement_pct'] / 100:.0%} lower.")
-    unit = "blocks" if "statement" in test else "repeats"
+    verdicts = "; ".join(f"{r.label}: {r.decision}" for r in rows if r.decision)
+    path, method = found.rollback_file, found.statement or _old_method(found.test)
+    unit = "blocks" if found.statement is not None else "repeats"
     notes = [
-        f"Latency: mean and variance (ddof=1) of {body['repeats']} {unit}, each the median "
-        f"one-way time at {body['size']} B, us; impact = (Default mean - mean) / Default "
+        f"Latency: mean and variance (ddof=1) of {found.repeats} {unit}, each the median "
+        f"one-way time at {found.size} B, us; impact = (Default mean - mean) / Default "
         "mean.",
         f"Changes: {verdicts}." if verdicts else "",
         method,
         f"Undo everything with 'beoperf tune --rollback {path}'." if path else "",
     ]
-    head = text_block(procedure_lines(body)) if "statement" in test else []
+    head = text_block(procedure_lines(found)) if found.statement is not None else []
     return "\n".join([*head, *([""] if head else []), *lines, "", *(n for n in notes if n)])

@@ -35,10 +35,14 @@ from beoperf.model.monitor import (
     OUTAGE_CYCLES,
     PERSIST_WINDOWS,
     PLOTS,
-    REPORT_BODY_KEYS,
-    REPORT_KIND,
-    SESSION_KIND,
+    RUN_FIELDS,
     TRANSPORTS,
+    MonitorSession,
+    Run,
+    ScheduledStep,
+    SessionBudget,
+    SessionTotals,
+    Source,
 )
 from beoperf.monitor import probes, store
 from beoperf.monitor import schedule as sched
@@ -138,18 +142,16 @@ def _prepare(spec: SessionSpec) -> _Prepared:
     return _Prepared(target, schedule, budget, per_cycle)
 
 
-def _body(spec: SessionSpec, ready: _Prepared) -> dict:
+def _body(spec: SessionSpec, ready: _Prepared) -> MonitorSession:
+    """The session as planned (no run yet)."""
     budget = ready.budget
-    return {"host": spec.host, "address": ready.target.shown, "transport": spec.transport,
-            "port": spec.port, "db": spec.db, "run_id": None,
-            "period_s": ready.schedule.period_s,
-            "schedule": [s.to_dict() for s in ready.schedule.steps],
-            "timeout_s": spec.timeout_s, "path_mtu": ready.target.mtu,
-            "path_mtu_unknown": ready.target.mtu_unknown or None,
-            "bytes_per_cycle": ready.per_cycle, "link_bps": spec.link_bps,
-            "budget": None if budget is None else {"text": budget.text,
-                                                   "bytes_per_s": budget.bytes_per_s},
-            "status": "planned", "stop_reason": None, "totals": None}
+    return MonitorSession(
+        spec.host, ready.target.shown, spec.transport, spec.port, spec.db, None,
+        ready.schedule.period_s,
+        [ScheduledStep(s.size, s.count, s.spacing_s) for s in ready.schedule.steps],
+        spec.timeout_s, ready.target.mtu, ready.target.mtu_unknown or None, ready.per_cycle,
+        spec.link_bps, None if budget is None else SessionBudget(budget.text,
+                                                                 budget.bytes_per_s))
 
 
 def plan(spec: SessionSpec) -> Document:
@@ -158,8 +160,8 @@ def plan(spec: SessionSpec) -> Document:
     BadSpec for a bad schedule or one over the budget; errors.ConnectError if the host
     does not resolve; probes.ProbeSetupError if it cannot be probed."""
     started = utc_now()
-    return Document(SESSION_KIND, _body(spec, _prepare(spec)),
-                    make_meta(list(spec.command_line), utc_start=started))
+    return _body(spec, _prepare(spec)).to_document(
+        make_meta(list(spec.command_line), utc_start=started))
 
 
 def session(spec: SessionSpec, progress: Progress | None = None, stop: StopFlag | None = None,
@@ -246,8 +248,8 @@ def _loop(monitor: Monitor) -> str:
     return reason
 
 
-def _run(spec: SessionSpec, ready: _Prepared, prober: Prober, body: dict, say: Progress,
-         stop: StopFlag | None, log: Progress | None) -> Document:
+def _run(spec: SessionSpec, ready: _Prepared, prober: Prober, body: MonitorSession,
+         say: Progress, stop: StopFlag | None, log: Progress | None) -> Document:
     """Start the run in the database, probe until stopped, record why it stopped."""
     started = utc_now()
     metrics = _metrics(spec, ready.budget)  # before the database: a busy port creates nothing
@@ -258,7 +260,7 @@ def _run(spec: SessionSpec, ready: _Prepared, prober: Prober, body: dict, say: P
                       budget=ready.budget, metrics=metrics, log=log,
                       start_offset=spec.start_offset_s, max_cycles=spec.cycles, prior=prior,
                       stop=flag)
-    body = body | {"run_id": run_id}
+    body = replace(body, run_id=run_id)
     say(text.started_line(body, os.getpid()))
     try:
         reason = _loop(monitor)
@@ -270,19 +272,19 @@ def _run(spec: SessionSpec, ready: _Prepared, prober: Prober, body: dict, say: P
             flag.close()
     _end_run(db, run_id, reason)
     t = monitor.totals
-    body |= {"status": "failed" if reason.startswith(FAILED) else "stopped",
-             "stop_reason": reason,
-             "totals": {"cycles": t.cycles, "probes": t.probes, "answered": t.answered,
-                        "bytes": t.bytes, "skipped_cycles": t.skipped_cycles,
-                        "skipped_probes": t.skipped_probes}}
-    return Document(SESSION_KIND, body, make_meta(list(spec.command_line), utc_start=started,
-                                                  pid=os.getpid()))
+    body = replace(body, status="failed" if reason.startswith(FAILED) else "stopped",
+                   stop_reason=reason,
+                   totals=SessionTotals(t.cycles, t.probes, t.answered, t.bytes,
+                                        t.skipped_cycles, t.skipped_probes))
+    return body.to_document(make_meta(list(spec.command_line), utc_start=started,
+                                      pid=os.getpid()))
 
 
 def check(doc: Document) -> None:
     """Stopped if the session ended by a failure (its stop reason says which)."""
-    if doc.body["status"] == "failed":
-        raise Stopped(doc.body["stop_reason"])
+    found = MonitorSession.from_document(doc)
+    if found.status == "failed":
+        raise Stopped(found.stop_reason or "failed")
 
 
 # --------------------------------------------------------------------------- report
@@ -323,13 +325,12 @@ def _check_report(spec: ReportSpec) -> ReportSpec:
     return replace(spec, noise_floor_us=abs(spec.noise_floor_us))
 
 
-def _run_item(r: dict) -> dict:
+def _run_item(r: dict) -> Run:
+    """A run of the store as the report names it (its schedule as the store keeps it)."""
     from beoperf.analysis.monitor_bandwidth import link_of_run
 
-    keep = ("id", "host", "address", "transport", "period_s", "started_utc", "ended_utc",
-            "stop_reason")
-    return {k: r[k] for k in keep} | {"schedule": r["config"].get("schedule"),
-                                      "link_bps": link_of_run(r)}
+    return Run.from_dict({**{k: r[k] for k in RUN_FIELDS},
+                          "schedule": r["config"].get("schedule"), "link_bps": link_of_run(r)})
 
 
 def report(spec: ReportSpec, progress: Progress | None = None) -> Document:
@@ -355,12 +356,11 @@ def report(spec: ReportSpec, progress: Progress | None = None) -> Document:
             analysis.one_of(spec.db, key, p, runs, spec.t_from, spec.t_to)
         except ValueError as exc:
             raise errors.InputError(str(exc)) from None
-    parts = analysis.analyse(p, runs, spec.t_from, spec.t_to,
+    source = Source(str(spec.db), runs[0]["host"], runs[0]["transport"],
+                    [_run_item(r) for r in runs])
+    found = analysis.analyse(p, runs, source, spec.t_from, spec.t_to,
                              outage_cycles=spec.outage_cycles,
                              baseline_windows=spec.baseline_windows,
-                             noise_floor_us=spec.noise_floor_us, link_bps=spec.link_bps)
-    source = {"db": str(spec.db), "host": runs[0]["host"], "transport": runs[0]["transport"],
-              "runs": [_run_item(r) for r in runs]}
-    body = parts | {"source": source, "plots": list(PLOTS) if spec.plots else []}
-    return Document(REPORT_KIND, {k: body[k] for k in REPORT_BODY_KEYS},
-                    make_meta(list(spec.command_line), utc_start=started))
+                             noise_floor_us=spec.noise_floor_us, link_bps=spec.link_bps,
+                             plots=PLOTS if spec.plots else ())
+    return found.to_document(make_meta(list(spec.command_line), utc_start=started))

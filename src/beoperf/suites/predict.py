@@ -14,7 +14,6 @@ from pathlib import Path
 from beoperf import errors, units
 from beoperf.analysis import predict
 from beoperf.model.document import Document, make_meta
-from beoperf.model.prediction import PREDICTION
 from beoperf.model.profile import ProfileError, read_profile
 from beoperf.suites.results import input_error, load_result
 
@@ -103,14 +102,11 @@ def run(spec: Spec) -> Document:
     except ProfileError as exc:
         raise errors.InputError(str(exc), "a CSV size,count[,pattern,concurrency], an IMB "
                                           "or OSU output, or an mpiP report") from None
-    predictions = [predict.predict_one(profile, m) for m in networks(spec)]
-    rows = []
-    for p, extra in zip(predictions, predict.amdahl(predictions, spec.compute_s), strict=True):
-        rows.append({**p.to_dict(), **extra})
-    body = {"profile": profile.to_dict(), "statistic": predict.STATISTIC,
-            "compute_s": spec.compute_s, "networks": rows, "method": dict(METHOD),
-            "warnings": warnings(profile.notes, predictions)}
-    return Document(PREDICTION, body, make_meta(list(spec.command_line)))
+    predictions = predict.with_amdahl([predict.predict_one(profile, m) for m in networks(spec)],
+                                      spec.compute_s)
+    found = predict.Prediction(profile, predict.STATISTIC, spec.compute_s, predictions,
+                               dict(METHOD), warnings(profile.notes, predictions))
+    return found.to_document(make_meta(list(spec.command_line)))
 
 
 def warnings(profile_notes: list[str], predictions: list[predict.NetPrediction]) -> list[str]:

@@ -31,7 +31,7 @@ from beoperf.audit.base import PROFILES, load_profile, run_audit
 from beoperf.audit.tune import ApplyFailed, Change, Plan, TuneError, TuneLock
 from beoperf.engines.protocol import DEFAULT_PORT
 from beoperf.model import tune as documents
-from beoperf.model.document import Document, make_meta, utc_now
+from beoperf.model.document import Document, JsonObject, make_meta, utc_now
 from beoperf.suites.audit import path_facts, pick_interface
 from beoperf.sweep.probe import measure_size
 
@@ -134,7 +134,7 @@ def plan_here(spec: Spec, rules: dict) -> tuple[str | None, Plan]:
     return interface, tune.make_plan(run_audit(rules, interface, path), rules, interface)
 
 
-def _meta(spec: Spec | RollbackSpec, started: str) -> dict[str, Any]:
+def _meta(spec: Spec | RollbackSpec, started: str) -> JsonObject:
     return make_meta(list(spec.command_line), utc_start=started, utc_end=utc_now())
 
 
@@ -214,7 +214,7 @@ def rollback(spec: RollbackSpec, progress: Progress | None = None) -> Document:
     path = spec.path
     try:
         doc = tune.read_rollback(path)
-        elsewhere = tune.wrong_place(doc.body)
+        elsewhere = tune.wrong_place(doc)
         if elsewhere and not spec.force:
             raise RollbackRefused(f"{path}: {elsewhere}; nothing was changed (--force "
                                   "restores it here anyway)")
@@ -269,7 +269,7 @@ def procedure_failed(exc: measured.ProcedureFailed, path: str) -> errors.Beoperf
 
 
 def _procedure_body(spec: Spec, name: str, interface: str | None, out: measured.Outcome,
-                    path: str | None) -> dict[str, Any]:
+                    path: str | None) -> JsonObject:
     assert spec.peer is not None
     return measured.body(out, profile=name, interface=interface, peer=spec.peer,
                          port=spec.port, repeats=spec.repeats, keep_all=spec.keep_all,

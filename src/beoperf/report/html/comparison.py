@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from beoperf.analysis.compare import Row, rows_of
+from beoperf.analysis.compare import Comparison, Row
 from beoperf.analysis.effect import BETTER, WORSE, Effect
 from beoperf.model.document import Document
 from beoperf.report import renderer
@@ -24,8 +24,8 @@ def _k(i: int, field: str) -> str:
 
 @renderer("comparison", "title")
 def title(doc: Document, **_options: Any) -> str:
-    rows = doc.body.get("rows", [])
-    return f"Comparison of {len(rows)} configurations against {doc.body.get('baseline', '?')}"
+    found = Comparison.from_document(doc)
+    return f"Comparison of {len(found.rows)} configurations against {found.baseline}"
 
 
 MARKS = {BETTER: "pass", WORSE: "fail"}
@@ -80,15 +80,15 @@ def impact(rows: list[Row]) -> Markup:
 
 @renderer("comparison", "html")
 def html(doc: Document, **_options: Any) -> str:
-    rows = rows_of(doc)
-    statement = (doc.body.get("test") or {}).get("statement", "")
+    found = Comparison.from_document(doc)
+    rows, statement = found.rows, found.statement
     head = ["configuration", "runs", "latency", "p99", "peak", "peak at", "saturation",
             "n1/2", "alpha", "1/beta", "latency change", "peak change", "sizes", "collapses"]
     classes = ["base" if r.baseline else None for r in rows]
     return join([
         table(head, [_cells(i, r) for i, r in enumerate(rows)], numeric=range(1, 11),
               row_classes=classes,
-              caption=f"Configurations against the baseline {doc.body.get('baseline', '?')}"),
+              caption=f"Configurations against the baseline {found.baseline}"),
         para("One-way times; latency = the median time of the middle size (by median) "
              "among sizes <= 16 B; rates SI (bit/s); the verdicts compare one size every run "
              "measured: latency + = slower, peak + = faster, with the interval of the "
