@@ -13,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from beoperf import __version__, safeio
@@ -94,6 +94,7 @@ text_lines = st.lists(st.text(alphabet=st.characters(codec="utf-8"), max_size=40
 
 @SETTINGS
 @given(st.binary(max_size=2000) | text_lines.map(str.encode))
+@example(b"1\x1f180000000\x1f96e286")  # a time of 9.6e287 us: the rate x time overflowed
 def test_result_loaders_on_arbitrary_bytes(data):
     def check(path):
         only(ResultFormatError, load_any, path)

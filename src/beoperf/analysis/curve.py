@@ -373,6 +373,15 @@ def _analyze_figures(sizes: tuple[int, ...], times: tuple[float, ...],
     return analyze(list(sizes), list(times), list(p99), list(bps), list(ci95), what)
 
 
+def _moved_per_message(n: np.ndarray, t_us: np.ndarray, bps: np.ndarray) -> float:
+    """How many times a message's size each sample moves: 2 for bidir, else 1 (from the
+    stored rates and times; 1 when they give no finite figure, as a crafted file's
+    astronomical times overflow the product)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        ratio = float(np.median(bps * t_us * 1e-6 / (8.0 * n))) if len(n) else 1.0
+    return max(1.0, round(ratio)) if math.isfinite(ratio) else 1.0
+
+
 def analyze(sizes: list[int], median_us: list[float], p99_us: list[float | None],
             bps: list[float], ci95_us: list[float | None] | None = None,
             what: str = "one-way time") -> CurveAnalysis:
@@ -388,7 +397,7 @@ def analyze(sizes: list[int], median_us: list[float], p99_us: list[float | None]
     at = np.nonzero(keep)[0]  # healthy index -> index among all sizes
     lat, method = latency(n, t, what)
     p99, ci = p99_us[at[lat]], (ci95_us or [None] * len(n_all))[at[lat]]
-    moved = max(1.0, round(float(np.median(thr * t * 1e-6 / (8.0 * n)))))  # 2 for bidir
+    moved = _moved_per_message(n, t, thr)
     slopes = local_slopes(n, t) if len(n) >= 3 else np.zeros(len(n))
     sat, interval = saturation(n, slopes) if len(n) >= 3 else (None, None)
     fit = hockney(n, t, moved) if len(n) >= 2 else None
