@@ -20,9 +20,10 @@ method and the measurements behind it; in short:
 * Testing many figures at once (every message size, every metric, every change of a
   procedure) widens each interval to the Bonferroni level 1 - alpha / family, so that the
   chance of any false "better" or "worse" in the family stays at alpha.
-* Four verdicts: *better* or *worse* when the interval of the ratio excludes 1;
-  *no difference shown* when it includes 1 and lies within +-``margin``; *cannot tell*
-  when it includes 1 but reaches further, or when no interval can be had.
+* Four verdicts: *no difference shown* when the interval of the ratio lies within
+  +-``margin`` (whether or not it excludes 1: any effect is smaller than the margin);
+  otherwise *better* or *worse* when it excludes 1; *cannot tell* when it includes 1 and
+  reaches beyond the margin, or when no interval can be had.
 """
 
 from __future__ import annotations
@@ -174,12 +175,16 @@ def mean_log_sd(values: Sequence[float]) -> float | None:
 
 
 def verdict_of(low: float, high: float, margin: float, higher_is_better: bool) -> str:
-    """The verdict of a ratio interval [low, high] (candidate / baseline)."""
+    """The verdict of a ratio interval [low, high] (candidate / baseline).  An interval
+    inside +-margin is "no difference shown" even when it excludes 1: whatever the effect
+    is, it is smaller than the margin, and a tight interval around a drift of a percent
+    (four blocks of a tuning procedure can give -0.9..-0.5%) is not a reason to keep a
+    change or to call a run worse."""
+    if low >= 1.0 / (1.0 + margin) and high <= 1.0 + margin:
+        return NO_DIFFERENCE
     if low > 1.0 or high < 1.0:
         up = low > 1.0
         return BETTER if up == higher_is_better else WORSE
-    if low >= 1.0 / (1.0 + margin) and high <= 1.0 + margin:
-        return NO_DIFFERENCE
     return CANNOT_TELL
 
 
