@@ -90,25 +90,38 @@ def pytest_runtest_setup(item):
         require_tools(*mark.args)
 
 
-# The suite runs in two phases (README's test command runs both, one after the other):
-# ``--phase parallel`` runs every file but these on pytest-xdist's two workers (addopts:
-# -n 2 --dist loadfile); ``--phase serial`` runs only these, in one process (-n 0).  Each
-# of them compares timings measured in one run (stream rates through a shaper, probe
-# counts of the monitor, model fits over shaped links, MPI overheads, trials that must fit
-# a budget) and loses when another file loads the two CPUs beside it: a CI run on two
-# workers failed three stream tests (sizes cut by the budget, a shaper's fall unseen).
-# ``--phase all`` (the default) runs everything as one run does.
-SERIAL_FILES = frozenset({"test_netns.py", "test_loopback.py", "test_monitor.py",
-                          "test_predict_netns.py", "test_mpi_netns.py", "test_mpi.py",
-                          "test_node_netns.py", "test_replay_mpi.py", "test_node.py",
-                          "test_compare_runs.py"})
-PHASES = ("all", "parallel", "serial")
+# The suite runs in three phases (README's test command runs them one after the other):
+# ``--phase parallel`` runs every file but the timing ones on three pytest-xdist workers
+# (-n 3 in the command; addopts' --dist loadfile keeps a file on one worker): their tests
+# wait on children and namespaces as much as they compute (1.7 CPUs busy on three
+# workers here).  ``--phase serial`` runs SERIAL_FILES in one process (-n 0): each
+# compares timings that the CPU bounds (ping-pong and stream rates, MPI overheads, trials
+# that must fit a budget, A/A verdicts) and loses when another file loads the two CPUs
+# beside it: a CI run on two workers failed three stream tests (sizes cut by the budget, a
+# shaper's fall unseen), another called an A/A pair "worse".  ``--phase paced`` runs
+# PACED_FILES on two workers: their timings are paced by the clock and by shaped links
+# (the monitor's probe windows, sweeps and replays through tbf at 50-200 Mbit/s), not by
+# the CPU (32 s of CPU in 146 s of the two files together), so the two files run beside
+# each other but beside nothing else.  ``--phase all`` (the default) runs everything.
+SERIAL_FILES = frozenset({"test_netns.py", "test_loopback.py", "test_mpi_netns.py",
+                          "test_mpi.py", "test_node_netns.py", "test_replay_mpi.py",
+                          "test_node.py", "test_compare_runs.py"})
+PACED_FILES = frozenset({"test_monitor.py", "test_predict_netns.py"})
+PHASES = ("all", "parallel", "paced", "serial")
+
+
+def phase_of(filename: str) -> str:
+    """The phase a test file runs in."""
+    if filename in SERIAL_FILES:
+        return "serial"
+    return "paced" if filename in PACED_FILES else "parallel"
 
 
 def pytest_addoption(parser):
     parser.addoption("--phase", choices=PHASES, default="all",
-                     help="the suite's two phases: 'parallel' every file but the timing "
-                          "ones, 'serial' only those (README's command runs both)")
+                     help="the suite's three phases: 'parallel' every file but the timing "
+                          "ones, 'paced' the clock- and link-paced timing files, 'serial' "
+                          "the CPU-bound timing files (README's command runs all three)")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -116,8 +129,8 @@ def pytest_collection_modifyitems(config, items):
         if NETNS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.netns)
     phase = config.getoption("--phase")
-    if phase != "all":  # the other phase runs the rest: not a deselection
-        items[:] = [i for i in items if (i.path.name in SERIAL_FILES) == (phase == "serial")]
+    if phase != "all":  # the other phases run the rest: not a deselection
+        items[:] = [i for i in items if phase_of(i.path.name) == phase]
 
 
 def pytest_deselected(items):

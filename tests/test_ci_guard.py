@@ -78,20 +78,25 @@ def _collected(*args: str) -> set[str]:
     return {line for line in res.stdout.splitlines() if "::" in line}
 
 
-def test_the_two_phases_run_every_test_once():
-    """README's command runs --phase parallel, then --phase serial: together they are the
-    whole suite, no test in both (a file is in one phase, whatever its tests)."""
-    files = [str(HERE / name) for name in ("test_ci_guard.py", "test_netns.py", "test_effect.py")]
+def test_the_three_phases_run_every_test_once():
+    """README's command runs --phase parallel, paced and serial: together they are the
+    whole suite, no test in two (a file is in one phase, whatever its tests)."""
+    names = ("test_ci_guard.py", "test_netns.py", "test_effect.py", "test_predict_netns.py")
+    files = [str(HERE / name) for name in names]
     whole = _collected(*files)
-    parallel = _collected("--phase", "parallel", *files)
-    serial = _collected("--phase", "serial", *files)
-    assert parallel and serial
-    assert parallel | serial == whole and not parallel & serial
-    assert {t.split("::")[0].rsplit("/", 1)[-1] for t in serial} == {"test_netns.py"}
+    phases = {phase: _collected("--phase", phase, *files)
+              for phase in ("parallel", "paced", "serial")}
+    assert all(phases.values())
+    assert set().union(*phases.values()) == whole
+    assert sum(len(tests) for tests in phases.values()) == len(whole)
+    in_file = {phase: {t.split("::")[0].rsplit("/", 1)[-1] for t in tests}
+               for phase, tests in phases.items()}
+    assert in_file["serial"] == {"test_netns.py"}
+    assert in_file["paced"] == {"test_predict_netns.py"}
 
 
-def test_the_readme_command_runs_both_phases():
+def test_the_readme_command_runs_the_three_phases():
     readme = (HERE.parent / "README.md").read_text()
     command = readme.split("<!-- test-command -->", 1)[1].split("```")[1]
-    assert "--phase parallel" in command and "--phase serial" in command
-    assert command.index("--phase parallel") < command.index("--phase serial")
+    at = [command.index(f"--phase {phase}") for phase in ("parallel", "paced", "serial")]
+    assert at == sorted(at)
