@@ -73,6 +73,31 @@ def flag(obj: JsonObject | None, key: str) -> bool:
     return bool(obj.get(key)) if obj else False
 
 
+def boolean(obj: JsonObject | None, key: str) -> bool | None:
+    """The true or false at ``key`` (None when it is missing or not a bool)."""
+    value = obj.get(key) if obj else None
+    return value if isinstance(value, bool) else None
+
+
+def sections(obj: JsonObject | None, key: str) -> list[JsonObject]:
+    """The objects of the list at ``key`` ([] when it is missing or not a list; an item
+    that is not an object is left out)."""
+    return [v for v in items(obj, key) if isinstance(v, dict)]
+
+
+def text_map(obj: JsonObject | None, key: str) -> dict[str, str]:
+    """The string values of the object at ``key`` (others left out; {} when it is
+    missing or not an object)."""
+    return {k: v for k, v in section(obj, key).items() if isinstance(v, str)}
+
+
+def number_map(obj: JsonObject | None, key: str) -> dict[str, float]:
+    """The number values of the object at ``key``, as written (others left out; {} when
+    it is missing or not an object)."""
+    return {k: v for k, v in section(obj, key).items()
+            if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
 def texts(obj: JsonObject | None, key: str) -> list[str]:
     """The strings of the list at ``key`` ([] when it is missing or not a list)."""
     value = obj.get(key) if obj else None

@@ -92,6 +92,15 @@ def opt_text(value: JsonValue, key: str) -> str | None:
     return None if value is None else text(value, key)
 
 
+def text_or_num(value: JsonValue, key: str) -> str | float:
+    """A string, or a number as stored."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _bad(key, "a number or a string", value)
+    return value
+
+
 def _whole(value: JsonValue) -> int | None:
     """An integer, or a float without a fractional part (JSON Schema's "integer" admits
     5.0: a file the schema passes reads), else None."""
@@ -185,11 +194,6 @@ def opt_num_map(value: JsonValue, key: str) -> dict[str, float | None]:
 
 def int_map(value: JsonValue, key: str) -> dict[str, int]:
     return {k: integer(v, f"{key}.{k}") for k, v in obj(value, key).items()}
-
-
-def text_lists(value: JsonValue, key: str) -> dict[str, list[str]]:
-    """An object of lists of strings."""
-    return {k: texts(v, f"{key}.{k}") for k, v in obj(value, key).items()}
 
 
 # --------------------------------------------------------------------- object+key form
