@@ -282,6 +282,11 @@ def objects_or_none(value: JsonValue, key: str) -> list[JsonObject]:
     return [] if value is None else objects(value, key)
 
 
+def ints_or_none(value: JsonValue, key: str) -> list[int]:
+    """A list of integers; null reads as an empty one."""
+    return [] if value is None else ints(value, key)
+
+
 def texts_or_none(value: JsonValue, key: str) -> list[str]:
     """A list of strings; null reads as an empty one."""
     return [] if value is None else texts(value, key)
