@@ -1,17 +1,21 @@
-"""Checked getters, the one home for reading a typed body out of a document's JSON.
+"""Checked getters: the one home for strict reading of JSON (a document's typed body, a
+rank's launch plan, a host's result).
 
 A loaded document has passed its kind's schema, but a reader must not trust a value's
 type on that alone (a document built in memory skips the schema; a schema may leave a
 part free): a typed body's from_dict reads each value it takes through one of these, so
-a value of the wrong type meets a DocumentError naming the key, never a TypeError deep in
-a renderer.  Numbers are returned as stored (an int stays an int where a float is
-allowed), so body() gives the stored JSON back; an integer admits a float without a
-fractional part (5.0), as JSON Schema's "integer" does.
+a value of the wrong type meets a DocumentError (a ValueError) naming the key, never a
+TypeError deep in a renderer.  Numbers are returned as stored (an int stays an int where
+a float is allowed), so body() gives the stored JSON back; an integer admits a float
+without a fractional part (5.0), as JSON Schema's "integer" does.
 
 Two forms: the value form (``text(value, key)``: ``key`` only names the value in the
 error) and the object+key form (``text_at(o, key)``: the value at ``o[key]``, a missing
-key read as null).  What a missing or null value reads as is in the name: ``opt_*`` reads
-it as None, ``*_or_empty`` as an empty list or object; everything else refuses it.
+key read as null).  What a missing or null value reads as is in the name: ``opt_*``
+reads it as None; ``*_or_empty(o, key)`` reads a missing key as an empty list (the maps:
+a missing key or null as an empty object); ``*_or_none(value, key)`` reads null as an
+empty list; everything else refuses it.  One message for every refusal: ``KEY: expected
+X, found Y ('KEY' is not X)``, an item of a list naming the item and the list.
 
 Lenient reading (a free-form fact missing or of another type reads as None) is
 beoperf.model.jsonvalue's.  This layer is pure data: it imports nothing of beoperf but
@@ -260,12 +264,6 @@ def nums_or_empty(o: JsonObject, key: str) -> list[float]:
 def opt_nums_or_empty(o: JsonObject, key: str) -> list[float | None]:
     """The list of numbers or nulls at ``key``; a missing key reads as an empty one."""
     return opt_nums(o.get(key, []), key)
-
-
-def opt_num_map_or_empty(o: JsonObject, key: str) -> dict[str, float | None]:
-    """The object of numbers or nulls at ``key``; missing or null reads as empty."""
-    found = o.get(key)
-    return {} if found is None else opt_num_map(found, key)
 
 
 def int_map_or_empty(o: JsonObject, key: str) -> dict[str, int]:
