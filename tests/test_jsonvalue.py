@@ -1,11 +1,12 @@
 """model/jsonvalue.py: a free-form part of a document read one checked value at a time,
-and a TypedDict made a JsonObject with every value checked."""
+and a TypedDict made a JsonObject with every value checked; model/narrow.py's strict
+object+key getters on a launch plan."""
 
 from __future__ import annotations
 
 import pytest
 
-from beoperf.model import jsonvalue
+from beoperf.model import jsonvalue, narrow
 from beoperf.pools import pool_facts
 
 
@@ -37,17 +38,17 @@ def test_a_value_of_another_type_reads_as_not_known():
 def test_a_plan_value_of_another_type_is_an_error_naming_its_key():
     plan = {"port": 5202, "host": None, "timeout": 10, "sizes": [1, 2], "argv": ["a"],
             "yes": False}
-    assert jsonvalue.required(plan, "port", int) == 5202
-    assert jsonvalue.optional(plan, "host", str) is None
-    assert jsonvalue.required(plan, "yes", bool) is False
-    timeout = jsonvalue.required_number(plan, "timeout")
+    assert narrow.integer_at(plan, "port") == 5202
+    assert narrow.opt_text_at(plan, "host") is None
+    assert narrow.flag_at(plan, "yes") is False
+    timeout = narrow.num_at(plan, "timeout")
     assert timeout == 10 and isinstance(timeout, int)  # kept as written
-    assert jsonvalue.int_list(plan, "sizes") == [1, 2] and jsonvalue.text_list(plan, "argv")
-    for call in (lambda: jsonvalue.required(plan, "yes", int),
-                 lambda: jsonvalue.required(plan, "port", str),
-                 lambda: jsonvalue.required(plan, "missing", str),
-                 lambda: jsonvalue.optional_number(plan, "argv"),
-                 lambda: jsonvalue.int_list(plan, "argv"),
-                 lambda: jsonvalue.text_list(plan, "port")):
+    assert narrow.ints_or_empty(plan, "sizes") == [1, 2] and narrow.texts_or_empty(plan, "argv")
+    for call in (lambda: narrow.integer_at(plan, "yes"),
+                 lambda: narrow.text_at(plan, "port"),
+                 lambda: narrow.text_at(plan, "missing"),
+                 lambda: narrow.opt_num_at(plan, "argv"),
+                 lambda: narrow.ints_or_empty(plan, "argv"),
+                 lambda: narrow.texts_or_empty(plan, "port")):
         with pytest.raises(ValueError, match="'"):
             call()

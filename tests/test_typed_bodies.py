@@ -214,10 +214,10 @@ def test_a_monitor_report_with_a_bin_without_its_start_renders_and_says_why():
 def test_an_integer_the_schema_admits_reads_as_one():
     """JSON Schema's "integer" admits 5.0: a typed body reads it as 5, and refuses 5.5,
     a bool or text with the field's name."""
-    from beoperf.model import jsonread
+    from beoperf.model import narrow
 
-    assert jsonread.integer({"n": 5.0}, "n") == 5
-    assert jsonread.integers({"n": [1, 2.0]}, "n") == [1, 2]
+    assert narrow.integer_at({"n": 5.0}, "n") == 5
+    assert narrow.ints_or_empty({"n": [1, 2.0]}, "n") == [1, 2]
     for bad in (5.5, True, "5", None):
         with pytest.raises(DocumentError, match="'n' is not an integer"):
-            jsonread.integer({"n": bad}, "n")
+            narrow.integer_at({"n": bad}, "n")

@@ -39,7 +39,7 @@ from typing import TypedDict
 from beoperf.analysis import effect
 from beoperf.analysis.curve import LATENCY_MAX_SIZE, Collapse, CurveAnalysis, analyze_run
 from beoperf.analysis.effect import DEFAULT_MARGIN, Effect, Replicate, Spread
-from beoperf.model import comparison, jsonread, jsonvalue
+from beoperf.model import comparison, jsonvalue, narrow
 from beoperf.model.document import Document, DocumentError, JsonObject, JsonValue
 from beoperf.model.pingpong import RunResult, SizeResult
 
@@ -58,9 +58,9 @@ class SizeEffect(TypedDict):
 
 
 def _size_effect_of(o: JsonObject) -> SizeEffect:
-    return {"size": jsonread.integer(o, "size"), "verdict": jsonread.text(o, "verdict"),
-            "ratio": jsonread.opt_number(o, "ratio"), "low": jsonread.opt_number(o, "low"),
-            "high": jsonread.opt_number(o, "high")}
+    return {"size": narrow.integer_at(o, "size"), "verdict": narrow.text_at(o, "verdict"),
+            "ratio": narrow.opt_num_at(o, "ratio"), "low": narrow.opt_num_at(o, "low"),
+            "high": narrow.opt_num_at(o, "high")}
 
 
 @dataclass
@@ -465,39 +465,41 @@ class Comparison:
         if doc.kind != comparison.KIND:
             raise DocumentError(f"a beoperf {doc.kind} document, not a comparison")
         b: JsonObject = doc.body
-        return cls(jsonread.text(b, "baseline"), jsonread.number(b, "margin"),
-                   jsonread.obj(b.get("test"), "test"),
-                   [_row_of(r) for r in jsonread.objects(b, "rows")])
+        return cls(narrow.text_at(b, "baseline"), narrow.num_at(b, "margin"),
+                   narrow.obj(b.get("test"), "test"),
+                   [_row_of(r) for r in narrow.objects_or_empty(b, "rows")])
 
 
 def _effect_of(value: JsonValue) -> Effect | None:
-    return None if value is None else effect.from_dict(jsonread.obj(value, "effect"))
+    return None if value is None else effect.from_dict(narrow.obj(value, "effect"))
 
 
 def _collapse_of(o: JsonObject) -> Collapse:
-    ints = {k: jsonread.integer(o, k) for k in ("first_size", "last_size", "points",
+    ints = {k: narrow.integer_at(o, k) for k in ("first_size", "last_size", "points",
                                                "reference_size", "lowest_size")}
-    return Collapse(**ints, factor=jsonread.number(o, "factor"),
-                    reference_bps=jsonread.number(o, "reference_bps"),
-                    lowest_bps=jsonread.number(o, "lowest_bps"))
+    return Collapse(**ints, factor=narrow.num_at(o, "factor"),
+                    reference_bps=narrow.num_at(o, "reference_bps"),
+                    lowest_bps=narrow.num_at(o, "lowest_bps"))
 
 
 def _row_of(o: JsonObject) -> Row:
     """A stored row as a Row (every value narrowed to its field's type)."""
     verdicts = o.get("size_verdicts")
-    num, size = jsonread.opt_number, jsonread.opt_integer
-    return Row(label=jsonread.text(o, "label"), baseline=jsonread.flag(o, "baseline"),
-               runs=jsonread.integer(o, "runs"), mode=jsonread.opt_text(o, "mode"),
-               latency_us=jsonread.number(o, "latency_us"),
-               peak_bps=jsonread.number(o, "peak_bps"),
-               peak_size=jsonread.integer(o, "peak_size"),
+    num, size = narrow.opt_num_at, narrow.opt_int_at
+    return Row(label=narrow.text_at(o, "label"), baseline=narrow.flag_at(o, "baseline"),
+               runs=narrow.integer_at(o, "runs"), mode=narrow.opt_text_at(o, "mode"),
+               latency_us=narrow.num_at(o, "latency_us"),
+               peak_bps=narrow.num_at(o, "peak_bps"),
+               peak_size=narrow.integer_at(o, "peak_size"),
                latency_test=_effect_of(o.get("latency_test")),
                peak_test=_effect_of(o.get("peak_test")),
-               sizes_compared=jsonread.integer(o, "sizes_compared"),
-               size_verdicts=None if verdicts is None else jsonread.counts(o, "size_verdicts"),
-               size_effects=[_size_effect_of(e) for e in jsonread.objects(o, "size_effects")],
-               differs=jsonread.texts(o, "differs"),
-               collapses=[_collapse_of(c) for c in jsonread.objects(o, "collapses")],
+               sizes_compared=narrow.integer_at(o, "sizes_compared"),
+               size_verdicts=(None if verdicts is None
+                              else narrow.int_map_or_empty(o, "size_verdicts")),
+               size_effects=[_size_effect_of(e)
+                             for e in narrow.objects_or_empty(o, "size_effects")],
+               differs=narrow.texts_or_empty(o, "differs"),
+               collapses=[_collapse_of(c) for c in narrow.objects_or_empty(o, "collapses")],
                latency_p99_us=num(o, "latency_p99_us"), n_half=num(o, "n_half"),
                alpha_us=num(o, "alpha_us"), bandwidth_bps=num(o, "bandwidth_bps"),
                latency_change_pct=num(o, "latency_change_pct"),

@@ -35,7 +35,7 @@ from types import ModuleType
 
 import numpy as np
 
-from beoperf.model import jsonread
+from beoperf.model import narrow
 from beoperf.model.document import JsonObject
 
 ALPHA = 0.05
@@ -350,13 +350,13 @@ def from_dict(d: JsonObject | None) -> Effect | None:
     field's type (DocumentError names one that is not)."""
     if d is None:
         return None
-    return Effect(jsonread.text(d, "verdict"), family=jsonread.integer(d, "family"),
-                  higher_is_better=jsonread.flag(d, "higher_is_better"),
-                  margin=jsonread.number(d, "margin"), runs=jsonread.opt_integer(d, "runs"),
-                  baseline_runs=jsonread.opt_integer(d, "baseline_runs"),
-                  spread_source=jsonread.opt_text(d, "spread_source"),
-                  reason=jsonread.opt_text(d, "reason"),
-                  **{k: jsonread.opt_number(d, k) for k in _OPTIONAL_NUMBERS})
+    return Effect(narrow.text_at(d, "verdict"), family=narrow.integer_at(d, "family"),
+                  higher_is_better=narrow.flag_at(d, "higher_is_better"),
+                  margin=narrow.num_at(d, "margin"), runs=narrow.opt_int_at(d, "runs"),
+                  baseline_runs=narrow.opt_int_at(d, "baseline_runs"),
+                  spread_source=narrow.opt_text_at(d, "spread_source"),
+                  reason=narrow.opt_text_at(d, "reason"),
+                  **{k: narrow.opt_num_at(d, k) for k in _OPTIONAL_NUMBERS})
 
 
 def tally(effects: Sequence[Effect]) -> dict[str, int]:

@@ -59,7 +59,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from beoperf import units
 from beoperf.analysis.curve import Fit, analyze
-from beoperf.model import jsonread, jsonvalue
+from beoperf.model import jsonvalue, narrow
 from beoperf.model.document import Document, DocumentError, JsonObject, JsonValue
 from beoperf.model.pingpong import RunResult, SizeResult
 from beoperf.model.prediction import PREDICTION
@@ -100,10 +100,10 @@ class Piece:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> Piece:
-        num, integer = jsonread.number, jsonread.integer
+        num, integer = narrow.num_at, narrow.integer_at
         return cls(integer(o, "first_size"), integer(o, "last_size"), num(o, "alpha_us"),
                    num(o, "beta_us_per_byte"), num(o, "lo_rel"), num(o, "hi_rel"),
-                   integer(o, "points"), jsonread.opt_number(o, "wire_fraction"))
+                   integer(o, "points"), narrow.opt_num_at(o, "wire_fraction"))
 
 
 @dataclass
@@ -140,20 +140,20 @@ class NetModel:
     def from_dict(cls, o: JsonObject) -> NetModel:
         """A model as a prediction stores it, every value narrowed (DocumentError)."""
         measured = _pair(o["measured"], "measured") if o.get("measured") is not None else None
-        scale = jsonread.opt_obj(o, "scale")
-        return cls(jsonread.text(o, "name"), jsonread.text(o, "source"),
-                   jsonread.text(o, "method"),
-                   [Piece.from_dict(p) for p in jsonread.objects(o, "pieces")], measured,
-                   jsonread.opt_integer(o, "saturation_size"),
-                   jsonread.opt_number(o, "floor_us"), jsonread.opt_number(o, "wire_factor"),
-                   None if scale is None else {k: jsonread.number(scale, k) for k in scale},
-                   jsonread.texts(o, "notes"),
-                   [_pair(c, "collapses") for c in jsonread.array(o, "collapses")])
+        scale = narrow.opt_obj_at(o, "scale")
+        return cls(narrow.text_at(o, "name"), narrow.text_at(o, "source"),
+                   narrow.text_at(o, "method"),
+                   [Piece.from_dict(p) for p in narrow.objects_or_empty(o, "pieces")], measured,
+                   narrow.opt_int_at(o, "saturation_size"),
+                   narrow.opt_num_at(o, "floor_us"), narrow.opt_num_at(o, "wire_factor"),
+                   None if scale is None else {k: narrow.num_at(scale, k) for k in scale},
+                   narrow.texts_or_empty(o, "notes"),
+                   [_pair(c, "collapses") for c in narrow.values_or_empty(o, "collapses")])
 
 
 def _pair(value: JsonValue, key: str) -> tuple[int, int]:
     """[first, last]: two sizes (DocumentError naming ``key`` otherwise)."""
-    found = jsonread.whole_numbers(value, key)
+    found = narrow.ints(value, key)
     if len(found) != 2:
         raise DocumentError(f"'{key}' is not a pair of sizes")
     return found[0], found[1]
@@ -289,11 +289,11 @@ class ClassTime:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> ClassTime:
-        num, integer = jsonread.number, jsonread.integer
-        return cls(integer(o, "size"), integer(o, "count"), jsonread.text(o, "pattern"),
+        num, integer = narrow.num_at, narrow.integer_at
+        return cls(integer(o, "size"), integer(o, "count"), narrow.text_at(o, "pattern"),
                    integer(o, "concurrency"), num(o, "time_s"), num(o, "lo_s"), num(o, "hi_s"),
-                   integer(o, "piece"), jsonread.flag(o, "claimed"),
-                   jsonread.opt_text(o, "note"), num(o, "share"), jsonread.opt_text(o, "label"))
+                   integer(o, "piece"), narrow.flag_at(o, "claimed"),
+                   narrow.opt_text_at(o, "note"), num(o, "share"), narrow.opt_text_at(o, "label"))
 
 
 def class_time(model: NetModel, e: Entry) -> ClassTime:
@@ -383,17 +383,17 @@ class NetPrediction:
     @classmethod
     def from_dict(cls, o: JsonObject) -> NetPrediction:
         """A network as a prediction stores it, every value narrowed (DocumentError)."""
-        interval = jsonread.floats(o, "interval_s")
+        interval = narrow.nums_or_empty(o, "interval_s")
         if len(interval) != 2:
             raise DocumentError("'interval_s' is not a pair of times")
-        whole = WholeRun(jsonread.opt_number(o, "whole_s"), jsonread.opt_number(o, "speedup"),
-                         jsonread.opt_number(o, "comm_fraction")) if "whole_s" in o else None
-        return cls(NetModel.from_dict(jsonread.obj(o.get("model"), "model")),
-                   [ClassTime.from_dict(c) for c in jsonread.objects(o, "classes")],
-                   jsonread.number(o, "total_s"), interval[0], interval[1],
-                   jsonread.flag(o, "claimed"), jsonread.text(o, "claim_reason"),
-                   jsonread.integers(o, "dominant"),
-                   jsonread.opt_number(o, "ratio"), whole)
+        whole = WholeRun(narrow.opt_num_at(o, "whole_s"), narrow.opt_num_at(o, "speedup"),
+                         narrow.opt_num_at(o, "comm_fraction")) if "whole_s" in o else None
+        return cls(NetModel.from_dict(narrow.obj(o.get("model"), "model")),
+                   [ClassTime.from_dict(c) for c in narrow.objects_or_empty(o, "classes")],
+                   narrow.num_at(o, "total_s"), interval[0], interval[1],
+                   narrow.flag_at(o, "claimed"), narrow.text_at(o, "claim_reason"),
+                   narrow.ints_or_empty(o, "dominant"),
+                   narrow.opt_num_at(o, "ratio"), whole)
 
     @property
     def dominant_classes(self) -> list[ClassTime]:
@@ -480,9 +480,10 @@ class Prediction:
         if doc.kind != PREDICTION:
             raise DocumentError(f"a beoperf {doc.kind} document, not a prediction")
         b: JsonObject = doc.body
-        method = jsonread.opt_obj(b, "method") or {}
-        return cls(Profile.from_dict(jsonread.obj(b.get("profile"), "profile")),
-                   jsonread.text(b, "statistic"), jsonread.opt_number(b, "compute_s"),
-                   [NetPrediction.from_dict(n) for n in jsonread.objects(b, "networks")],
-                   {k: jsonread.text(method, k) for k in method}, jsonread.texts(b, "warnings"))
+        method = narrow.opt_obj_at(b, "method") or {}
+        return cls(Profile.from_dict(narrow.obj(b.get("profile"), "profile")),
+                   narrow.text_at(b, "statistic"), narrow.opt_num_at(b, "compute_s"),
+                   [NetPrediction.from_dict(n) for n in narrow.objects_or_empty(b, "networks")],
+                   {k: narrow.text_at(method, k) for k in method},
+                   narrow.texts_or_empty(b, "warnings"))
 

@@ -51,7 +51,8 @@ from ClusterShell.Worker.Worker import WorkerError
 
 from beoperf.launch import clush
 from beoperf.launch.base import LaunchSpec
-from beoperf.model.document import JsonObject
+from beoperf.model import narrow
+from beoperf.model.document import DocumentError, JsonObject
 
 DEFAULT_FANOUT = clush.DEFAULT_FANOUT
 DEFAULT_TIMEOUT_S = clush.DEFAULT_TIMEOUT_S
@@ -126,17 +127,23 @@ class HostResult:
     def from_dict(cls, data: JsonObject) -> HostResult:
         """A result from its JSON form; ValueError naming the first field that is not as
         :meth:`to_dict` writes it."""
-        status = _str(data, "status")
+        try:
+            return cls._read(data)
+        except DocumentError as e:
+            raise ValueError(f"a host's result: {e}") from None
+
+    @classmethod
+    def _read(cls, data: JsonObject) -> HostResult:
+        status = narrow.text_at(data, "status")
         if status not in STATUSES:
             raise ValueError(f"a host's result: status {status!r} is not one of "
                              f"{', '.join(STATUSES)}")
-        code = _number(data, "exit_code", whole=True)
-        duration = _number(data, "duration_s", whole=False)
-        return cls(_str(data, "host"), status, None if code is None else int(code),
+        duration = narrow.opt_num_at(data, "duration_s")
+        return cls(narrow.text_at(data, "host"), status, narrow.opt_int_at(data, "exit_code"),
                    _stream_bytes(data, "stdout"), _stream_bytes(data, "stderr"),
-                   _bool(data, "stdout_cut"), _bool(data, "stderr_cut"),
+                   narrow.flag_at(data, "stdout_cut"), narrow.flag_at(data, "stderr_cut"),
                    None if duration is None else float(duration),
-                   _str(data, "error"), _str(data, "reason"))
+                   narrow.text_at(data, "error"), narrow.text_at(data, "reason"))
 
 
 def _stream_text(data: bytes) -> tuple[str, str]:
@@ -148,7 +155,7 @@ def _stream_text(data: bytes) -> tuple[str, str]:
 
 
 def _stream_bytes(data: JsonObject, name: str) -> bytes:
-    text, encoding = _str(data, name), _str(data, f"{name}_encoding")
+    text, encoding = narrow.text_at(data, name), narrow.text_at(data, f"{name}_encoding")
     if encoding == TEXT:
         return text.encode()
     if encoding == BASE64:
@@ -158,35 +165,6 @@ def _stream_bytes(data: JsonObject, name: str) -> bytes:
             raise ValueError(f"a host's result: {name} is not base64") from None
     raise ValueError(f"a host's result: {name}_encoding {encoding!r} is not "
                      f"{TEXT!r} or {BASE64!r}")
-
-
-def _bad(name: str, what: str) -> ValueError:
-    return ValueError(f"a host's result: {name} is missing or not {what}")
-
-
-def _str(data: JsonObject, name: str) -> str:
-    value = data.get(name)
-    if not isinstance(value, str):
-        raise _bad(name, "a string")
-    return value
-
-
-def _bool(data: JsonObject, name: str) -> bool:
-    value = data.get(name)
-    if not isinstance(value, bool):
-        raise _bad(name, "true or false")
-    return value
-
-
-def _number(data: JsonObject, name: str, whole: bool) -> int | float | None:
-    """``data[name]``: null, or a number (a whole one when ``whole``; a bool is neither)."""
-    value = data.get(name)
-    if value is None:
-        return None
-    kinds = (int,) if whole else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        raise _bad(name, "null or " + ("an integer" if whole else "a number"))
-    return value
 
 
 # --------------------------------------------------------------------------- running

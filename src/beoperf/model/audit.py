@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from beoperf.model import document
+from beoperf.model import document, narrow
 from beoperf.model.document import Document, DocumentError, JsonObject, JsonValue
 
 KIND = "audit"
@@ -94,55 +94,6 @@ document.register(KIND, VERSION, legacy={LEGACY_FORMAT: _from_legacy_v1})
 FINDING_TEXTS = ("command", "persist", "target")
 
 
-def _bad(key: str, want: str, value: JsonValue) -> DocumentError:
-    return DocumentError(f"audit document: '{key}' is not {want} ({type(value).__name__})")
-
-
-def _object(value: JsonValue, key: str) -> JsonObject:
-    if not isinstance(value, dict):
-        raise _bad(key, "an object", value)
-    return value
-
-
-def _list(value: JsonValue, key: str) -> list[JsonValue]:
-    if not isinstance(value, list):
-        raise _bad(key, "a list", value)
-    return value
-
-
-def _text(value: JsonValue, key: str) -> str:
-    if not isinstance(value, str):
-        raise _bad(key, "a string", value)
-    return value
-
-
-def _opt_text(value: JsonValue, key: str) -> str | None:
-    return None if value is None else _text(value, key)
-
-
-def _number(value: JsonValue, key: str) -> float:
-    """A number as stored (an int stays an int: a body written back is the same JSON)."""
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise _bad(key, "a number", value)
-    return value
-
-
-def _int(value: JsonValue, key: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise _bad(key, "an integer", value)
-    return value
-
-
-def _texts(value: JsonValue, key: str) -> list[str]:
-    return [_text(v, key) for v in _list(value, key)]
-
-
-def _opt_flag(value: JsonValue, key: str) -> bool | None:
-    if value is not None and not isinstance(value, bool):
-        raise _bad(key, "true, false or null", value)
-    return value
-
-
 @dataclass
 class Finding:
     """One fact judged against the profile: check, key, value, verdict and reason; for a
@@ -159,11 +110,12 @@ class Finding:
     @classmethod
     def from_dict(cls, f: JsonObject) -> Finding:
         where = f"finding {f.get('key')!r}"
-        return cls(check=_text(f.get("check"), f"{where} check"),
-                   key=_text(f.get("key"), "finding key"), value=f.get("value"),
-                   status=_text(f.get("status"), f"{where} status"),
-                   reason=_text(f.get("reason"), f"{where} reason"),
-                   texts={k: _opt_text(f[k], f"{where} {k}") for k in FINDING_TEXTS if k in f})
+        return cls(check=narrow.text(f.get("check"), f"{where} check"),
+                   key=narrow.text(f.get("key"), "finding key"), value=f.get("value"),
+                   status=narrow.text(f.get("status"), f"{where} status"),
+                   reason=narrow.text(f.get("reason"), f"{where} reason"),
+                   texts={k: narrow.opt_text(f[k], f"{where} {k}")
+                          for k in FINDING_TEXTS if k in f})
 
     def to_dict(self) -> JsonObject:
         return {"check": self.check, "key": self.key, "value": self.value,
@@ -206,20 +158,20 @@ class BufferAdvice:
 
     @classmethod
     def from_dict(cls, a: JsonObject) -> BufferAdvice:
-        current = _object(a.get("current"), "buffer_advice current")
-        sufficient = _object(a.get("sufficient"), "buffer_advice sufficient")
-        return cls(rate_bps=_number(a.get("rate_bps"), "buffer_advice rate_bps"),
-                   rtt_us=_number(a.get("rtt_us"), "buffer_advice rtt_us"),
-                   rtt_samples=_int(a.get("rtt_samples"), "buffer_advice rtt_samples"),
-                   bdp_bytes=_int(a.get("bdp_bytes"), "buffer_advice bdp_bytes"),
-                   recommended_bytes=_int(a.get("recommended_bytes"),
+        current = narrow.obj(a.get("current"), "buffer_advice current")
+        sufficient = narrow.obj(a.get("sufficient"), "buffer_advice sufficient")
+        return cls(rate_bps=narrow.num(a.get("rate_bps"), "buffer_advice rate_bps"),
+                   rtt_us=narrow.num(a.get("rtt_us"), "buffer_advice rtt_us"),
+                   rtt_samples=narrow.integer(a.get("rtt_samples"), "buffer_advice rtt_samples"),
+                   bdp_bytes=narrow.integer(a.get("bdp_bytes"), "buffer_advice bdp_bytes"),
+                   recommended_bytes=narrow.integer(a.get("recommended_bytes"),
                                           "buffer_advice recommended_bytes"),
-                   current={k: _opt_text(v, f"buffer_advice current {k}")
+                   current={k: narrow.opt_text(v, f"buffer_advice current {k}")
                             for k, v in current.items()},
-                   sufficient={k: _opt_flag(v, f"buffer_advice sufficient {k}")
+                   sufficient={k: narrow.opt_flag(v, f"buffer_advice sufficient {k}")
                                for k, v in sufficient.items()},
-                   arithmetic=_texts(a.get("arithmetic"), "buffer_advice arithmetic"),
-                   commands=_texts(a.get("commands"), "buffer_advice commands"))
+                   arithmetic=narrow.texts(a.get("arithmetic"), "buffer_advice arithmetic"),
+                   commands=narrow.texts(a.get("commands"), "buffer_advice commands"))
 
 
 @dataclass
@@ -253,10 +205,10 @@ class AuditRun:
             raise DocumentError(f"a beoperf {doc.kind} document, not an audit")
         b: JsonObject = doc.body
         advice = b.get("buffer_advice")
-        return cls(profile=_text(b.get("profile"), "profile"),
-                   interface=_opt_text(b.get("interface"), "interface"),
-                   host=_object(b.get("host") or {}, "host"),
-                   findings=[Finding.from_dict(_object(f, "findings"))
-                             for f in _list(b.get("findings"), "findings")],
-                   buffer_advice=BufferAdvice.from_dict(_object(advice, "buffer_advice"))
+        return cls(profile=narrow.text(b.get("profile"), "profile"),
+                   interface=narrow.opt_text(b.get("interface"), "interface"),
+                   host=narrow.obj(b.get("host") or {}, "host"),
+                   findings=[Finding.from_dict(narrow.obj(f, "findings"))
+                             for f in narrow.values(b.get("findings"), "findings")],
+                   buffer_advice=BufferAdvice.from_dict(narrow.obj(advice, "buffer_advice"))
                    if advice else None)

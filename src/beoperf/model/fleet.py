@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from beoperf.model import document
+from beoperf.model import document, narrow
 from beoperf.model.document import Document, DocumentError, JsonObject, JsonValue
 
 KIND = "fleet-audit"
@@ -125,38 +125,6 @@ def answer_counts(body_: Mapping[str, Any]) -> tuple[int, int]:
 # --------------------------------------------------------------------------- typed body
 
 
-def _bad(key: str, want: str, value: JsonValue) -> DocumentError:
-    return DocumentError(f"fleet-audit document: '{key}' is not {want} "
-                         f"({type(value).__name__})")
-
-
-def _object(value: JsonValue, key: str) -> JsonObject:
-    if not isinstance(value, dict):
-        raise _bad(key, "an object", value)
-    return value
-
-
-def _objects(value: JsonValue, key: str) -> list[JsonObject]:
-    if not isinstance(value, list):
-        raise _bad(key, "a list", value)
-    return [_object(v, key) for v in value]
-
-
-def _text(value: JsonValue, key: str) -> str:
-    if not isinstance(value, str):
-        raise _bad(key, "a string", value)
-    return value
-
-
-def _opt_text(value: JsonValue, key: str) -> str | None:
-    return None if value is None else _text(value, key)
-
-
-def _texts(value: JsonValue, key: str) -> dict[str, str]:
-    """An object of strings: reason -> nodes, version -> nodes."""
-    return {k: _text(v, f"{key}.{k}") for k, v in _object(value, key).items()}
-
-
 @dataclass
 class NodeGroup:
     """Nodes (folded, ``node[01-04]``) that share one value and verdict of a key."""
@@ -170,8 +138,8 @@ class NodeGroup:
 
     @classmethod
     def from_dict(cls, g: JsonObject) -> NodeGroup:
-        return cls(g.get("value"), _text(g.get("nodes"), "group nodes"),
-                   _opt_text(g.get("status"), "group status"))
+        return cls(g.get("value"), narrow.text(g.get("nodes"), "group nodes"),
+                   narrow.opt_text(g.get("status"), "group status"))
 
 
 @dataclass
@@ -199,10 +167,10 @@ class FleetKey:
     @classmethod
     def from_dict(cls, k: JsonObject) -> FleetKey:
         where = f"key {k.get('label')!r}"
-        groups = ([NodeGroup.from_dict(g) for g in _objects(k.get("groups"), where)]
+        groups = ([NodeGroup.from_dict(g) for g in narrow.objects(k.get("groups"), where)]
                   if "groups" in k else [NodeGroup.from_dict(k)])
-        return cls(_text(k.get("check"), where), _text(k.get("key"), where),
-                   _text(k.get("label"), where), groups)
+        return cls(narrow.text(k.get("check"), where), narrow.text(k.get("key"), where),
+                   narrow.text(k.get("label"), where), groups)
 
     @classmethod
     def of(cls, kg: KeyGroups) -> FleetKey:
@@ -255,14 +223,14 @@ class FleetAudit:
         if doc.kind != KIND:
             raise DocumentError(f"a beoperf {doc.kind} document, not a fleet audit")
         b: JsonObject = doc.body
-        return cls(nodes=_text(b.get("nodes"), "nodes"),
-                   answered=_text(b.get("answered"), "answered"),
-                   no_answer=_texts(b.get("no_answer"), "no_answer"),
-                   other_version=_texts(b.get("other_version"), "other_version"),
+        return cls(nodes=narrow.text(b.get("nodes"), "nodes"),
+                   answered=narrow.text(b.get("answered"), "answered"),
+                   no_answer=narrow.text_map(b.get("no_answer"), "no_answer"),
+                   other_version=narrow.text_map(b.get("other_version"), "other_version"),
                    inconsistent=[FleetKey.from_dict(k)
-                                 for k in _objects(b.get("inconsistent"), "inconsistent")],
+                                 for k in narrow.objects(b.get("inconsistent"), "inconsistent")],
                    consistent=[FleetKey.from_dict(k)
-                               for k in _objects(b.get("consistent"), "consistent")])
+                               for k in narrow.objects(b.get("consistent"), "consistent")])
 
 
 def _from_legacy_v1(doc: dict) -> dict:

@@ -14,7 +14,6 @@ This layer is pure data: it imports nothing of beoperf but model.document.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypeVar
 
 from beoperf.model.document import JsonObject, JsonValue
 
@@ -73,6 +72,31 @@ def flag(obj: JsonObject | None, key: str) -> bool:
     return bool(obj.get(key)) if obj else False
 
 
+def boolean(obj: JsonObject | None, key: str) -> bool | None:
+    """The true or false at ``key`` (None when it is missing or not a bool)."""
+    value = obj.get(key) if obj else None
+    return value if isinstance(value, bool) else None
+
+
+def sections(obj: JsonObject | None, key: str) -> list[JsonObject]:
+    """The objects of the list at ``key`` ([] when it is missing or not a list; an item
+    that is not an object is left out)."""
+    return [v for v in items(obj, key) if isinstance(v, dict)]
+
+
+def text_map(obj: JsonObject | None, key: str) -> dict[str, str]:
+    """The string values of the object at ``key`` (others left out; {} when it is
+    missing or not an object)."""
+    return {k: v for k, v in section(obj, key).items() if isinstance(v, str)}
+
+
+def number_map(obj: JsonObject | None, key: str) -> dict[str, float]:
+    """The number values of the object at ``key``, as written (others left out; {} when
+    it is missing or not an object)."""
+    return {k: v for k, v in section(obj, key).items()
+            if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
 def texts(obj: JsonObject | None, key: str) -> list[str]:
     """The strings of the list at ``key`` ([] when it is missing or not a list)."""
     value = obj.get(key) if obj else None
@@ -83,67 +107,3 @@ def items(obj: JsonObject | None, key: str) -> list[JsonValue]:
     """The list at ``key`` ([] when it is missing or not a list)."""
     value = obj.get(key) if obj else None
     return value if isinstance(value, list) else []
-
-
-T = TypeVar("T", str, int, bool)
-
-
-def required(obj: JsonObject, key: str, kind: type[T]) -> T:
-    """The value at ``key``, of ``kind`` (a bool is no int); ValueError naming the key
-    when it is missing or of another type."""
-    value = optional(obj, key, kind)
-    if value is None:
-        raise ValueError(f"{key!r}: missing")
-    return value
-
-
-def optional(obj: JsonObject, key: str, kind: type[T]) -> T | None:
-    """The value at ``key``, of ``kind``, or None when it is missing or null; ValueError
-    when it is of another type."""
-    value = obj.get(key)
-    if value is None:
-        return None
-    if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
-        return value
-    raise ValueError(f"{key!r}: {value!r} is not a {kind.__name__}")
-
-
-def required_number(obj: JsonObject, key: str) -> float:
-    """The number at ``key`` as it was written (an int stays one); ValueError naming the
-    key when it is missing or not a number."""
-    value = optional_number(obj, key)
-    if value is None:
-        raise ValueError(f"{key!r}: missing")
-    return value
-
-
-def optional_number(obj: JsonObject, key: str) -> float | None:
-    """The number at ``key`` as it was written, or None when it is missing or null;
-    ValueError when it is not a number."""
-    value = obj.get(key)
-    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
-        return value
-    raise ValueError(f"{key!r}: {value!r} is not a number")
-
-
-def int_list(obj: JsonObject, key: str) -> list[int]:
-    """The list of integers at ``key`` ([] when missing); ValueError if it is not one."""
-    found = _list_at(obj, key)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in found):
-        raise ValueError(f"{key!r}: not a list of integers")
-    return [v for v in found if isinstance(v, int)]
-
-
-def text_list(obj: JsonObject, key: str) -> list[str]:
-    """The list of strings at ``key`` ([] when missing); ValueError if it is not one."""
-    found = _list_at(obj, key)
-    if not all(isinstance(v, str) for v in found):
-        raise ValueError(f"{key!r}: not a list of strings")
-    return [v for v in found if isinstance(v, str)]
-
-
-def _list_at(obj: JsonObject, key: str) -> list[JsonValue]:
-    value = obj.get(key)
-    if value is not None and not isinstance(value, list):
-        raise ValueError(f"{key!r}: {value!r} is not a list")
-    return value or []

@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
-from beoperf.model import document, jsonread
+from beoperf.model import document, narrow
 from beoperf.model.document import Document, DocumentError, JsonObject
 
 REPORT_KIND = "monitor-report"
@@ -90,7 +90,7 @@ def _report_v2_to_v3(doc: dict) -> dict:
 
 
 def _num(o: JsonObject, key: str) -> float | None:
-    return jsonread.opt_number(o, key)
+    return narrow.opt_num_at(o, key)
 
 
 @dataclass
@@ -104,7 +104,7 @@ class Latency:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> Latency:
-        return cls(jsonread.integer(o, "count"), _num(o, "median"), _num(o, "mean"),
+        return cls(narrow.integer_at(o, "count"), _num(o, "median"), _num(o, "mean"),
                    _num(o, "p95"))
 
 
@@ -138,9 +138,9 @@ class Bandwidth:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> Bandwidth:
-        opt_int = jsonread.opt_integer
-        return cls(jsonread.integer(o, "count"), _num(o, "median"),
-                   jsonread.opt_text(o, "status"), opt_int(o, "cycles"),
+        opt_int = narrow.opt_int_at
+        return cls(narrow.integer_at(o, "count"), _num(o, "median"),
+                   narrow.opt_text_at(o, "status"), opt_int(o, "cycles"),
                    opt_int(o, "above_link"), opt_int(o, "unresolved"),
                    _num(o, "resolvable_bps"), _num(o, "link_bps"))
 
@@ -171,13 +171,13 @@ class Period:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> Period:
-        num, integer = jsonread.number, jsonread.integer
-        return cls(jsonread.text(o, "period"), num(o, "start_utc"), num(o, "end_utc"),
+        num, integer = narrow.num_at, narrow.integer_at
+        return cls(narrow.text_at(o, "period"), num(o, "start_utc"), num(o, "end_utc"),
                    num(o, "monitored_s"), _num(o, "coverage_pct"), integer(o, "probes"),
                    integer(o, "answered"), _num(o, "answered_pct"), _num(o, "outage_s"),
                    _num(o, "uptime_pct"),
-                   Latency.from_dict(jsonread.obj(o.get("one_way_ms"), "one_way_ms")),
-                   Bandwidth.from_dict(jsonread.obj(o.get("bandwidth_bps"), "bandwidth_bps")))
+                   Latency.from_dict(narrow.obj(o.get("one_way_ms"), "one_way_ms")),
+                   Bandwidth.from_dict(narrow.obj(o.get("bandwidth_bps"), "bandwidth_bps")))
 
 
 PERIOD_FIELDS = ("period", "start_utc", "end_utc", "monitored_s", "coverage_pct", "probes",
@@ -199,9 +199,9 @@ class Summary(Period):
     @classmethod
     def from_dict(cls, o: JsonObject) -> Summary:
         found = Period.from_dict(o)
-        return cls(**vars(found), outages=jsonread.integer(o, "outages"),
-                   congestion_events=jsonread.integer(o, "congestion_events"),
-                   level_shifts=jsonread.integer(o, "level_shifts"))
+        return cls(**vars(found), outages=narrow.integer_at(o, "outages"),
+                   congestion_events=narrow.integer_at(o, "congestion_events"),
+                   level_shifts=narrow.integer_at(o, "level_shifts"))
 
 
 @dataclass
@@ -215,7 +215,7 @@ class RankedDay:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> RankedDay:
-        return cls(jsonread.text(o, "period"), _num(o, "answered_pct"), _num(o, "uptime_pct"),
+        return cls(narrow.text_at(o, "period"), _num(o, "answered_pct"), _num(o, "uptime_pct"),
                    _num(o, "one_way_median_ms"))
 
 
@@ -229,7 +229,7 @@ class Interval:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> Interval:
-        num = jsonread.number
+        num = narrow.num_at
         return cls(num(o, "start_utc"), num(o, "end_utc"), num(o, "duration_s"))
 
 
@@ -247,11 +247,11 @@ class Outage(Interval):
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> Outage:
-        flag = jsonread.flag
-        return cls(**vars(Interval.from_dict(o)), cycles=jsonread.integer(o, "cycles"),
-                   kind=jsonread.text(o, "kind"), open=flag(o, "open"),
-                   ended_by=jsonread.text(o, "ended_by"), open_start=flag(o, "open_start"),
-                   outcomes=jsonread.counts(o, "outcomes"))
+        flag = narrow.flag_at
+        return cls(**vars(Interval.from_dict(o)), cycles=narrow.integer_at(o, "cycles"),
+                   kind=narrow.text_at(o, "kind"), open=flag(o, "open"),
+                   ended_by=narrow.text_at(o, "ended_by"), open_start=flag(o, "open_start"),
+                   outcomes=narrow.int_map_or_empty(o, "outcomes"))
 
 
 @dataclass
@@ -287,9 +287,9 @@ class Congestion(Interval):
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> Congestion:
-        lat = jsonread.obj(o.get("one_way_ms"), "one_way_ms")
-        base = jsonread.obj(o.get("baseline"), "baseline")
-        return cls(**vars(Interval.from_dict(o)), open=jsonread.flag(o, "open"),
+        lat = narrow.obj(o.get("one_way_ms"), "one_way_ms")
+        base = narrow.obj(o.get("baseline"), "baseline")
+        return cls(**vars(Interval.from_dict(o)), open=narrow.flag_at(o, "open"),
                    one_way_ms=CongestionLatency(_num(lat, "median"), _num(lat, "p95"),
                                                 _num(lat, "iqr")),
                    loss_pct=_num(o, "loss_pct"),
@@ -313,7 +313,7 @@ class LevelShift:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> LevelShift:
-        return cls(jsonread.number(o, "at_utc"), *(_num(o, k) for k in (
+        return cls(narrow.num_at(o, "at_utc"), *(_num(o, k) for k in (
             "from_ms", "to_ms", "change_ms", "ratio", "iqr_before_ms", "iqr_after_ms")))
 
 
@@ -331,7 +331,7 @@ class Spread:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> Spread:
-        return cls(*(jsonread.opt_floats(o, k) for k in ("min", "median", "p95", "max")))
+        return cls(*(narrow.opt_nums_or_empty(o, k) for k in ("min", "median", "p95", "max")))
 
 
 @dataclass
@@ -355,11 +355,11 @@ class Timeline:
     @classmethod
     def from_dict(cls, o: JsonObject) -> Timeline:
         spread = Spread.from_dict
-        return cls(jsonread.number(o, "bin_s"), jsonread.opt_floats(o, "start_utc"),
-                   spread(jsonread.obj(o.get("one_way_ms"), "one_way_ms")),
-                   jsonread.opt_floats(o, "loss_pct"),
-                   spread(jsonread.obj(o.get("bandwidth_bps"), "bandwidth_bps")),
-                   jsonread.opt_floats(o, "large_loss_pct"))
+        return cls(narrow.num_at(o, "bin_s"), narrow.opt_nums_or_empty(o, "start_utc"),
+                   spread(narrow.obj(o.get("one_way_ms"), "one_way_ms")),
+                   narrow.opt_nums_or_empty(o, "loss_pct"),
+                   spread(narrow.obj(o.get("bandwidth_bps"), "bandwidth_bps")),
+                   narrow.opt_nums_or_empty(o, "large_loss_pct"))
 
 
 @dataclass
@@ -383,11 +383,11 @@ class HourOfDay:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> HourOfDay:
-        lat = jsonread.obj(o.get("one_way_ms"), "one_way_ms")
-        return cls(jsonread.integers(o, "hour"),
-                   Quartiles(*(jsonread.opt_floats(lat, k)
+        lat = narrow.obj(o.get("one_way_ms"), "one_way_ms")
+        return cls(narrow.ints_or_empty(o, "hour"),
+                   Quartiles(*(narrow.opt_nums_or_empty(lat, k)
                                for k in ("p25", "median", "p75", "p95"))),
-                   jsonread.integers(o, "count"), jsonread.opt_floats(o, "loss_pct"))
+                   narrow.ints_or_empty(o, "count"), narrow.opt_nums_or_empty(o, "loss_pct"))
 
 
 @dataclass
@@ -414,11 +414,11 @@ class Series:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> Series:
-        cdf = jsonread.obj(o.get("cdf"), "cdf")
-        return cls(Timeline.from_dict(jsonread.obj(o.get("timeline"), "timeline")),
-                   HourOfDay.from_dict(jsonread.obj(o.get("hour_of_day"), "hour_of_day")),
-                   Cdf(jsonread.opt_floats(cdf, "one_way_ms"),
-                       jsonread.opt_floats(cdf, "fraction")))
+        cdf = narrow.obj(o.get("cdf"), "cdf")
+        return cls(Timeline.from_dict(narrow.obj(o.get("timeline"), "timeline")),
+                   HourOfDay.from_dict(narrow.obj(o.get("hour_of_day"), "hour_of_day")),
+                   Cdf(narrow.opt_nums_or_empty(cdf, "one_way_ms"),
+                       narrow.opt_nums_or_empty(cdf, "fraction")))
 
 
 @dataclass
@@ -447,11 +447,11 @@ class Run:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> Run:
-        t, num = jsonread.text, jsonread.number
-        schedule = None if o.get("schedule") is None else jsonread.objects(o, "schedule")
-        return cls(jsonread.integer(o, "id"), t(o, "host"), jsonread.opt_text(o, "address"),
+        t, num = narrow.text_at, narrow.num_at
+        schedule = None if o.get("schedule") is None else narrow.objects_or_empty(o, "schedule")
+        return cls(narrow.integer_at(o, "id"), t(o, "host"), narrow.opt_text_at(o, "address"),
                    t(o, "transport"), num(o, "period_s"), num(o, "started_utc"),
-                   _num(o, "ended_utc"), jsonread.opt_text(o, "stop_reason"), schedule,
+                   _num(o, "ended_utc"), narrow.opt_text_at(o, "stop_reason"), schedule,
                    _num(o, "link_bps"), "link_bps" in o)
 
 
@@ -474,9 +474,9 @@ class Source:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> Source:
-        t = jsonread.text
+        t = narrow.text_at
         return cls(t(o, "db"), t(o, "host"), t(o, "transport"),
-                   [Run.from_dict(r) for r in jsonread.objects(o, "runs")])
+                   [Run.from_dict(r) for r in narrow.objects_or_empty(o, "runs")])
 
 
 @dataclass
@@ -492,7 +492,7 @@ class Range:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> Range:
-        num = jsonread.number
+        num = narrow.num_at
         return cls(_num(o, "requested_from_utc"), _num(o, "requested_to_utc"),
                    num(o, "from_utc"), num(o, "to_utc"), num(o, "monitored_s"),
                    num(o, "not_monitored_s"))
@@ -517,7 +517,7 @@ class Parameters:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> Parameters:
-        integer, num = jsonread.integer, jsonread.number
+        integer, num = narrow.integer_at, narrow.num_at
         return cls(integer(o, "outage_cycles"), integer(o, "window_cycles"),
                    integer(o, "persist_windows"), num(o, "gap_periods"),
                    num(o, "noise_floor_us"), _num(o, "link_bps"))
@@ -536,8 +536,8 @@ class Method:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> Method:
-        return cls({k: jsonread.text(o, k) for k in o if k != "parameters"},
-                   Parameters.from_dict(jsonread.obj(o.get("parameters"), "parameters")))
+        return cls({k: narrow.text_at(o, k) for k in o if k != "parameters"},
+                   Parameters.from_dict(narrow.obj(o.get("parameters"), "parameters")))
 
 
 @dataclass
@@ -580,8 +580,8 @@ class MonitorReport:
     @classmethod
     def from_body(cls, b: JsonObject) -> MonitorReport:
         """The typed body of the JSON body ``b``, every value narrowed (DocumentError)."""
-        part = jsonread.obj
-        best, worst = jsonread.opt_obj(b, "best_day"), jsonread.opt_obj(b, "worst_day")
+        part = narrow.obj
+        best, worst = narrow.opt_obj_at(b, "best_day"), narrow.opt_obj_at(b, "worst_day")
         return cls(
             Source.from_dict(part(b.get("source"), "source")),
             Range.from_dict(part(b.get("range"), "range")),
@@ -589,14 +589,14 @@ class MonitorReport:
             Summary.from_dict(part(b.get("summary"), "summary")),
             None if best is None else RankedDay.from_dict(best),
             None if worst is None else RankedDay.from_dict(worst),
-            [Period.from_dict(d) for d in jsonread.objects(b, "days")],
-            [Period.from_dict(w) for w in jsonread.objects(b, "weeks")],
-            [Outage.from_dict(o) for o in jsonread.objects(b, "outages")],
-            [Interval.from_dict(g) for g in jsonread.objects(b, "not_monitored")],
-            [Congestion.from_dict(c) for c in jsonread.objects(b, "congestion")],
-            [LevelShift.from_dict(s) for s in jsonread.objects(b, "level_shifts")],
-            Series.from_dict(part(b.get("series"), "series")), jsonread.texts(b, "plots"),
-            jsonread.texts(b, "warnings"))
+            [Period.from_dict(d) for d in narrow.objects_or_empty(b, "days")],
+            [Period.from_dict(w) for w in narrow.objects_or_empty(b, "weeks")],
+            [Outage.from_dict(o) for o in narrow.objects_or_empty(b, "outages")],
+            [Interval.from_dict(g) for g in narrow.objects_or_empty(b, "not_monitored")],
+            [Congestion.from_dict(c) for c in narrow.objects_or_empty(b, "congestion")],
+            [LevelShift.from_dict(s) for s in narrow.objects_or_empty(b, "level_shifts")],
+            Series.from_dict(part(b.get("series"), "series")), narrow.texts_or_empty(b, "plots"),
+            narrow.texts_or_empty(b, "warnings"))
 
     @classmethod
     def of(cls, found: MonitorReport | JsonObject) -> MonitorReport:
@@ -682,18 +682,18 @@ class MonitorSession:
         if doc.kind != SESSION_KIND:
             raise DocumentError(f"a beoperf {doc.kind} document, not a monitor session")
         b: JsonObject = doc.body
-        t, integer, num = jsonread.text, jsonread.integer, jsonread.number
-        budget, totals = jsonread.opt_obj(b, "budget"), jsonread.opt_obj(b, "totals")
+        t, integer, num = narrow.text_at, narrow.integer_at, narrow.num_at
+        budget, totals = narrow.opt_obj_at(b, "budget"), narrow.opt_obj_at(b, "totals")
         return cls(
             t(b, "host"), t(b, "address"), t(b, "transport"), integer(b, "port"),
-            jsonread.opt_text(b, "db"), jsonread.opt_integer(b, "run_id"), num(b, "period_s"),
+            narrow.opt_text_at(b, "db"), narrow.opt_int_at(b, "run_id"), num(b, "period_s"),
             [ScheduledStep(integer(s, "size"), integer(s, "count"), num(s, "spacing_s"))
-             for s in jsonread.objects(b, "schedule")],
-            num(b, "timeout_s"), integer(b, "path_mtu"), jsonread.opt_text(b, "path_mtu_unknown"),
-            integer(b, "bytes_per_cycle"), jsonread.opt_number(b, "link_bps"),
+             for s in narrow.objects_or_empty(b, "schedule")],
+            num(b, "timeout_s"), integer(b, "path_mtu"), narrow.opt_text_at(b, "path_mtu_unknown"),
+            integer(b, "bytes_per_cycle"), narrow.opt_num_at(b, "link_bps"),
             None if budget is None else SessionBudget(t(budget, "text"),
                                                       num(budget, "bytes_per_s")),
-            t(b, "status"), jsonread.opt_text(b, "stop_reason"),
+            t(b, "status"), narrow.opt_text_at(b, "stop_reason"),
             None if totals is None else SessionTotals(*(integer(totals, k) for k in (
                 "cycles", "probes", "answered", "bytes", "skipped_cycles", "skipped_probes"))))
 

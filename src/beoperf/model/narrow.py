@@ -1,26 +1,70 @@
-"""Checked getters: a typed body's from_dict reads each value of a JsonObject through one
-of these, so a value of the wrong type meets a DocumentError naming the key, not a
-traceback deep in a renderer.
+"""Checked getters: the one home for strict reading of JSON (a document's typed body, a
+rank's launch plan, a host's result).
 
-A document has passed its schema before a typed body reads it; these checks are what
-mypy sees of that (a JsonValue narrowed to the type the field holds) and what stops a
-crafted object handed to from_dict directly.  Numbers are returned as stored (an int
-stays an int where a float is allowed), so body() gives the stored JSON back.
+A loaded document has passed its kind's schema, but a reader must not trust a value's
+type on that alone (a document built in memory skips the schema; a schema may leave a
+part free): a typed body's from_dict reads each value it takes through one of these, so
+a value of the wrong type meets a DocumentError (a ValueError) naming the key, never a
+TypeError deep in a renderer.  Numbers are returned as stored (an int stays an int where
+a float is allowed), so body() gives the stored JSON back; an integer admits a float
+without a fractional part (5.0), as JSON Schema's "integer" does.
 
-This layer is pure data: it imports nothing of beoperf but the document module.
+Two forms: the value form (``text(value, key)``: ``key`` only names the value in the
+error) and the object+key form (``text_at(o, key)``: the value at ``o[key]``, a missing
+key read as null).  What a missing or null value reads as is in the name: ``opt_*``
+reads it as None; ``*_or_empty(o, key)`` reads a missing key as an empty list (the maps:
+a missing key or null as an empty object); ``*_or_none(value, key)`` reads null as an
+empty list; everything else refuses it.  One message for every refusal: ``KEY: expected
+X, found Y ('KEY' is not X)``, an item of a list naming the item and the list.
+
+Lenient reading (a free-form fact missing or of another type reads as None) is
+beoperf.model.jsonvalue's.  This layer is pure data: it imports nothing of beoperf but
+the document module.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from beoperf.model.document import DocumentError, JsonObject, JsonValue
 
-
-def _bad(key: str, wanted: str, value: JsonValue) -> DocumentError:
-    found = "null" if value is None else type(value).__name__
-    return DocumentError(f"{key}: expected {wanted}, found {found}")
+T = TypeVar("T")
 
 
-def obj(value: JsonValue, key: str) -> JsonObject:
+class _Bad(DocumentError):
+    """The one message: the key, what it should hold, what it holds, and (for an item of
+    a list) what the list should be."""
+
+    def __init__(self, key: str, want: str, found: str, whole: tuple[str, str] | None = None):
+        named, what = whole or (key, want)
+        super().__init__(f"{key}: expected {want}, found {found} ('{named}' is not {what})")
+        self.key, self.want, self.found = key, want, found
+
+
+def _bad(key: str, want: str, value: JsonValue) -> DocumentError:
+    return _Bad(key, want, "null" if value is None else type(value).__name__)
+
+
+def _items(value: JsonValue, key: str, each: Callable[[JsonValue, str], T],
+           what: str) -> list[T]:
+    """``value`` as a list, each item read by ``each``; the error for an item of the
+    wrong type names the item and the list (``'key' is not a list of <what>``)."""
+    if not isinstance(value, list):
+        raise _bad(key, "a list", value)
+    out = []
+    for i, item in enumerate(value):
+        try:
+            out.append(each(item, f"{key}[{i}]"))
+        except _Bad as e:
+            raise _Bad(e.key, e.want, e.found, (key, f"a list of {what}")) from None
+    return out
+
+
+# --------------------------------------------------------------------------- value form
+
+
+def obj(value: JsonValue, key: str = "body") -> JsonObject:
     if not isinstance(value, dict):
         raise _bad(key, "an object", value)
     return value
@@ -30,18 +74,16 @@ def opt_obj(value: JsonValue, key: str) -> JsonObject | None:
     return None if value is None else obj(value, key)
 
 
-def objects(value: JsonValue, key: str) -> list[JsonObject]:
-    """A list of objects."""
-    if not isinstance(value, list):
-        raise _bad(key, "a list", value)
-    return [obj(item, f"{key}[{i}]") for i, item in enumerate(value)]
-
-
 def values(value: JsonValue, key: str) -> list[JsonValue]:
     """A list, its items still to be narrowed."""
     if not isinstance(value, list):
         raise _bad(key, "a list", value)
     return value
+
+
+def objects(value: JsonValue, key: str) -> list[JsonObject]:
+    """A list of objects."""
+    return _items(value, key, obj, "objects")
 
 
 def text(value: JsonValue, key: str) -> str:
@@ -54,10 +96,32 @@ def opt_text(value: JsonValue, key: str) -> str | None:
     return None if value is None else text(value, key)
 
 
-def integer(value: JsonValue, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _bad(key, "an integer", value)
+def text_or_num(value: JsonValue, key: str) -> str | float:
+    """A string, or a number as stored."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _bad(key, "a number or a string", value)
     return value
+
+
+def _whole(value: JsonValue) -> int | None:
+    """An integer, or a float without a fractional part (JSON Schema's "integer" admits
+    5.0: a file the schema passes reads), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def integer(value: JsonValue, key: str) -> int:
+    found = _whole(value)
+    if found is None:
+        raise _bad(key, "an integer", value)
+    return found
 
 
 def opt_int(value: JsonValue, key: str) -> int | None:
@@ -81,10 +145,12 @@ def flag(value: JsonValue, key: str) -> bool:
     return value
 
 
+def opt_flag(value: JsonValue, key: str) -> bool | None:
+    return None if value is None else flag(value, key)
+
+
 def texts(value: JsonValue, key: str) -> list[str]:
-    if not isinstance(value, list):
-        raise _bad(key, "a list", value)
-    return [text(item, f"{key}[{i}]") for i, item in enumerate(value)]
+    return _items(value, key, text, "strings")
 
 
 def opt_texts(value: JsonValue, key: str) -> list[str] | None:
@@ -92,9 +158,7 @@ def opt_texts(value: JsonValue, key: str) -> list[str] | None:
 
 
 def ints(value: JsonValue, key: str) -> list[int]:
-    if not isinstance(value, list):
-        raise _bad(key, "a list", value)
-    return [integer(item, f"{key}[{i}]") for i, item in enumerate(value)]
+    return _items(value, key, integer, "integers")
 
 
 def opt_ints(value: JsonValue, key: str) -> list[int] | None:
@@ -102,26 +166,25 @@ def opt_ints(value: JsonValue, key: str) -> list[int] | None:
 
 
 def nums(value: JsonValue, key: str) -> list[float]:
-    if not isinstance(value, list):
-        raise _bad(key, "a list", value)
-    return [num(item, f"{key}[{i}]") for i, item in enumerate(value)]
+    return _items(value, key, num, "numbers")
 
 
 def opt_nums(value: JsonValue, key: str) -> list[float | None]:
     """A list of numbers or nulls."""
-    if not isinstance(value, list):
-        raise _bad(key, "a list", value)
-    return [opt_num(item, f"{key}[{i}]") for i, item in enumerate(value)]
+    return _items(value, key, opt_num, "numbers or nulls")
 
 
 def flags(value: JsonValue, key: str) -> list[bool]:
-    if not isinstance(value, list):
-        raise _bad(key, "a list", value)
-    return [flag(item, f"{key}[{i}]") for i, item in enumerate(value)]
+    return _items(value, key, flag, "true or false")
 
 
 def text_map(value: JsonValue, key: str) -> dict[str, str]:
     return {k: text(v, f"{key}.{k}") for k, v in obj(value, key).items()}
+
+
+def opt_text_map(value: JsonValue, key: str) -> dict[str, str | None]:
+    """An object of strings or nulls."""
+    return {k: opt_text(v, f"{key}.{k}") for k, v in obj(value, key).items()}
 
 
 def num_map(value: JsonValue, key: str) -> dict[str, float]:
@@ -131,3 +194,97 @@ def num_map(value: JsonValue, key: str) -> dict[str, float]:
 def opt_num_map(value: JsonValue, key: str) -> dict[str, float | None]:
     """An object of numbers or nulls."""
     return {k: opt_num(v, f"{key}.{k}") for k, v in obj(value, key).items()}
+
+
+def int_map(value: JsonValue, key: str) -> dict[str, int]:
+    return {k: integer(v, f"{key}.{k}") for k, v in obj(value, key).items()}
+
+
+# --------------------------------------------------------------------- object+key form
+
+
+def text_at(o: JsonObject, key: str) -> str:
+    return text(o.get(key), key)
+
+
+def opt_text_at(o: JsonObject, key: str) -> str | None:
+    return opt_text(o.get(key), key)
+
+
+def integer_at(o: JsonObject, key: str) -> int:
+    return integer(o.get(key), key)
+
+
+def opt_int_at(o: JsonObject, key: str) -> int | None:
+    return opt_int(o.get(key), key)
+
+
+def num_at(o: JsonObject, key: str) -> float:
+    return num(o.get(key), key)
+
+
+def opt_num_at(o: JsonObject, key: str) -> float | None:
+    return opt_num(o.get(key), key)
+
+
+def flag_at(o: JsonObject, key: str, default: bool | None = None) -> bool:
+    """The flag at ``key``; ``default`` (when given) stands for a missing key."""
+    return flag(o.get(key, default), key)
+
+
+def opt_obj_at(o: JsonObject, key: str) -> JsonObject | None:
+    return opt_obj(o.get(key), key)
+
+
+def values_or_empty(o: JsonObject, key: str) -> list[JsonValue]:
+    """The list at ``key``; a missing key reads as an empty one."""
+    return values(o.get(key, []), key)
+
+
+def objects_or_empty(o: JsonObject, key: str) -> list[JsonObject]:
+    """The list of objects at ``key``; a missing key reads as an empty one."""
+    return objects(o.get(key, []), key)
+
+
+def texts_or_empty(o: JsonObject, key: str) -> list[str]:
+    """The list of strings at ``key``; a missing key reads as an empty one."""
+    return texts(o.get(key, []), key)
+
+
+def ints_or_empty(o: JsonObject, key: str) -> list[int]:
+    """The list of integers at ``key``; a missing key reads as an empty one."""
+    return ints(o.get(key, []), key)
+
+
+def nums_or_empty(o: JsonObject, key: str) -> list[float]:
+    """The list of numbers at ``key``; a missing key reads as an empty one."""
+    return nums(o.get(key, []), key)
+
+
+def opt_nums_or_empty(o: JsonObject, key: str) -> list[float | None]:
+    """The list of numbers or nulls at ``key``; a missing key reads as an empty one."""
+    return opt_nums(o.get(key, []), key)
+
+
+def int_map_or_empty(o: JsonObject, key: str) -> dict[str, int]:
+    """The object of integers at ``key``; missing or null reads as empty."""
+    found = o.get(key)
+    return {} if found is None else int_map(found, key)
+
+
+# ------------------------------------------------------------ null reads as empty (value)
+
+
+def objects_or_none(value: JsonValue, key: str) -> list[JsonObject]:
+    """A list of objects; null reads as an empty one."""
+    return [] if value is None else objects(value, key)
+
+
+def ints_or_none(value: JsonValue, key: str) -> list[int]:
+    """A list of integers; null reads as an empty one."""
+    return [] if value is None else ints(value, key)
+
+
+def texts_or_none(value: JsonValue, key: str) -> list[str]:
+    """A list of strings; null reads as an empty one."""
+    return [] if value is None else texts(value, key)

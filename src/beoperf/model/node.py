@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypedDict
 
 from beoperf import units
-from beoperf.model import document
+from beoperf.model import document, jsonvalue, narrow
 from beoperf.model.document import Document, DocumentError, JsonObject, JsonValue
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def body(conditions: JsonObject, parts: JsonObject, metrics: list[JsonObject],
          repeat: int, status: str = "complete", status_reason: str | None = None,
          reference: JsonObject | None = None) -> JsonObject:
     """A node body from its stored parts (each metric as :func:`metric` gives it)."""
-    return NodeRun(conditions, repeat, {k: _object(v, k) for k, v in parts.items()},
+    return NodeRun(conditions, repeat, {k: narrow.obj(v, k) for k, v in parts.items()},
                    [Metric.from_dict(m) for m in metrics], status, status_reason,
                    reference).body()
 
@@ -76,89 +76,10 @@ def make(body_: JsonObject, meta: JsonObject) -> Document:
     return Document(KIND, body_, meta)
 
 
-# --------------------------------------------------------------------------- reading JSON
 # A loaded document has passed its schema, but the schema leaves the free parts open
-# (conditions, parts, params): each value a typed field takes is narrowed here, so that a
-# crafted file meets one clear line (DocumentError), never a TypeError in a renderer.
-
-
-def _bad(key: str, want: str, value: JsonValue) -> DocumentError:
-    return DocumentError(f"node document: '{key}' is not {want} ({type(value).__name__})")
-
-
-def _object(value: JsonValue, key: str) -> JsonObject:
-    if not isinstance(value, dict):
-        raise _bad(key, "an object", value)
-    return value
-
-
-def _objects(value: JsonValue, key: str) -> list[JsonObject]:
-    """A list of objects (null reads as an empty one)."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise _bad(key, "a list", value)
-    return [_object(v, key) for v in value]
-
-
-def _text(value: JsonValue, key: str) -> str:
-    if not isinstance(value, str):
-        raise _bad(key, "a string", value)
-    return value
-
-
-def _opt_text(value: JsonValue, key: str) -> str | None:
-    return None if value is None else _text(value, key)
-
-
-def _int(value: JsonValue, key: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise _bad(key, "an integer", value)
-    return value
-
-
-def _opt_int(value: JsonValue, key: str) -> int | None:
-    return None if value is None else _int(value, key)
-
-
-def _number(value: JsonValue, key: str) -> float:
-    """A number as stored (an int stays an int: a body written back is the same JSON)."""
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise _bad(key, "a number", value)
-    return value
-
-
-def _numbers(value: JsonValue, key: str) -> list[float]:
-    if not isinstance(value, list):
-        raise _bad(key, "a list", value)
-    return [_number(v, key) for v in value]
-
-
-def _texts(value: JsonValue, key: str) -> list[str]:
-    """A list of strings (null reads as an empty one)."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise _bad(key, "a list", value)
-    return [_text(v, key) for v in value]
-
-
-def _param(value: JsonValue, key: str) -> ParamValue:
-    if isinstance(value, str) or (isinstance(value, int | float)
-                                  and not isinstance(value, bool)):
-        return value
-    raise _bad(key, "a number or a string", value)
-
-
-def _opt_flag(value: JsonValue, key: str) -> bool | None:
-    if value is not None and not isinstance(value, bool):
-        raise _bad(key, "true, false or null", value)
-    return value
-
-
-def _text_map(value: JsonValue, key: str) -> dict[str, str | None]:
-    """An object of strings or nulls (null reads as an empty one)."""
-    return {k: _opt_text(v, f"{key}.{k}") for k, v in _object(value or {}, key).items()}
+# (conditions, parts, params): each value a typed field takes is narrowed (model/narrow.py),
+# so that a crafted file meets one clear line (DocumentError), never a TypeError in a
+# renderer.
 
 
 # --------------------------------------------------------------------------- typed body
@@ -169,12 +90,6 @@ def _text_map(value: JsonValue, key: str) -> dict[str, str | None]:
 
 METRIC_FIELDS = ("id", "part", "name", "params", "unit", "repeat", "mean", "stdev", "min",
                  "max", "samples", "ok")
-
-
-def _float(value: JsonValue) -> float | None:
-    """A stored number as stored (an int stays an int: reports show the stored value);
-    None for anything else."""
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 @dataclass
@@ -214,15 +129,17 @@ class Metric:
     def from_dict(cls, m: JsonObject) -> Metric:
         """A stored metric, each field narrowed (DocumentError naming a wrong one)."""
         where = f"metric {m.get('id')!r}"
-        params = _object(m.get("params"), f"{where} params")
-        return cls(id=_text(m.get("id"), "metric id"), part=_text(m.get("part"), where),
-                   name=_text(m.get("name"), where),
-                   params={k: _param(v, f"{where} params.{k}") for k, v in params.items()},
-                   unit=_text(m.get("unit"), where), repeat=_int(m.get("repeat"), where),
-                   mean=_number(m.get("mean"), where), stdev=_number(m.get("stdev"), where),
-                   min=_number(m.get("min"), where), max=_number(m.get("max"), where),
-                   samples=_numbers(m.get("samples"), where),
-                   ok=_opt_flag(m.get("ok"), where),
+        params = narrow.obj(m.get("params"), f"{where} params")
+        return cls(id=narrow.text(m.get("id"), "metric id"), part=narrow.text(m.get("part"), where),
+                   name=narrow.text(m.get("name"), where),
+                   params={k: narrow.text_or_num(v, f"{where} params.{k}")
+                           for k, v in params.items()},
+                   unit=narrow.text(m.get("unit"), where),
+                   repeat=narrow.integer(m.get("repeat"), where),
+                   mean=narrow.num(m.get("mean"), where), stdev=narrow.num(m.get("stdev"), where),
+                   min=narrow.num(m.get("min"), where), max=narrow.num(m.get("max"), where),
+                   samples=narrow.nums(m.get("samples"), where),
+                   ok=narrow.opt_flag(m.get("ok"), where),
                    extra={k: v for k, v in m.items() if k not in METRIC_FIELDS})
 
     def to_dict(self) -> JsonObject:
@@ -235,7 +152,7 @@ class Metric:
         """A number of the metric by its stored name (mean, min, best, per_core ...)."""
         summary = {"repeat": self.repeat, "mean": self.mean, "stdev": self.stdev,
                    "min": self.min, "max": self.max}
-        return summary[name] if name in summary else _float(self.extra.get(name))
+        return summary[name] if name in summary else jsonvalue.number(self.extra, name)
 
     @property
     def threads(self) -> int | None:
@@ -254,7 +171,7 @@ class Metric:
 
     @property
     def median(self) -> float | None:
-        return _float(self.extra.get("median"))
+        return jsonvalue.number(self.extra, "median")
 
     def central(self) -> tuple[str, float]:
         """The figure to draw and its name: the median when stored, else the mean."""
@@ -275,11 +192,11 @@ class IoDir:
 
     @classmethod
     def from_dict(cls, e: JsonObject) -> IoDir:
-        return cls(dir=_text(e.get("dir"), "io dir"),
-                   realpath=_opt_text(e.get("realpath"), "io realpath"),
-                   mount=_text_map(e.get("mount"), "io mount"),
-                   method=_text_map(e.get("method"), "io method"),
-                   free_bytes=_opt_int(e.get("free_bytes"), "io free_bytes"))
+        return cls(dir=narrow.text(e.get("dir"), "io dir"),
+                   realpath=narrow.opt_text(e.get("realpath"), "io realpath"),
+                   mount=narrow.opt_text_map(e.get("mount") or {}, "io mount"),
+                   method=narrow.opt_text_map(e.get("method") or {}, "io method"),
+                   free_bytes=narrow.opt_int(e.get("free_bytes"), "io free_bytes"))
 
     def to_dict(self) -> JsonObject:
         return {"dir": self.dir, "realpath": self.realpath, "free_bytes": self.free_bytes,
@@ -302,16 +219,11 @@ class IoPart:
     @classmethod
     def from_dict(cls, d: JsonObject) -> IoPart:
         sizes = d.get("file_sizes") or []
-        return cls(block=_int(d.get("block") or 0, "io block"),
-                   file_sizes=[_int(v, "io file_sizes") for v in _list(sizes, "io file_sizes")],
-                   patterns=_texts(d.get("patterns"), "io patterns"),
-                   dirs=[IoDir.from_dict(e) for e in _objects(d.get("dirs"), "io dirs")])
-
-
-def _list(value: JsonValue, key: str) -> list[JsonValue]:
-    if not isinstance(value, list):
-        raise _bad(key, "a list", value)
-    return value
+        return cls(block=narrow.integer(d.get("block") or 0, "io block"),
+                   file_sizes=narrow.ints(sizes, "io file_sizes"),
+                   patterns=narrow.texts_or_none(d.get("patterns"), "io patterns"),
+                   dirs=[IoDir.from_dict(e)
+                         for e in narrow.objects_or_none(d.get("dirs"), "io dirs")])
 
 
 @dataclass
@@ -327,9 +239,11 @@ class Drop:
 
     @classmethod
     def from_dict(cls, d: JsonObject) -> Drop:
-        return cls(kernel=_text(d.get("kernel"), "drop kernel"), from_level=str(d.get("from")),
-                   to_level=str(d.get("to")), change_pct=_float(d.get("change_pct")),
-                   from_mflops=_float(d.get("from_mflops")), to_mflops=_float(d.get("to_mflops")))
+        return cls(kernel=narrow.text(d.get("kernel"), "drop kernel"),
+                   from_level=str(d.get("from")),
+                   to_level=str(d.get("to")), change_pct=jsonvalue.number(d, "change_pct"),
+                   from_mflops=jsonvalue.number(d, "from_mflops"),
+                   to_mflops=jsonvalue.number(d, "to_mflops"))
 
     @property
     def step(self) -> str:
@@ -346,8 +260,9 @@ class KernelsPart:
 
     @classmethod
     def from_dict(cls, d: JsonObject) -> KernelsPart:
-        per = _object(d.get("bytes_per_element") or {}, "kernels bytes_per_element")
-        return cls(drops=[Drop.from_dict(x) for x in _objects(d.get("drops"), "kernels drops")],
+        per = narrow.obj(d.get("bytes_per_element") or {}, "kernels bytes_per_element")
+        drops = narrow.objects_or_none(d.get("drops"), "kernels drops")
+        return cls(drops=[Drop.from_dict(x) for x in drops],
                    bytes_per_element={k: v for k, v in per.items() if isinstance(v, int | float)
                                       and not isinstance(v, bool) and v > 0})  # 16 stays 16
 
@@ -390,15 +305,16 @@ class NodeRun:
         if doc.kind != KIND:
             raise DocumentError(f"a beoperf {doc.kind} document, not a node run")
         b: JsonObject = doc.body
-        parts = _object(b.get("parts"), "parts")
+        parts = narrow.obj(b.get("parts"), "parts")
         reference = b.get("reference")
-        run = cls(conditions=_object(b.get("conditions"), "conditions"),
-                   repeat=_int(b.get("repeat"), "repeat"),
-                   parts={k: _object(v, f"parts.{k}") for k, v in parts.items()},
-                   metrics=[Metric.from_dict(m) for m in _objects(b.get("metrics"), "metrics")],
-                   status=_text(b.get("status"), "status"),
-                   status_reason=_opt_text(b.get("status_reason"), "status_reason"),
-                   reference=None if reference is None else _object(reference, "reference"))
+        run = cls(conditions=narrow.obj(b.get("conditions"), "conditions"),
+                   repeat=narrow.integer(b.get("repeat"), "repeat"),
+                   parts={k: narrow.obj(v, f"parts.{k}") for k, v in parts.items()},
+                   metrics=[Metric.from_dict(m)
+                            for m in narrow.objects_or_none(b.get("metrics"), "metrics")],
+                   status=narrow.text(b.get("status"), "status"),
+                   status_reason=narrow.opt_text(b.get("status_reason"), "status_reason"),
+                   reference=None if reference is None else narrow.obj(reference, "reference"))
         run.io(), run.kernels()  # the details read strictly: checked now, not in a renderer
         return run
 
@@ -451,40 +367,6 @@ class NodeRun:
 # "?"), as the stored conditions are facts that could not always be seen.
 
 
-def _str_or_none(o: JsonObject, key: str) -> str | None:
-    value = o.get(key)
-    return value if isinstance(value, str) else None
-
-
-def int_or_none(o: JsonObject, key: str) -> int | None:
-    """An integer of a stored object (None when absent or not an integer)."""
-    value = o.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _flag_or_none(o: JsonObject, key: str) -> bool | None:
-    value = o.get(key)
-    return value if isinstance(value, bool) else None
-
-
-def _obj_or_empty(o: JsonObject, key: str) -> JsonObject:
-    value = o.get(key)
-    return value if isinstance(value, dict) else {}
-
-
-def _objs_or_empty(o: JsonObject, key: str) -> list[JsonObject]:
-    value = o.get(key)
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-def _str_map(o: JsonObject) -> dict[str, str]:
-    return {k: v for k, v in o.items() if isinstance(v, str)}
-
-
-def _float_map(o: JsonObject) -> dict[str, float]:
-    return {k: v for k, v in o.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-
-
 @dataclass
 class Conditions:
     """A node's conditions as the renderers read them (see sysinfo.node.collect)."""
@@ -513,26 +395,27 @@ class Conditions:
 
     @classmethod
     def of(cls, c: JsonObject) -> Conditions:
-        build, blas, clock = (_obj_or_empty(c, k) for k in ("build", "blas", "clock"))
-        return cls(cpu_model=_str_or_none(c, "cpu_model"), cpus=int_or_none(c, "cpus"),
-                   cores_used=int_or_none(c, "cores_used"),
-                   governor=_str_map(_obj_or_empty(c, "governor")), caches=caches_of(c),
-                   memory=int_or_none(c, "memory"),
-                   memory_available=int_or_none(c, "memory_available"),
-                   numa=[{"node": int_or_none(n, "node") or 0, "cpus": _str_or_none(n, "cpus"),
-                          "memory": int_or_none(n, "memory")}
-                         for n in _objs_or_empty(c, "numa")],
-                   compiler=_str_or_none(build, "compiler"), flags=_str_or_none(build, "flags"),
-                   openmp=int_or_none(build, "openmp"),
-                   blas_library=_str_or_none(blas, "library"),
-                   blas_version=_str_or_none(blas, "version"),
-                   blas_configuration=_str_or_none(blas, "configuration"),
-                   blas_environment=_str_map(_obj_or_empty(blas, "environment")),
-                   clock_source=_str_or_none(clock, "source"),
-                   clock_resolution_ns=int_or_none(clock, "resolution_ns"),
-                   elapsed_s=_float(c.get("elapsed_s")), has_blas=bool(blas),
-                   os=_str_or_none(_obj_or_empty(c, "host"), "os"),
-                   kernel=_str_or_none(_obj_or_empty(c, "host"), "kernel"))
+        build, blas, clock = (jsonvalue.section(c, k) for k in ("build", "blas", "clock"))
+        return cls(cpu_model=jsonvalue.text(c, "cpu_model"), cpus=jsonvalue.integer(c, "cpus"),
+                   cores_used=jsonvalue.integer(c, "cores_used"),
+                   governor=jsonvalue.text_map(c, "governor"), caches=caches_of(c),
+                   memory=jsonvalue.integer(c, "memory"),
+                   memory_available=jsonvalue.integer(c, "memory_available"),
+                   numa=[{"node": jsonvalue.integer(n, "node") or 0,
+                          "cpus": jsonvalue.text(n, "cpus"),
+                          "memory": jsonvalue.integer(n, "memory")}
+                         for n in jsonvalue.sections(c, "numa")],
+                   compiler=jsonvalue.text(build, "compiler"), flags=jsonvalue.text(build, "flags"),
+                   openmp=jsonvalue.integer(build, "openmp"),
+                   blas_library=jsonvalue.text(blas, "library"),
+                   blas_version=jsonvalue.text(blas, "version"),
+                   blas_configuration=jsonvalue.text(blas, "configuration"),
+                   blas_environment=jsonvalue.text_map(blas, "environment"),
+                   clock_source=jsonvalue.text(clock, "source"),
+                   clock_resolution_ns=jsonvalue.integer(clock, "resolution_ns"),
+                   elapsed_s=jsonvalue.number(c, "elapsed_s"), has_blas=bool(blas),
+                   os=jsonvalue.text(jsonvalue.section(c, "host"), "os"),
+                   kernel=jsonvalue.text(jsonvalue.section(c, "host"), "kernel"))
 
 
 @dataclass
@@ -551,13 +434,12 @@ class PartRun:
 
     @classmethod
     def of(cls, place: int, r: JsonObject) -> PartRun:
-        errors = r.get("errors")
-        return cls(place=place, threads=int_or_none(r, "threads"), ok=_flag_or_none(r, "ok"),
-                   errors=_float_map(errors) if isinstance(errors, dict) else {},
-                   residual=_float(r.get("residual")),
-                   wrong=errors if isinstance(errors, int) and not isinstance(errors, bool)
-                   else None,
-                   corename=_str_or_none(_obj_or_empty(r, "blas"), "corename"))
+        return cls(place=place, threads=jsonvalue.integer(r, "threads"),
+                   ok=jsonvalue.boolean(r, "ok"),
+                   errors=jsonvalue.number_map(r, "errors"),
+                   residual=jsonvalue.number(r, "residual"),
+                   wrong=jsonvalue.integer(r, "errors"),
+                   corename=jsonvalue.text(jsonvalue.section(r, "blas"), "corename"))
 
 
 @dataclass
@@ -586,19 +468,19 @@ class PartDetail:
     @classmethod
     def of(cls, d: JsonObject) -> PartDetail:
         runs = d.get("runs")
-        return cls(ok=_flag_or_none(d, "ok"),
+        return cls(ok=jsonvalue.boolean(d, "ok"),
                    runs=[PartRun.of(j, r) for j, r in enumerate(runs)
                          if isinstance(r, dict)] if isinstance(runs, list) else [],
-                   threshold=_float(d.get("threshold")),
-                   array_bytes=int_or_none(d, "array_bytes"),
-                   size_rule=_str_or_none(d, "size_rule"), stores=_str_or_none(d, "stores"),
-                   epsilon=_float(d.get("epsilon")),
-                   below_4x_cache=_flag_or_none(d, "below_4x_cache") is True,
-                   warm_s=_float(d.get("warm_s")), n=int_or_none(d, "n"),
-                   table_words=int_or_none(d, "table_words"),
-                   table_bytes=int_or_none(d, "table_bytes"),
-                   max_error_fraction=_float(d.get("max_error_fraction")),
-                   error=_float(d.get("error")), library=_str_or_none(d, "library"))
+                   threshold=jsonvalue.number(d, "threshold"),
+                   array_bytes=jsonvalue.integer(d, "array_bytes"),
+                   size_rule=jsonvalue.text(d, "size_rule"), stores=jsonvalue.text(d, "stores"),
+                   epsilon=jsonvalue.number(d, "epsilon"),
+                   below_4x_cache=jsonvalue.boolean(d, "below_4x_cache") is True,
+                   warm_s=jsonvalue.number(d, "warm_s"), n=jsonvalue.integer(d, "n"),
+                   table_words=jsonvalue.integer(d, "table_words"),
+                   table_bytes=jsonvalue.integer(d, "table_bytes"),
+                   max_error_fraction=jsonvalue.number(d, "max_error_fraction"),
+                   error=jsonvalue.number(d, "error"), library=jsonvalue.text(d, "library"))
 
 
 @dataclass
@@ -637,16 +519,17 @@ class StoredReference:
 
     @classmethod
     def of(cls, r: JsonObject) -> StoredReference:
-        io = _obj_or_empty(r, "io")
-        return cls(name=_str_or_none(r, "name"), system=_str_or_none(r, "system"),
-                   source=_str_or_none(r, "source"),
-                   hpcc=[RefHpcc(str(e.get("metric")), _float(e.get("value")),
-                                 _str_or_none(e, "unit")) for e in _objs_or_empty(r, "hpcc")],
-                   kernels=[RefKernel(str(e.get("kernel")), int_or_none(e, "length") or 0,
-                                      _float(e.get("mflops")))
-                            for e in _objs_or_empty(r, "kernels")],
-                   io={where: [RefIo(int_or_none(e, "file_size") or 0, str(e.get("test")),
-                                     _float(e.get("mb_s"))) for e in _objs_or_empty(io, where)]
+        io = jsonvalue.section(r, "io")
+        return cls(name=jsonvalue.text(r, "name"), system=jsonvalue.text(r, "system"),
+                   source=jsonvalue.text(r, "source"),
+                   hpcc=[RefHpcc(str(e.get("metric")), jsonvalue.number(e, "value"),
+                                 jsonvalue.text(e, "unit")) for e in jsonvalue.sections(r, "hpcc")],
+                   kernels=[RefKernel(str(e.get("kernel")), jsonvalue.integer(e, "length") or 0,
+                                      jsonvalue.number(e, "mflops"))
+                            for e in jsonvalue.sections(r, "kernels")],
+                   io={where: [RefIo(jsonvalue.integer(e, "file_size") or 0, str(e.get("test")),
+                                     jsonvalue.number(e, "mb_s"))
+                            for e in jsonvalue.sections(io, where)]
                        for where in io})
 
 
@@ -669,11 +552,11 @@ def _json(value: object, key: str) -> JsonValue:
 def caches_of(conditions: JsonObject) -> list[Cache]:
     """The caches of a node's stored conditions (``[]`` when not stored), each narrowed."""
     out: list[Cache] = []
-    for c in _objects(conditions.get("caches"), "conditions.caches"):
-        out.append({"level": _int(c.get("level"), "cache level"),
-                    "type": _opt_text(c.get("type"), "cache type"),
-                    "size": _opt_int(c.get("size"), "cache size"),
-                    "shared_cpus": _opt_text(c.get("shared_cpus"), "cache shared_cpus")})
+    for c in narrow.objects_or_none(conditions.get("caches"), "conditions.caches"):
+        out.append({"level": narrow.integer(c.get("level"), "cache level"),
+                    "type": narrow.opt_text(c.get("type"), "cache type"),
+                    "size": narrow.opt_int(c.get("size"), "cache size"),
+                    "shared_cpus": narrow.opt_text(c.get("shared_cpus"), "cache shared_cpus")})
     return out
 
 
@@ -742,29 +625,18 @@ class FleetMetric:
     @classmethod
     def from_dict(cls, m: JsonObject) -> FleetMetric:
         where = f"fleet metric {m.get('id')!r}"
-        return cls(id=_text(m.get("id"), "fleet metric id"), unit=_text(m.get("unit"), where),
-                   values=_number_map(m.get("values"), f"{where} values"),
-                   median=_number(m.get("median"), where), mad=_number(m.get("mad"), where),
-                   scale=_number(m.get("scale"), where),
-                   z=_number_map(m.get("z"), f"{where} z"),
-                   outliers=_texts(m.get("outliers"), f"{where} outliers"))
+        return cls(id=narrow.text(m.get("id"), "fleet metric id"),
+                   unit=narrow.text(m.get("unit"), where),
+                   values=narrow.num_map(m.get("values"), f"{where} values"),
+                   median=narrow.num(m.get("median"), where), mad=narrow.num(m.get("mad"), where),
+                   scale=narrow.num(m.get("scale"), where),
+                   z=narrow.num_map(m.get("z"), f"{where} z"),
+                   outliers=narrow.texts_or_none(m.get("outliers"), f"{where} outliers"))
 
     def to_dict(self) -> JsonObject:
         return {"id": self.id, "unit": self.unit, "values": dict(self.values),
                 "median": self.median, "mad": self.mad, "scale": self.scale,
                 "z": dict(self.z), "outliers": list(self.outliers)}
-
-
-def _number_map(value: JsonValue, key: str) -> dict[str, float]:
-    return {k: _number(v, f"{key}.{k}") for k, v in _object(value, key).items()}
-
-
-def _text_lists(value: JsonValue, key: str) -> dict[str, list[str]]:
-    return {k: _texts(v, f"{key}.{k}") for k, v in _object(value, key).items()}
-
-
-def _strict_texts(value: JsonValue, key: str) -> dict[str, str]:
-    return {k: _text(v, f"{key}.{k}") for k, v in _object(value, key).items()}
 
 
 @dataclass
@@ -778,9 +650,9 @@ class FleetMethod:
 
     @classmethod
     def from_dict(cls, d: JsonObject) -> FleetMethod:
-        return cls(threshold=_number(d.get("threshold"), "method threshold"),
-                   mad_floor=_number(d.get("mad_floor"), "method mad_floor"),
-                   statement=_text(d.get("statement"), "method statement"))
+        return cls(threshold=narrow.num(d.get("threshold"), "method threshold"),
+                   mad_floor=narrow.num(d.get("mad_floor"), "method mad_floor"),
+                   statement=narrow.text(d.get("statement"), "method statement"))
 
     def to_dict(self) -> JsonObject:
         return {"threshold": self.threshold, "mad_floor": self.mad_floor,
@@ -816,16 +688,17 @@ class NodeFleet:
         if doc.kind != FLEET_KIND:
             raise DocumentError(f"a beoperf {doc.kind} document, not a node fleet")
         b: JsonObject = doc.body
-        conditions = _object(b.get("conditions"), "conditions")
-        return cls(nodes=_text(b.get("nodes"), "nodes"),
-                   answered=_text(b.get("answered"), "answered"),
-                   no_answer=_strict_texts(b.get("no_answer"), "no_answer"),
-                   other_version=_strict_texts(b.get("other_version"), "other_version"),
-                   method=FleetMethod.from_dict(_object(b.get("method"), "method")),
+        conditions = narrow.obj(b.get("conditions"), "conditions")
+        return cls(nodes=narrow.text(b.get("nodes"), "nodes"),
+                   answered=narrow.text(b.get("answered"), "answered"),
+                   no_answer=narrow.text_map(b.get("no_answer"), "no_answer"),
+                   other_version=narrow.text_map(b.get("other_version"), "other_version"),
+                   method=FleetMethod.from_dict(narrow.obj(b.get("method"), "method")),
                    metrics=[FleetMetric.from_dict(m)
-                            for m in _objects(b.get("metrics"), "metrics")],
-                   outliers=_text_lists(b.get("outliers"), "outliers"),
-                   conditions={k: _object(v, f"conditions.{k}") for k, v in conditions.items()})
+                            for m in narrow.objects_or_none(b.get("metrics"), "metrics")],
+                   outliers={k: narrow.texts_or_none(v, f"outliers.{k}")
+                             for k, v in narrow.obj(b.get("outliers"), "outliers").items()},
+                   conditions={k: narrow.obj(v, f"conditions.{k}") for k, v in conditions.items()})
 
 
 @dataclass
@@ -844,14 +717,13 @@ class ComparisonRow:
     @classmethod
     def from_dict(cls, r: JsonObject) -> ComparisonRow:
         where = f"row {r.get('id')!r}"
-        return cls(id=_text(r.get("id"), "row id"), unit=_text(r.get("unit"), where),
-                   means=[None if v is None else _number(v, where)
-                          for v in _list(r.get("means"), where)],
-                   changes=[None if v is None else _number(v, where)
-                            for v in _list(r.get("changes"), where)],
-                   intervals=[None if v is None else _numbers(v, where)
-                              for v in _list(r.get("intervals"), where)],
-                   verdicts=[_opt_text(v, where) for v in _list(r.get("verdicts"), where)])
+        return cls(id=narrow.text(r.get("id"), "row id"), unit=narrow.text(r.get("unit"), where),
+                   means=narrow.opt_nums(r.get("means"), where),
+                   changes=narrow.opt_nums(r.get("changes"), where),
+                   intervals=[None if v is None else narrow.nums(v, where)
+                              for v in narrow.values(r.get("intervals"), where)],
+                   verdicts=[narrow.opt_text(v, where)
+                             for v in narrow.values(r.get("verdicts"), where)])
 
     def to_dict(self) -> JsonObject:
         return {"id": self.id, "unit": self.unit, "means": list(self.means),
@@ -887,14 +759,11 @@ class NodeComparison:
         if doc.kind != COMPARISON_KIND:
             raise DocumentError(f"a beoperf {doc.kind} document, not node runs compared")
         b: JsonObject = doc.body
-        test = _object(b.get("test"), "test")
-        return cls(baseline=_text(b.get("baseline"), "baseline"),
-                   labels=_texts(b.get("labels"), "labels"),
-                   runs=[_int(v, "runs") for v in _list(b.get("runs"), "runs")],
-                   margin=_number(b.get("margin"), "margin"),
-                   test={k: _test_value(v, f"test.{k}") for k, v in test.items()},
-                   rows=[ComparisonRow.from_dict(r) for r in _objects(b.get("rows"), "rows")])
-
-
-def _test_value(value: JsonValue, key: str) -> TestValue:
-    return value if isinstance(value, str) else _number(value, key)
+        test = narrow.obj(b.get("test"), "test")
+        return cls(baseline=narrow.text(b.get("baseline"), "baseline"),
+                   labels=narrow.texts_or_none(b.get("labels"), "labels"),
+                   runs=narrow.ints(b.get("runs"), "runs"),
+                   margin=narrow.num(b.get("margin"), "margin"),
+                   test={k: narrow.text_or_num(v, f"test.{k}") for k, v in test.items()},
+                   rows=[ComparisonRow.from_dict(r)
+                         for r in narrow.objects_or_none(b.get("rows"), "rows")])

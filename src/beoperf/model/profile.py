@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from beoperf import safeio, units
-from beoperf.model import jsonread
+from beoperf.model import narrow
 from beoperf.model.document import JsonObject
 
 PATTERNS = ("pingpong", "stream", "bidir")
@@ -94,9 +94,9 @@ class Profile:
     @classmethod
     def from_dict(cls, d: JsonObject) -> Profile:
         """A profile as a document stores it, every value narrowed (DocumentError)."""
-        return cls(jsonread.text(d, "source"), jsonread.text(d, "format"),
-                   [_entry_of(e) for e in jsonread.objects(d, "entries")],
-                   jsonread.texts(d, "notes"))
+        return cls(narrow.text_at(d, "source"), narrow.text_at(d, "format"),
+                   [_entry_of(e) for e in narrow.objects_or_empty(d, "entries")],
+                   narrow.texts_or_empty(d, "notes"))
 
     def messages(self) -> int:
         return sum(e.count for e in self.entries)
@@ -106,9 +106,9 @@ class Profile:
 
 
 def _entry_of(o: JsonObject) -> Entry:
-    return Entry(jsonread.integer(o, "size"), jsonread.integer(o, "count"),
-                 jsonread.text(o, "pattern"), jsonread.integer(o, "concurrency"),
-                 jsonread.opt_text(o, "label"))
+    return Entry(narrow.integer_at(o, "size"), narrow.integer_at(o, "count"),
+                 narrow.text_at(o, "pattern"), narrow.integer_at(o, "concurrency"),
+                 narrow.opt_text_at(o, "label"))
 
 
 def check_entry(e: Entry, where: str) -> Entry:

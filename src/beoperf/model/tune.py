@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from beoperf.model import document, jsonread
+from beoperf.model import document, narrow
 from beoperf.model.document import Document, DocumentError, JsonObject, JsonValue
 
 PLAN, ROLLBACK, PROCEDURE = "tune-plan", "rollback", "procedure"
@@ -39,14 +39,14 @@ def _kind(doc: Document, kind: str) -> JsonObject:
     """The body of ``doc``, which must be of ``kind``."""
     if doc.kind != kind:
         raise DocumentError(f"a beoperf {doc.kind} document, not a {kind} document")
-    return jsonread.obj(doc.body)
+    return narrow.obj(doc.body)
 
 
 def action_text(action: JsonObject) -> str:
     """How a value is set or restored, in words: the command, or what is written where."""
     if "argv" in action:
-        return " ".join(jsonread.texts(action, "argv"))
-    return f"write {jsonread.text(action, 'value')!r} to {jsonread.text(action, 'write')}"
+        return " ".join(narrow.texts_or_empty(action, "argv"))
+    return f"write {narrow.text_at(action, 'value')!r} to {narrow.text_at(action, 'write')}"
 
 
 # --------------------------------------------------------------------------- tune-plan
@@ -69,8 +69,8 @@ class PlannedChange:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> PlannedChange:
-        t, action = jsonread.text, jsonread.obj
-        return cls(t(o, "key"), t(o, "check"), jsonread.opt_text(o, "interface"),
+        t, action = narrow.text_at, narrow.obj
+        return cls(t(o, "key"), t(o, "check"), narrow.opt_text_at(o, "interface"),
                    t(o, "current"), t(o, "target"), action(o.get("apply"), "apply"),
                    action(o.get("read"), "read"), action(o.get("restore"), "restore"))
 
@@ -89,9 +89,9 @@ class PlannedAdvice:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> PlannedAdvice:
-        t = jsonread.text
+        t = narrow.text_at
         return cls(t(o, "key"), t(o, "check"), o.get("value"), t(o, "status"), t(o, "reason"),
-                   jsonread.opt_text(o, "command"))
+                   narrow.opt_text_at(o, "command"))
 
 
 @dataclass
@@ -112,9 +112,9 @@ class TunePlan:
     @classmethod
     def from_document(cls, doc: Document) -> TunePlan:
         b = _kind(doc, PLAN)
-        return cls(jsonread.text(b, "profile"), jsonread.opt_text(b, "interface"),
-                   [PlannedChange.from_dict(c) for c in jsonread.objects(b, "changes")],
-                   [PlannedAdvice.from_dict(a) for a in jsonread.objects(b, "advice")])
+        return cls(narrow.text_at(b, "profile"), narrow.opt_text_at(b, "interface"),
+                   [PlannedChange.from_dict(c) for c in narrow.objects_or_empty(b, "changes")],
+                   [PlannedAdvice.from_dict(a) for a in narrow.objects_or_empty(b, "advice")])
 
 
 # --------------------------------------------------------------------------- rollback
@@ -134,9 +134,9 @@ class SavedChange:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> SavedChange:
-        t = jsonread.text
-        return cls(t(o, "key"), t(o, "check"), jsonread.opt_text(o, "interface"),
-                   t(o, "previous"), t(o, "target"), jsonread.obj(o.get("restore"), "restore"))
+        t = narrow.text_at
+        return cls(t(o, "key"), t(o, "check"), narrow.opt_text_at(o, "interface"),
+                   t(o, "previous"), t(o, "target"), narrow.obj(o.get("restore"), "restore"))
 
 
 @dataclass
@@ -160,9 +160,9 @@ class Rollback:
     @classmethod
     def from_document(cls, doc: Document) -> Rollback:
         b = _kind(doc, ROLLBACK)
-        return cls(jsonread.text(b, "host"), jsonread.opt_integer(b, "netns"),
-                   jsonread.text(b, "profile"), jsonread.opt_text(b, "interface"),
-                   [SavedChange.from_dict(c) for c in jsonread.objects(b, "changes")])
+        return cls(narrow.text_at(b, "host"), narrow.opt_int_at(b, "netns"),
+                   narrow.text_at(b, "profile"), narrow.opt_text_at(b, "interface"),
+                   [SavedChange.from_dict(c) for c in narrow.objects_or_empty(b, "changes")])
 
 
 # --------------------------------------------------------------------------- procedure
@@ -199,15 +199,15 @@ class ProcedureRow:
 
     @classmethod
     def from_dict(cls, o: JsonObject) -> ProcedureRow:
-        t, num = jsonread.opt_text, jsonread.opt_number
+        t, num = narrow.opt_text_at, narrow.opt_num_at
         against = o.get("against_us")
-        return cls(jsonread.text(o, "label"), jsonread.floats(o, "repeats_us"),
-                   jsonread.number(o, "mean_us"), jsonread.number(o, "variance_us2"),
+        return cls(narrow.text_at(o, "label"), narrow.nums_or_empty(o, "repeats_us"),
+                   narrow.num_at(o, "mean_us"), narrow.num_at(o, "variance_us2"),
                    num(o, "impact_pct"), t(o, "key"), t(o, "previous"), t(o, "target"),
-                   jsonread.text(o, "verdict"), num(o, "p"), num(o, "change_pct"),
+                   narrow.text_at(o, "verdict"), num(o, "p"), num(o, "change_pct"),
                    t(o, "decision"), t(o, "same_as"), t(o, "against"),
-                   None if against is None else jsonread.floats(o, "against_us"),
-                   jsonread.opt_obj(o, "effect"))
+                   None if against is None else narrow.nums_or_empty(o, "against_us"),
+                   narrow.opt_obj_at(o, "effect"))
 
 
 @dataclass
@@ -244,13 +244,13 @@ class Procedure:
     @classmethod
     def from_document(cls, doc: Document) -> Procedure:
         b = _kind(doc, PROCEDURE)
-        integer = jsonread.integer
-        return cls(jsonread.text(b, "profile"), jsonread.opt_text(b, "interface"),
-                   jsonread.text(b, "peer"), integer(b, "port"), integer(b, "size"),
-                   integer(b, "repeats"), jsonread.flag(b, "keep_all"),
-                   jsonread.obj(b.get("test"), "test"),
-                   [ProcedureRow.from_dict(r) for r in jsonread.objects(b, "rows")],
-                   jsonread.texts(b, "kept"), jsonread.opt_text(b, "rollback_file"))
+        integer = narrow.integer_at
+        return cls(narrow.text_at(b, "profile"), narrow.opt_text_at(b, "interface"),
+                   narrow.text_at(b, "peer"), integer(b, "port"), integer(b, "size"),
+                   integer(b, "repeats"), narrow.flag_at(b, "keep_all"),
+                   narrow.obj(b.get("test"), "test"),
+                   [ProcedureRow.from_dict(r) for r in narrow.objects_or_empty(b, "rows")],
+                   narrow.texts_or_empty(b, "kept"), narrow.opt_text_at(b, "rollback_file"))
 
 
 def procedure(body: JsonObject, meta: JsonObject) -> Document:

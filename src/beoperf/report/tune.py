@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from beoperf.model import jsonread
+from beoperf.model import narrow
 from beoperf.model.audit import as_text
 from beoperf.model.document import Document, JsonObject
 from beoperf.model.tune import Procedure, Rollback, TunePlan, action_text
@@ -56,7 +56,7 @@ def persist_files(doc: Document) -> dict[str, str]:
         lines += [f"{c.key} = {c.target}" for c in sysctls]
         out["90-beoperf.conf"] = "\n".join(lines) + "\n"
     if links:
-        execs = [f"ExecStart={shlex.join(jsonread.texts(c.apply, 'argv'))}" for c in links]
+        execs = [f"ExecStart={shlex.join(narrow.texts_or_empty(c.apply, 'argv'))}" for c in links]
         out["beoperf-tune.service"] = "\n".join([
             "# written by 'beoperf tune --persist'; install in /etc/systemd/system/, then",
             "# systemctl daemon-reload && systemctl enable beoperf-tune.service",
@@ -147,9 +147,9 @@ def rollback_answer(doc: Document) -> list[Line]:
 def _old_method(test: JsonObject) -> str:
     """The method of a version 1 procedure (whose test has no statement): Mann-Whitney U
     on the repeats, with a least improvement."""
-    return (f"Kept when two-sided Mann-Whitney U p < {jsonread.number(test, 'alpha')} on the "
+    return (f"Kept when two-sided Mann-Whitney U p < {narrow.num_at(test, 'alpha')} on the "
             "repeats against the current kept state and the mean is more than "
-            f"{jsonread.number(test, 'min_improvement_pct') / 100:.0%} lower.")
+            f"{narrow.num_at(test, 'min_improvement_pct') / 100:.0%} lower.")
 
 
 @renderer("procedure", "text")

@@ -44,16 +44,8 @@ from beoperf.launch.mpi_job import (
     launch_record,
     rank_environment,
 )
-from beoperf.model import jsonvalue
+from beoperf.model import jsonvalue, narrow
 from beoperf.model.document import JsonObject, make_meta, utc_now
-from beoperf.model.jsonvalue import (
-    int_list,
-    optional,
-    optional_number,
-    required,
-    required_number,
-    text_list,
-)
 from beoperf.model.mpi_options import IMPLEMENTATIONS, LAUNCHERS, RECV_MODES, MpiOptions
 from beoperf.model.pingpong import RunResult
 from beoperf.suites.pingpong import (
@@ -248,24 +240,26 @@ def spec_from_text(text: str) -> Spec:
 def spec_from_plan(plan: JsonObject) -> Spec:
     """The spec from its JSON (spec_text), each value checked; ValueError if it is not
     one."""
-    mpi, history = plan.get("mpi"), optional(plan, "history", str)
+    mpi, history = plan.get("mpi"), narrow.opt_text_at(plan, "history")
     return Spec(
-        sizes=tuple(int_list(plan, "sizes")), host=optional(plan, "host", str),
-        port=required(plan, "port", int), family=required(plan, "family", int),
-        transport=required(plan, "transport", str), mode=required(plan, "mode", str),
-        precision=required_number(plan, "precision"),
-        time_budget=optional_number(plan, "time_budget"),
-        max_time=optional_number(plan, "max_time"),
-        trial_time=required_number(plan, "trial_time"), seed=optional(plan, "seed", int),
-        timeout=required_number(plan, "timeout"), integrity=required(plan, "integrity", bool),
-        nocache=required(plan, "nocache", bool), sndbuf=optional(plan, "sndbuf", int),
-        rcvbuf=optional(plan, "rcvbuf", int), nodelay=required(plan, "nodelay", bool),
-        busy_poll=optional(plan, "busy_poll", int), congestion=optional(plan, "congestion", str),
-        client_cpu=optional(plan, "client_cpu", int),
-        server_cpu=optional(plan, "server_cpu", int),
-        place_embedded=required(plan, "place_embedded", bool),
-        perturbation=optional(plan, "perturbation", int),
-        command_line=tuple(text_list(plan, "command_line")),
+        sizes=tuple(narrow.ints_or_none(plan.get("sizes"), "sizes")),
+        host=narrow.opt_text_at(plan, "host"),
+        port=narrow.integer_at(plan, "port"), family=narrow.integer_at(plan, "family"),
+        transport=narrow.text_at(plan, "transport"), mode=narrow.text_at(plan, "mode"),
+        precision=narrow.num_at(plan, "precision"),
+        time_budget=narrow.opt_num_at(plan, "time_budget"),
+        max_time=narrow.opt_num_at(plan, "max_time"),
+        trial_time=narrow.num_at(plan, "trial_time"), seed=narrow.opt_int_at(plan, "seed"),
+        timeout=narrow.num_at(plan, "timeout"), integrity=narrow.flag_at(plan, "integrity"),
+        nocache=narrow.flag_at(plan, "nocache"), sndbuf=narrow.opt_int_at(plan, "sndbuf"),
+        rcvbuf=narrow.opt_int_at(plan, "rcvbuf"), nodelay=narrow.flag_at(plan, "nodelay"),
+        busy_poll=narrow.opt_int_at(plan, "busy_poll"),
+        congestion=narrow.opt_text_at(plan, "congestion"),
+        client_cpu=narrow.opt_int_at(plan, "client_cpu"),
+        server_cpu=narrow.opt_int_at(plan, "server_cpu"),
+        place_embedded=narrow.flag_at(plan, "place_embedded"),
+        perturbation=narrow.opt_int_at(plan, "perturbation"),
+        command_line=tuple(narrow.texts_or_none(plan.get("command_line"), "command_line")),
         mpi=options_from_plan(mpi) if isinstance(mpi, dict) else None,
         history=Path(history) if history is not None else None)
 
@@ -276,14 +270,15 @@ def options_from_plan(plan: JsonObject) -> MpiOptions:
     if any(len(p) != 2 or not all(isinstance(v, str) for v in p) for p in pairs):
         raise ValueError("'env': not a list of [name, value] pairs")
     return MpiOptions(
-        hosts=tuple(text_list(plan, "hosts")), implementation=optional(plan, "implementation", str),
-        launcher=optional(plan, "launcher", str), window=required(plan, "window", int),
-        sync=required(plan, "sync", bool), recv=required(plan, "recv", str),
-        bind=required(plan, "bind", str), agent=optional(plan, "agent", str),
-        interface=optional(plan, "interface", str),
+        hosts=tuple(narrow.texts_or_none(plan.get("hosts"), "hosts")),
+        implementation=narrow.opt_text_at(plan, "implementation"),
+        launcher=narrow.opt_text_at(plan, "launcher"), window=narrow.integer_at(plan, "window"),
+        sync=narrow.flag_at(plan, "sync"), recv=narrow.text_at(plan, "recv"),
+        bind=narrow.text_at(plan, "bind"), agent=narrow.opt_text_at(plan, "agent"),
+        interface=narrow.opt_text_at(plan, "interface"),
         env=tuple((str(name), str(value)) for name, value in pairs),
-        launcher_args=tuple(text_list(plan, "launcher_args")),
-        deadline=optional_number(plan, "deadline"))
+        launcher_args=tuple(narrow.texts_or_none(plan.get("launcher_args"), "launcher_args")),
+        deadline=narrow.opt_num_at(plan, "deadline"))
 
 
 def launch_spec(spec: Spec, opts: MpiOptions, impl: str) -> LaunchSpec:

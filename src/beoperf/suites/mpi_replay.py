@@ -31,9 +31,8 @@ from beoperf.launch.mpi_job import (
     launch_record,
     rank_environment,
 )
-from beoperf.model import jsonvalue
+from beoperf.model import narrow
 from beoperf.model.document import JsonObject, utc_now
-from beoperf.model.jsonvalue import optional, required
 from beoperf.model.mpi_options import MpiOptions
 from beoperf.suites.mpi_pingpong import rank_session
 from beoperf.suites.replay import Replayed, Spec, load, replay_document
@@ -149,14 +148,15 @@ USAGE = ("beoperf.cli.rank replay: run by 'beoperf replay --transport mpi' as a 
 
 def spec_from_plan(plan: JsonObject) -> Spec:
     """The spec run_launched passed; ValueError if it is not one."""
-    return Spec(profile=required(plan, "profile", str), host=optional(plan, "host", str),
-                port=required(plan, "port", int), family=required(plan, "family", int),
-                transport=required(plan, "transport", str),
-                repeats=required(plan, "repeats", int),
-                timeout=jsonvalue.required_number(plan, "timeout"),
-                profile_format=required(plan, "profile_format", str),
-                command_line=tuple(jsonvalue.text_list(plan, "command_line")),
-                mpi=optional(plan, "mpi", str))
+    return Spec(profile=narrow.text_at(plan, "profile"),
+                host=narrow.opt_text_at(plan, "host"),
+                port=narrow.integer_at(plan, "port"), family=narrow.integer_at(plan, "family"),
+                transport=narrow.text_at(plan, "transport"),
+                repeats=narrow.integer_at(plan, "repeats"),
+                timeout=narrow.num_at(plan, "timeout"),
+                profile_format=narrow.text_at(plan, "profile_format"),
+                command_line=tuple(narrow.texts_or_none(plan.get("command_line"), "command_line")),
+                mpi=narrow.opt_text_at(plan, "mpi"))
 
 
 def rank(plan: JsonObject) -> int:

@@ -28,8 +28,9 @@ import math
 from collections.abc import Callable
 
 from beoperf import _core, _node, errors, units
+from beoperf.model import jsonvalue
 from beoperf.model.document import JsonObject, JsonValue
-from beoperf.model.node import int_or_none, metric
+from beoperf.model.node import metric
 
 TESTS = ("copy", "scale", "add", "triad")
 BYTES_PER_ELEMENT = {"copy": 16, "scale": 16, "add": 24, "triad": 24}
@@ -112,12 +113,12 @@ def run(elements: int | None, threads: list[int], repeat: int, conditions: JsonO
         ) -> None:
     """STREAM at each thread count; metrics appended and ``detail`` filled as they are
     measured."""
-    llc = int_or_none(conditions, "llc_total")
+    llc = jsonvalue.integer(conditions, "llc_total")
     if elements is None:
         elements, why = default_elements(llc)
     else:
         why = "--array-size"
-    check_fits(elements, int_or_none(conditions, "memory_available"))
+    check_fits(elements, jsonvalue.integer(conditions, "memory_available"))
     nontemporal = streaming(elements, llc)
     runs: list[JsonValue] = []  # filled as measured: an interrupt keeps what was
     passed: list[bool] = []

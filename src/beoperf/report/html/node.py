@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from beoperf import units
+from beoperf.model import jsonvalue
 from beoperf.model.document import Document, JsonObject
 from beoperf.model.node import (
     ComparisonRow,
@@ -35,7 +36,6 @@ from beoperf.model.node import (
     ParamValue,
     PartDetail,
     PartRun,
-    int_or_none,
 )
 from beoperf.report import node as text
 from beoperf.report import renderer
@@ -598,7 +598,7 @@ def _node_key(key: str, node: str) -> str | None:
 
 
 def _fleet_node_row(fleet: NodeFleet, node: str, c: JsonObject) -> list[Any]:
-    cores, memory, llc = (int_or_none(c, k) for k in ("cores_used", "memory", "llc_total"))
+    cores, memory, llc = (jsonvalue.integer(c, k) for k in ("cores_used", "memory", "llc_total"))
     return [node, c.get("cpu_model") or "-",
             num(cores, str(cores), None if "." in node else f"body.conditions.{node}.cores_used")
             if cores is not None else "-",

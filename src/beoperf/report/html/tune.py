@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from beoperf.model import jsonread
+from beoperf.model import narrow
 from beoperf.model.audit import as_text
 from beoperf.model.document import Document, JsonObject
 from beoperf.model.tune import Procedure, Rollback, TunePlan, action_text
@@ -77,9 +77,9 @@ def procedure_title(doc: Document, **_options: Any) -> str:
 
 def _old_method(test: JsonObject) -> str:
     """The method of a version 1 procedure (no statement in its test)."""
-    least = jsonread.opt_number(test, "min_improvement_pct")
+    least = narrow.opt_num_at(test, "min_improvement_pct")
     return (f"A change is kept when two-sided Mann-Whitney U p < "
-            f"{jsonread.number(test, 'alpha')} on the repeats against the current kept state "
+            f"{narrow.num_at(test, 'alpha')} on the repeats against the current kept state "
             f"and the mean is more than {2 if least is None else least:g}% lower.")
 
 
