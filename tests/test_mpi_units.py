@@ -106,7 +106,7 @@ def test_a_spec_whose_json_is_not_one_is_refused_naming_the_key(key, value):
     plan = json.loads(mpi_pingpong.spec_text(Spec(sizes=(16,), transport="mpi",
                                                   mpi=MpiOptions(hosts=("a", "b")))))
     plan[key] = value
-    with pytest.raises(ValueError, match=repr(key)):
+    with pytest.raises(ValueError, match=rf"^{key}(\[\d+\])?: expected"):
         mpi_pingpong.spec_from_plan(plan)
     plan = json.loads(mpi_pingpong.spec_text(Spec(sizes=(16,), transport="mpi",
                                                   mpi=MpiOptions(hosts=("a", "b")))))
@@ -122,7 +122,7 @@ def test_the_replay_spec_survives_the_trip_to_the_ranks():
                        command_line=("beoperf", "replay"), mpi="mpich")
     text = json.dumps(dataclasses.asdict(spec))
     assert mpi_replay.spec_from_plan(json.loads(text)) == spec
-    with pytest.raises(ValueError, match="'repeats'"):
+    with pytest.raises(ValueError, match="^repeats: expected an integer"):
         mpi_replay.spec_from_plan({**json.loads(text), "repeats": "2"})
 
 

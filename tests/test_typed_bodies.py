@@ -32,11 +32,11 @@ def test_a_comparison_with_a_value_of_the_wrong_type_is_one_document_error():
     stored = model.load(FIXTURES / "comparison-v1-before-issue25.json")
     body = json.loads(json.dumps(stored.body))
     body["rows"][0]["peak_size"] = "big"
-    with pytest.raises(DocumentError, match="'peak_size' is not an integer"):
+    with pytest.raises(DocumentError, match="peak_size: expected an integer"):
         Comparison.from_document(Document("comparison", body, {}))
     body["rows"][0]["peak_size"] = 1
     body["rows"][-1]["latency_test"] = {"verdict": 1}
-    with pytest.raises(DocumentError, match="'verdict' is not a string"):
+    with pytest.raises(DocumentError, match="verdict: expected a string"):
         Comparison.from_document(Document("comparison", body, {}))
     with pytest.raises(DocumentError, match="not a comparison"):
         Comparison.from_document(Document("pingpong", {}, {}))
@@ -65,9 +65,9 @@ def test_a_rollback_entry_of_the_wrong_type_is_one_document_error_and_refused_be
     body = json.loads(json.dumps(stored.body))
     body["netns"] = "4026531833"
     doc = Document("rollback", body, {})
-    with pytest.raises(DocumentError, match="'netns' is not an integer"):
+    with pytest.raises(DocumentError, match="netns: expected an integer"):
         Rollback.from_document(doc)
-    with pytest.raises(TuneError, match="'netns' is not an integer"):
+    with pytest.raises(TuneError, match="netns: expected an integer"):
         tune.wrong_place(doc)
 
 
@@ -81,7 +81,7 @@ def test_a_procedure_row_reads_its_blocks_and_effect_as_fields():
     assert found.statement is None and all(r.effect is None for r in found.rows)
     body = json.loads(json.dumps(stored.body))
     body["rows"][1]["repeats_us"][2] = "32.5"
-    with pytest.raises(DocumentError, match="'repeats_us' is not a list of numbers"):
+    with pytest.raises(DocumentError, match=r"repeats_us\[\d+\]: expected a number"):
         Procedure.from_document(Document("procedure", body, {}))
 
 
@@ -134,11 +134,11 @@ def test_a_prediction_with_a_value_of_the_wrong_type_is_one_document_error():
 
     body = json.loads(json.dumps(_prediction().body()))
     body["networks"][0]["model"]["measured"] = [1, "x"]
-    with pytest.raises(DocumentError, match="'measured' is not a list of integers"):
+    with pytest.raises(DocumentError, match=r"measured\[\d+\]: expected an integer"):
         Prediction.from_document(Document("prediction", body, {}))
     body["networks"][0]["model"]["measured"] = None
     body["profile"]["entries"][0]["count"] = 1.5
-    with pytest.raises(DocumentError, match="'count' is not an integer"):
+    with pytest.raises(DocumentError, match="count: expected an integer"):
         Prediction.from_document(Document("prediction", body, {}))
 
 
@@ -165,7 +165,7 @@ def test_a_monitor_session_read_typed_gives_back_the_stored_body():
         assert MonitorSession.from_document(stored).body() == stored.body
     body = json.loads(json.dumps(stopped.body()))
     body["totals"]["probes"] = "20"
-    with pytest.raises(DocumentError, match="'probes' is not an integer"):
+    with pytest.raises(DocumentError, match="probes: expected an integer"):
         MonitorSession.from_document(Document("monitor-session", body, {}))
 
 
@@ -188,11 +188,11 @@ def test_a_monitor_report_with_a_value_of_the_wrong_type_is_one_document_error()
     stored = model.load(FIXTURES / "monitor-report-v1-after-issue9.json")
     body = json.loads(json.dumps(stored.body))
     body["series"]["timeline"]["start_utc"][0] = "00:00"
-    with pytest.raises(DocumentError, match="'start_utc' is not a list of numbers or nulls"):
+    with pytest.raises(DocumentError, match=r"start_utc\[\d+\]: expected a number"):
         MonitorReport.from_body(body)
     body = json.loads(json.dumps(stored.body))
     body["summary"]["one_way_ms"] = [1.0]
-    with pytest.raises(DocumentError, match="'one_way_ms' is not an object"):
+    with pytest.raises(DocumentError, match="one_way_ms: expected an object"):
         MonitorReport.from_document(Document("monitor-report", body, {}))
 
 
@@ -219,5 +219,5 @@ def test_an_integer_the_schema_admits_reads_as_one():
     assert narrow.integer_at({"n": 5.0}, "n") == 5
     assert narrow.ints_or_empty({"n": [1, 2.0]}, "n") == [1, 2]
     for bad in (5.5, True, "5", None):
-        with pytest.raises(DocumentError, match="'n' is not an integer"):
+        with pytest.raises(DocumentError, match="n: expected an integer"):
             narrow.integer_at({"n": bad}, "n")

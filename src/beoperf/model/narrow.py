@@ -15,7 +15,7 @@ key read as null).  What a missing or null value reads as is in the name: ``opt_
 reads it as None; ``*_or_empty(o, key)`` reads a missing key as an empty list (the maps:
 a missing key or null as an empty object); ``*_or_none(value, key)`` reads null as an
 empty list; everything else refuses it.  One message for every refusal: ``KEY: expected
-X, found Y ('KEY' is not X)``, an item of a list naming the item and the list.
+X, found Y``, an item of a list named ``KEY[i]``.
 
 Lenient reading (a free-form fact missing or of another type reads as None) is
 beoperf.model.jsonvalue's.  This layer is pure data: it imports nothing of beoperf but
@@ -33,12 +33,11 @@ T = TypeVar("T")
 
 
 class _Bad(DocumentError):
-    """The one message: the key, what it should hold, what it holds, and (for an item of
-    a list) what the list should be."""
+    """The one message: the key (for an item of a list, ``list[i]``), what it should
+    hold and what it holds."""
 
-    def __init__(self, key: str, want: str, found: str, whole: tuple[str, str] | None = None):
-        named, what = whole or (key, want)
-        super().__init__(f"{key}: expected {want}, found {found} ('{named}' is not {what})")
+    def __init__(self, key: str, want: str, found: str):
+        super().__init__(f"{key}: expected {want}, found {found}")
         self.key, self.want, self.found = key, want, found
 
 
@@ -46,19 +45,12 @@ def _bad(key: str, want: str, value: JsonValue) -> DocumentError:
     return _Bad(key, want, "null" if value is None else type(value).__name__)
 
 
-def _items(value: JsonValue, key: str, each: Callable[[JsonValue, str], T],
-           what: str) -> list[T]:
-    """``value`` as a list, each item read by ``each``; the error for an item of the
-    wrong type names the item and the list (``'key' is not a list of <what>``)."""
+def _items(value: JsonValue, key: str, each: Callable[[JsonValue, str], T]) -> list[T]:
+    """``value`` as a list, each item read by ``each`` (an item's error names it
+    ``key[i]``)."""
     if not isinstance(value, list):
         raise _bad(key, "a list", value)
-    out = []
-    for i, item in enumerate(value):
-        try:
-            out.append(each(item, f"{key}[{i}]"))
-        except _Bad as e:
-            raise _Bad(e.key, e.want, e.found, (key, f"a list of {what}")) from None
-    return out
+    return [each(item, f"{key}[{i}]") for i, item in enumerate(value)]
 
 
 # --------------------------------------------------------------------------- value form
@@ -83,7 +75,7 @@ def values(value: JsonValue, key: str) -> list[JsonValue]:
 
 def objects(value: JsonValue, key: str) -> list[JsonObject]:
     """A list of objects."""
-    return _items(value, key, obj, "objects")
+    return _items(value, key, obj)
 
 
 def text(value: JsonValue, key: str) -> str:
@@ -150,7 +142,7 @@ def opt_flag(value: JsonValue, key: str) -> bool | None:
 
 
 def texts(value: JsonValue, key: str) -> list[str]:
-    return _items(value, key, text, "strings")
+    return _items(value, key, text)
 
 
 def opt_texts(value: JsonValue, key: str) -> list[str] | None:
@@ -158,7 +150,7 @@ def opt_texts(value: JsonValue, key: str) -> list[str] | None:
 
 
 def ints(value: JsonValue, key: str) -> list[int]:
-    return _items(value, key, integer, "integers")
+    return _items(value, key, integer)
 
 
 def opt_ints(value: JsonValue, key: str) -> list[int] | None:
@@ -166,16 +158,16 @@ def opt_ints(value: JsonValue, key: str) -> list[int] | None:
 
 
 def nums(value: JsonValue, key: str) -> list[float]:
-    return _items(value, key, num, "numbers")
+    return _items(value, key, num)
 
 
 def opt_nums(value: JsonValue, key: str) -> list[float | None]:
     """A list of numbers or nulls."""
-    return _items(value, key, opt_num, "numbers or nulls")
+    return _items(value, key, opt_num)
 
 
 def flags(value: JsonValue, key: str) -> list[bool]:
-    return _items(value, key, flag, "true or false")
+    return _items(value, key, flag)
 
 
 def text_map(value: JsonValue, key: str) -> dict[str, str]:
