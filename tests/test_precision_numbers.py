@@ -480,3 +480,20 @@ def test_drift_by_hand():
     # a median of 0: nothing relative to it
     assert drift([(0.0, 0.0), (1.0, 0.0)]) == {"passes": 2, "relative_range": None,
                                                 "slope_per_min": None}
+
+
+def test_the_drift_counts_only_the_passes_that_measured_the_reference():
+    """Key 1 (the reference) is precise after its six minimum trials (100 each) and is not
+    measured again; key 2 (100, 120, ...) never is, and takes the budget's remaining
+    passes alone (3 s of minimum passes at 0.5 s, then 0.25 s each: passes 7 to 14).  The
+    drift is of key 1's six real trials: a pass without one adds no (stale) value, which
+    would claim 14 passes of a steady reference while the machine went unwatched."""
+    clock = Clock(50.0)
+    m = Bare(clock, {1: [100.0], 2: [100.0, 120.0]})
+    loop = PrecisionLoop([1, 2], m, LoopConfig(precision=0.1, time_budget=5.0), clock=clock)
+    out = loop.run()
+    assert out.passes == 14
+    assert out.points[0].pass_of == [1, 2, 3, 4, 5, 6]
+    assert out.points[1].pass_of == list(range(1, 15))
+    assert loop.reference == [(0.5 * k, 100.0) for k in range(1, 7)]
+    assert out.drift["passes"] == 6

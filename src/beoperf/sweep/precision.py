@@ -18,9 +18,11 @@ How it runs (each step is what makes the numbers hold on a noisy, shared machine
    the interval it reached and is flagged.  Points are judged again after every pass, as
    the inflation of the intervals (the machine's state lasting from pass to pass,
    ``PrecisionLoop.inflation``) may have grown: a flag agrees with the final interval.
-4. **Drift**: a reference point (the first of the axis) is measured in every pass; its
-   per-pass medians, in time order, say how much the machine itself moved during the run
-   (reported as the relative range and as the slope of a line through them).
+4. **Drift**: a reference point (the first of the axis): its trial medians of the passes
+   that measured it, in time order, say how much the machine itself moved while it was
+   measured (reported as the relative range and as the slope of a line through them).
+   Like any point it stops once precise: a change of the machine after that is not in
+   the drift.
 
 5. **The budget is a hard limit** (``hard_budget``, the default): no trial starts that is
    predicted to end after it (``Measurer.seconds``, else repetitions x the cost of one).
@@ -443,8 +445,11 @@ class PrecisionLoop:
         return min(MAX_INFLATION, math.sqrt((1 + r) / (1 - min(r, 0.9))))
 
     def _note_reference(self) -> None:
+        """The reference point's trial of the pass just run, if it had one: a point once
+        precise is not measured again, and repeating its last median for the passes
+        after that would show a steady machine that nothing watched."""
         ref = self.points[0]
-        if ref.trial_medians:
+        if ref.pass_of and ref.pass_of[-1] == self.passes:
             self.reference.append((self.clock() - self.started, ref.trial_medians[-1]))
 
 
