@@ -497,3 +497,35 @@ def test_the_drift_counts_only_the_passes_that_measured_the_reference():
     assert out.points[1].pass_of == list(range(1, 15))
     assert loop.reference == [(0.5 * k, 100.0) for k in range(1, 7)]
     assert out.drift["passes"] == 6
+
+
+class Shifting(Bare):
+    """... whose machine triples every time from pass 7 on (``loop`` set after)."""
+
+    loop: PrecisionLoop
+
+    def trial(self, key, reps):
+        values = super().trial(key, reps)
+        return values * (3.0 if self.loop.passes >= 7 else 1.0)
+
+
+def test_a_reopened_point_sends_every_precise_point_back_for_a_trial():
+    """Keys 1 (100, 101, 102 ...: +-1.4% at inflation 1, 2.8% at 2) and 2 (100 always) are
+    precise (2%) after their six minimum trials; key 3 (100, 150) never is.  From pass 7
+    the machine triples every time and the inflation is 2: key 1 is reopened after pass
+    7 and measured in the new state.  Key 2, precise however wide the inflation, gets a
+    trial in pass 8 too; its 300 then keeps it measured like key 1, until each is capped
+    at 3 s (12 trials of 0.25 s), six of each state: two points of one curve share the
+    machine's states (key 2 alone on its six old trials read 100 against key 1's 202)."""
+    clock = Clock(10.0)
+    m = Shifting(clock, {1: [100.0, 101.0, 102.0], 2: [100.0], 3: [100.0, 150.0]})
+    loop = PrecisionLoop([1, 2, 3], m, LoopConfig(precision=0.02, max_time=3.0), clock=clock)
+    m.loop = loop
+    loop.inflation = lambda: 1.0 if loop.passes < 7 else 2.0  # type: ignore[method-assign]
+    out = loop.run()
+    one, two, three = out.points
+    assert three.pass_of == list(range(1, 13))
+    assert one.pass_of == [*range(1, 7), *range(8, 14)]
+    assert two.pass_of == [*range(1, 7), *range(8, 14)]
+    assert two.trial_medians == [100.0] * 6 + [300.0] * 6
+    assert (one.capped, two.capped, one.converged, two.converged) == (True, True, False, False)
