@@ -99,10 +99,10 @@ def pytest_runtest_setup(item):
 # that must fit a budget, A/A verdicts) and loses when another file loads the two CPUs
 # beside it: a CI run on two workers failed three stream tests (sizes cut by the budget, a
 # shaper's fall unseen), another called an A/A pair "worse".  ``--phase paced`` runs
-# PACED_FILES on two workers: their timings are paced by the clock and by shaped links
-# (the monitor's probe windows, sweeps and replays through tbf at 50-200 Mbit/s), not by
-# the CPU (32 s of CPU in 146 s of the two files together), so the two files run beside
-# each other but beside nothing else.  ``--phase all`` (the default) runs everything.
+# PACED_FILES on three workers, a file each (-n 3): their timings are paced by the clock
+# and by shaped links (the monitor's probe windows, sweeps and replays through tbf at
+# 50-200 Mbit/s), not by the CPU (51 s of CPU in the 106 s the three files take at once),
+# so they run beside each other but beside nothing else.  ``--phase all`` (the default) runs everything.
 SERIAL_FILES = frozenset({"test_netns.py", "test_loopback.py", "test_mpi_netns.py",
                           "test_mpi.py", "test_node_netns.py", "test_replay_mpi.py",
                           "test_node.py", "test_compare_runs.py"})
