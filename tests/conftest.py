@@ -102,7 +102,8 @@ def pytest_runtest_setup(item):
 # PACED_FILES on three workers, a file each (-n 3): their timings are paced by the clock
 # and by shaped links (the monitor's probe windows, sweeps and replays through tbf at
 # 50-200 Mbit/s), not by the CPU (51 s of CPU in the 106 s the three files take at once),
-# so they run beside each other but beside nothing else.  ``--phase all`` (the default) runs everything.
+# so they run beside each other but beside nothing else.  ``--phase all`` (the default)
+# runs everything.
 SERIAL_FILES = frozenset({"test_netns.py", "test_loopback.py", "test_mpi_netns.py",
                           "test_mpi.py", "test_node_netns.py", "test_replay_mpi.py",
                           "test_node.py", "test_compare_runs.py"})
