@@ -148,9 +148,14 @@ def test_mpi_fft_and_ptrans_fall_far_below_one_host(study):
     one = point(scaling_of(study["one"]), 2)["metrics"]
     for key, factor in (("MPIFFT_Gflops", 3.0), ("PTRANS_GBs", 10.0)):
         assert across[key]["mean"] * factor < one[key]["max"], (key, across[key], one[key])
-    # what does not communicate is not limited: each process's DGEMM is alike
-    star = "StarDGEMM_Gflops"
-    assert across[star]["mean"] > one[star]["mean"] / 4
+    # what does not communicate is not limited by the links: DGEMM falls far less than
+    # PTRANS does.  (A ratio of the two falls, not DGEMM's own figure: each process's DGEMM
+    # at this N lasts milliseconds, and a busy machine's time slice can take one run's
+    # figure to a seventh of another's, as a CI run's parallel phase once did.)
+    star, ptrans = "StarDGEMM_Gflops", "PTRANS_GBs"
+    star_fall = one[star]["mean"] / across[star]["mean"]
+    ptrans_fall = one[ptrans]["max"] / across[ptrans]["mean"]
+    assert ptrans_fall > 3 * star_fall, (star_fall, ptrans_fall)
 
 
 def test_the_study_names_what_stopped_scaling(study):

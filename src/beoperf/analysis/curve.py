@@ -270,7 +270,7 @@ def hockney(sizes: np.ndarray, times: np.ndarray, moved: float = 1.0) -> Fit:
     `moved` is how many times n bytes cross the link per sample (2 in bidir
     mode), so that 1/beta is comparable with the throughput figures."""
     alpha, beta, sse, su, suu, count = _Moments(sizes, times).fit(0, len(sizes))
-    tbar = su / suu  # weighted mean of t with weights 1/t^2
+    tbar = su / suu if suu > 0 else 0.0  # weighted mean of t with weights 1/t^2
     ss_tot = float((((times - tbar) / times) ** 2).sum())
     r2 = 1.0 - float(sse) / ss_tot if ss_tot > 0 else 1.0
     return Fit(first_size=int(sizes[0]), last_size=int(sizes[-1]), points=int(count),
