@@ -1,0 +1,690 @@
+"""`beoperf study`: hosts x factors x measurements in a design, measured in interleaved
+blocks beside Default, concluded, and every host put back.
+
+* :func:`check` reads nothing from a host: the factors' levels through each factor's
+  ``parse``, the measurements, the design, the hosts, pairs and data addresses.  Anything
+  wrong is BadSpec and nothing was contacted.
+* :func:`plan` (no ``--apply``): each host's current values through its agent's ``read``
+  (no arm, no lock), the configurations and the schedule; a document with
+  ``applied=false``, status ``planned``.  Nothing is changed.
+* :func:`run` (``--apply``): the Slurm check, a warm-up block at Default (the servers
+  answer before anything changes), every host's dead-man agent armed and its lease
+  renewed, then the blocks: the host levels that differ from the current state set on
+  every host at once, an MTU level's path probed before its first block (a level the
+  path does not carry is skipped and put back at once: nothing is measured across it),
+  the measurements made with the run levels; then the combination of what helped, and
+  ``finish``: every host restored (or the levels that helped kept, ``--keep best``).
+  The document is handed to ``keep_document`` whatever happened (Ctrl-C and SIGTERM
+  included) before the exception goes on.
+
+The hosts are driven through ``suites.study_hosts`` (each change is made by the agent
+that holds the host's tune lock), the measurements through ``suites.study_measure``, the
+schedule, effects and verdicts through ``analysis.study``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from beoperf import errors, interrupts, units
+from beoperf.model.document import Document, JsonObject, make_meta, utc_now
+from beoperf.suites import study_spec
+from beoperf.suites.study_spec import FactorSpec, MeasureSpec, StudySpec
+
+Progress = Callable[[str], None]
+KeepDocument = Callable[[Document], None]
+
+DEFAULT_ID = "c0"
+DEFAULT_LABEL = "Default"
+WARMUP = 2  # Default blocks before the first counted one (dropped)
+MAX_FACTORIAL = 16  # configurations of a factorial design
+LABELS = {"mtu": "MTU", "sockbuf": "buffers", "sysctl": "", "firewall": "firewall",
+          "irqbalance": "irqbalance"}
+
+
+@dataclass
+class Measured:
+    """What one block measured: its figures (over the pairs, their geometric mean), each
+    pair's ("client>server" -> figure -> value), the curves (model.study.Curve), the
+    seconds spent measuring and the first error (a failed block)."""
+
+    figures: dict[str, float] = field(default_factory=dict)
+    pairs: dict[str, dict[str, float]] = field(default_factory=dict)
+    curves: list[Any] = field(default_factory=list)
+    duration_s: float = 0.0
+    error: str | None = None
+
+
+MeasureBlock = Callable[[Any, Mapping[str, Any]], Measured]
+
+
+class HostLost(errors.PartialAnswer):
+    """A host stopped answering mid-study: the study stops as partial (exit 6); the host
+    restores itself when its lease lapses."""
+
+    category = "host lost"
+
+
+# --------------------------------------------------------------------------- the spec
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A study to run: what it is (``study``), whether it changes anything (``apply``),
+    what is left applied at the end (``keep``: best | none) and where the persist files
+    of what is kept go (``persist``)."""
+
+    study: StudySpec
+    apply: bool = False
+    keep: str = "none"
+    persist: str | None = None
+    command_line: tuple[str, ...] = ()
+
+
+@dataclass
+class PlannedFactor:
+    """A factor of the study, checked: its registered object, its levels and the hosts it
+    changes."""
+
+    name: str
+    factor: Any  # beoperf.factors.base.Factor
+    levels: list[Any]  # beoperf.factors.base.Level
+    hosts: list[str]
+
+    @property
+    def scope(self) -> str:
+        return str(self.factor.scope)
+
+    def level(self, label: str) -> Any:
+        return next(lv for lv in self.levels if lv.label == label)
+
+
+@dataclass
+class Checked:
+    """A study checked before any host is contacted."""
+
+    spec: Spec
+    names: list[str]
+    pairs: list[tuple[str, str]]
+    addresses: dict[str, str]
+    factors: list[PlannedFactor]
+    measures: list[Any]  # study_measure.Measurement objects
+    measure_specs: list[MeasureSpec]
+    configs: list[Any] = field(default_factory=list)  # model.study.Configuration
+
+    @property
+    def design(self) -> study_spec.DesignSpec:
+        return self.spec.study.design
+
+    def factor(self, name: str) -> PlannedFactor:
+        return next(f for f in self.factors if f.name == name)
+
+
+class Control(Protocol):
+    """What the study needs of its hosts (``suites.study_hosts.HostSet`` provides it; the
+    tests give fakes): each call reaches every host at once and says what each did."""
+
+    def read(self, factors: Sequence[str]) -> dict[str, dict[str, Any]]: ...
+    def check_slurm(self, force: bool) -> JsonObject: ...
+    def arm(self, plans: Mapping[str, JsonObject]) -> dict[str, JsonObject]: ...
+    def set_level(self, factor: str, level: str, value: str | None,
+                  hosts: Sequence[str]) -> dict[str, JsonObject]: ...
+    def probe(self, client: str, address: str, port: int) -> JsonObject: ...
+    def finish(self, keep: Sequence[tuple[str, str]]) -> dict[str, JsonObject]: ...
+
+
+# --------------------------------------------------------------------------- checking
+
+
+def check(spec: Spec) -> Checked:
+    """Everything that can be checked without a host: BadSpec at the first problem."""
+    s = spec.study
+    study_spec.check_design(s.design)
+    if spec.keep not in ("best", "none"):
+        raise errors.BadSpec(f"--keep {spec.keep}: choose best or none")
+    if spec.persist and spec.keep != "best":
+        raise errors.BadSpec("--persist DIR goes with --keep best")
+    names = study_spec.host_names(s.hosts)
+    pairs = study_spec.pairs_of(s.hosts, names)
+    addresses = study_spec.data_addresses(s.hosts, names)
+    if not s.factors:
+        raise errors.BadSpec("a study needs at least one factor (--factor NAME=LEVELS)")
+    factors = [_planned(f, names) for f in s.factors]
+    if not s.measures:
+        raise errors.BadSpec("a study needs at least one measurement (--measure NAME)")
+    measures = [_measurement(m) for m in s.measures]
+    out = Checked(spec, names, pairs, addresses, factors, measures, list(s.measures))
+    out.configs = configurations(factors, s.design.name)
+    _check_decide_by(out)
+    return out
+
+
+def _planned(f: FactorSpec, names: Sequence[str]) -> PlannedFactor:
+    from beoperf import factors as registry
+
+    if f.name not in registry.names():
+        raise errors.BadSpec(f"unknown factor {f.name!r}: choose "
+                             f"{', '.join(sorted(registry.names()))}")
+    factor = registry.get(f.name)
+    factor = factor() if isinstance(factor, type) else factor
+    levels = factor.parse(list(f.levels))
+    hosts = list(f.hosts) or list(names)
+    for host in hosts:
+        if host not in names:
+            raise errors.BadSpec(f"factor {f.name}: {host} is not one of the study's hosts")
+    return PlannedFactor(f.name, factor, list(levels), hosts)
+
+
+def _measurement(m: MeasureSpec) -> Any:
+    from beoperf.suites import study_measure
+
+    cls = study_measure.MEASUREMENTS.get(m.name)
+    if cls is None:
+        raise errors.BadSpec(f"unknown measurement {m.name!r}: choose "
+                             f"{', '.join(study_measure.MEASUREMENTS)}")
+    return study_measure.make(m.name, dict(m.params))
+
+
+def _check_decide_by(c: Checked) -> None:
+    wanted = c.design.decide_by
+    keys = [f.key for m in c.measures for f in m.figures()]
+    if wanted is not None and wanted not in keys:
+        raise errors.BadSpec(f"--decide-by {wanted}: the figures are {', '.join(keys)}")
+
+
+def label_of(factor: str, level: str) -> str:
+    """'MTU 9000', 'buffers 64K', 'net.core.busy_poll=50'."""
+    title = LABELS.get(factor, factor)
+    return f"{title} {level}".strip()
+
+
+def configurations(factors: Sequence[PlannedFactor], design: str) -> list[Any]:
+    """Default, then each level alone (one-at-a-time, greedy), or every combination of
+    levels (factorial, at most MAX_FACTORIAL); a level that is the host's own value
+    ('default') is no configuration of its own."""
+    from beoperf.model.study import Configuration
+
+    out = [Configuration(DEFAULT_ID, DEFAULT_LABEL, {}, "default")]
+    if design == "factorial":
+        choices = [[None, *[lv.label for lv in f.levels if lv.value is not None]]
+                   for f in factors]
+        combos = [c for c in itertools.product(*choices) if any(x is not None for x in c)]
+        if len(combos) + 1 > MAX_FACTORIAL:
+            raise errors.BadSpec(f"a factorial design of {len(combos) + 1} configurations: "
+                                 f"at most {MAX_FACTORIAL} (use one-at-a-time)")
+        for combo in combos:
+            levels = {f.name: x for f, x in zip(factors, combo, strict=True) if x is not None}
+            label = ", ".join(label_of(k, v) for k, v in levels.items())
+            out.append(Configuration(f"c{len(out)}", label, levels, "factorial"))
+        return out
+    for f in factors:
+        for lv in f.levels:
+            if lv.value is not None:
+                out.append(Configuration(f"c{len(out)}", label_of(f.name, lv.label),
+                                         {f.name: lv.label}, "level"))
+    return out
+
+
+# --------------------------------------------------------------------------- the document
+
+
+def _factor_entries(c: Checked, current: Mapping[str, Mapping[str, Any]]) -> list[Any]:
+    """The factors as the document lists them; a level equal to every host's current
+    value is marked Default (it is measured as Default, not as a level of its own)."""
+    from beoperf.model.study import FactorLevel, FactorLevels
+
+    out = []
+    for f in c.factors:
+        levels = []
+        for lv in f.levels:
+            same = lv.value is None or (f.scope == "host" and all(
+                str(current.get(h, {}).get(f.name)) == str(lv.value) for h in f.hosts))
+            levels.append(FactorLevel(lv.label, lv.value, default=same,
+                                      status="measured" if not same else "measured"))
+        out.append(FactorLevels(f.name, f.scope, list(f.hosts), levels))
+    return out
+
+
+def _drop_default_levels(c: Checked, entries: Sequence[Any]) -> None:
+    """Configurations whose every level is the hosts' own value are no configuration."""
+    own = {(e.name, lv.label) for e in entries for lv in e.levels if lv.default}
+    c.configs = [cf for cf in c.configs
+                 if cf.role == "default" or not all((k, v) in own for k, v in cf.levels.items())]
+
+
+def _hosts_entries(c: Checked, reach: str, current: Mapping[str, Mapping[str, Any]]
+                   ) -> list[Any]:
+    from beoperf.model.study import Host
+
+    peer = c.spec.study.hosts.peer
+    out = []
+    for i, name in enumerate(c.names):
+        role = "controller" if peer and i == 0 else ("peer" if peer else "member")
+        out.append(Host(name, role, "local" if name == study_spec.LOCAL else reach,
+                        c.addresses.get(name), c.spec.study.hosts.interface,
+                        snapshot={k: v for k, v in current.get(name, {}).items()}))
+    return out
+
+
+def reach_of(c: Checked) -> str:
+    return "template" if c.spec.study.hosts.exec_template else "ssh"
+
+
+def _measurement_entries(c: Checked) -> list[Any]:
+    from beoperf.model.study import Figure, MeasurementSpec
+
+    return [MeasurementSpec(m.name, dict(ms.params),
+                            [Figure(f.key, f.unit, f.higher_is_better) for f in m.figures()])
+            for m, ms in zip(c.measures, c.measure_specs, strict=True)]
+
+
+def new_study(c: Checked, current: Mapping[str, Mapping[str, Any]], order: list[str],
+              seed: int) -> Any:
+    """The study's document body as far as it is known before the first block."""
+    from beoperf.model.study import Method, Schedule, Study
+
+    d = c.design
+    entries = _factor_entries(c, current)
+    _drop_default_levels(c, entries)
+    return Study(
+        name=c.spec.study.name, design=d.name, applied=c.spec.apply,
+        status="planned", schedule=Schedule(seed, WARMUP, d.repeats, d.time_budget,
+                                            d.lease, d.margin, order),
+        method=Method(method_statement(d), margin=d.margin, warmup=WARMUP),
+        hosts=_hosts_entries(c, reach_of(c), current), pairs=list(c.pairs),
+        factors=entries, measurements=_measurement_entries(c),
+        configurations=list(c.configs))
+
+
+def method_statement(d: study_spec.DesignSpec) -> str:
+    return (f"{d.name}: each configuration in {d.repeats} blocks of {d.block_time:g} s, "
+            "each block between two Default blocks in a randomised order; the log ratio "
+            "of a block to the mean of its neighbours, Student's t 95% interval "
+            f"(Bonferroni over the figures and configurations judged); within "
+            f"±{d.margin:.0%} counts as no difference")
+
+
+def the_schedule(c: Checked, seed: int) -> list[str]:
+    """The order of configuration ids, warm-up blocks first (analysis.study.schedule)."""
+    from beoperf.analysis import study as analysis
+
+    return list(analysis.schedule(c.configs, c.design.repeats, seed, design=c.design.name))
+
+
+def seed_of(c: Checked) -> int:
+    seed = c.design.seed
+    return int(seed) if seed is not None else int(time.time_ns() % 2**32)
+
+
+def meta_of(spec: Spec, started: str) -> JsonObject:
+    return make_meta(list(spec.command_line), utc_start=started, utc_end=utc_now())
+
+
+def finish_document(study: Any, spec: Spec, started: str) -> Document:
+    """The analysis (effects, combined, impact, drift, verdicts) and the document."""
+    from beoperf.analysis import study as analysis
+
+    if study.applied:
+        analysis.conclude(study)
+    return study.to_document(meta_of(spec, started))
+
+
+# --------------------------------------------------------------------------- plan
+
+
+def plan(spec: Spec, control: Control | None = None,
+         progress: Progress | None = None) -> Document:
+    """The plan (nothing changed, no agent armed, no lock taken): each host's current
+    values, the configurations and the schedule."""
+    started = utc_now()
+    c = check(spec)
+    control = control or host_control(c)
+    current = control.read([f.name for f in c.factors if f.scope == "host"])
+    seed = seed_of(c)
+    study = new_study(c, current, [], seed)
+    study.schedule.order = the_schedule(c, seed)
+    study.status_reason = "plan only: nothing was changed (--apply runs it)"
+    study.warnings.extend(unreachable_warnings(current))
+    return finish_document(study, spec, started)
+
+
+def unreachable_warnings(current: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    return [f"{h}: {v['error']}" for h, v in current.items()
+            if isinstance(v, Mapping) and v.get("error")]
+
+
+def host_control(c: Checked) -> Control:
+    """The hosts of a checked study, reached through suites.study_hosts."""
+    from beoperf.suites import study_hosts
+
+    h = c.spec.study.hosts
+    return study_hosts.control(c.names, exec_template=h.exec_template,
+                               remote_command=h.remote_command, fanout=h.fanout,
+                               timeout=h.timeout, lease_s=c.design.lease,
+                               interface=h.interface, addresses=c.addresses,
+                               settle_s=c.design.settle)
+
+
+# --------------------------------------------------------------------------- run
+
+
+@dataclass
+class Loop:
+    """The state of a running study: the levels each host factor is at now, the blocks,
+    which MTU levels were probed and which configurations were dropped."""
+
+    c: Checked
+    control: Control
+    study: Any
+    progress: Progress
+    measure_block: MeasureBlock
+    now: dict[str, str | None] = field(default_factory=dict)  # factor -> label (None: own)
+    probed: set[str] = field(default_factory=set)
+    dropped: set[str] = field(default_factory=set)
+    index: int = 0
+
+    def config(self, cid: str) -> Any:
+        return next(cf for cf in self.study.configurations if cf.id == cid)
+
+    # ---------------------------------------------------------- levels
+
+    def move_to(self, config: Any) -> float:
+        """Set every host factor to the configuration's level (its own value where the
+        configuration names none), only those that differ; the seconds it took."""
+        start = time.monotonic()
+        for f in sorted(self.c.factors, key=lambda f: f.factor.order):
+            if f.scope != "host":
+                continue
+            want = config.levels.get(f.name)
+            if self.now.get(f.name) == want:
+                continue
+            self.set(f, want)
+        return time.monotonic() - start
+
+    def set(self, f: PlannedFactor, label: str | None) -> None:
+        value = None if label is None else f.level(label).value
+        replies = self.control.set_level(f.name, label or "default", value, f.hosts)
+        self.now[f.name] = label
+        lost = [h for h, r in replies.items() if r.get("lost")]
+        if lost:
+            raise HostLost(f"{', '.join(lost)}: no answer while setting {f.name}",
+                           "it restores itself when its lease lapses")
+        failed = {h: r for h, r in replies.items() if not r.get("ok")}
+        if failed:
+            host, reply = next(iter(failed.items()))
+            raise LevelFailed(f.name, label, f"{host}: {reply.get('error')}")
+        self._granted(f, label, replies)
+        self.progress(f"applied {label_of(f.name, label or DEFAULT_LABEL)} on "
+                      f"{', '.join(f.hosts)}")
+
+    def _granted(self, f: PlannedFactor, label: str | None, replies: Mapping[str, Any]) -> None:
+        entry = self.factor_level(f.name, label)
+        if entry is not None:
+            entry.granted = {h: {k: v for k, v in r.items() if k != "ok"}
+                             for h, r in replies.items()}
+
+    def factor_level(self, factor: str, label: str | None) -> Any:
+        if label is None:
+            return None
+        found = next((e for e in self.study.factors if e.name == factor), None)
+        return None if found is None else next(
+            (lv for lv in found.levels if lv.label == label), None)
+
+    # ---------------------------------------------------------- the MTU path check
+
+    def path_carries(self, config: Any) -> bool:
+        """Once per MTU level, before its first block: a don't-fragment probe of the
+        level's size must cross every pair's path both ways; if not, the level is
+        skipped with the facts, and put back at once."""
+        label = config.levels.get("mtu")
+        if label is None or label in self.probed:
+            return True
+        self.probed.add(label)
+        size = int(self.c.factor("mtu").level(label).value)
+        entry = self.factor_level("mtu", label)
+        for client, server in self.c.pairs:
+            facts = self.control.probe(client, self.c.addresses[server],
+                                       self.c.spec.study.hosts.port)
+            if entry is not None:
+                entry.path = facts
+            carried = facts.get("carried")
+            if not isinstance(carried, int) or carried < size:
+                why = (f"the path does not carry {size}-byte frames (largest that "
+                       f"crossed: {carried if carried else 'none'}"
+                       f"{'; ' + str(facts['error']) if facts.get('error') else ''})")
+                self.skip(config, "skipped", why)
+                self.set(self.c.factor("mtu"), None)
+                return False
+        return True
+
+    def skip(self, config: Any, status: str, why: str) -> None:
+        """A configuration taken out of the schedule, its levels marked with why."""
+        self.dropped.add(config.id)
+        for factor, label in config.levels.items():
+            entry = self.factor_level(factor, label)
+            if entry is not None:
+                entry.status, entry.why = status, why
+        self.study.warnings.append(f"{config.label}: {why}")
+        self.progress(f"{config.label}: {status}: {why}")
+
+    # ---------------------------------------------------------- blocks
+
+    def block(self, cid: str, warmup: bool) -> None:
+        """One block: levels set, the path checked, the measurements made, recorded."""
+        from beoperf.model.study import Block
+
+        config = self.config(cid)
+        if cid in self.dropped:
+            return
+        started = utc_now()
+        try:
+            apply_s = self.move_to(config)
+        except LevelFailed as exc:
+            self.skip(config, "failed", str(exc))
+            self.set(self.c.factor(exc.factor), None)
+            return
+        if not self.path_carries(config):
+            return
+        got = self.measure_block(config, self.run_levels(config))
+        self.study.blocks.append(Block(
+            self.index, cid, warmup, started, got.duration_s, apply_s, got.figures,
+            got.pairs, "failed" if got.error else "ok", got.error))
+        self.index += 1
+        if not warmup:
+            self.study.curves.extend(got.curves)
+        self.progress(f"block {self.index}: {config.label}"
+                      + (f": failed: {got.error}" if got.error else ""))
+
+    def run_levels(self, config: Any) -> dict[str, Any]:
+        """The run-scope factors' settings for this configuration (configure())."""
+        from beoperf.factors.base import Level
+
+        levels: dict[str, Any] = {}
+        for f in self.c.factors:
+            if f.scope == "run":
+                label = config.levels.get(f.name)
+                level = f.level(label) if label else Level("default", None)
+                levels = dict(f.factor.configure(levels, level))
+        return levels
+
+
+class LevelFailed(errors.Failed):
+    """A level that could not be set on a host (the reply says why)."""
+
+    category = "level failed"
+
+    def __init__(self, factor: str, label: str | None, why: str) -> None:
+        self.factor = factor
+        super().__init__(f"{label_of(factor, label or DEFAULT_LABEL)}: {why}")
+
+
+def run(spec: Spec, progress: Progress | None = None, keep_document: KeepDocument | None = None,
+        control: Control | None = None,
+        measure_block: MeasureBlock | None = None
+        ) -> Document:
+    """The study with ``--apply`` (see the module docstring).  ``keep_document`` receives
+    the document before an interruption or a lost host goes on as an exception."""
+    if not spec.apply:
+        return plan(spec, control, progress)
+    started = utc_now()
+    c = check(spec)
+    say = progress or (lambda _line: None)
+    control = control or host_control(c)
+    slurm = control.check_slurm(c.spec.study.hosts.force)
+    current = control.read([f.name for f in c.factors if f.scope == "host"])
+    seed = seed_of(c)
+    study = new_study(c, current, [], seed)
+    study.schedule.order = the_schedule(c, seed)
+    for host in study.hosts:
+        host.slurm = slurm.get(host.name) if isinstance(slurm.get(host.name), dict) else None
+    loop = Loop(c, control, study, say, measure_block or measurer(c))
+    failure: BaseException | None = None
+    try:
+        _run_blocks(loop)
+        study.status = "complete"
+    except (KeyboardInterrupt, errors.BeoperfError) as exc:
+        failure = exc
+        study.status, study.status_reason = _stopped(exc)
+    finally:
+        _finish(loop, spec.keep if study.status == "complete" else "none")
+    doc = finish_document(study, spec, started)
+    if keep_document is not None:
+        keep_document(doc)
+    if failure is not None and not isinstance(failure, HostLost):
+        raise failure
+    return doc
+
+
+def _stopped(exc: BaseException) -> tuple[str, str]:
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", interrupts.reason(exc)
+    if isinstance(exc, HostLost):
+        return "partial", str(exc)
+    return "failed", str(exc)
+
+
+def _run_blocks(loop: Loop) -> None:
+    """Warm-up at Default before anything changes, every host armed, the blocks, then
+    the combination of what helped (one-at-a-time)."""
+    order = loop.study.schedule.order
+    warm = order[:WARMUP]
+    loop.block(warm[0], True)  # the servers answer before any change
+    arm(loop)
+    for cid in warm[1:]:
+        loop.block(cid, True)
+    for cid in order[WARMUP:]:
+        loop.block(cid, False)
+    if loop.c.design.name == "one-at-a-time":
+        combined(loop)
+
+
+def arm(loop: Loop) -> None:
+    """Every host's dead-man agent armed with its plan; a host that did not arm is never
+    changed, and the study does not go on."""
+    plans = {h: {"factors": {f.name: [lv.to_dict() for lv in f.levels]
+                             for f in loop.c.factors if f.scope == "host" and h in f.hosts}}
+             for h in loop.c.names}
+    armed = loop.control.arm(plans)
+    for host in loop.study.hosts:
+        reply = armed.get(host.name, {})
+        host.agent = {k: reply[k] for k in ("pid", "dir", "rollback_file", "lease_s")
+                      if k in reply}
+    bad = {h: r for h, r in armed.items() if not r.get("ok")}
+    if bad:
+        host, reply = next(iter(bad.items()))
+        raise errors.Failed(f"{host} did not arm: {reply.get('error')}",
+                            "nothing was changed on any host")
+    loop.progress(f"armed {len(armed)} host(s), lease {loop.c.design.lease:g} s")
+
+
+def combined(loop: Loop) -> None:
+    """The levels that helped, together, as one more configuration against Default, in
+    ``repeats`` blocks each between two Default blocks (only when more than one helped)."""
+    from beoperf.analysis import study as analysis
+    from beoperf.model.study import Configuration
+
+    analysis.conclude(loop.study)
+    helped = analysis.helped(loop.study, loop.c.design.decide_by)
+    if len(helped) < 2:
+        return
+    levels = dict(helped)
+    cid = f"c{len(loop.study.configurations)}"
+    label = " + ".join(label_of(k, v) for k, v in levels.items())
+    loop.study.configurations.append(Configuration(cid, label, levels, "combined"))
+    order = [DEFAULT_ID]
+    for _ in range(loop.c.design.repeats):
+        order += [cid, DEFAULT_ID]
+    loop.study.schedule.order.extend(order)
+    for step in order:
+        loop.block(step, False)
+
+
+def _finish(loop: Loop, keep: str) -> None:
+    """Every host restored (or what helped kept): each host's end in the document."""
+    from beoperf.analysis import study as analysis
+    from beoperf.model.study import HostEnd, Kept
+
+    kept: list[tuple[str, str]] = []
+    if keep == "best" and loop.study.status == "complete":
+        analysis.conclude(loop.study)
+        kept = list(analysis.helped(loop.study, loop.c.design.decide_by))
+    with interrupts.deferred():
+        ends = loop.control.finish(kept)
+    for host in loop.study.hosts:
+        end = ends.get(host.name)
+        if end is not None:
+            host.end = HostEnd(str(end.get("state", "unreachable")), end.get("detail"),
+                               end.get("restore_command"), end.get("result"))
+            loop.progress(f"{host.name}: {host.end.state}"
+                          + (f" ({host.end.detail})" if host.end.detail else ""))
+    loop.study.kept = [Kept(f, lv) for f, lv in kept]
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def measurer(c: Checked) -> MeasureBlock:
+    """Measure one block: every measurement in turn with the run levels; the figures
+    (over the pairs: their geometric mean), each pair's, the curves and the first error."""
+    from beoperf.suites import study_measure
+
+    where = study_measure.where_of(c)
+    budget = c.design.block_time
+
+    def measure(config: Any, run_levels: Mapping[str, Any]) -> Measured:
+        out = Measured()
+        for m in c.measures:
+            sample = m.measure(where, dict(run_levels), budget)
+            out.duration_s += float(sample.duration_s)
+            if sample.error:
+                out.error = out.error or sample.error
+                continue
+            out.figures.update(sample.figures)
+            for pair, found in study_measure.pair_figures(sample).items():
+                out.pairs.setdefault(pair, {}).update(found)
+            out.curves.extend(study_measure.curves_of(sample, m, config.id))
+        return out
+
+    return measure
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def geometric_mean(values: Iterable[float]) -> float | None:
+    logs = [math.log(v) for v in values if v > 0]
+    return math.exp(sum(logs) / len(logs)) if logs else None
+
+
+def estimate_s(c: Checked, blocks: int) -> float:
+    """A rough wall time of ``blocks`` blocks: each measurement's block time."""
+    return blocks * c.design.block_time * max(1, len(c.measures))
+
+
+def format_estimate(seconds: float) -> str:
+    return units.format_time(seconds, 2)
