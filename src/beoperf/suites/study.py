@@ -24,7 +24,6 @@ schedule, effects and verdicts through ``analysis.study``.
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -41,10 +40,8 @@ KeepDocument = Callable[[Document], None]
 
 DEFAULT_ID = "c0"
 DEFAULT_LABEL = "Default"
+DEFAULT_LEVEL = "default"  # the level that is each host's own value
 WARMUP = 2  # Default blocks before the first counted one (dropped)
-MAX_FACTORIAL = 16  # configurations of a factorial design
-LABELS = {"mtu": "MTU", "sockbuf": "buffers", "sysctl": "", "firewall": "firewall",
-          "irqbalance": "irqbalance"}
 
 
 @dataclass
@@ -115,7 +112,6 @@ class Checked:
     factors: list[PlannedFactor]
     measures: list[Any]  # study_measure.Measurement objects
     measure_specs: list[MeasureSpec]
-    configs: list[Any] = field(default_factory=list)  # model.study.Configuration
 
     @property
     def design(self) -> study_spec.DesignSpec:
@@ -159,8 +155,10 @@ def check(spec: Spec) -> Checked:
         raise errors.BadSpec("a study needs at least one measurement (--measure NAME)")
     measures = [_measurement(m) for m in s.measures]
     out = Checked(spec, names, pairs, addresses, factors, measures, list(s.measures))
-    out.configs = configurations(factors, s.design.name)
     _check_decide_by(out)
+    from beoperf.analysis import study as analysis
+
+    analysis.configurations(_factor_entries(out, {}), s.design.name)  # BadSpec: too many
     return out
 
 
@@ -198,63 +196,36 @@ def _check_decide_by(c: Checked) -> None:
 
 
 def label_of(factor: str, level: str) -> str:
-    """'MTU 9000', 'buffers 64K', 'net.core.busy_poll=50'."""
-    title = LABELS.get(factor, factor)
-    return f"{title} {level}".strip()
+    """'MTU 9000', 'sockbuf 64K' (as analysis.study names a level)."""
+    from beoperf.analysis import study as analysis
 
-
-def configurations(factors: Sequence[PlannedFactor], design: str) -> list[Any]:
-    """Default, then each level alone (one-at-a-time, greedy), or every combination of
-    levels (factorial, at most MAX_FACTORIAL); a level that is the host's own value
-    ('default') is no configuration of its own."""
-    from beoperf.model.study import Configuration
-
-    out = [Configuration(DEFAULT_ID, DEFAULT_LABEL, {}, "default")]
-    if design == "factorial":
-        choices = [[None, *[lv.label for lv in f.levels if lv.value is not None]]
-                   for f in factors]
-        combos = [c for c in itertools.product(*choices) if any(x is not None for x in c)]
-        if len(combos) + 1 > MAX_FACTORIAL:
-            raise errors.BadSpec(f"a factorial design of {len(combos) + 1} configurations: "
-                                 f"at most {MAX_FACTORIAL} (use one-at-a-time)")
-        for combo in combos:
-            levels = {f.name: x for f, x in zip(factors, combo, strict=True) if x is not None}
-            label = ", ".join(label_of(k, v) for k, v in levels.items())
-            out.append(Configuration(f"c{len(out)}", label, levels, "factorial"))
-        return out
-    for f in factors:
-        for lv in f.levels:
-            if lv.value is not None:
-                out.append(Configuration(f"c{len(out)}", label_of(f.name, lv.label),
-                                         {f.name: lv.label}, "level"))
-    return out
+    return f"{analysis.shown_factor(factor)} {level}"
 
 
 # --------------------------------------------------------------------------- the document
 
 
 def _factor_entries(c: Checked, current: Mapping[str, Mapping[str, Any]]) -> list[Any]:
-    """The factors as the document lists them; a level equal to every host's current
-    value is marked Default (it is measured as Default, not as a level of its own)."""
+    """The factors as the document lists them, each with one Default level: 'default'
+    when given, else a level equal to every host's current value (measured as Default,
+    not as a level of its own), else a Default level added (the hosts' own values)."""
     from beoperf.model.study import FactorLevel, FactorLevels
 
     out = []
     for f in c.factors:
         levels = []
         for lv in f.levels:
-            same = lv.value is None or (f.scope == "host" and all(
+            same = lv.value is None or (f.scope == "host" and bool(current) and all(
                 str(current.get(h, {}).get(f.name)) == str(lv.value) for h in f.hosts))
-            levels.append(FactorLevel(lv.label, lv.value, default=same,
-                                      status="measured" if not same else "measured"))
+            levels.append(FactorLevel(lv.label, lv.value, default=same))
+        if not any(lv.default for lv in levels):
+            levels.insert(0, FactorLevel(DEFAULT_LEVEL, None, default=True))
+        elif sum(lv.default for lv in levels) > 1:
+            own = ", ".join(lv.label for lv in levels if lv.default)
+            raise errors.BadSpec(f"factor {f.name}: the levels {own} are each the hosts' "
+                                 "own value: give one of them")
         out.append(FactorLevels(f.name, f.scope, list(f.hosts), levels))
     return out
-
-
-def _drop_default_levels(c: Checked, entries: Sequence[Any]) -> None:
-    """Configurations whose every level is the hosts' own value are no configuration."""
-    own = {(e.name, lv.label) for e in entries for lv in e.levels if lv.default}
-    c.configs = [cf for cf in c.configs
-                 if cf.role == "default" or not all((k, v) in own for k, v in cf.levels.items())]
 
 
 def _hosts_entries(c: Checked, reach: str, current: Mapping[str, Mapping[str, Any]]
@@ -283,22 +254,24 @@ def _measurement_entries(c: Checked) -> list[Any]:
             for m, ms in zip(c.measures, c.measure_specs, strict=True)]
 
 
-def new_study(c: Checked, current: Mapping[str, Mapping[str, Any]], order: list[str],
-              seed: int) -> Any:
-    """The study's document body as far as it is known before the first block."""
+def new_study(c: Checked, current: Mapping[str, Mapping[str, Any]], seed: int) -> Any:
+    """The study's document body as far as it is known before the first block: the
+    factors (a level equal to the hosts' values is Default), the configurations and the
+    order of blocks (analysis.study)."""
+    from beoperf.analysis import study as analysis
     from beoperf.model.study import Method, Schedule, Study
 
     d = c.design
     entries = _factor_entries(c, current)
-    _drop_default_levels(c, entries)
+    configs = analysis.configurations(entries, d.name)
+    order = analysis.schedule([cf.id for cf in configs], d.repeats, seed, design=d.name)
     return Study(
         name=c.spec.study.name, design=d.name, applied=c.spec.apply,
         status="planned", schedule=Schedule(seed, WARMUP, d.repeats, d.time_budget,
                                             d.lease, d.margin, order),
         method=Method(method_statement(d), margin=d.margin, warmup=WARMUP),
         hosts=_hosts_entries(c, reach_of(c), current), pairs=list(c.pairs),
-        factors=entries, measurements=_measurement_entries(c),
-        configurations=list(c.configs))
+        factors=entries, measurements=_measurement_entries(c), configurations=configs)
 
 
 def method_statement(d: study_spec.DesignSpec) -> str:
@@ -307,13 +280,6 @@ def method_statement(d: study_spec.DesignSpec) -> str:
             "of a block to the mean of its neighbours, Student's t 95% interval "
             f"(Bonferroni over the figures and configurations judged); within "
             f"±{d.margin:.0%} counts as no difference")
-
-
-def the_schedule(c: Checked, seed: int) -> list[str]:
-    """The order of configuration ids, warm-up blocks first (analysis.study.schedule)."""
-    from beoperf.analysis import study as analysis
-
-    return list(analysis.schedule(c.configs, c.design.repeats, seed, design=c.design.name))
 
 
 def seed_of(c: Checked) -> int:
@@ -330,7 +296,7 @@ def finish_document(study: Any, spec: Spec, started: str) -> Document:
     from beoperf.analysis import study as analysis
 
     if study.applied:
-        analysis.conclude(study)
+        analysis.analyse(study)
     return study.to_document(meta_of(spec, started))
 
 
@@ -346,8 +312,7 @@ def plan(spec: Spec, control: Control | None = None,
     control = control or host_control(c)
     current = control.read([f.name for f in c.factors if f.scope == "host"])
     seed = seed_of(c)
-    study = new_study(c, current, [], seed)
-    study.schedule.order = the_schedule(c, seed)
+    study = new_study(c, current, seed)
     study.status_reason = "plan only: nothing was changed (--apply runs it)"
     study.warnings.extend(unreachable_warnings(current))
     return finish_document(study, spec, started)
@@ -538,8 +503,7 @@ def run(spec: Spec, progress: Progress | None = None, keep_document: KeepDocumen
     slurm = control.check_slurm(c.spec.study.hosts.force)
     current = control.read([f.name for f in c.factors if f.scope == "host"])
     seed = seed_of(c)
-    study = new_study(c, current, [], seed)
-    study.schedule.order = the_schedule(c, seed)
+    study = new_study(c, current, seed)
     for host in study.hosts:
         host.slurm = slurm.get(host.name) if isinstance(slurm.get(host.name), dict) else None
     loop = Loop(c, control, study, say, measure_block or measurer(c))
@@ -606,22 +570,19 @@ def combined(loop: Loop) -> None:
     """The levels that helped, together, as one more configuration against Default, in
     ``repeats`` blocks each between two Default blocks (only when more than one helped)."""
     from beoperf.analysis import study as analysis
-    from beoperf.model.study import Configuration
 
-    analysis.conclude(loop.study)
-    helped = analysis.helped(loop.study, loop.c.design.decide_by)
-    if len(helped) < 2:
+    study = analysis.analyse(loop.study)
+    config = analysis.combined_configuration(
+        study, analysis.helped(study, study.effects, loop.c.design.decide_by))
+    if config is None:
         return
-    levels = dict(helped)
-    cid = f"c{len(loop.study.configurations)}"
-    label = " + ".join(label_of(k, v) for k, v in levels.items())
-    loop.study.configurations.append(Configuration(cid, label, levels, "combined"))
-    order = [DEFAULT_ID]
-    for _ in range(loop.c.design.repeats):
-        order += [cid, DEFAULT_ID]
-    loop.study.schedule.order.extend(order)
-    for step in order:
-        loop.block(step, False)
+    study.configurations.append(config)
+    study.combined = analysis.new_combined(config)
+    order = [DEFAULT_ID] + [config.id, DEFAULT_ID] * loop.c.design.repeats
+    study.schedule.order.extend(order)
+    loop.progress(f"{config.label}: measured against Default")
+    for cid in order:
+        loop.block(cid, False)
 
 
 def _finish(loop: Loop, keep: str) -> None:
@@ -631,18 +592,28 @@ def _finish(loop: Loop, keep: str) -> None:
 
     kept: list[tuple[str, str]] = []
     if keep == "best" and loop.study.status == "complete":
-        analysis.conclude(loop.study)
-        kept = list(analysis.helped(loop.study, loop.c.design.decide_by))
+        study = analysis.analyse(loop.study)
+        kept = list(analysis.helped(study, study.effects, loop.c.design.decide_by).items())
     with interrupts.deferred():
         ends = loop.control.finish(kept)
     for host in loop.study.hosts:
         end = ends.get(host.name)
         if end is not None:
-            host.end = HostEnd(str(end.get("state", "unreachable")), end.get("detail"),
-                               end.get("restore_command"), end.get("result"))
+            host.end = HostEnd(str(end.get("state", "unreachable")), _text(end, "detail"),
+                               _text(end, "restore_command"), _object(end, "result"))
             loop.progress(f"{host.name}: {host.end.state}"
                           + (f" ({host.end.detail})" if host.end.detail else ""))
     loop.study.kept = [Kept(f, lv) for f, lv in kept]
+
+
+def _text(o: Mapping[str, Any], key: str) -> str | None:
+    value = o.get(key)
+    return None if value is None else str(value)
+
+
+def _object(o: Mapping[str, Any], key: str) -> JsonObject | None:
+    value = o.get(key)
+    return value if isinstance(value, dict) else None
 
 
 # --------------------------------------------------------------------------- measuring

@@ -1,0 +1,209 @@
+"""The study's block loop (suites/study.py) against a fake control plane and a fake
+measurement, no root: which levels are set when, the MTU path check that skips a level
+the path does not carry, the combined phase, the document handed over when interrupted,
+and every host's end.  The real thing, on namespace hosts, is tests/test_study_netns.py."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import pytest
+
+from beoperf import errors
+from beoperf.model.study import Study
+from beoperf.suites import study as suite
+from beoperf.suites import study_spec as specs
+
+RATE = 100e6  # the fake link's bit rate
+
+
+@dataclass
+class FakeFigure:
+    key: str
+    unit: str
+    higher_is_better: bool
+
+
+class FakeMeasurement:
+    name = "pingpong"
+
+    def figures(self):
+        return [FakeFigure("goodput_bps@1M", "bit/s", True),
+                FakeFigure("latency_us@16", "us", False)]
+
+
+@dataclass
+class FakeHosts:
+    """Hosts whose only state is the MTU, and a path that carries ``path_mtu``."""
+
+    names: list[str]
+    path_mtu: int = 9000
+    mtu: dict[str, str] = field(default_factory=dict)
+    calls: list[tuple] = field(default_factory=list)
+    armed: bool = False
+
+    def __post_init__(self):
+        self.mtu = {h: "1500" for h in self.names}
+
+    def read(self, factors):
+        return {h: {"mtu": self.mtu[h]} for h in self.names}
+
+    def check_slurm(self, force):
+        return {}
+
+    def arm(self, plans):
+        self.calls.append(("arm", sorted(plans)))
+        self.armed = True
+        return {h: {"ok": True, "pid": 100 + i} for i, h in enumerate(plans)}
+
+    def set_level(self, factor, label, value, hosts):
+        assert self.armed, "a level set before the hosts were armed"
+        self.calls.append(("set", factor, label))
+        for h in hosts:
+            self.mtu[h] = value or "1500"
+        return {h: {"ok": True, "read_back": self.mtu[h]} for h in hosts}
+
+    def probe(self, client, address, port):
+        size = int(self.mtu[client])
+        carried = size if size <= self.path_mtu else 1500
+        return {"peer": address, "port": port, "mtu": size, "carried": carried, "error": None}
+
+    def finish(self, keep):
+        self.calls.append(("finish", tuple(keep)))
+        ends = {}
+        for h in self.names:
+            kept = any(f == "mtu" for f, _ in keep)
+            if not kept:
+                self.mtu[h] = "1500"
+            ends[h] = {"state": "kept" if kept else "restored"}
+        return ends
+
+
+def goodput(mtu: int) -> float:
+    """TCP payload over Ethernet frames: (MTU - 52) / (MTU + 14) of the rate."""
+    return RATE * (mtu - 52) / (mtu + 14)
+
+
+def measurer(hosts: FakeHosts, noise: float = 0.002, seed: int = 1, stop_after=None):
+    rng = random.Random(seed)
+    count = [0]
+
+    def measure(config, run_levels):
+        count[0] += 1
+        if stop_after is not None and count[0] > stop_after:
+            raise KeyboardInterrupt
+        mtu = int(hosts.mtu[hosts.names[1]])
+        figures = {"goodput_bps@1M": goodput(mtu) * (1 + rng.gauss(0, noise)),
+                   "latency_us@16": 25.0 * (1 + rng.gauss(0, noise))}
+        return suite.Measured(figures, {"h1>h0": dict(figures)}, [], 1.0, None)
+
+    return measure
+
+
+def mtu_spec(levels=("1500", "9000"), margin=0.01, keep="none", repeats=6) -> suite.Spec:
+    study = specs.StudySpec("mtu", specs.HostsSpec(nodes="h0,h1"),
+                            (specs.FactorSpec("mtu", levels),),
+                            (specs.MeasureSpec("pingpong", {}),),
+                            specs.DesignSpec(repeats=repeats, margin=margin, seed=7))
+    return suite.Spec(study, apply=True, keep=keep)
+
+
+@pytest.fixture(autouse=True)
+def fake_measurement(monkeypatch):
+    monkeypatch.setattr(suite, "_measurement", lambda m: FakeMeasurement())
+
+
+def run(spec, hosts, **kw):
+    kept = []
+    doc = suite.run(spec, None, kept.append, hosts, measurer(hosts, **kw))
+    assert kept == [doc]
+    return Study.from_document(doc)
+
+
+def test_the_path_carries_9000_both_levels_measured_and_the_ratio_found():
+    hosts = FakeHosts(["h0", "h1"])
+    study = run(mtu_spec(), hosts)
+    assert study.status == "complete"
+    # 1500 is both hosts' own value: it is the Default, not a level of its own
+    mtu = study.factor("mtu")
+    assert [(lv.label, lv.default, lv.status) for lv in mtu.levels] == [
+        ("1500", True, "measured"), ("9000", False, "measured")]
+    c9000 = next(c.id for c in study.configurations if c.levels == {"mtu": "9000"})
+    assert sum(1 for b in study.blocks if b.config == c9000) == 6
+    found = next(e for e in study.effects if e.config == c9000
+                 and e.figure == "goodput_bps@1M" and e.pair is None).effect
+    expected = goodput(9000) / goodput(1500)
+    assert found["verdict"] == "better"
+    assert found["low"] < expected < found["high"]
+    assert any(line.startswith("MTU 9000: goodput@1M better") for line in study.verdicts)
+    assert all(h.end is not None and h.end.state == "restored" for h in study.hosts)
+    assert hosts.mtu == {"h0": "1500", "h1": "1500"}
+    # the first block (warm-up) was measured before the hosts were armed
+    assert hosts.calls[0] == ("arm", ["h0", "h1"])
+    assert study.blocks[0].warmup and study.blocks[0].config == "c0"
+
+
+def test_a_level_the_path_does_not_carry_is_skipped_before_any_block_of_it():
+    hosts = FakeHosts(["h0", "h1"], path_mtu=1500)
+    study = run(mtu_spec(), hosts)
+    level = study.factor("mtu").level("9000")
+    assert level.status == "skipped" and "does not carry 9000-byte frames" in level.why
+    assert level.path["carried"] == 1500
+    c9000 = next(c.id for c in study.configurations if c.levels == {"mtu": "9000"})
+    assert not [b for b in study.blocks if b.config == c9000]
+    assert any("MTU 9000: not measured" in line for line in study.verdicts)
+    # put back at once, and only probed once
+    sets = [c for c in hosts.calls if c[0] == "set"]
+    assert sets == [("set", "mtu", "9000"), ("set", "mtu", "default")]
+    assert hosts.mtu == {"h0": "1500", "h1": "1500"}
+
+
+def test_keep_best_leaves_what_helped_and_says_so():
+    hosts = FakeHosts(["h0", "h1"])
+    study = run(mtu_spec(keep="best"), hosts)
+    assert [(k.factor, k.level) for k in study.kept] == [("mtu", "9000")]
+    assert hosts.calls[-1] == ("finish", (("mtu", "9000"),))
+    assert all(h.end.state == "kept" for h in study.hosts)
+
+
+def test_two_levels_that_help_are_measured_together():
+    hosts = FakeHosts(["h0", "h1"])
+    study = run(mtu_spec(levels=("1500", "4000", "9000"), repeats=4), hosts)
+    # at most one level per factor helps, so a single factor has no combination
+    assert study.combined is None
+    assert {c.role for c in study.configurations} == {"default", "level"}
+
+
+def test_an_interrupted_study_restores_every_host_and_hands_over_its_document():
+    hosts = FakeHosts(["h0", "h1"])
+    kept = []
+    with pytest.raises(KeyboardInterrupt):
+        suite.run(mtu_spec(), None, kept.append, hosts, measurer(hosts, stop_after=6))
+    study = Study.from_document(kept[0])
+    assert study.status == "interrupted" and len(study.blocks) == 6
+    assert hosts.calls[-1] == ("finish", ())
+    assert hosts.mtu == {"h0": "1500", "h1": "1500"}
+    assert all(h.end.state == "restored" for h in study.hosts)
+
+
+def test_a_host_that_does_not_arm_is_never_changed():
+    hosts = FakeHosts(["h0", "h1"])
+    hosts.arm = lambda plans: {"h0": {"ok": True}, "h1": {"ok": False, "error": "busy"}}
+    kept = []
+    with pytest.raises(errors.Failed, match="h1 did not arm: busy"):
+        suite.run(mtu_spec(), None, kept.append, hosts, measurer(hosts))
+    assert not [c for c in hosts.calls if c[0] == "set"]
+    assert Study.from_document(kept[0]).status == "failed"
+
+
+def test_the_plan_changes_nothing_and_lists_the_schedule():
+    hosts = FakeHosts(["h0", "h1"])
+    spec = mtu_spec()
+    plan = suite.plan(suite.Spec(spec.study, apply=False), hosts)
+    study = Study.from_document(plan)
+    assert study.status == "planned" and not study.applied and not study.blocks
+    assert hosts.calls == []
+    order = study.schedule.order
+    assert order[:2] == ["c0", "c0"] and order.count("c1") == 6
+    assert [h.snapshot for h in study.hosts] == [{"mtu": "1500"}, {"mtu": "1500"}]
