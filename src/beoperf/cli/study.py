@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 from collections.abc import Sequence
 
 from beoperf import report, safeio, units
 from beoperf.cli import ExitStatus, UsageError, check_seconds
 from beoperf.model.document import Document
+from beoperf.model.study import Study
 from beoperf.suites import study as suite
 from beoperf.suites import study_spec as specs
 
@@ -341,14 +343,48 @@ def exit_status(doc: Document) -> int:
     return int(ExitStatus.OK)
 
 
+def plan_lines(study: Study, block_time: float) -> list[str]:
+    """What a study would do, in full: every host's current values, the pairs, each
+    factor's levels (every file a level names), each measurement with its parameters
+    (every command), the configurations and the order of blocks."""
+    lines = ["Plan (nothing was changed; --apply runs it):", "  hosts:"]
+    for h in study.hosts:
+        values = ", ".join(f"{k} {json.dumps(v)}" for k, v in h.snapshot.items()) or "-"
+        lines.append(f"    {h.name} ({h.role}, {h.reach}, measured at "
+                     f"{h.data_address or '-'}): {values}")
+    lines.append("  pairs (client > server): "
+                 + ", ".join(f"{c} > {s}" for c, s in study.pairs))
+    lines.append("  factors:")
+    for f in study.factors:
+        levels = ", ".join(lv.label + (" (Default: the hosts' own)" if lv.default else "")
+                           for lv in f.levels)
+        lines.append(f"    {f.name} ({f.scope}) on {', '.join(f.hosts)}: {levels}")
+    lines.append("  measurements:")
+    for m in study.measurements:
+        lines.append(f"    {m.name} {json.dumps(m.params, sort_keys=True)}: "
+                     + ", ".join(f.key for f in m.figures))
+    lines.append("  configurations: " + "; ".join(f"{c.id} {c.label}"
+                                                   for c in study.configurations))
+    order = study.schedule.order
+    seconds = len(order) * block_time * max(1, len(study.measurements))
+    lines.append(f"  blocks (seed {study.schedule.seed}; the first {study.schedule.warmup} "
+                 f"are warm-up): {' '.join(order)}")
+    lines.append(f"  about {units.format_time(seconds, 2)} of measuring, plus the "
+                 "combination of what helped")
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     spec = spec_of(args)
     keep = writer(args.output)
+    fmt = "json" if args.json else args.format
     if not spec.apply:
         doc = suite.plan(spec, progress=say)
         keep(doc)
+        if fmt == "text":
+            print("\n".join(plan_lines(Study.from_document(doc),
+                                        spec.study.design.block_time)) + "\n")
     else:
         doc = suite.run(spec, say, keep)
-    fmt = "json" if args.json else args.format
     print(report.render(doc, fmt))
     return exit_status(doc)

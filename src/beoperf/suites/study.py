@@ -324,15 +324,21 @@ def unreachable_warnings(current: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 
 def host_control(c: Checked) -> Control:
-    """The hosts of a checked study, reached through suites.study_hosts."""
-    from beoperf.suites import study_hosts
+    """The hosts of a checked study, reached through their dead-man agents
+    (suites/study_control.py on suites/study_hosts.py)."""
+    from beoperf.suites import study_control
 
     h = c.spec.study.hosts
-    return study_hosts.control(c.names, exec_template=h.exec_template,
-                               remote_command=h.remote_command, fanout=h.fanout,
-                               timeout=h.timeout, lease_s=c.design.lease,
-                               interface=h.interface, addresses=c.addresses,
-                               settle_s=c.design.settle)
+    texts = {f.name: f.levels for f in c.spec.study.factors}
+    levels = {host: {f.name: list(texts[f.name]) for f in c.factors
+                     if f.scope == "host" and host in f.hosts} for host in c.names}
+    blocks = 2 * c.design.repeats * (1 + sum(len(f.levels) for f in c.factors)) + WARMUP
+    return study_control.HostsControl(
+        c.names, study_name=c.spec.study.name, exec_template=h.exec_template,
+        remote_command=h.remote_command, fanout=h.fanout, timeout=h.timeout,
+        lease_s=c.design.lease, interface=h.interface,
+        routes=study_control.partners(c.names, c.pairs, c.addresses), levels=levels,
+        estimate_s=estimate_s(c, blocks))
 
 
 # --------------------------------------------------------------------------- run
