@@ -207,3 +207,27 @@ def test_the_plan_changes_nothing_and_lists_the_schedule():
     order = study.schedule.order
     assert order[:2] == ["c0", "c0"] and order.count("c1") == 6
     assert [h.snapshot for h in study.hosts] == [{"mtu": "1500"}, {"mtu": "1500"}]
+
+
+def test_greedy_judges_each_candidate_on_top_of_what_it_kept():
+    hosts = FakeHosts(["h0", "h1"])
+    seen = []
+    measure = measurer(hosts)
+
+    def recording(config, run_levels):
+        seen.append((config.id, hosts.mtu["h1"]))
+        return measure(config, run_levels)
+
+    spec = mtu_spec(levels=("1500", "4000", "9000"), repeats=4)
+    spec = suite.Spec(specs.StudySpec(spec.study.name, spec.study.hosts, spec.study.factors,
+                                      spec.study.measures,
+                                      specs.DesignSpec(name="greedy", repeats=4,
+                                                       margin=0.01, seed=7)), apply=True)
+    study = Study.from_document(suite.run(spec, None, None, hosts, recording))
+    assert study.design == "greedy" and study.status == "complete"
+    # warm-up 2, then A (C A) x 4 for 4000; 4000 helped against 1500, so every baseline
+    # block of the 9000 candidate after it ran at 4000
+    assert [mtu for cid, mtu in seen[2:3 + 2 * 4] if cid == "c0"] == ["1500"] * 5
+    around_9000 = [mtu for cid, mtu in seen[3 + 2 * 4:] if cid == "c0"]
+    assert around_9000 and set(around_9000) == {"4000"}
+    assert hosts.mtu == {"h0": "1500", "h1": "1500"}

@@ -357,6 +357,7 @@ class Loop:
     now: dict[str, str | None] = field(default_factory=dict)  # factor -> label (None: own)
     probed: set[str] = field(default_factory=set)
     dropped: set[str] = field(default_factory=set)
+    baseline: dict[str, str] = field(default_factory=dict)  # greedy: the levels kept
     index: int = 0
 
     def config(self, cid: str) -> Any:
@@ -371,11 +372,17 @@ class Loop:
         for f in sorted(self.c.factors, key=lambda f: f.factor.order):
             if f.scope != "host":
                 continue
-            want = config.levels.get(f.name)
+            want = self.levels_of(config).get(f.name)
             if self.now.get(f.name) == want:
                 continue
             self.set(f, want)
         return time.monotonic() - start
+
+    def levels_of(self, config: Any) -> dict[str, str]:
+        """The levels a block of ``config`` runs at: in greedy, on top of those kept."""
+        if self.c.design.name == "greedy" and config.role != "combined":
+            return {**self.baseline, **config.levels}
+        return dict(config.levels)
 
     def set(self, f: PlannedFactor, label: str | None) -> None:
         value = None if label is None else f.level(label).value
@@ -478,8 +485,8 @@ class Loop:
         levels: dict[str, Any] = {}
         for f in self.c.factors:
             if f.scope == "run":
-                label = config.levels.get(f.name)
-                level = f.level(label) if label else Level("default", None)
+                label = self.levels_of(config).get(f.name)
+                level = f.level(label) if label else Level(DEFAULT_LEVEL, None)
                 levels = dict(f.factor.configure(levels, level))
         return levels
 
@@ -547,10 +554,33 @@ def _run_blocks(loop: Loop) -> None:
     arm(loop)
     for cid in warm[1:]:
         loop.block(cid, True)
+    if loop.c.design.name == "greedy":
+        greedy(loop, order[WARMUP:])
+        return
     for cid in order[WARMUP:]:
         loop.block(cid, False)
     if loop.c.design.name == "one-at-a-time":
         combined(loop)
+
+
+def greedy(loop: Loop, order: Sequence[str]) -> None:
+    """Greedy (tune --procedure's way): each candidate in A C A ... C A against the
+    baseline of the moment (Default plus the levels kept so far), kept when it comes out
+    better on the deciding figure; its factor then stays at that level."""
+    from beoperf.analysis import effect
+    from beoperf.analysis import study as analysis
+
+    figure = analysis.decide_figure(loop.study, loop.c.design.decide_by)
+    candidates = list(dict.fromkeys(cid for cid in order if cid != DEFAULT_ID))
+    for cand in candidates:  # analysis.schedule's greedy order: A C A ... C A each
+        for cid in [DEFAULT_ID] + [cand, DEFAULT_ID] * loop.c.design.repeats:
+            loop.block(cid, False)
+        if figure is None or cand in loop.dropped:
+            continue
+        found = analysis.effect_of(loop.study, cand, figure)
+        if found.effect.get("verdict") == effect.BETTER:
+            loop.baseline.update(loop.config(cand).levels)
+            loop.progress(f"kept {loop.config(cand).label}: {figure.key} better")
 
 
 def arm(loop: Loop) -> None:
