@@ -52,10 +52,11 @@ class FakeHosts:
     def check_slurm(self, force):
         return {}
 
-    def arm(self, plans):
-        self.calls.append(("arm", sorted(plans)))
+    def arm(self, hosts):
+        self.calls.append(("arm", list(hosts)))
         self.armed = True
-        return {h: {"ok": True, "pid": 100 + i} for i, h in enumerate(plans)}
+        return {h: {"ok": True, "pid": 100 + i, "interface": "eth0"}
+                for i, h in enumerate(hosts)}
 
     def set_level(self, factor, label, value, hosts):
         assert self.armed, "a level set before the hosts were armed"
@@ -189,7 +190,7 @@ def test_an_interrupted_study_restores_every_host_and_hands_over_its_document():
 
 def test_a_host_that_does_not_arm_is_never_changed():
     hosts = FakeHosts(["h0", "h1"])
-    hosts.arm = lambda plans: {"h0": {"ok": True}, "h1": {"ok": False, "error": "busy"}}
+    hosts.arm = lambda names: {"h0": {"ok": True}, "h1": {"ok": False, "error": "busy"}}
     kept = []
     with pytest.raises(errors.Failed, match="h1 did not arm: busy"):
         suite.run(mtu_spec(), None, kept.append, hosts, measurer(hosts))

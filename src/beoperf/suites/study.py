@@ -127,7 +127,7 @@ class Control(Protocol):
 
     def read(self, factors: Sequence[str]) -> dict[str, dict[str, Any]]: ...
     def check_slurm(self, force: bool) -> JsonObject: ...
-    def arm(self, plans: Mapping[str, JsonObject]) -> dict[str, JsonObject]: ...
+    def arm(self, hosts: Sequence[str]) -> dict[str, JsonObject]: ...
     def set_level(self, factor: str, level: str, value: str | None,
                   hosts: Sequence[str]) -> dict[str, JsonObject]: ...
     def probe(self, client: str, address: str, port: int) -> JsonObject: ...
@@ -586,14 +586,12 @@ def greedy(loop: Loop, order: Sequence[str]) -> None:
 def arm(loop: Loop) -> None:
     """Every host's dead-man agent armed with its plan; a host that did not arm is never
     changed, and the study does not go on."""
-    plans = {h: {"factors": {f.name: [lv.to_dict() for lv in f.levels]
-                             for f in loop.c.factors if f.scope == "host" and h in f.hosts}}
-             for h in loop.c.names}
-    armed = loop.control.arm(plans)
+    armed = loop.control.arm(loop.c.names)
     for host in loop.study.hosts:
         reply = armed.get(host.name, {})
         host.agent = {k: reply[k] for k in ("pid", "dir", "rollback_file", "lease_s")
                       if k in reply}
+        host.interface = _text(reply, "interface") or host.interface
     bad = {h: r for h, r in armed.items() if not r.get("ok")}
     if bad:
         host, reply = next(iter(bad.items()))

@@ -97,8 +97,8 @@ class HostsControl:
             per_host = {h: {"node": None, "note": state.get("note")} for h in self.names}
         return per_host
 
-    def arm(self, plans: Mapping[str, JsonObject]) -> dict[str, JsonObject]:
-        armed = self.hs.arm_all({h: self.plan(h) for h in plans})
+    def arm(self, hosts: Sequence[str]) -> dict[str, JsonObject]:
+        armed = self.hs.arm_all({h: self.plan(h) for h in hosts})
         out: dict[str, JsonObject] = {}
         for host, a in armed.items():
             out[host] = {"ok": a.ok, "error": a.error, "interface": a.interface,

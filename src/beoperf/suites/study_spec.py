@@ -248,6 +248,7 @@ def preset(name: str, levels: tuple[str, ...], extra_factors: Sequence[FactorSpe
     """The factors and measurements of a preset, with the user's --factor and --measure
     added; ``checklist`` is what the latency audit found on the hosts (the suite reads
     it).  BadSpec for an unknown preset or a preset that needs --levels without them."""
+    factors: tuple[FactorSpec, ...]
     if name == "mtu":
         factors = (FactorSpec("mtu", _needs(levels, name)),)
         measures: tuple[MeasureSpec, ...] = (pingpong_measure(curve),)
