@@ -71,13 +71,16 @@ class FakeHosts:
         return {"peer": address, "port": port, "mtu": size, "carried": carried, "error": None}
 
     def finish(self, keep):
+        """As the agents answer: "not-changed" for a host already at its snapshot (the
+        study put it back before the end), which the study reports as restored."""
         self.calls.append(("finish", tuple(keep)))
         ends = {}
         for h in self.names:
             kept = any(f == "mtu" for f, _ in keep)
+            state = "kept" if kept else "not-changed" if self.mtu[h] == "1500" else "restored"
             if not kept:
                 self.mtu[h] = "1500"
-            ends[h] = {"state": "kept" if kept else "restored"}
+            ends[h] = {"state": state}
         return ends
 
 

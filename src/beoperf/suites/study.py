@@ -358,6 +358,7 @@ class Loop:
     probed: set[str] = field(default_factory=set)
     dropped: set[str] = field(default_factory=set)
     baseline: dict[str, str] = field(default_factory=dict)  # greedy: the levels kept
+    changed: set[str] = field(default_factory=set)  # hosts a level was set on
     index: int = 0
 
     def config(self, cid: str) -> Any:
@@ -388,6 +389,7 @@ class Loop:
         value = None if label is None else f.level(label).value
         replies = self.control.set_level(f.name, label or "default", value, f.hosts)
         self.now[f.name] = label
+        self.changed |= {h for h, r in replies.items() if r.get("ok") and value is not None}
         lost = [h for h, r in replies.items() if r.get("lost")]
         if lost:
             raise HostLost(f"{', '.join(lost)}: no answer while setting {f.name}",
@@ -635,6 +637,9 @@ def _finish(loop: Loop, keep: str) -> None:
         if end is not None:
             host.end = HostEnd(str(end.get("state", "unreachable")), _text(end, "detail"),
                                _text(end, "restore_command"), _object(end, "result"))
+            if host.end.state == "not-changed" and host.name in loop.changed:
+                # its levels were put back to Default before the end: restored all the same
+                host.end.state, host.end.detail = "restored", "back to its snapshot"
             loop.progress(f"{host.name}: {host.end.state}"
                           + (f" ({host.end.detail})" if host.end.detail else ""))
     loop.study.kept = [Kept(f, lv) for f, lv in kept]
