@@ -156,6 +156,8 @@ def test_a_level_the_path_does_not_carry_is_skipped_before_any_block_of_it():
     assert level.path["carried"] == 1500
     c9000 = next(c.id for c in study.configurations if c.levels == {"mtu": "9000"})
     assert not [b for b in study.blocks if b.config == c9000]
+    # and no Default block follows another once nothing else is left to measure
+    assert [b.config for b in study.blocks if not b.warmup] == ["c0"]
     assert any("MTU 9000: not measured" in line for line in study.verdicts)
     # put back at once, and only probed once
     sets = [c for c in hosts.calls if c[0] == "set"]

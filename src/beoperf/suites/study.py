@@ -399,8 +399,8 @@ class Loop:
             host, reply = next(iter(failed.items()))
             raise LevelFailed(f.name, label, f"{host}: {reply.get('error')}")
         self._granted(f, label, replies)
-        self.progress(f"applied {label_of(f.name, label or DEFAULT_LABEL)} on "
-                      f"{', '.join(f.hosts)}")
+        what = label_of(f.name, label) if label else f"{label_of(f.name, '')}back to Default"
+        self.progress(f"applied {what} on {', '.join(f.hosts)}")
 
     def _granted(self, f: PlannedFactor, label: str | None, replies: Mapping[str, Any]) -> None:
         entry = self.factor_level(f.name, label)
@@ -449,7 +449,6 @@ class Loop:
             entry = self.factor_level(factor, label)
             if entry is not None:
                 entry.status, entry.why = status, why
-        self.study.warnings.append(f"{config.label}: {why}")
         self.progress(f"{config.label}: {status}: {why}")
 
     # ---------------------------------------------------------- blocks
@@ -459,8 +458,10 @@ class Loop:
         from beoperf.model.study import Block
 
         config = self.config(cid)
-        if cid in self.dropped:
-            return
+        if cid in self.dropped or (cid == DEFAULT_ID and not warmup and self.study.blocks
+                                   and self.study.blocks[-1].config == DEFAULT_ID
+                                   and not self.study.blocks[-1].warmup):
+            return  # a dropped configuration, or a second Default block in a row
         started = utc_now()
         try:
             apply_s = self.move_to(config)
