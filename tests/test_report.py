@@ -116,6 +116,9 @@ def folder(tmp_path_factory) -> Path:
     (results / "node").mkdir()
     for f in FIXTURES.glob("node*-issue13.json"):  # node, node-fleet, node-comparison
         shutil.copy(f, results / "node" / f.name)
+    (results / "study").mkdir()
+    for f in FIXTURES.glob("study-*-issue27.json"):  # an MTU and firewall study
+        shutil.copy(f, results / "study" / f.name)
     monitor_report(results / "monitor.json")
     runs = [str(results / "runs" / "loopback.json"),
             str(results / "audits" / "pingpong-v1-after-issue9.json")]
