@@ -92,7 +92,7 @@ def curve_charts(s: Study) -> list[Markup]:
     """One chart per curve measurement: one line per configuration, log2 sizes."""
     out = []
     for name in dict.fromkeys(c.measurement for c in s.curves):
-        lines = []
+        lines: list[svg.Line] = []
         for i, c in enumerate(s.curves):
             if c.measurement != name or not c.points:
                 continue
@@ -132,7 +132,7 @@ def block_strips(s: Study) -> list[Markup]:
     out = []
     base = s.default_id()
     for f in s.figures():
-        lines = []
+        lines: list[svg.Line] = []
         order = [base, *(c.id for c in s.configurations if c.id != base)]
         for cid in order:
             pts = [(i, b) for i, b in enumerate(s.blocks)
