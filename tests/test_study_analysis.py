@@ -165,4 +165,31 @@ def test_verdict_lines_say_a_skipped_level_was_not_measured():
     assert found.verdicts[1] == ("MTU 9000: not measured: the path does not carry 9000-byte "
                                  "frames (largest that crossed: 1500)")
     assert found.verdicts[0].startswith("MTU 3000: goodput@1M no difference shown")
-    assert "±10%" in found.method.statement and found.method.family == 2
+    # the skipped level is not judged: the family is the one level measured
+    assert "±10%" in found.method.statement and found.method.family == 1
+    assert {e.config for e in found.effects} == {"c1"}
+
+
+def test_greedy_records_its_baseline_as_default_plus_what_was_kept():
+    found = simulate({}, noise=0.01, seed=1, factors=[mtu_factor(THREE)])
+    assert analysis.baseline_configuration(found, {}).id == DEFAULT_ID
+    base = analysis.baseline_configuration(found, {"mtu": "9000"})
+    assert (base.id, base.label, base.role) == ("c3", "Default + MTU 9000", "combined")
+    found.configurations.append(base)
+    assert analysis.baseline_configuration(found, {"mtu": "9000"}) is base
+    assert analysis.family_size(found) == 2
+
+
+def test_several_pairs_are_judged_each_in_a_larger_family():
+    found = simulate({"MTU 9000": 0.2}, noise=0.01, seed=6)
+    rng = np.random.default_rng(6)
+    for b in found.blocks:
+        value = b.figures["goodput_bps@1M"]
+        b.pairs = {p: {"goodput_bps@1M": value * float(np.exp(rng.normal(0, 0.01)))}
+                   for p in ("h1>h0", "h2>h0")}
+    analysis.analyse(found)
+    per_pair = [e for e in found.effects if e.pair is not None]
+    assert sorted(e.pair for e in per_pair) == ["h1>h0", "h2>h0"]
+    assert all(e.effect["family"] == 2 and e.effect["verdict"] == "better" for e in per_pair)
+    assert analysis.block_figures({"a": {"x": 4.0}, "b": {"x": 9.0, "y": 1.0}}) == \
+        {"x": pytest.approx(6.0, rel=1e-12), "y": 1.0}

@@ -41,6 +41,13 @@ def test_the_typed_body_round_trips(doc):
     assert list(again.body) == list(doc.body)  # the keys in the contract's order
 
 
+def test_the_fixtures_conclusions_are_what_the_analysis_says(doc):
+    from beoperf.analysis import study as analysis
+
+    again = analysis.analyse(Study.from_document(doc)).body()
+    assert again == doc.body
+
+
 @pytest.mark.parametrize(("where", "value", "key"), [
     (("hosts", 1, "end", "state"), 5, "hosts[1].end.state"),
     (("blocks", 3, "figures", "latency_us@16"), "fast", "blocks[3].figures.latency_us@16"),

@@ -229,11 +229,56 @@ def effect_of(study: Study, config: str, figure: Figure, *, family: int = 1,
 
 
 def judged(study: Study) -> list[str]:
-    """The configurations judged against the baseline (not Default, not the combined
-    one) that have a block after the warm-up."""
+    """The configurations judged against their baseline: each level alone (or each
+    combination of a factorial design) whose levels were all measured (a level the path
+    check skipped, or one the time budget never reached, is not; so a greedy study has
+    its final family from its first decision on); a configuration whose levels the
+    factors do not list counts when it has a block after the warm-up."""
     seen = {b.config for b in measured(study)}
-    return [c.id for c in study.configurations
-            if c.role in ("level", "factorial") and c.id in seen]
+    out = []
+    for c in study.configurations:
+        if c.role not in ("level", "factorial"):
+            continue
+        statuses = [_level_status(study, name, label) for name, label in c.levels.items()]
+        if None in statuses or not statuses:
+            if c.id in seen:
+                out.append(c.id)
+        elif all(st == "measured" for st in statuses):
+            out.append(c.id)
+    return out
+
+
+def _level_status(study: Study, name: str, label: str) -> str | None:
+    factor = study.factor(name)
+    level = factor.level(label) if factor is not None else None
+    return None if level is None else level.status
+
+
+def family_size(study: Study) -> int:
+    """How many figures are judged at once: configurations judged x headline figures
+    (what greedy passes to ``effect_of`` as it decides, so that its decisions and the
+    final effects use one family)."""
+    return max(1, len(judged(study)) * len(study.figures()))
+
+
+def baseline_configuration(study: Study, kept: Mapping[str, str]) -> Configuration:
+    """Greedy's baseline of the moment, Default plus the levels kept so far: the
+    configuration to record its blocks under (``schedule`` writes Default's id for it).
+    Default itself when nothing is kept; else an existing configuration of role
+    "combined" with those levels, or a new one (the caller appends it)."""
+    if not kept:
+        found = study.configuration(study.default_id())
+        return found if found is not None else Configuration(DEFAULT_ID, DEFAULT_LABEL, {},
+                                                             "default")
+    for c in study.configurations:
+        if c.role == "combined" and c.levels == dict(kept):
+            return c
+    used = {c.id for c in study.configurations}
+    n = len(used)
+    while f"c{n}" in used:
+        n += 1
+    label = "Default + " + ", ".join(f"{shown_factor(k)} {v}" for k, v in kept.items())
+    return Configuration(f"c{n}", label, dict(kept), "combined")
 
 
 def pair_names(study: Study) -> list[str]:
@@ -249,7 +294,7 @@ def effects(study: Study, *, alpha: float = ALPHA) -> tuple[list[EffectEntry], i
     after the headline ones."""
     figures = study.figures()
     configs = judged(study)
-    family = max(1, len(configs) * len(figures))
+    family = family_size(study)
     out = [effect_of(study, c, f, family=family, alpha=alpha) for c in configs for f in figures]
     pairs = pair_names(study)
     out += [effect_of(study, c, f, family=family * len(pairs), pair=p, alpha=alpha)

@@ -158,12 +158,24 @@ def headline(study: Study) -> str:
             f"{len(study.configurations)} configurations, {len(study.blocks)} blocks")
 
 
+def pair_lines(study: Study) -> list[str]:
+    """Each pair's own verdicts, beneath the headline ones (with several pairs only)."""
+    found = [e for e in study.effects if e.pair is not None]
+    if not found:
+        return []
+    return ["", "Per pair:", *(f"  {e.pair}: {study.label_of(e.config)}: "
+                               f"{analysis.figure_name(e.figure)} "
+                               f"{analysis.effect_words(analysis.effect_value(e))}"
+                               for e in found)]
+
+
 @renderer("study", "text")
 def study_text(doc: Document, **_options: Any) -> str:
     """The answer, the verdict lines, the impact tables, each host's end, the method."""
     study = Study.from_document(doc)
     lines = [*text_block(lines_of(doc)), "", headline(study), ""]
     lines += ["Verdicts:", *(f"  {v}" for v in study.verdicts or ["none (nothing measured)"])]
+    lines += pair_lines(study)
     for found in study.impact:
         lines += ["", impact_caption(found),
                   *tables.aligned(IMPACT_HEAD, impact_cells(found), {1, 2, 3}, gap="   ")]
@@ -178,6 +190,7 @@ def study_markdown(doc: Document, **_options: Any) -> str:
     study = Study.from_document(doc)
     lines = [f"## {headline(study)}", "", *markdown_block(lines_of(doc)), "### Verdicts", ""]
     lines += [f"- {v}" for v in study.verdicts or ["none (nothing measured)"]]
+    lines += [f"- {t.strip()}" if t.startswith("  ") else t for t in pair_lines(study)]
     for found in study.impact:
         lines += ["", f"### {impact_caption(found)}", "",
                   *tables.markdown(IMPACT_HEAD, impact_cells(found), {1, 2, 3})]
