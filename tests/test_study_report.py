@@ -142,3 +142,19 @@ def test_the_html_draws_a_line_per_configuration_with_a_curve(doc):
     assert html.count('data-plot="study-blocks"') == len(study.figures())
     for c in study.curves:
         assert f"{study.label_of(c.config)}</li>" in html.replace("&#x27;", "'")
+
+
+def test_text_from_the_document_reaches_the_html_escaped(doc):
+    body = copy.deepcopy(doc.body)
+    attack = "<script>alert(1)</script>"
+    body["measurements"][0]["name"] = attack
+    body["measurements"][0]["figures"][0]["key"] = attack
+    body["configurations"][1]["label"] = attack
+    body["hosts"][0]["end"]["detail"] = attack
+    body["verdicts"].append(attack)
+    for c in body["curves"]:
+        c["measurement"] = attack
+    crafted = Document("study", body, doc.meta)
+    document.validate("study", crafted.to_json())
+    for fmt in ("html", "title"):
+        assert "<script>" not in report.render(crafted, fmt)

@@ -18,6 +18,7 @@ from beoperf.report.html.markup import (
     Markup,
     bullet_list,
     code,
+    esc,
     figure,
     heading,
     join,
@@ -113,7 +114,7 @@ def curve_charts(s: Study) -> list[Markup]:
                      tick_text=units.size_tick)
         y = svg.Axis(unit, 0.0, max(ys) * 1.05 or 1.0, tick_text=_tick(unit))
         chart = svg.chart(f"{name}: one line per configuration", x, y, lines)
-        out.append(figure(chart, join([svg.legend(lines), Markup(
+        out.append(figure(chart, join([svg.legend(lines), esc(
             f"{name} at every size, one line per configuration measured (its curve from "
             f"its blocks); {unit} against the message size on a log2 axis.")]),
             kind="study-curve"))
@@ -159,7 +160,7 @@ def block_strips(s: Study) -> list[Markup]:
         said = ("" if drift is None or drift.over_study_pct is None else
                 f" Default drifted {drift.over_study_pct:+.1f}% over the study "
                 f"({drift.slope_pct_per_block:+.2f}% a block, spread ±{drift.spread_pct:.1f}%).")
-        out.append(figure(chart, join([svg.legend(lines), Markup(
+        out.append(figure(chart, join([svg.legend(lines), esc(
             f"Each block's {f.key} against its position in the study; the Default blocks "
             "are joined, so a drift of the machine shows as their slope, each other "
             f"configuration is a dot between two Default blocks.{said}")]),
