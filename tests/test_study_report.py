@@ -158,3 +158,27 @@ def test_text_from_the_document_reaches_the_html_escaped(doc):
     document.validate("study", crafted.to_json())
     for fmt in ("html", "title"):
         assert "<script>" not in report.render(crafted, fmt)
+
+
+def test_a_plan_without_blocks_renders_in_every_format():
+    from beoperf.analysis import study as analysis
+    from beoperf.model.study import Figure, MeasurementSpec, Method, Schedule
+    from study_sim import mtu_factor
+
+    factors = [mtu_factor(("1500", "9000"))]
+    configs = analysis.configurations(factors)
+    plan = Study("mtu", "one-at-a-time", False, "planned",
+                 Schedule(7, 2, 6, None, 60.0, 0.1,
+                          analysis.schedule([c.id for c in configs], 6, 7)),
+                 Method("(to come)"), factors=factors, configurations=configs,
+                 measurements=[MeasurementSpec("pingpong", {}, [
+                     Figure("latency_us@16", "us", False)])])
+    doc = analysis.analyse(plan).to_document(model.make_meta())
+    document.validate("study", json.loads(doc.dumps()))
+    for fmt in ("text", "markdown", "csv", "json", "html", "title"):
+        assert report.render(doc, fmt).strip(), fmt
+    assert plan.verdicts == ["MTU 9000: planned, 6 blocks against Default"]
+    assert plan.effects == [] and plan.impact == [] and plan.drift == []
+    assert plan.method.family == 1
+    text = report.render(doc, "text")
+    assert text.startswith("NOTE      plan only: 2 configuration(s)"), text

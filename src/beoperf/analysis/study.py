@@ -293,7 +293,8 @@ def effects(study: Study, *, alpha: float = ALPHA) -> tuple[list[EffectEntry], i
     size they were corrected for; with several pairs, each pair's too (family x pairs),
     after the headline ones."""
     figures = study.figures()
-    configs = judged(study)
+    seen = {b.config for b in measured(study)}
+    configs = [c for c in judged(study) if c in seen]
     family = family_size(study)
     out = [effect_of(study, c, f, family=family, alpha=alpha) for c in configs for f in figures]
     pairs = pair_names(study)
@@ -367,7 +368,9 @@ def drift(study: Study) -> list[Drift]:
     seq = measured(study)
     base = study.default_id()
     span = (seq[-1].index - seq[0].index) if seq else 0
-    out = []
+    out: list[Drift] = []
+    if not seq:
+        return out
     for f in study.figures():
         pts = [(b.index, _value(b, f.key, None)) for b in seq if b.config == base]
         pts = [(i, v) for i, v in pts if v is not None]
@@ -401,7 +404,9 @@ def impact(study: Study) -> list[Impact]:
     (mean - Default)/Default for a rate)."""
     seq = measured(study)
     base = study.default_id()
-    out = []
+    out: list[Impact] = []
+    if not seq:
+        return out
     for f in study.figures():
         rows = []
         base_mean = None
@@ -485,6 +490,8 @@ def _config_line(study: Study, config: Configuration) -> str:
         if level is not None and level.why:
             notes.append(level.why)
     mine = [e for e in study.effects if e.config == config.id and e.pair is None]
+    if not mine and not study.applied:
+        return f"{config.label}: planned, {study.schedule.repeats} blocks against Default"
     if not mine:
         return f"{config.label}: not measured: no block of it was measured"
     return "; ".join([f"{config.label}: {_figure_words(mine)}", *notes])
