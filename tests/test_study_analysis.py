@@ -193,3 +193,8 @@ def test_several_pairs_are_judged_each_in_a_larger_family():
     assert all(e.effect["family"] == 2 and e.effect["verdict"] == "better" for e in per_pair)
     assert analysis.block_figures({"a": {"x": 4.0}, "b": {"x": 9.0, "y": 1.0}}) == \
         {"x": pytest.approx(6.0, rel=1e-12), "y": 1.0}
+
+
+def test_a_configurations_curve_is_the_median_of_its_blocks_per_size():
+    curves = [[(16, 1.0), (1024, 10.0)], [(16, 3.0), (1024, 0.0)], [(16, 2.0), (64, 5.0)]]
+    assert analysis.median_curve(curves) == [(16, 2.0), (64, 5.0), (1024, 10.0)]

@@ -178,6 +178,17 @@ def block_figures(pairs: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     return out
 
 
+def median_curve(curves: Sequence[Sequence[tuple[float, float]]]) -> list[tuple[float, float]]:
+    """A configuration's curve from its blocks' curves: per size, the median of the
+    positive values measured at it (a size no block measured is left out), by size."""
+    at: dict[float, list[float]] = {}
+    for curve in curves:
+        for size, value in curve:
+            if value > 0 and math.isfinite(value):
+                at.setdefault(size, []).append(value)
+    return [(size, float(np.median(at[size]))) for size in sorted(at)]
+
+
 def measured(study: Study) -> list[Block]:
     """The blocks after the warm-up, in the order measured."""
     return sorted((b for b in study.blocks if not b.warmup), key=lambda b: b.index)
