@@ -30,17 +30,17 @@ def mtu_factor(levels: tuple[str, ...] = ("1500", "9000")) -> FactorLevels:
 def simulate(effects: Mapping[str, float], *, noise: float, drift: float = 0.0,
              repeats: int = 6, seed: int = 1, margin: float = 0.1,
              figure: Figure | None = None, factors: list[FactorLevels] | None = None,
-             base: float = 1e8) -> Study:
+             base: float = 1e8, design: str = "one-at-a-time") -> Study:
     """A one-at-a-time study of ``factors`` (default: MTU 1500/9000) whose blocks measure
     ``base`` x (1 + the configuration's effect) x (1 + drift x block index) x
     lognormal(noise): ``effects`` maps a configuration label to its relative effect (0
     where missing), ``drift`` is linear, per block."""
     figure = figure or Figure("goodput_bps@1M", "bit/s", True)
     factors = factors or [mtu_factor()]
-    configs = analysis.configurations(factors)
-    order = analysis.schedule([c.id for c in configs], repeats, seed)
+    configs = analysis.configurations(factors, design)
+    order = analysis.schedule([c.id for c in configs], repeats, seed, design=design)
     rng = np.random.default_rng(seed)
-    study = Study("mtu", "one-at-a-time", True, "complete",
+    study = Study("mtu", design, True, "complete",
                   Schedule(seed, analysis.WARMUP, repeats, None, 60.0, margin, order),
                   Method("(to come)", margin=margin), factors=factors,
                   measurements=[MeasurementSpec("pingpong", {}, [figure])],

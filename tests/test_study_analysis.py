@@ -198,3 +198,24 @@ def test_several_pairs_are_judged_each_in_a_larger_family():
 def test_a_configurations_curve_is_the_median_of_its_blocks_per_size():
     curves = [[(16, 1.0), (1024, 10.0)], [(16, 3.0), (1024, 0.0)], [(16, 2.0), (64, 5.0)]]
     assert analysis.median_curve(curves) == [(16, 2.0), (64, 5.0), (1024, 10.0)]
+
+
+def test_factorial_main_effects_recover_each_levels_own_effect():
+    """Two factors, 2 x 3 levels, effects that multiply (no interaction): each level's
+    main effect contains its own ratio, the level without effect is not called better."""
+    firewall = FactorLevels("firewall", "host", ["h1"],
+                            [FactorLevel("default", None, default=True),
+                             FactorLevel("flush", "flush")])
+    effects = {"MTU 3000": 0.0, "MTU 9000": 0.10, "firewall flush": 0.20,
+               "MTU 3000, firewall flush": 0.20, "MTU 9000, firewall flush": 0.32}
+    found = simulate(effects, noise=0.02, seed=11, design="factorial",
+                     factors=[mtu_factor(THREE), firewall])
+    mains = {e.config: e.effect for e in found.main_effects}
+    assert set(mains) == {"mtu=3000", "mtu=9000", "firewall=flush"}
+    assert mains["mtu=9000"]["low"] < 1.10 < mains["mtu=9000"]["high"]
+    assert mains["firewall=flush"]["low"] < 1.20 < mains["firewall=flush"]["high"]
+    assert mains["mtu=3000"]["verdict"] != "better"
+    assert all(e["family"] == 3 and e["df"] == 5 * 6 - 3 for e in mains.values())
+    assert any(v.startswith("MTU 9000 (main effect): goodput@1M better") for v in found.verdicts)
+    one = simulate({"MTU 9000": 0.1}, noise=0.02, seed=11)
+    assert one.main_effects == []

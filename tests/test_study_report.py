@@ -182,3 +182,21 @@ def test_a_plan_without_blocks_renders_in_every_format():
     assert plan.method.family == 1
     text = report.render(doc, "text")
     assert text.startswith("NOTE      plan only: 2 configuration(s)"), text
+
+
+def test_a_factorial_study_shows_its_main_effects_in_every_format():
+    from beoperf.model.study import FactorLevel, FactorLevels
+    from study_sim import mtu_factor, simulate
+
+    firewall = FactorLevels("firewall", "host", ["h1"],
+                            [FactorLevel("default", None, default=True),
+                             FactorLevel("flush", "flush")])
+    found = simulate({"firewall flush": 0.2, "MTU 9000, firewall flush": 0.2}, noise=0.02,
+                     seed=3, design="factorial", factors=[mtu_factor(), firewall])
+    doc = found.to_document(model.make_meta())
+    document.validate("study", json.loads(doc.dumps()))
+    assert "firewall flush (main effect): goodput@1M better" in report.render(doc, "text")
+    assert "Main effects:" in found.method.statement
+    rows = list(csv.DictReader(io.StringIO(report.render(doc, "csv").split("\n\n")[0])))
+    assert {r["config"] for r in rows} >= {"mtu=9000", "firewall=flush"}
+    assert 'data-key="body.main_effects.1.effect.ratio"' in report.render(doc, "html")

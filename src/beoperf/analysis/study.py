@@ -367,6 +367,79 @@ def combined_effects(study: Study, *, alpha: float = ALPHA) -> list[EffectEntry]
                       alpha=alpha) for f in figures]
 
 
+# --------------------------------------------------------------------------- factorial
+
+
+def _terms(study: Study, configs: Sequence[str]) -> list[tuple[str, str]]:
+    """The non-Default levels (factor, level) that the configurations set, in order."""
+    found: dict[tuple[str, str], None] = {}
+    for cid in configs:
+        config = study.configuration(cid)
+        for item in (config.levels.items() if config is not None else ()):
+            found[item] = None
+    return list(found)
+
+
+def main_effects(study: Study, *, alpha: float = ALPHA) -> list[EffectEntry]:
+    """A factorial study's main effects: per headline figure, the log ratios of every
+    configuration's triples regressed on indicators of the levels it sets (least squares,
+    numpy.linalg.lstsq, no intercept: Default is zero), each level's coefficient with
+    Student's t interval (df = triples - levels), Bonferroni over levels x figures.  Each
+    entry's ``config`` names the level ("mtu=9000").  None for other designs."""
+    if study.design != "factorial":
+        return []
+    seen = {b.config for b in measured(study)}
+    configs = [c for c in judged(study) if c in seen]
+    terms = _terms(study, configs)
+    figures = study.figures()
+    family = max(1, len(terms) * len(figures))
+    out = []
+    for f in figures:
+        rows, ys = [], []
+        for cid in configs:
+            config = study.configuration(cid)
+            levels = config.levels if config is not None else {}
+            for a, c, b in triples(study, cid, f.key)[0]:
+                ys.append(math.log(c) - (math.log(a) + math.log(b)) / 2.0)
+                rows.append([1.0 if levels.get(name) == label else 0.0
+                             for name, label in terms])
+        out += _regressed(terms, np.asarray(rows, dtype=float).reshape(len(rows), len(terms)),
+                          np.asarray(ys, dtype=float), f, family, study.schedule.margin, alpha)
+    return out
+
+
+def _regressed(terms: Sequence[tuple[str, str]], x: np.ndarray, y: np.ndarray, f: Figure,
+               family: int, margin: float, alpha: float) -> list[EffectEntry]:
+    from scipy import stats
+
+    n, p = x.shape
+    found = [Effect(effect.CANNOT_TELL, family=family, higher_is_better=f.higher_is_better,
+                    margin=margin, runs=n) for _ in terms]
+    rank = int(np.linalg.matrix_rank(x)) if n else 0
+    if n - p < 2 or rank < p:
+        for e in found:
+            e.reason = (f"{n} triples cannot separate {p} levels' effects (needs at least "
+                        f"{p + 2}, every level apart from the others)")
+    else:
+        beta = np.linalg.lstsq(x, y, rcond=None)[0]
+        resid = y - x @ beta
+        df = n - p
+        cov = float(resid @ resid) / df * np.linalg.inv(x.T @ x)
+        confidence = 1.0 - alpha / family
+        q = float(stats.t.ppf(0.5 + confidence / 2.0, df))
+        for k, e in enumerate(found):
+            se = math.sqrt(max(float(cov[k, k]), 0.0))
+            b = float(beta[k])
+            e.ratio, e.low, e.high = math.exp(b), math.exp(b - q * se), math.exp(b + q * se)
+            e.confidence, e.df = confidence, float(df)
+            e.p = min(1.0, float(2.0 * stats.t.sf(abs(b) / se, df)) * family) if se > 0 \
+                else (1.0 if b == 0 else 0.0)
+            e.spread_source = f"least squares of {n} triples on {p} levels ({df} df)"
+            e.verdict = effect.verdict_of(e.low, e.high, margin, f.higher_is_better)
+    return [EffectEntry(f"{name}={label}", f.key, DEFAULT_LABEL, n, e.to_dict())
+            for (name, label), e in zip(terms, found, strict=True)]
+
+
 # --------------------------------------------------------------------------- drift, impact
 
 
@@ -487,6 +560,10 @@ def verdict_lines(study: Study) -> list[str]:
     if study.combined is not None and study.combined.effects:
         label = study.label_of(study.combined.config)
         lines.append(f"{label}: {_figure_words(study.combined.effects)}")
+    for term in dict.fromkeys(e.config for e in study.main_effects):
+        name, _, label = term.partition("=")
+        mine = [e for e in study.main_effects if e.config == term]
+        lines.append(f"{shown_factor(name)} {label} (main effect): {_figure_words(mine)}")
     return lines
 
 
@@ -532,6 +609,11 @@ def method_of(study: Study, family: int, alpha: float = ALPHA) -> Method:
         f"{100 * DEFAULT_MARGIN:g}%); otherwise 'better' or 'worse' when it excludes no "
         "change, else 'cannot tell'. The combination of what helped is judged against "
         "Default as a family of its own.")
+    if study.design == "factorial":
+        statement += (" Main effects: every configuration's log ratios regressed on "
+                      "indicators of the levels it sets (least squares, no interaction "
+                      "terms), each level's coefficient with Student's t interval, "
+                      "Bonferroni over levels x figures.")
     correction = (f"Bonferroni over {family} (configurations judged x headline figures)"
                   if family > 1 else None)
     return Method(statement, alpha, family, correction, margin, s.warmup)
@@ -544,6 +626,7 @@ def analyse(study: Study, *, alpha: float = ALPHA) -> Study:
     study.effects, family = effects(study, alpha=alpha)
     if study.combined is not None:
         study.combined.effects = combined_effects(study, alpha=alpha)
+    study.main_effects = main_effects(study, alpha=alpha)
     study.impact = impact(study)
     study.drift = drift(study)
     study.warnings = [w for w in study.warnings if not w.startswith("drift: ")]

@@ -16,8 +16,10 @@ The body, top to bottom:
 * how: the ``schedule`` (seed, warm-up, repeats, margin, the order of blocks) and the
   ``blocks`` as measured, with the ``curves`` of a curve measurement per configuration;
 * what it says: the ``effects`` (each an ``analysis.effect.Effect`` as data), the
-  ``combined`` effect, the ``impact`` table, the ``drift`` of the Default blocks, the
-  ``verdicts`` (one line per level), what was ``kept``, the ``method`` and ``warnings``.
+  ``combined`` effect, a factorial design's ``main_effects`` (one per level, its
+  ``config`` naming the level as "mtu=9000"), the ``impact`` table, the ``drift`` of the
+  Default blocks, the ``verdicts`` (one line per level), what was ``kept``, the
+  ``method`` and ``warnings``.
 
 Every value a reader takes is narrowed (``model.narrow``): a crafted file meets a
 DocumentError naming its key, never a TypeError in a renderer.  This layer is pure data.
@@ -446,6 +448,7 @@ class Study:
     curves: list[Curve] = field(default_factory=list)
     effects: list[EffectEntry] = field(default_factory=list)
     combined: Combined | None = None
+    main_effects: list[EffectEntry] = field(default_factory=list)
     impact: list[Impact] = field(default_factory=list)
     drift: list[Drift] = field(default_factory=list)
     verdicts: list[str] = field(default_factory=list)
@@ -484,7 +487,7 @@ class Study:
         out["curves"] = [c.body() for c in self.curves]
         order = ("name", "design", "applied", "status", "status_reason", "hosts", "pairs",
                  "factors", "measurements", "configurations", "schedule", "blocks", "curves",
-                 "effects", "combined", "impact", "drift", "verdicts", "kept",
+                 "effects", "combined", "main_effects", "impact", "drift", "verdicts", "kept",
                  "persist_files", "method", "warnings")
         return {k: out[k] for k in order}
 
@@ -510,6 +513,7 @@ class Study:
             [Curve.from_dict(x, w) for x, w in _objs(b, "curves", "")],
             [EffectEntry.from_dict(x, w) for x, w in _objs(b, "effects", "")],
             None if combined is None else Combined.from_dict(combined),
+            [EffectEntry.from_dict(x, w) for x, w in _objs(b, "main_effects", "")],
             [Impact.from_dict(x, w) for x, w in _objs(b, "impact", "")],
             [Drift.from_dict(x, w) for x, w in _objs(b, "drift", "")],
             narrow.texts_or_empty(b, "verdicts"),

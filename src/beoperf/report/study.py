@@ -234,6 +234,14 @@ def effect_rows(study: Study) -> list[list[str]]:
                          *(_csv_num(getattr(eff, k)) if eff else "" for k in
                            ("ratio", "low", "high")),
                          eff.verdict if eff else "", e.against if e else ""])
+    for e in study.main_effects:
+        eff = analysis.effect_value(e)
+        name, _, label = e.config.partition("=")
+        figure = study.figure(e.figure)
+        rows.append([e.config, f"{analysis.shown_factor(name)} {label} (main effect)",
+                     e.config, e.figure, figure.unit if figure else "", str(e.blocks), "", "",
+                     *(_csv_num(getattr(eff, k)) for k in ("ratio", "low", "high")),
+                     eff.verdict, e.against])
     return rows
 
 

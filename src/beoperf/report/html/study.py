@@ -72,14 +72,23 @@ def _ratio_cells(effect: dict, key: str) -> list[Any]:
     return out
 
 
+def main_label(term: str) -> str:
+    """'mtu=9000' -> 'MTU 9000 (main effect)'."""
+    name, _, label = term.partition("=")
+    return f"{analysis.shown_factor(name)} {label} (main effect)"
+
+
 def effects_table(s: Study) -> Markup:
     rows = []
     entries = [(f"body.effects.{k}", e) for k, e in enumerate(s.effects)]
     if s.combined is not None:
         entries += [(f"body.combined.effects.{k}", e) for k, e in enumerate(s.combined.effects)]
+    entries += [(f"body.main_effects.{k}", e) for k, e in enumerate(s.main_effects)]
+    mains = {id(e) for e in s.main_effects}
     for key, e in entries:
         eff = analysis.effect_value(e)
-        rows.append([s.label_of(e.config), analysis.figure_name(e.figure), e.pair or "all",
+        label = main_label(e.config) if id(e) in mains else s.label_of(e.config)
+        rows.append([label, analysis.figure_name(e.figure), e.pair or "all",
                      *_ratio_cells(e.effect, f"{key}.effect"),
                      analysis.effect_words(eff), e.against,
                      num(e.blocks, str(e.blocks), f"{key}.blocks")])
