@@ -111,6 +111,13 @@ def test_the_schedule_sandwiches_every_block_and_shares_no_default(seed):
     assert any(analysis.schedule(ids, 6, s) != order for s in range(seed + 1, seed + 5))
 
 
+def test_the_combined_phase_follows_the_rounds_sandwiched():
+    order = analysis.schedule(["c0", "c1", "c2"], 4, 1)
+    order += analysis.schedule_combined("c3", 4)
+    _check_sandwiched(order, analysis.WARMUP)
+    assert order[-8:] == ["c3", "c0"] * 4
+
+
 def test_the_greedy_schedule_is_the_procedures_per_candidate():
     order = analysis.schedule(["c0", "c1", "c2"], 3, 5, design="greedy", warmup=2)
     assert order == ["c0", "c0"] + ["c0", "c1", "c0", "c1", "c0", "c1", "c0"] + \

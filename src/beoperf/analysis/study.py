@@ -147,6 +147,12 @@ def schedule(configs: Sequence[str], repeats: int, seed: int, *,
     return order
 
 
+def schedule_combined(config: str, repeats: int, default: str = DEFAULT_ID) -> list[str]:
+    """The combined configuration's blocks, to append to an order that ends on Default:
+    C A C A ... C A (``repeats`` triples, as ``tune --procedure`` measures Combined)."""
+    return [config, default] * repeats
+
+
 def _round(others: Sequence[str], last: str | None, rng: random.Random) -> list[str]:
     perm = list(others)
     for _ in range(MAX_REDRAWS):
