@@ -221,7 +221,7 @@ def test_greedy_judges_each_candidate_on_top_of_what_it_kept():
     measure = measurer(hosts)
 
     def recording(config, run_levels):
-        seen.append((config.id, hosts.mtu["h1"]))
+        seen.append((config.label, hosts.mtu["h1"]))
         return measure(config, run_levels)
 
     spec = mtu_spec(levels=("1500", "4000", "9000"), repeats=4)
@@ -233,7 +233,10 @@ def test_greedy_judges_each_candidate_on_top_of_what_it_kept():
     assert study.design == "greedy" and study.status == "complete"
     # warm-up 2, then A (C A) x 4 for 4000; 4000 helped against 1500, so every baseline
     # block of the 9000 candidate after it ran at 4000
-    assert [mtu for cid, mtu in seen[2:3 + 2 * 4] if cid == "c0"] == ["1500"] * 5
-    around_9000 = [mtu for cid, mtu in seen[3 + 2 * 4:] if cid == "c0"]
-    assert around_9000 and set(around_9000) == {"4000"}
+    assert [mtu for label, mtu in seen[2:3 + 2 * 4] if label == "Default"] == ["1500"] * 5
+    around_9000 = [(label, mtu) for label, mtu in seen[3 + 2 * 4:] if label != "MTU 9000"]
+    assert around_9000 and set(around_9000) == {("Default + MTU 4000", "4000")}
+    # the 9000 candidate is judged against that baseline, by its blocks' neighbours
+    c9000 = next(c.id for c in study.configurations if c.levels == {"mtu": "9000"})
+    assert {e.against for e in study.effects if e.config == c9000} == {"Default + MTU 4000"}
     assert hosts.mtu == {"h0": "1500", "h1": "1500"}

@@ -362,6 +362,15 @@ class Loop:
     index: int = 0
 
     def config(self, cid: str) -> Any:
+        """The configuration of id ``cid``; in greedy, Default stands for the baseline of
+        the moment (Default plus the levels kept), recorded as a configuration of its own."""
+        from beoperf.analysis import study as analysis
+
+        if cid == DEFAULT_ID and self.baseline and self.c.design.name == "greedy":
+            found = analysis.baseline_configuration(self.study, self.baseline)
+            if found not in self.study.configurations:
+                self.study.configurations.append(found)
+            return found
         return next(cf for cf in self.study.configurations if cf.id == cid)
 
     # ---------------------------------------------------------- levels
@@ -458,10 +467,10 @@ class Loop:
         from beoperf.model.study import Block
 
         config = self.config(cid)
-        if cid in self.dropped or (cid == DEFAULT_ID and not warmup and self.study.blocks
-                                   and self.study.blocks[-1].config == DEFAULT_ID
-                                   and not self.study.blocks[-1].warmup):
-            return  # a dropped configuration, or a second Default block in a row
+        last = self.study.blocks[-1] if self.study.blocks else None
+        if cid in self.dropped or (cid == DEFAULT_ID and not warmup and last is not None
+                                   and last.config == config.id and not last.warmup):
+            return  # a dropped configuration, or a second baseline block in a row
         started = utc_now()
         try:
             apply_s = self.move_to(config)
@@ -473,7 +482,7 @@ class Loop:
             return
         got = self.measure_block(config, self.run_levels(config))
         self.study.blocks.append(Block(
-            self.index, cid, warmup, started, got.duration_s, apply_s, got.figures,
+            self.index, config.id, warmup, started, got.duration_s, apply_s, got.figures,
             got.pairs, "failed" if got.error else "ok", got.error))
         self.index += 1
         if not warmup:
@@ -615,7 +624,7 @@ def combined(loop: Loop) -> None:
         return
     study.configurations.append(config)
     study.combined = analysis.new_combined(config)
-    order = [DEFAULT_ID] + [config.id, DEFAULT_ID] * loop.c.design.repeats
+    order = analysis.schedule_combined(config.id, loop.c.design.repeats)
     study.schedule.order.extend(order)
     loop.progress(f"{config.label}: measured against Default")
     for cid in order:
