@@ -240,3 +240,18 @@ def test_greedy_judges_each_candidate_on_top_of_what_it_kept():
     c9000 = next(c.id for c in study.configurations if c.levels == {"mtu": "9000"})
     assert {e.against for e in study.effects if e.config == c9000} == {"Default + MTU 4000"}
     assert hosts.mtu == {"h0": "1500", "h1": "1500"}
+
+
+def test_keep_best_with_persist_writes_the_kept_levels_file_and_never_overwrites(tmp_path):
+    hosts = FakeHosts(["h0", "h1"])
+    spec = mtu_spec(keep="best")
+    spec = suite.Spec(spec.study, apply=True, keep="best", persist=str(tmp_path / "p"))
+    study = run(spec, hosts)
+    assert [(k.factor, k.level) for k in study.kept] == [("mtu", "9000")]
+    (path,) = study.persist_files
+    assert "mtu 9000" in open(path).read()
+    hosts, kept = FakeHosts(["h0", "h1"]), []
+    with pytest.raises(errors.OutputError, match="exists; not overwritten"):
+        suite.run(spec, None, kept.append, hosts, measurer(hosts))
+    again = Study.from_document(kept[0])  # the document is kept all the same
+    assert again.status == "complete" and "not overwritten" in again.warnings[-1]

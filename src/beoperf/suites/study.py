@@ -25,12 +25,13 @@ schedule, effects and verdicts through ``analysis.study``.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from beoperf import errors, interrupts, units
+from beoperf import errors, interrupts, safeio, units
 from beoperf.model.document import Document, JsonObject, make_meta, utc_now
 from beoperf.suites import study_spec
 from beoperf.suites.study_spec import FactorSpec, MeasureSpec, StudySpec
@@ -359,6 +360,7 @@ class Loop:
     dropped: set[str] = field(default_factory=set)
     baseline: dict[str, str] = field(default_factory=dict)  # greedy: the levels kept
     changed: set[str] = field(default_factory=set)  # hosts a level was set on
+    persist_error: errors.OutputError | None = None
     index: int = 0
 
     def config(self, cid: str) -> Any:
@@ -546,6 +548,8 @@ def run(spec: Spec, progress: Progress | None = None, keep_document: KeepDocumen
         keep_document(doc)
     if failure is not None and not isinstance(failure, HostLost):
         raise failure
+    if loop.persist_error is not None:
+        raise loop.persist_error
     return doc
 
 
@@ -653,6 +657,39 @@ def _finish(loop: Loop, keep: str) -> None:
             loop.progress(f"{host.name}: {host.end.state}"
                           + (f" ({host.end.detail})" if host.end.detail else ""))
     loop.study.kept = [Kept(f, lv) for f, lv in kept]
+    if kept and loop.c.spec.persist:
+        try:
+            loop.study.persist_files = write_persist(loop.c, kept, loop.c.spec.persist)
+        except errors.OutputError as exc:  # after the document is kept (run)
+            loop.study.warnings.append(str(exc))
+            loop.persist_error = exc
+            return
+        loop.progress(f"wrote {', '.join(loop.study.persist_files)} (review, then install "
+                      "by hand: nothing was installed)")
+
+
+def write_persist(c: Checked, kept: Sequence[tuple[str, str]], directory: str) -> list[str]:
+    """Each kept level's persist file (``Factor.persist``) in ``directory``: new files
+    only, never through a link; the paths written.  One file a factor (the lines of
+    several levels of a file name would be one file, but a factor keeps one level)."""
+    files: dict[str, str] = {}
+    for name, label in kept:
+        f = c.factor(name)
+        found = f.factor.persist(f.level(label))
+        if found is not None:
+            files[found[0]] = files.get(found[0], "") + found[1]
+    paths = []
+    try:
+        os.makedirs(directory, exist_ok=True)
+        for base, text in files.items():
+            path = os.path.join(directory, base)
+            safeio.write_atomic(path, text, overwrite=False)
+            paths.append(path)
+    except FileExistsError as exc:
+        raise errors.OutputError(f"--persist: {exc.filename} exists; not overwritten") from None
+    except OSError as exc:
+        raise errors.OutputError(f"--persist {directory}: {exc.strerror or exc}") from None
+    return paths
 
 
 def _text(o: Mapping[str, Any], key: str) -> str | None:
