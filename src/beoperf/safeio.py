@@ -42,6 +42,8 @@ LIMITS = {
     "rollback": 1 * MiB,  # tune --rollback FILE
     "profile": 1 * MiB,  # tune --profile-file
     "answer": 4 * MiB,  # one node's audit document in a fleet audit
+    "ruleset": 16 * MiB,  # a firewall ruleset a study loads (factor firewall, file:PATH)
+    "study": 1 * MiB,  # a study file (TOML), or a study's rollback file
 }
 MAX_JSON_DEPTH = 64
 _READ_CHUNK = 1 * MiB

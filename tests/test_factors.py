@@ -1,0 +1,202 @@
+"""Factors (beoperf.factors): set, read back and restore exactly, inside network namespaces
+the tests create (never on the host), and the allow-list in front of every write.
+
+Each namespace host runs ``tests/factor_driver.py`` (through ``ip netns exec``, which gives
+it the namespace's own /sys): one process per host, one JSON request per operation.  The
+facts this VM cannot produce (veth refuses ethtool -C/-G/-A, no cpufreq, no systemd or
+irqbalance in a namespace, buffer sysctls hidden in one) use the stand-ins the issue
+allows: a crafted /proc-/sys root, or a stand-in tool first on PATH.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import netns
+from beoperf import errors, factors, safeio
+from beoperf.factors import Context, Level
+from beoperf.model import document, from_json, make_meta
+from beoperf.model.study_rollback import SavedFactor, SavedFile, StudyRollback
+from helpers import child_env
+
+DRIVER = str(Path(__file__).with_name("factor_driver.py"))
+
+
+class Driver:
+    """A factor driver inside one namespace host; ``call`` returns the result or raises
+    DriverError with the factor's message."""
+
+    def __init__(self, host: netns.Host, env: dict[str, str] | None = None) -> None:
+        self.host = host
+        self.proc = host.popen([sys.executable, DRIVER], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True, env=child_env(env))
+
+    def call(self, op: str, factor: str, **request: object) -> object:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"op": op, "factor": factor, **request}) + "\n")
+        self.proc.stdin.flush()
+        reply = json.loads(self.proc.stdout.readline())
+        if not reply["ok"]:
+            raise DriverError(reply["type"], reply["error"])
+        return reply["result"]
+
+
+class DriverError(Exception):
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind = kind
+        super().__init__(f"{kind}: {message}")
+
+
+@pytest.fixture
+def host(netns_hosts):
+    """One namespace host (of a veth pair) and a driver in it."""
+    hosts = netns_hosts(2)
+    return Driver(hosts[0])
+
+
+def ctx(interface: str | None = "eth0", **kw: object) -> dict:
+    return {"interface": interface, "settle_s": 0.0, **kw}
+
+
+def level(value: str | None, label: str | None = None) -> dict:
+    return {"label": label or value or "default", "value": value}
+
+
+def sysctl_in(host: netns.Host, key: str) -> str:
+    return " ".join(host.run(["cat", "/proc/sys/" + key.replace(".", "/")]).stdout.split())
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def test_the_registry_names_every_factor_and_refuses_an_unknown_one():
+    for name in factors.names():
+        found = factors.get(name)
+        assert found.name == name and found.scope in ("host", "run")
+    with pytest.raises(errors.BadSpec, match="no factor 'nosuch'.*mtu"):
+        factors.get("nosuch")
+
+
+def test_default_is_the_snapshot_and_a_level_named_twice_is_refused():
+    mtu = factors.get("mtu")
+    assert mtu.parse(["default", "9000"]) == [Level("default", None), Level("9000", "9000")]
+    with pytest.raises(errors.BadSpec, match="named twice"):
+        mtu.parse(["9000", " 9000"])
+    with pytest.raises(errors.BadSpec, match="mtu: '67' is not an integer from 68 to 65536"):
+        mtu.parse(["67"])
+
+
+# --------------------------------------------------------------------------- mtu
+
+
+def test_mtu_set_read_back_and_restored_on_veth(host):
+    saved = host.call("snapshot", "mtu", ctx=ctx())
+    assert saved == {"value": "1500"}
+    got = host.call("apply", "mtu", ctx=ctx(), level=level("9000"))
+    assert got["read_back"] == "9000" and host.host.link()["mtu"] == 9000
+    assert host.call("settle", "mtu", ctx=ctx()) >= 0
+    host.call("restore", "mtu", ctx=ctx(), saved=saved)
+    assert host.host.link()["mtu"] == 1500
+
+
+def test_mtu_above_the_drivers_largest_is_refused_before_any_change(host):
+    link = json.loads(host.host.run(["ip", "-d", "-j", "link", "show", "dev", "eth0"]).stdout)[0]
+    too_big = str(link["max_mtu"] + 1)
+    with pytest.raises(DriverError, match=f"mtu: {too_big} is above what eth0 takes"):
+        host.call("apply", "mtu", ctx=ctx(), level=level(too_big))
+    assert host.host.link()["mtu"] == 1500
+    with pytest.raises(DriverError, match="no interface to change"):
+        host.call("apply", "mtu", ctx=ctx("../x"), level=level("9000"))
+
+
+# --------------------------------------------------------------------------- sysctl
+
+PER_NETNS = {"net.ipv4.tcp_rmem": "4096 65536 1048576", "net.ipv4.tcp_timestamps": "0",
+             "net.ipv4.tcp_sack": "0"}
+
+
+def test_sysctls_per_namespace_set_read_back_and_restored_exactly(host):
+    before = {k: sysctl_in(host.host, k) for k in PER_NETNS}
+    on_the_host = Path("/proc/sys/net/ipv4/tcp_timestamps").read_text()
+    saved = host.call("snapshot", "sysctl", ctx=ctx())
+    for key, value in PER_NETNS.items():
+        assert value != before[key]
+        got = host.call("apply", "sysctl", ctx=ctx(), level=level(f"{key}={value}"))
+        assert got["read_back"].split() == value.split()
+        assert sysctl_in(host.host, key) == value
+    assert Path("/proc/sys/net/ipv4/tcp_timestamps").read_text() == on_the_host
+    host.call("restore", "sysctl", ctx=ctx(), saved=saved)
+    assert {k: sysctl_in(host.host, k) for k in PER_NETNS} == before
+
+
+def test_a_sysctl_outside_the_allow_list_is_refused_before_any_write(host):
+    for text, why in [("net.ipv4.tcp_sack=2", "tcp_sack = '2' is not an integer from 0 to 1"),
+                      ("kernel.panic=1", "'kernel.panic' is not a sysctl beoperf changes"),
+                      ("net.ipv4.tcp_rmem=1 2", "is not 3 integers")]:
+        with pytest.raises(errors.BadSpec, match=why):
+            factors.get("sysctl").parse([text])
+        with pytest.raises(DriverError, match=why):
+            host.call("apply", "sysctl", ctx=ctx(), level=level(text))
+    assert sysctl_in(host.host, "net.ipv4.tcp_sack") == "1"
+
+
+def test_a_crafted_sysctl_snapshot_is_refused():
+    sysctl = factors.get("sysctl")
+    for saved, why in [({"values": {"kernel.panic": "1"}}, "not a sysctl beoperf changes"),
+                       ({"values": {"net.ipv4.tcp_sack": "7"}}, "not an integer from 0 to 1"),
+                       ({"values": {"net.ipv4.tcp_sack": 1}}, "is not a value"),
+                       ({"values": {}, "extra": 1}, "holds 'values' only")]:
+        with pytest.raises(factors.FactorError, match=why):
+            sysctl.check_saved(saved)
+
+
+# --------------------------------------------------------------------------- study-rollback
+
+
+def rollback_doc(entries: list[SavedFactor], files: list[SavedFile] | None = None):
+    return StudyRollback("s1", "node02", 4026531840, "eth0", 60.0, entries,
+                         files or []).to_document(make_meta(["beoperf", "study"]))
+
+
+def test_study_rollback_round_trip_and_restore_order():
+    doc = rollback_doc([SavedFactor("mtu", 9, {"value": "1500"}),
+                        SavedFactor("sysctl", 0, {"values": {"net.ipv4.tcp_sack": "1"}})],
+                       [SavedFile("firewall.1.rules", "a" * 64)])
+    again = from_json(json.loads(doc.dumps()))
+    document.validate("study-rollback", again.to_json())
+    back = StudyRollback.from_document(again)
+    assert back.body() == doc.body
+    assert [e.factor for e in back.restore_order()] == ["mtu", "sysctl"]
+    for entry in back.entries:
+        factors.get(entry.factor).check_saved(entry.saved)
+
+
+@pytest.mark.parametrize("change, why", [
+    (lambda b: b["entries"][0].update(extra=1), "Additional properties"),
+    (lambda b: b["entries"][0]["saved"].update(value="99999"), "not an integer from 68"),
+    (lambda b: b["files"][0].update(name="../etc/passwd"), "does not match"),
+    (lambda b: b["files"][0].update(sha256="xyz"), "does not match"),
+])
+def test_a_crafted_study_rollback_is_refused(change, why):
+    doc = rollback_doc([SavedFactor("mtu", 9, {"value": "1500"})],
+                       [SavedFile("firewall.1.rules", "a" * 64)]).to_json()
+    change(doc["body"])
+    with pytest.raises((document.DocumentError, factors.FactorError), match=why):
+        loaded = StudyRollback.from_document(from_json(doc))
+        for entry in loaded.entries:
+            factors.get(entry.factor).check_saved(entry.saved)
+
+
+def test_the_limits_a_study_reads_against():
+    assert safeio.LIMITS["ruleset"] == 16 * 2**20 and safeio.LIMITS["study"] == 2**20
+
+
+def test_context_defaults():
+    assert Context("eth0") == Context("eth0", "/", None, 1.0)
+    assert os.path.isabs(Context(None).root)
