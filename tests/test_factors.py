@@ -200,3 +200,186 @@ def test_the_limits_a_study_reads_against():
 def test_context_defaults():
     assert Context("eth0") == Context("eth0", "/", None, 1.0)
     assert os.path.isabs(Context(None).root)
+
+
+# --------------------------------------------------------------------------- congestion
+
+
+def test_congestion_reno_and_cubic_and_the_systems_own_in_the_measurement(host):
+    saved = host.call("snapshot", "congestion", ctx=ctx())
+    other = "reno" if saved["value"] != "reno" else "cubic"
+    assert host.call("apply", "congestion", ctx=ctx(), level=level(other))["read_back"] == other
+    assert sysctl_in(host.host, "net.ipv4.tcp_congestion_control") == other
+    host.call("restore", "congestion", ctx=ctx(), saved=saved)
+    assert sysctl_in(host.host, "net.ipv4.tcp_congestion_control") == saved["value"]
+    with pytest.raises(DriverError, match="'nosuch' is not one of"):
+        host.call("apply", "congestion", ctx=ctx(), level=level("nosuch"))
+    congestion = factors.get("congestion")
+    assert congestion.configure({"congestion": "reno", "np": 2}, Level(other, other)) == \
+        {"congestion": None, "np": 2}
+
+
+# --------------------------------------------------------------------------- buffers
+
+
+def crafted_buffers(root: Path) -> None:
+    """A crafted /proc root: buffer limits a network namespace does not let a test write
+    (the issue's stated exception to "a mock is not a substitute", for this fact only)."""
+    for key, value in {"net/core/rmem_max": "212992", "net/core/wmem_max": "212992",
+                       "net/ipv4/tcp_rmem": "4096\t131072\t6291456",
+                       "net/ipv4/tcp_wmem": "4096\t16384\t4194304"}.items():
+        path = root / "proc/sys" / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(value + "\n")
+
+
+def test_buffers_raise_the_limits_to_cover_a_size_and_restore_them(tmp_path):
+    crafted_buffers(tmp_path)
+    here = Context(None, root=str(tmp_path))
+    buffers = factors.get("buffers")
+    saved = buffers.snapshot(here)
+    assert buffers.parse(["default", "4M"])[1] == Level("4M", str(4 << 20))
+    got = buffers.apply(here, Level("4M", str(4 << 20)))["read_back"]
+    assert got == {"net.core.rmem_max": "4194304", "net.core.wmem_max": "4194304",
+                   "net.ipv4.tcp_rmem": "4096 131072 6291456",  # already covers it
+                   "net.ipv4.tcp_wmem": "4096 16384 4194304"}
+    buffers.apply(here, Level("8M", str(8 << 20)))
+    assert (tmp_path / "proc/sys/net/ipv4/tcp_rmem").read_text().split()[2] == str(8 << 20)
+    buffers.restore(here, saved)
+    assert buffers.read(here) == saved["values"]
+    with pytest.raises(errors.BadSpec, match="not a size"):
+        buffers.parse(["lots"])
+
+
+def test_socket_buffers_are_run_levels_and_default_is_the_systems():
+    sockbuf, sndbuf = factors.get("sockbuf"), factors.get("sndbuf")
+    assert sockbuf.scope == "run" and factors.get("buffers").scope == "host"
+    default, big = sockbuf.parse(["default", "256K"])
+    assert sockbuf.configure({"np": 2}, big) == {"np": 2, "sndbuf": 262144, "rcvbuf": 262144}
+    assert sockbuf.configure({"sndbuf": 1}, default) == {"sndbuf": None, "rcvbuf": None}
+    assert sndbuf.configure({}, big) == {"sndbuf": 262144}
+    with pytest.raises(factors.FactorError, match="not the host"):
+        sockbuf.apply(Context(None), big)
+
+
+# --------------------------------------------------------------------------- firewall
+
+
+def nft_rules(path: Path, n: int, mode: int = 0o600) -> Path:
+    """A ruleset of ``n`` rules that match no test traffic."""
+    rules = "\n".join(f"    ip saddr 203.0.113.{i % 256} tcp dport {1024 + i} drop"
+                      for i in range(n))
+    path.write_text("table inet beostudy {\n  chain input {\n    type filter hook input "
+                    f"priority 0; policy accept;\n{rules}\n  }}\n}}\n")
+    path.chmod(mode)
+    return path
+
+
+def ruleset(h: netns.Host) -> str:
+    return h.run(["nft", "-s", "list", "ruleset"]).stdout
+
+
+def study_dir(tmp_path: Path) -> str:
+    where = tmp_path / "study"
+    where.mkdir(mode=0o700)
+    return str(where)
+
+
+@pytest.mark.tools("nft")
+def test_firewall_file_of_3000_rules_loaded_then_restored_with_its_comments(host, tmp_path):
+    h = host.host
+    h.run(["nft", "add table inet mine"])
+    h.run(["nft", "add chain inet mine c { type filter hook input priority 0; }"])
+    h.run(["nft", 'add rule inet mine c ip saddr 198.51.100.1 counter drop comment "ours"'])
+    before = ruleset(h)
+    where = ctx(directory=study_dir(tmp_path))
+    saved = host.call("snapshot", "firewall", ctx=where)
+    got = host.call("apply", "firewall", ctx=where,
+                    level=level("file:" + str(nft_rules(tmp_path / "r.nft", 3000))))
+    assert got["read_back"]["rules"] == 3000 and "mine" not in ruleset(h)
+    host.call("restore", "firewall", ctx=where, saved=saved)
+    after = ruleset(h)
+    assert after == before and 'comment "ours"' in after
+    names = {f["name"] for f in factors.get("firewall").files(saved)}
+    assert names <= set(os.listdir(where["directory"]))
+
+
+@pytest.mark.tools("nft", "iptables")
+def test_firewall_iptables_nft_rules_restored_through_iptables_restore(host, tmp_path):
+    h = host.host
+    h.run(["iptables", "-A", "INPUT", "-s", "203.0.113.6", "-m", "comment", "--comment",
+           "keep me", "-j", "DROP"])
+    h.run(["ip6tables", "-A", "INPUT", "-s", "2001:db8::1", "-j", "DROP"])
+    saves = [h.run([tool]).stdout for tool in ("iptables-save", "ip6tables-save")]
+    where = ctx(directory=study_dir(tmp_path))
+    saved = host.call("snapshot", "firewall", ctx=where)
+    assert saved["rules"] == 2
+    ipt = tmp_path / "r.ipt"
+    ipt.write_text("*filter\n:INPUT DROP [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"
+                   "COMMIT\n")
+    ipt.chmod(0o600)
+    host.call("apply", "firewall", ctx=where, level=level(f"file:{ipt}"))
+    assert ":INPUT DROP" in h.run(["iptables-save"]).stdout
+    host.call("restore", "firewall", ctx=where, saved=saved)
+    from beoperf.factors.firewall import normal_iptables
+
+    assert [normal_iptables(h.run([tool]).stdout) for tool in ("iptables-save",
+            "ip6tables-save")] == [normal_iptables(text) for text in saves]
+    assert '--comment "keep me"' in h.run(["iptables-save"]).stdout
+
+
+@pytest.mark.tools("nft")
+def test_firewall_flush_then_restore(host, tmp_path):
+    h = host.host
+    h.run(["nft", "-f", str(nft_rules(tmp_path / "r.nft", 10))])
+    before = ruleset(h)
+    where = ctx(directory=study_dir(tmp_path))
+    saved = host.call("snapshot", "firewall", ctx=where)
+    assert host.call("apply", "firewall", ctx=where, level=level("flush"))["read_back"][
+        "rules"] == 0
+    assert ruleset(h).strip() == ""
+    assert host.call("set_level", "firewall", ctx=where, level=level(None), saved=saved)[
+        "read_back"]["rules"] == 10
+    assert ruleset(h) == before
+
+
+def test_firewall_refuses_a_ruleset_others_could_have_written(tmp_path):
+    firewall = factors.get("firewall")
+    shared = nft_rules(tmp_path / "g.nft", 1, mode=0o620)
+    with pytest.raises(errors.BadSpec, match="writable by group or others"):
+        firewall.parse([f"file:{shared}"])
+    link = tmp_path / "link.nft"
+    link.symlink_to(nft_rules(tmp_path / "ok.nft", 1))
+    with pytest.raises(errors.BadSpec, match="symbolic link"):
+        firewall.parse([f"file:{link}"])
+    big = tmp_path / "big.nft"
+    big.write_text("")
+    big.chmod(0o600)
+    os.truncate(big, safeio.LIMITS["ruleset"] + 1)
+    with pytest.raises(errors.BadSpec, match="over the .*-byte limit"):
+        firewall.parse([f"file:{big}"])
+    assert firewall.parse([f"file:{tmp_path / 'ok.nft'}"])[0].label == "file:ok.nft"
+
+
+@pytest.mark.parametrize("saved, why", [
+    ({"files": {"nft": {"name": "../x.nft.rules", "sha256": "a" * 64}}}, "not a file"),
+    ({"files": {"nft": {"name": "firewall.1.nft.rules", "sha256": "zz"}}}, "64 hex"),
+    ({"files": {"shell": {"name": "firewall.1.nft.rules", "sha256": "a" * 64}}},
+     "not a saved ruleset"),
+    ({"files": {}, "rules": 1}, "holds 'files'"),
+])
+def test_a_crafted_firewall_snapshot_is_refused(saved, why):
+    with pytest.raises(factors.FactorError, match=why):
+        factors.get("firewall").check_saved(saved)
+
+
+@pytest.mark.tools("nft")
+def test_firewall_restore_refuses_a_saved_file_that_changed(host, tmp_path):
+    where = ctx(directory=study_dir(tmp_path))
+    saved = host.call("snapshot", "firewall", ctx=where)
+    name = saved["files"]["nft"]["name"]
+    with open(Path(where["directory"]) / name, "a") as f:
+        f.write("table inet evil { }\n")
+    with pytest.raises(DriverError, match="sha256 differs"):
+        host.call("restore", "firewall", ctx=where, saved=saved)
+    assert "evil" not in ruleset(host.host)

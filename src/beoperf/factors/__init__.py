@@ -18,6 +18,12 @@ __all__ = ["BUILTIN", "Context", "DEFAULT", "Factor", "FactorError", "Level", "g
 BUILTIN: dict[str, str] = {
     "mtu": "beoperf.factors.mtu",
     "sysctl": "beoperf.factors.sysctl",
+    "buffers": "beoperf.factors.sockbuf",
+    "sockbuf": "beoperf.factors.sockbuf",
+    "sndbuf": "beoperf.factors.sockbuf",
+    "rcvbuf": "beoperf.factors.sockbuf",
+    "congestion": "beoperf.factors.congestion",
+    "firewall": "beoperf.factors.firewall",
 }
 
 

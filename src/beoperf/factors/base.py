@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from beoperf import errors
+from beoperf import errors, safeio
 from beoperf.audit.base import Check, Unavailable, quoted, read_file, valid_ifname
 from beoperf.audit.tune import same
 from beoperf.launch import job
@@ -44,6 +44,7 @@ __all__ = ["Context", "Level", "Factor", "FactorError", "DEFAULT", "command", "p
 HOST, RUN = "host", "run"
 DEFAULT = "default"  # the level that is the host's own value (the snapshot's)
 COMMAND_TIMEOUT_S = 30.0
+OUTPUT_BYTES = safeio.LIMITS["ruleset"]  # of a command's output kept (whole, or an error)
 SAVED_TEXT = 4096  # characters of a saved value: longer is no value a factor writes
 
 
@@ -84,13 +85,14 @@ def proc_path(ctx: Context, path: str) -> str:
 
 
 def command(argv: Sequence[str], timeout: float = COMMAND_TIMEOUT_S) -> str:
-    """The standard output of ``argv`` run to its end through beoperf.launch (LC_ALL=C);
-    FactorError naming the command and its first line of error when it fails, cannot start
-    or outlasts ``timeout``."""
+    """The whole standard output of ``argv`` run to its end through beoperf.launch
+    (LC_ALL=C); FactorError naming the command and its first line of error when it fails,
+    cannot start, outlasts ``timeout`` or says more than ``OUTPUT_BYTES`` (a ruleset's
+    text must be whole to be restored)."""
     env = {**os.environ, "LC_ALL": "C", "LANG": "C"}
     shown = " ".join(argv)
     try:
-        done = job.run(list(argv), timeout, env=env)
+        done = job.run(list(argv), timeout, env=env, keep=OUTPUT_BYTES)
     except OSError as exc:
         raise FactorError(f"{shown}: {exc.strerror or exc}") from None
     if done.stopped:
@@ -99,6 +101,8 @@ def command(argv: Sequence[str], timeout: float = COMMAND_TIMEOUT_S) -> str:
         lines = (done.stderr_text() or done.stdout_text()).strip().splitlines()
         why = lines[0].strip() if lines else f"exit status {done.returncode}"
         raise FactorError(f"{shown}: {why}")
+    if done.out is not None and done.out.total > OUTPUT_BYTES:
+        raise FactorError(f"{shown}: more than {OUTPUT_BYTES:,} bytes of output")
     return done.stdout_text()
 
 
@@ -221,8 +225,9 @@ class CheckedValue(Factor):
     def path(self, ctx: Context) -> str:
         raise NotImplementedError
 
-    def check(self, value: str) -> None:
-        """ValueError saying what the value takes, unless it is one (the allow-list)."""
+    def check(self, value: str, ctx: Context | None = None) -> None:
+        """ValueError saying what the value takes, unless it is one (the allow-list; a
+        list the kernel gives is read under ``ctx``'s root)."""
         spec = self.unit(None).VALUES[self.KEY]
         spec.check(value)
 
@@ -265,7 +270,7 @@ class CheckedValue(Factor):
         if level.value is None:
             raise FactorError(f"{self.name}: the default level is restored, not applied")
         try:
-            self.check(level.value)
+            self.check(level.value, ctx)
         except ValueError as exc:
             raise FactorError(f"{self.name}: {exc}") from None
         return {"read_back": self.put(ctx, level.value)}
@@ -273,6 +278,10 @@ class CheckedValue(Factor):
     def restore(self, ctx: Context, saved: JsonObject) -> None:
         self.check_saved(saved)
         value = saved_text(saved, "value")
+        try:
+            self.check(value, ctx)
+        except ValueError as exc:
+            raise FactorError(f"{self.name}: saved {exc}") from None
         if not same(self.read(ctx), value):
             self.put(ctx, value)
 
