@@ -383,3 +383,38 @@ def test_firewall_restore_refuses_a_saved_file_that_changed(host, tmp_path):
     with pytest.raises(DriverError, match="sha256 differs"):
         host.call("restore", "firewall", ctx=where, saved=saved)
     assert "evil" not in ruleset(host.host)
+
+
+# --------------------------------------------------------------------------- run scope
+
+
+def test_mpi_environment_levels_and_what_they_may_not_set():
+    mpienv = factors.get("mpienv")
+    default, tcp = mpienv.parse(["default",
+                                 "OMPI_MCA_btl=self,tcp;OMPI_MCA_btl_tcp_if_include=eth0"])
+    assert mpienv.configure({"env": {"A": "1"}}, tcp)["env"] == {
+        "A": "1", "OMPI_MCA_btl": "self,tcp", "OMPI_MCA_btl_tcp_if_include": "eth0"}
+    assert mpienv.configure({"env": {"A": "1"}}, default)["env"] == {"A": "1"}
+    for text, why in [("LD_PRELOAD=/tmp/x.so", "changes what runs"),
+                      ("PATH=/tmp", "changes what runs"), ("1A=1", "not KEY=VALUE"),
+                      ("NOVALUE", "not KEY=VALUE"), ("A=\x1b[2J", "printable")]:
+        with pytest.raises(errors.BadSpec, match=why):
+            mpienv.parse([text])
+
+
+def test_process_count_and_transport_levels():
+    from beoperf import engines
+    from beoperf.factors.transport import TRANSPORTS
+
+    assert set(TRANSPORTS) == set(engines.BUILTIN)
+    np_ = factors.get("np")
+    assert np_.configure({}, np_.parse(["04"])[0]) == {"np": 4}
+    for bad in ("0", "-1", "two", str((1 << 20) + 1)):
+        with pytest.raises(errors.BadSpec, match="not a process count"):
+            np_.parse([bad])
+    transport = factors.get("transport")
+    assert transport.configure({"np": 2}, transport.parse(["mpi"])[0]) == {"np": 2,
+                                                                          "transport": "mpi"}
+    with pytest.raises(errors.BadSpec, match="not one of tcp, mpi"):
+        transport.parse(["udp"])
+    assert all(factors.get(n).scope == "run" for n in ("mpienv", "np", "transport"))

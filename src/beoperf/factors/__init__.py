@@ -24,6 +24,9 @@ BUILTIN: dict[str, str] = {
     "rcvbuf": "beoperf.factors.sockbuf",
     "congestion": "beoperf.factors.congestion",
     "firewall": "beoperf.factors.firewall",
+    "mpienv": "beoperf.factors.mpienv",
+    "np": "beoperf.factors.np",
+    "transport": "beoperf.factors.transport",
 }
 
 
