@@ -418,3 +418,183 @@ def test_process_count_and_transport_levels():
     with pytest.raises(errors.BadSpec, match="not one of tcp, mpi"):
         transport.parse(["udp"])
     assert all(factors.get(n).scope == "run" for n in ("mpienv", "np", "transport"))
+
+
+# --------------------------------------------------------------------------- ethtool
+
+STANDIN_ETHTOOL = r'''#!{python}
+"""A stand-in ethtool for what veth refuses (-c/-C, -g/-G, -a/-A), keeping its state in a
+file; every other option goes to the real ethtool."""
+import json, os, sys
+STATE, REAL = {state!r}, {real!r}
+opt = sys.argv[1] if len(sys.argv) > 1 else ""
+if opt.lower() not in ("-c", "-g", "-a"):
+    os.execv(REAL, [REAL, *sys.argv[1:]])
+state = json.load(open(STATE))
+if opt in ("-C", "-G", "-A"):
+    group = state[opt.lower()]
+    args = sys.argv[3:]
+    for word, value in zip(args[::2], args[1::2]):
+        if word not in group:
+            print(f"ethtool: bad argument {{word}}", file=sys.stderr)
+            sys.exit(1)
+        group[word] = value
+    json.dump(state, open(STATE, "w"))
+    sys.exit(0)
+g, ifname = state[opt], sys.argv[2]
+if opt == "-c":
+    print(f"Coalesce parameters for {{ifname}}:")
+    print(f"Adaptive RX: {{g['adaptive-rx']}}  TX: {{g['adaptive-tx']}}")
+    for k in ("rx-usecs", "rx-frames", "tx-usecs", "tx-frames"):
+        print(f"{{k}}: {{g[k]}}")
+elif opt == "-g":
+    print(f"Ring parameters for {{ifname}}:\nPre-set maximums:\nRX:\t\t4096\nRX Mini:\tn/a\n"
+          f"RX Jumbo:\tn/a\nTX:\t\t4096\nCurrent hardware settings:\nRX:\t\t{{g['rx']}}\n"
+          f"RX Mini:\tn/a\nRX Jumbo:\tn/a\nTX:\t\t{{g['tx']}}")
+else:
+    print(f"Pause parameters for {{ifname}}:\nAutonegotiate:\t{{g['autoneg']}}\n"
+          f"RX:\t\t{{g['rx']}}\nTX:\t\t{{g['tx']}}")
+'''
+
+
+def standin(directory: Path, name: str, text: str) -> Path:
+    directory.mkdir(exist_ok=True)
+    path = directory / name
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.tools("ethtool")
+def test_ethtool_offloads_tso_off_with_the_real_ethtool_on_veth(host):
+    h = host.host
+
+    def tso() -> str:
+        out = h.run(["ethtool", "-k", "eth0"]).stdout
+        return next(line.split()[1] for line in out.splitlines()
+                    if line.startswith("tcp-segmentation-offload:"))
+
+    before = tso()
+    saved = host.call("snapshot", "ethtool", ctx=ctx())
+    assert saved["values"]["offload.tcp-segmentation-offload"] == before
+    other = "off" if before == "on" else "on"
+    got = host.call("apply", "ethtool", ctx=ctx(), level=level(
+        f"offload.tcp-segmentation-offload={other}"))
+    assert got["read_back"] == other and tso() == other
+    host.call("restore", "ethtool", ctx=ctx(), saved=saved)
+    assert tso() == before
+    assert factors.get("ethtool").parse(["offloads.tso=off"])[0].value == \
+        "offload.tcp-segmentation-offload=off"
+
+
+@pytest.mark.tools("ethtool")
+def test_ethtool_coalescing_rings_pause_through_a_standin(netns_hosts, tmp_path):
+    """veth refuses ethtool -C/-G/-A: a stand-in ethtool on PATH (the issue's stated
+    exception, for this fact only) keeps those settings in a file."""
+    import shutil
+
+    state = tmp_path / "ethtool.json"
+    state.write_text(json.dumps({
+        "-c": {"adaptive-rx": "on", "adaptive-tx": "on", "rx-usecs": "3", "rx-frames": "0",
+               "tx-usecs": "0", "tx-frames": "0"},
+        "-g": {"rx": "256", "tx": "256"}, "-a": {"autoneg": "on", "rx": "on", "tx": "on"}}))
+    bin_dir = tmp_path / "bin"
+    standin(bin_dir, "ethtool", STANDIN_ETHTOOL.format(
+        python=sys.executable, state=str(state), real=shutil.which("ethtool")))
+    driver = Driver(netns_hosts(2)[0], {**os.environ,
+                                        "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    first = json.loads(state.read_text())
+    saved = driver.call("snapshot", "ethtool", ctx=ctx())
+    assert saved["values"]["coalesce.rx_usecs"] == "3" and saved["values"]["rings.rx"] == "256"
+    for text in ("coalesce.rx-usecs=0", "coalesce.adaptive-rx=off", "rings.rx=4096",
+                 "pause.rx=off"):
+        lv = factors.get("ethtool").parse([text])[0]
+        driver.call("apply", "ethtool", ctx=ctx(), level=lv.to_dict())
+    changed = json.loads(state.read_text())
+    assert changed["-c"]["rx-usecs"] == "0" and changed["-g"]["rx"] == "4096"
+    assert changed["-a"]["rx"] == "off"
+    driver.call("restore", "ethtool", ctx=ctx(), saved=saved)
+    assert json.loads(state.read_text()) == first
+    with pytest.raises(errors.BadSpec, match="rings has no setting 'rx_max'"):
+        factors.get("ethtool").parse(["rings.rx_max=1"])
+    with pytest.raises(factors.FactorError, match="not an integer from 1"):
+        factors.get("ethtool").check_saved({"values": {"rings.rx": "0"}})
+
+
+# --------------------------------------------------------------------------- irqbalance
+
+STANDIN_SYSTEMCTL = r'''#!{python}
+"""A stand-in systemctl for irqbalance (no systemd inside a namespace), its state in a file."""
+import json, sys
+STATE = {state!r}
+verb, unit = sys.argv[1], sys.argv[2]
+state = json.load(open(STATE))
+if verb == "is-active":
+    print(state["active"]); sys.exit(0 if state["active"] == "active" else 3)
+if verb == "is-enabled":
+    print(state["enabled"]); sys.exit(0 if state["enabled"] == "enabled" else 1)
+new = {{"start": ("active", "active"), "stop": ("active", "inactive"),
+       "enable": ("enabled", "enabled"), "disable": ("enabled", "disabled")}}[verb]
+state[new[0]] = new[1]
+state["calls"].append(verb)
+json.dump(state, open(STATE, "w"))
+'''
+
+
+@pytest.mark.parametrize("active, enabled", [("active", "enabled"), ("inactive", "disabled")])
+def test_irqbalance_restores_its_running_and_boot_states_exactly(tmp_path, monkeypatch,
+                                                                  active, enabled):
+    """No systemd nor irqbalance in a namespace: a stand-in systemctl on PATH and a root
+    with run/systemd/system (the issue's stated exception, for this fact only)."""
+    state = tmp_path / "systemd.json"
+    state.write_text(json.dumps({"active": active, "enabled": enabled, "calls": []}))
+    bin_dir = tmp_path / "bin"
+    standin(bin_dir, "systemctl", STANDIN_SYSTEMCTL.format(python=sys.executable,
+                                                           state=str(state)))
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    (tmp_path / "run/systemd/system").mkdir(parents=True)
+    here = Context(None, root=str(tmp_path))
+    irq = factors.get("irqbalance")
+    saved = irq.snapshot(here)
+    assert saved == {"active": active, "enabled": enabled}
+    other = "off" if active == "active" else "on"
+    assert irq.apply(here, Level(other, other))["read_back"] != active
+    # the boot state changed behind the study's back: the restore puts it back too
+    changed = json.loads(state.read_text())
+    changed["enabled"] = "disabled" if enabled == "enabled" else "enabled"
+    state.write_text(json.dumps(changed))
+    irq.restore(here, saved)
+    final = json.loads(state.read_text())
+    assert (final["active"], final["enabled"]) == (active, enabled)
+    assert len(final["calls"]) == 3  # stop/start, then start/stop, then enable/disable
+
+
+def test_irqbalance_without_systemd_cannot_change_here(tmp_path):
+    with pytest.raises(factors.FactorError, match="cannot change here: no systemd"):
+        factors.get("irqbalance").snapshot(Context(None, root=str(tmp_path)))
+
+
+# --------------------------------------------------------------------------- governor
+
+
+def test_governor_of_every_cpu_set_and_restored_on_a_crafted_sysfs(tmp_path):
+    """No cpufreq on this VM: a crafted sysfs root (the issue's stated exception)."""
+    for cpu, gov in (("cpu0", "powersave"), ("cpu1", "schedutil")):
+        d = tmp_path / "sys/devices/system/cpu" / cpu / "cpufreq"
+        d.mkdir(parents=True)
+        (d / "scaling_governor").write_text(gov + "\n")
+        (d / "scaling_available_governors").write_text("performance powersave schedutil\n")
+    here = Context(None, root=str(tmp_path))
+    gov = factors.get("governor")
+    saved = gov.snapshot(here)
+    assert saved == {"values": {"cpu0": "powersave", "cpu1": "schedutil"}}
+    gov.apply(here, Level("performance", "performance"))
+    assert gov.read(here) == {"cpu0": "performance", "cpu1": "performance"}
+    with pytest.raises(factors.FactorError, match="does not offer 'ondemand'"):
+        gov.apply(here, Level("ondemand", "ondemand"))
+    gov.restore(here, saved)
+    assert gov.read(here) == saved["values"]
+    with pytest.raises(factors.FactorError, match="not a CPU's governor"):
+        gov.check_saved({"values": {"../cpu0": "performance"}})
+    with pytest.raises(factors.FactorError, match="no cpufreq here"):
+        gov.snapshot(Context(None, root=str(tmp_path / "none")))
