@@ -21,6 +21,7 @@ import pytest
 import netns
 from beoperf import errors, factors, safeio
 from beoperf.factors import Context, Level
+from beoperf.factors.firewall import normal_iptables
 from beoperf.model import document, from_json, make_meta
 from beoperf.model.study_rollback import SavedFactor, SavedFile, StudyRollback
 from helpers import child_env
@@ -321,8 +322,6 @@ def test_firewall_iptables_nft_rules_restored_through_iptables_restore(host, tmp
     host.call("apply", "firewall", ctx=where, level=level(f"file:{ipt}"))
     assert ":INPUT DROP" in h.run(["iptables-save"]).stdout
     host.call("restore", "firewall", ctx=where, saved=saved)
-    from beoperf.factors.firewall import normal_iptables
-
     assert [normal_iptables(h.run([tool]).stdout) for tool in ("iptables-save",
             "ip6tables-save")] == [normal_iptables(text) for text in saves]
     assert '--comment "keep me"' in h.run(["iptables-save"]).stdout
@@ -598,3 +597,23 @@ def test_governor_of_every_cpu_set_and_restored_on_a_crafted_sysfs(tmp_path):
         gov.check_saved({"values": {"../cpu0": "performance"}})
     with pytest.raises(factors.FactorError, match="no cpufreq here"):
         gov.snapshot(Context(None, root=str(tmp_path / "none")))
+
+
+def test_a_rollback_file_is_checked_whole_before_anything_is_restored():
+    good = [SavedFactor("sysctl", 0, {"values": {"net.ipv4.tcp_sack": "1"}}),
+            SavedFactor("firewall", 5, {"files": {"nft": {"name": "firewall.1.nft.rules",
+                                                          "sha256": "a" * 64}}, "rules": 0}),
+            SavedFactor("mtu", 9, {"value": "1500"})]
+    listed = [SavedFile("firewall.1.nft.rules", "a" * 64)]
+    rollback = StudyRollback.from_document(rollback_doc(good, listed))
+    assert [f.name for f, _ in factors.checked_entries(rollback)] == ["mtu", "firewall",
+                                                                       "sysctl"]
+    for entries, files, why in [
+            (good, [SavedFile("firewall.1.nft.rules", "b" * 64)], "not among the files"),
+            ([SavedFactor("mtu", 0, {"value": "1500"})], [], "not a host factor applied"),
+            ([SavedFactor("np", 0, {})], [], "not a host factor"),
+            ([SavedFactor("shell", 0, {})], [], "no factor 'shell'"),
+            ([SavedFactor("mtu", 9, {"value": "1500; reboot"})], [], "not an integer")]:
+        crafted = StudyRollback.from_document(rollback_doc(entries, files))
+        with pytest.raises(factors.FactorError, match=why):
+            factors.checked_entries(crafted)

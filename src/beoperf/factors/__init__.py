@@ -10,9 +10,12 @@ from __future__ import annotations
 import importlib
 
 from beoperf import errors
+from beoperf.audit.base import quoted
 from beoperf.factors.base import DEFAULT, Context, Factor, FactorError, Level
+from beoperf.model.study_rollback import SavedFactor, StudyRollback
 
-__all__ = ["BUILTIN", "Context", "DEFAULT", "Factor", "FactorError", "Level", "get", "names"]
+__all__ = ["BUILTIN", "Context", "DEFAULT", "Factor", "FactorError", "Level", "get", "names",
+           "checked_entries"]
 
 # name -> module that defines it (its class has that name)
 BUILTIN: dict[str, str] = {
@@ -49,3 +52,32 @@ def get(name: str) -> Factor:
                 and value.__module__ == module:
             return value()
     raise FactorError(f"{module} defines no factor {name!r}")
+
+
+def checked_entries(rollback: StudyRollback) -> list[tuple[Factor, SavedFactor]]:
+    """Every entry of a study's rollback file with its factor, in restore order (the
+    reverse of the apply order), each checked before anything is restored: a known host
+    factor, its own apply order, a snapshot its ``check_saved`` accepts, and files listed
+    in the rollback's ``files`` with the same sha256.  FactorError naming the first bad
+    entry: a file that fails here restores nothing."""
+    listed = {(f.name, f.sha256) for f in rollback.files}
+    out = []
+    for i, entry in enumerate(rollback.entries):
+        where = f"entry {i + 1} ({quoted(entry.factor)})"
+        try:
+            factor = get(entry.factor)
+        except errors.BadSpec as exc:
+            raise FactorError(f"{where}: {exc}") from None
+        if factor.scope != "host" or entry.order != factor.order:
+            raise FactorError(f"{where}: not a host factor applied at order {entry.order}")
+        try:
+            factor.check_saved(entry.saved)
+            files = factor.files(entry.saved)
+        except FactorError as exc:
+            raise FactorError(f"{where}: {exc}") from None
+        missing = [f["name"] for f in files if (f["name"], f["sha256"]) not in listed]
+        if missing:
+            raise FactorError(f"{where}: {quoted(missing[0])} is not among the files listed "
+                              "with their sha256")
+        out.append((factor, entry))
+    return sorted(out, key=lambda pair: pair[1].order, reverse=True)

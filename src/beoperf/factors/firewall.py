@@ -23,7 +23,6 @@ import hashlib
 import os
 import re
 import shutil
-from typing import ClassVar
 
 from beoperf import errors, safeio
 from beoperf.audit.base import quoted
@@ -53,11 +52,11 @@ def nft_tables(text: str) -> dict[str, str]:
     """``nft list ruleset`` split into its tables: "family name" -> the table's text."""
     tables: dict[str, str] = {}
     current: list[str] | None = None
+    key = ""
     for line in text.splitlines():
         found = TABLE.match(line)
         if found:
             current = [line]
-            tables[f"{found.group(1)} {found.group(2)}"] = ""
             key = f"{found.group(1)} {found.group(2)}"
         elif current is not None:
             current.append(line)
@@ -192,7 +191,6 @@ class Firewall(Factor):
     name = "firewall"
     order = 5
     summary = "flush, or file:PATH (an nft ruleset or an iptables-save file)"
-    LEVELS: ClassVar[tuple[str, ...]] = (FLUSH,)
 
     def level(self, text: str) -> Level:
         text = text.strip()
