@@ -43,10 +43,6 @@ class Mtu(CheckedValue):
         return proc_path(ctx, f"/sys/class/net/{interface_of(ctx, self.name)}/mtu")
 
     def write(self, ctx: Context, value: str) -> None:
-        limit = self.max_mtu(ctx)
-        if limit and int(value) > limit:
-            raise FactorError(f"mtu: {value} is above what {ctx.interface} takes (its driver's "
-                              f"largest MTU is {limit})")
         try:
             self.unit(ctx).apply(self.KEY, value)
         except Unavailable as exc:
@@ -86,4 +82,11 @@ class Mtu(CheckedValue):
                 f"# make it persistent with {IFACE_PERSIST}\n")
 
     def apply(self, ctx: Context, level: Level) -> JsonObject:
+        """A level within what the driver takes (a restore puts back what was there
+        without asking: the snapshot's MTU was the interface's own)."""
+        limit = self.max_mtu(ctx)
+        if level.value is not None and level.value.isdigit() and limit \
+                and int(level.value) > limit:
+            raise FactorError(f"mtu: {level.value} is above what {ctx.interface} takes (its "
+                              f"driver's largest MTU is {limit})")
         return {**super().apply(ctx, level), "interface": ctx.interface}
