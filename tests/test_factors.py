@@ -342,6 +342,44 @@ def test_firewall_flush_then_restore(host, tmp_path):
     assert ruleset(h) == before
 
 
+def legacy_path(directory: Path) -> str | None:
+    """A PATH on which iptables, iptables-save and -restore (and ip6tables') are the legacy
+    backend's, or None when it is not installed."""
+    import shutil
+
+    directory.mkdir()
+    for tool in ("iptables", "ip6tables"):
+        for suffix in ("", "-save", "-restore"):
+            real = shutil.which(f"{tool}-legacy{suffix}")
+            if real is None:
+                return None
+            (directory / f"{tool}{suffix}").symlink_to(real)
+    return f"{directory}:{os.environ['PATH']}"
+
+
+@pytest.mark.tools("nft")
+def test_firewall_legacy_iptables_flushed_and_restored(netns_hosts, tmp_path):
+    """The legacy backend keeps its rules outside nftables: flush empties its tables too,
+    and the restore brings them back through iptables-restore (tested where installed)."""
+    path = legacy_path(tmp_path / "bin")
+    if path is None:
+        pytest.skip("needs iptables-legacy (apt-get install iptables)")
+    env = {**os.environ, "PATH": path}
+    h = netns_hosts(2)[0]
+    h.run(["iptables", "-A", "INPUT", "-s", "203.0.113.9", "-m", "comment", "--comment",
+           "legacy one", "-j", "DROP"], env=env)
+    before = h.run(["iptables-save"], env=env).stdout
+    driver = Driver(h, env)
+    where = ctx(directory=study_dir(tmp_path))
+    saved = driver.call("snapshot", "firewall", ctx=where)
+    assert saved["rules"] == 1
+    driver.call("apply", "firewall", ctx=where, level=level("flush"))
+    assert "-A INPUT" not in h.run(["iptables-save"], env=env).stdout
+    driver.call("restore", "firewall", ctx=where, saved=saved)
+    after = h.run(["iptables-save"], env=env).stdout
+    assert normal_iptables(after) == normal_iptables(before) and '"legacy one"' in after
+
+
 def test_firewall_refuses_a_ruleset_others_could_have_written(tmp_path):
     firewall = factors.get("firewall")
     shared = nft_rules(tmp_path / "g.nft", 1, mode=0o620)
