@@ -655,3 +655,12 @@ def test_a_rollback_file_is_checked_whole_before_anything_is_restored():
         crafted = StudyRollback.from_document(rollback_doc(entries, files))
         with pytest.raises(factors.FactorError, match=why):
             factors.checked_entries(crafted)
+
+
+def test_the_kept_study_rollback_fixture_passes_every_check():
+    from beoperf import model
+
+    path = Path(__file__).parent / "fixtures/documents/study-rollback-v1-issue27.json"
+    rollback = StudyRollback.from_document(model.load(path))
+    assert [f.name for f, _ in factors.checked_entries(rollback)] == ["mtu", "firewall",
+                                                                       "sysctl"]
