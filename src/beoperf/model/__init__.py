@@ -14,6 +14,7 @@ from beoperf.model import (  # noqa: F401  (register their kinds)
     pingpong,
     prediction,
     study,
+    study_rollback,
     tune,
 )
 from beoperf.model.document import (
