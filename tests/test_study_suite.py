@@ -255,3 +255,26 @@ def test_keep_best_with_persist_writes_the_kept_levels_file_and_never_overwrites
         suite.run(spec, None, kept.append, hosts, measurer(hosts))
     again = Study.from_document(kept[0])  # the document is kept all the same
     assert again.status == "complete" and "not overwritten" in again.warnings[-1]
+
+
+def test_the_latency_checklist_takes_each_hosts_audit_findings_as_levels():
+    from beoperf.suites import study_checklist as checklist
+
+    def change(check, key, target):
+        return {"check": check, "key": key, "target": target}
+
+    plans = {"h0": {"changes": [change("sysctl", "net.core.busy_read", "50"),
+                                change("sysctl", "net.core.busy_poll", "50"),
+                                change("interface", "mtu", "9000")]},
+             "h1": {"changes": [change("sysctl", "net.core.busy_read", "50"),
+                                change("sysctl", "net.ipv4.no_such_key", "1")]},
+             "h2": "unreachable: ssh: connect to host h2 port 22: No route to host"}
+    found, notes = checklist.found_factors(plans)
+    assert found == [specs.FactorSpec("sysctl", ("net.core.busy_read=50",
+                                                 "net.core.busy_poll=50"))]
+    assert [n.split(":")[0] for n in notes] == ["h1", "h2"]
+    factors, _ = specs.preset("latency-checklist", ())
+    both = checklist.merged(factors, found)
+    assert [(f.name, f.levels) for f in both] == [
+        ("sysctl", ("net.core.busy_read=50", "net.core.busy_poll=50")),
+        ("irqbalance", ("off",)), ("firewall", ("flush",))]

@@ -304,18 +304,36 @@ def finish_document(study: Any, spec: Spec, started: str) -> Document:
 # --------------------------------------------------------------------------- plan
 
 
+def with_checklist(spec: Spec) -> tuple[Spec, list[str]]:
+    """The latency checklist with what the latency audit finds on the hosts added (each
+    host's tune plan: nothing changed), once the rest of the spec is checked; other
+    studies as they are.  Also the lines of hosts that gave no plan."""
+    if spec.study.name != "latency-checklist":
+        return spec, []
+    from dataclasses import replace
+
+    from beoperf.suites import study_checklist
+
+    c = check(spec)
+    found, notes = study_checklist.found_factors(
+        study_checklist.tune_plans(spec.study.hosts, c.names))
+    factors = study_checklist.merged(spec.study.factors, found)
+    return replace(spec, study=replace(spec.study, factors=factors)), notes
+
+
 def plan(spec: Spec, control: Control | None = None,
          progress: Progress | None = None) -> Document:
     """The plan (nothing changed, no agent armed, no lock taken): each host's current
     values, the configurations and the schedule."""
     started = utc_now()
+    spec, notes = with_checklist(spec)
     c = check(spec)
     control = control or host_control(c)
     current = control.read([f.name for f in c.factors if f.scope == "host"])
     seed = seed_of(c)
     study = new_study(c, current, seed)
     study.status_reason = "plan only: nothing was changed (--apply runs it)"
-    study.warnings.extend(unreachable_warnings(current))
+    study.warnings.extend(notes + unreachable_warnings(current))
     return finish_document(study, spec, started)
 
 
@@ -524,6 +542,7 @@ def run(spec: Spec, progress: Progress | None = None, keep_document: KeepDocumen
     if not spec.apply:
         return plan(spec, control, progress)
     started = utc_now()
+    spec, notes = with_checklist(spec)
     c = check(spec)
     say = progress or (lambda _line: None)
     control = control or host_control(c)
@@ -531,6 +550,7 @@ def run(spec: Spec, progress: Progress | None = None, keep_document: KeepDocumen
     current = control.read([f.name for f in c.factors if f.scope == "host"])
     seed = seed_of(c)
     study = new_study(c, current, seed)
+    study.warnings.extend(notes)
     for host in study.hosts:
         host.slurm = slurm.get(host.name) if isinstance(slurm.get(host.name), dict) else None
     loop = Loop(c, control, study, say, measure_block or measurer(c))
