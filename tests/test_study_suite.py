@@ -61,6 +61,8 @@ class FakeHosts:
     def set_level(self, factor, label, value, hosts):
         assert self.armed, "a level set before the hosts were armed"
         self.calls.append(("set", factor, label))
+        if factor != "mtu":
+            return {h: {"ok": True, "read_back": value} for h in hosts}
         for h in hosts:
             self.mtu[h] = value or "1500"
         return {h: {"ok": True, "read_back": self.mtu[h]} for h in hosts}
@@ -278,3 +280,27 @@ def test_the_latency_checklist_takes_each_hosts_audit_findings_as_levels():
     assert [(f.name, f.levels) for f in both] == [
         ("sysctl", ("net.core.busy_read=50", "net.core.busy_poll=50")),
         ("irqbalance", ("off",)), ("firewall", ("flush",))]
+
+
+def test_the_buffers_preset_varies_the_socket_option_over_limits_raised_once():
+    hosts = FakeHosts(["h0", "h1"])
+    asked = []
+    measure = measurer(hosts)
+
+    def recording(config, run_levels):
+        asked.append((config.label, run_levels.get("sndbuf"), run_levels.get("rcvbuf")))
+        return measure(config, run_levels)
+
+    factors, measures = specs.preset("buffers", ("default", "64K", "4M"))
+    study = specs.StudySpec("buffers", specs.HostsSpec(nodes="h0,h1"), factors, measures,
+                            specs.DesignSpec(repeats=4, seed=3))
+    doc = Study.from_document(suite.run(suite.Spec(study, apply=True), None, None, hosts,
+                                        recording))
+    # the limits: set once, right after arming, never changed between blocks
+    assert [c for c in hosts.calls if c[0] != "finish"] == [
+        ("arm", ["h0", "h1"]), ("set", "buffers", "4194304")]
+    assert doc.factor("buffers").levels[0].why == suite.FIXED_WHY
+    assert {c.label for c in doc.configurations} == {"Default", "sockbuf 64K", "sockbuf 4M"}
+    seen = set(asked)
+    assert seen == {("Default", None, None), ("sockbuf 64K", 65536, 65536),
+                    ("sockbuf 4M", 4194304, 4194304)}

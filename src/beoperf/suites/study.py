@@ -42,6 +42,7 @@ KeepDocument = Callable[[Document], None]
 DEFAULT_ID = "c0"
 DEFAULT_LABEL = "Default"
 DEFAULT_LEVEL = "default"  # the level that is each host's own value
+FIXED_WHY = "applied in every configuration, Default included"
 WARMUP = 2  # Default blocks before the first counted one (dropped)
 
 
@@ -93,6 +94,7 @@ class PlannedFactor:
     factor: Any  # beoperf.factors.base.Factor
     levels: list[Any]  # beoperf.factors.base.Level
     hosts: list[str]
+    fixed: bool = False
 
     @property
     def scope(self) -> str:
@@ -176,7 +178,9 @@ def _planned(f: FactorSpec, names: Sequence[str]) -> PlannedFactor:
     for host in hosts:
         if host not in names:
             raise errors.BadSpec(f"factor {f.name}: {host} is not one of the study's hosts")
-    return PlannedFactor(f.name, factor, list(levels), hosts)
+    if f.fixed and len(levels) != 1:
+        raise errors.BadSpec(f"factor {f.name}: a fixed factor has one level")
+    return PlannedFactor(f.name, factor, list(levels), hosts, f.fixed)
 
 
 def _measurement(m: MeasureSpec) -> Any:
@@ -214,6 +218,10 @@ def _factor_entries(c: Checked, current: Mapping[str, Mapping[str, Any]]) -> lis
 
     out = []
     for f in c.factors:
+        if f.fixed:
+            out.append(FactorLevels(f.name, f.scope, list(f.hosts), [FactorLevel(
+                lv.label, lv.value, default=True, why=FIXED_WHY) for lv in f.levels]))
+            continue
         levels = []
         for lv in f.levels:
             same = lv.value is None or (f.scope == "host" and bool(current) and all(
@@ -400,7 +408,7 @@ class Loop:
         configuration names none), only those that differ; the seconds it took."""
         start = time.monotonic()
         for f in sorted(self.c.factors, key=lambda f: f.factor.order):
-            if f.scope != "host":
+            if f.scope != "host" or f.fixed:
                 continue
             want = self.levels_of(config).get(f.name)
             if self.now.get(f.name) == want:
@@ -634,6 +642,9 @@ def arm(loop: Loop) -> None:
         raise errors.Failed(f"{host} did not arm: {reply.get('error')}",
                             "nothing was changed on any host")
     loop.progress(f"armed {len(armed)} host(s), lease {loop.c.design.lease:g} s")
+    for f in loop.c.factors:
+        if f.fixed:
+            loop.set(f, f.levels[0].label)
 
 
 def combined(loop: Loop) -> None:

@@ -48,11 +48,14 @@ _ADDRESS = re.compile(r"[A-Za-z0-9_.:%-]{1,253}")
 @dataclass(frozen=True)
 class FactorSpec:
     """A factor as written: its registered name, its levels' texts (each checked by the
-    factor's ``parse``) and the hosts it changes (empty: every host of the study)."""
+    factor's ``parse``) and the hosts it changes (empty: every host of the study).  A
+    ``fixed`` factor has one level, set once after the hosts are armed and kept in every
+    configuration, Default included (the ``buffers`` preset's raised limits)."""
 
     name: str
     levels: tuple[str, ...]
     hosts: tuple[str, ...] = ()
+    fixed: bool = False
 
 
 @dataclass(frozen=True)
@@ -255,7 +258,9 @@ def preset(name: str, levels: tuple[str, ...], extra_factors: Sequence[FactorSpe
     elif name == "buffers":
         # the socket option varies; the host's limits are raised to the largest level in
         # every configuration (Default included), so that only the option differs
-        factors = (FactorSpec("sockbuf", _needs(levels, name)),)
+        limit = buffers_limit(_needs(levels, name))
+        factors = (FactorSpec("sockbuf", levels),
+                   *((FactorSpec("buffers", (limit,), fixed=True),) if limit else ()))
         measures = (pingpong_measure(curve, sizes=(STREAM_SIZE, 4 * STREAM_SIZE)),)
     elif name == "latency-checklist":
         if levels:
