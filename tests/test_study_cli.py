@@ -68,6 +68,9 @@ margin = "1%"
     (("mtu", *HOSTS, "--levels", "1500,9000", "--persist", "x"), "--keep best"),
     (("mtu", *HOSTS, "--levels", "1500,9000", "--measure", "bogus"), "--measure bogus"),
     (("mtu", *HOSTS, "--levels", "1500,9000", "--figure-regex", "x"), "--measure-command"),
+    (("mtu", *HOSTS, "--levels", "1500,9000", "--decide-by", "nothing@1"), "--decide-by"),
+    (("mtu", *HOSTS, "--levels", "1500,9000", "--size", "16,32"), "one latency size"),
+    (("mtu", *HOSTS, "--levels", "1500,9000", "--measure", "ring:x"), "node:METRIC"),
     (("latency-checklist", *HOSTS, "--levels", "1"), "audit"),
     (("frob",), "invalid choice"),
 ])
@@ -93,6 +96,8 @@ def test_a_group_writable_study_file_is_refused(tmp_path):
     (GOOD.replace('name = "pingpong"', 'name = "fortune"'), "measure/0/name"),
     (GOOD.replace('levels = ["1500", "9000"]', 'levels = 9000'), "factor/0/levels"),
     (GOOD.replace('[hosts]', '[hosts]\nnodes = "a,b"'), "hosts"),
+    (GOOD.replace('name = "pingpong"', 'name = "pingpong"\nparams = {colour = "x"}'),
+     "colour"),
     ("[[factor]\nname =", "not TOML"),
     ("name = 'x'\n", "factor"),
 ])

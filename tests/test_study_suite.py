@@ -28,6 +28,9 @@ class FakeFigure:
 class FakeMeasurement:
     name = "pingpong"
 
+    def params(self):
+        return {"latency_size": 16, "goodput_size": 1 << 20}
+
     def figures(self):
         return [FakeFigure("goodput_bps@1M", "bit/s", True),
                 FakeFigure("latency_us@16", "us", False)]

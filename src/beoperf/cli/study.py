@@ -24,8 +24,10 @@ from beoperf.suites import study_spec as specs
 
 # subcommand -> the module that adds its parser (a literal table: tests/test_architecture)
 SUBCOMMANDS = {"mtu": "beoperf.cli.study", "buffers": "beoperf.cli.study",
-               "latency-checklist": "beoperf.cli.study", "run": "beoperf.cli.study"}
+               "latency-checklist": "beoperf.cli.study", "run": "beoperf.cli.study",
+               "restore": "beoperf.cli.study_agent", "agent": "beoperf.cli.study_agent"}
 FORMATS = ("text", "markdown", "csv")
+LATENCY_LIMIT = 4096  # --size: a size under it is the latency's, the other the goodput's
 
 DESCRIPTION = """A study: hosts x factors (each with levels) x measurements, measured in
 interleaved, randomised blocks, each next to a block of Default, with repeats; each level's
@@ -165,11 +167,13 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--figure-unit", metavar="UNIT", help="the unit of --figure-regex's figure")
     g.add_argument("--figure-higher-is-better", action="store_true",
                    help="--figure-regex's figure is a rate, not a time")
-    g.add_argument("--size", metavar="SIZES", help="pingpong's sizes (e.g. 16,1M)")
-    g.add_argument("--mode", choices=("pingpong", "stream"), help="pingpong's mode")
+    g.add_argument("--size", metavar="SIZES",
+                   help="pingpong's latency size and stream size (e.g. 16,1M: the one "
+                        "under 4 KiB is the latency's, the other the goodput's)")
+    g.add_argument("--mode", choices=("pingpong", "stream"),
+                   help="pingpong's latency only (pingpong) or goodput only (stream)")
     g.add_argument("--curve", action="store_true", help="pingpong's whole curve per level")
-    g.add_argument("--transport", choices=("tcp", "mpi"), help="pingpong's transport")
-    g.add_argument("--np", type=int, metavar="N", help="processes of ring, hpl, hpcc")
+    g.add_argument("--np", type=int, metavar="N", help="processes of hpl and hpcc")
 
 
 def add_design_options(p: argparse.ArgumentParser) -> None:
@@ -255,18 +259,19 @@ def measures_of(args: argparse.Namespace) -> list[specs.MeasureSpec]:
         if not name:
             continue
         kind, _, kernel = name.partition(":")
-        if kind not in specs.MEASUREMENT_NAMES or kind == "command":
-            raise UsageError(f"--measure {name}: choose "
-                             f"{', '.join(n for n in specs.MEASUREMENT_NAMES if n != 'command')}")
-        params: dict = {"kernel": kernel} if kernel else {}
-        if args.np is not None and kind in ("ring", "hpl", "hpcc"):
+        if kind not in specs.MEASUREMENT_NAMES or kind == "command" or \
+                (kernel and kind != "node"):
+            raise UsageError(f"--measure {name}: choose pingpong, ring, hpl, hpcc or "
+                             "node:METRIC")
+        params: dict = {"metric": kernel} if kernel else {}
+        if args.np is not None and kind in ("hpl", "hpcc"):
             params["np"] = args.np
         out.append(specs.MeasureSpec(kind, params))
     if args.measure_command:
         params = {"command": args.measure_command}
         if args.figure_regex:
-            params.update(regex=args.figure_regex, unit=args.figure_unit or "",
-                          higher_is_better=bool(args.figure_higher_is_better))
+            params.update(figure_regex=args.figure_regex, figure_unit=args.figure_unit or "",
+                          figure_higher_is_better=bool(args.figure_higher_is_better))
         out.append(specs.MeasureSpec("command", params))
     elif args.figure_regex:
         raise UsageError("--figure-regex goes with --measure-command")
@@ -275,18 +280,25 @@ def measures_of(args: argparse.Namespace) -> list[specs.MeasureSpec]:
 
 def pingpong_params(args: argparse.Namespace, measures: list[specs.MeasureSpec]
                     ) -> list[specs.MeasureSpec]:
-    """The preset's pingpong with --size, --mode, --transport applied."""
+    """The preset's pingpong with --size and --mode applied."""
+    sizes = sizes_of(args.size)
+    small = [s for s in sizes if s < LATENCY_LIMIT]
+    large = [s for s in sizes if s >= LATENCY_LIMIT]
+    if len(small) > 1 or len(large) > 1:
+        raise UsageError(f"--size {args.size}: one latency size (under 4 KiB) and one "
+                         "stream size")
     out = []
     for m in measures:
         if m.name == "pingpong":
             params = dict(m.params)
-            sizes = sizes_of(args.size)
-            if sizes:
-                params["latency_sizes"] = [s for s in sizes if s < 4096] or []
-                params["goodput_sizes"] = [s for s in sizes if s >= 4096] or []
-            for key in ("mode", "transport"):
-                if getattr(args, key):
-                    params[key] = getattr(args, key)
+            if small:
+                params["latency_size"] = small[0]
+            if large:
+                params["goodput_size"] = large[0]
+            if args.mode == "pingpong":
+                params["goodput_size"] = None
+            elif args.mode == "stream":
+                params["latency_size"] = None
             m = specs.MeasureSpec(m.name, params)
         out.append(m)
     return out

@@ -42,6 +42,7 @@ KeepDocument = Callable[[Document], None]
 DEFAULT_ID = "c0"
 DEFAULT_LABEL = "Default"
 DEFAULT_LEVEL = "default"  # the level that is each host's own value
+LOCAL_TEMPLATE = "exec env BEOPERF_STUDY_HOST=%h"  # this host, as study_hosts reaches it
 FIXED_WHY = "applied in every configuration, Default included"
 WARMUP = 2  # Default blocks before the first counted one (dropped)
 
@@ -184,13 +185,10 @@ def _planned(f: FactorSpec, names: Sequence[str]) -> PlannedFactor:
 
 
 def _measurement(m: MeasureSpec) -> Any:
+    """The measurement by name with its parameters (BadSpec naming a bad one)."""
     from beoperf.suites import study_measure
 
-    cls = study_measure.MEASUREMENTS.get(m.name)
-    if cls is None:
-        raise errors.BadSpec(f"unknown measurement {m.name!r}: choose "
-                             f"{', '.join(study_measure.MEASUREMENTS)}")
-    return study_measure.make(m.name, dict(m.params))
+    return study_measure.get(m.name, dict(m.params))
 
 
 def _check_decide_by(c: Checked) -> None:
@@ -258,9 +256,9 @@ def reach_of(c: Checked) -> str:
 def _measurement_entries(c: Checked) -> list[Any]:
     from beoperf.model.study import Figure, MeasurementSpec
 
-    return [MeasurementSpec(m.name, dict(ms.params),
+    return [MeasurementSpec(m.name, dict(m.params()),
                             [Figure(f.key, f.unit, f.higher_is_better) for f in m.figures()])
-            for m, ms in zip(c.measures, c.measure_specs, strict=True)]
+            for m in c.measures]
 
 
 def new_study(c: Checked, current: Mapping[str, Mapping[str, Any]], seed: int) -> Any:
@@ -736,12 +734,45 @@ def _object(o: Mapping[str, Any], key: str) -> JsonObject | None:
 # --------------------------------------------------------------------------- measuring
 
 
-def measurer(c: Checked) -> MeasureBlock:
-    """Measure one block: every measurement in turn with the run levels; the figures
-    (over the pairs: their geometric mean), each pair's, the curves and the first error."""
+def where_of(c: Checked) -> Any:
+    """Where the blocks run (study_measure.Where): the pairs (client, server's data
+    address), how each host is reached, whether the controller is the client (--peer:
+    then every pair runs in this process), the servers' port, every host."""
     from beoperf.suites import study_measure
 
-    where = study_measure.where_of(c)
+    h = c.spec.study.hosts
+    reach = {name: study_measure.Reach(LOCAL_TEMPLATE if name == study_spec.LOCAL
+                                       else h.exec_template, h.remote_command)
+             for name in c.names}
+    return study_measure.Where(tuple((client, c.addresses[server]) for client, server
+                                     in c.pairs), reach, bool(h.peer), h.port,
+                               tuple(c.names))
+
+
+def pair_figures(c: Checked, sample: Any) -> dict[str, dict[str, float]]:
+    """Each pair's figures ("client>server" -> key -> value), with the MSS its client's
+    socket reported (``mss_bytes``: what the headers leave of a frame)."""
+    names = {address: name for name, address in c.addresses.items()}
+    pairs = sample.detail.get("pairs") if isinstance(sample.detail, dict) else None
+    out: dict[str, dict[str, float]] = {}
+    for label, found in (pairs or {}).items():
+        if not isinstance(found, dict):
+            continue
+        client, _, server = str(label).partition(">")
+        figures = {k: float(v) for k, v in (found.get("figures") or {}).items()
+                   if isinstance(v, (int, float))}
+        if isinstance(found.get("mss"), int):
+            figures["mss_bytes"] = float(found["mss"])
+        out[f"{client}>{names.get(server, server)}"] = figures
+    return out
+
+
+def measurer(c: Checked) -> MeasureBlock:
+    """Measure one block: every measurement in turn with the run levels; the figures,
+    each pair's, the curves and the first error (a failed block)."""
+    from beoperf.model.study import Curve
+
+    where = where_of(c)
     budget = c.design.block_time
 
     def measure(config: Any, run_levels: Mapping[str, Any]) -> Measured:
@@ -750,12 +781,14 @@ def measurer(c: Checked) -> MeasureBlock:
             sample = m.measure(where, dict(run_levels), budget)
             out.duration_s += float(sample.duration_s)
             if sample.error:
-                out.error = out.error or sample.error
+                out.error = out.error or f"{m.name}: {sample.error}"
                 continue
             out.figures.update(sample.figures)
-            for pair, found in study_measure.pair_figures(sample).items():
+            for pair, found in pair_figures(c, sample).items():
                 out.pairs.setdefault(pair, {}).update(found)
-            out.curves.extend(study_measure.curves_of(sample, m, config.id))
+            if sample.curve:
+                out.curves.append(Curve(config.id, m.name, "bit/s",
+                                        [(float(x), float(y)) for x, y in sample.curve]))
         return out
 
     return measure

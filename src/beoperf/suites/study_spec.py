@@ -233,15 +233,12 @@ def split_levels(text: str, source: str) -> tuple[str, ...]:
 # --------------------------------------------------------------------------- presets
 
 
-def pingpong_measure(curve: bool = False, mode: str | None = None,
-                     sizes: Sequence[int] = ()) -> MeasureSpec:
+def pingpong_measure(curve: bool = False, latency: int | None = LATENCY_SIZE,
+                     goodput: int | None = STREAM_SIZE) -> MeasureSpec:
     """The papers' pair of figures: the latency at 16 B and the stream goodput at 1 MiB
     measured with the system's congestion control (not the ping-pong's Reno)."""
-    params: dict[str, Any] = {"latency_sizes": [LATENCY_SIZE],
-                              "goodput_sizes": list(sizes) or [STREAM_SIZE], "curve": curve}
-    if mode:
-        params["mode"] = mode
-    return MeasureSpec("pingpong", params)
+    return MeasureSpec("pingpong", {"latency_size": latency, "goodput_size": goodput,
+                                    "curve": curve})
 
 
 def preset(name: str, levels: tuple[str, ...], extra_factors: Sequence[FactorSpec] = (),
@@ -261,7 +258,7 @@ def preset(name: str, levels: tuple[str, ...], extra_factors: Sequence[FactorSpe
         limit = buffers_limit(_needs(levels, name))
         factors = (FactorSpec("sockbuf", levels),
                    *((FactorSpec("buffers", (limit,), fixed=True),) if limit else ()))
-        measures = (pingpong_measure(curve, sizes=(STREAM_SIZE, 4 * STREAM_SIZE)),)
+        measures = (pingpong_measure(curve, goodput=4 * STREAM_SIZE),)
     elif name == "latency-checklist":
         if levels:
             raise errors.BadSpec("latency-checklist: its factors come from the latency "
@@ -269,8 +266,7 @@ def preset(name: str, levels: tuple[str, ...], extra_factors: Sequence[FactorSpe
         factors = (*checklist, FactorSpec("irqbalance", ("off",)),
                    FactorSpec("firewall", ("flush",)),
                    FactorSpec("sysctl", ("net.core.busy_poll=50",)))
-        measures = (MeasureSpec("pingpong", {"latency_sizes": [LATENCY_SIZE],
-                                             "goodput_sizes": [], "curve": curve}),)
+        measures = (pingpong_measure(curve, goodput=None),)
     else:
         raise errors.BadSpec(f"unknown preset {name!r}: choose {', '.join(PRESETS)}")
     return merged(factors, extra_factors), (*measures, *extra_measures)
