@@ -368,7 +368,10 @@ def plan_lines(study: Study, block_time: float) -> list[str]:
                  + ", ".join(f"{c} > {s}" for c, s in study.pairs))
     lines.append("  factors:")
     for f in study.factors:
-        levels = ", ".join(lv.label + (" (Default: the hosts' own)" if lv.default else "")
+        levels = ", ".join(lv.label + (f" ({lv.value})" if lv.value not in (None, lv.label)
+                                       else "")
+                           + (" (Default: the hosts' own)" if lv.default and not lv.why
+                              else f" ({lv.why})" if lv.why else "")
                            for lv in f.levels)
         lines.append(f"    {f.name} ({f.scope}) on {', '.join(f.hosts)}: {levels}")
     lines.append("  measurements:")
