@@ -88,11 +88,12 @@ def run_study(hosts, args) -> tuple[Study, float, dict]:
 def nptcp_plateau(server, client, out: Path) -> float:
     """One NPtcp run from ``client`` to ``server``: the mean throughput (bit/s) of its
     largest sizes."""
-    receiver = server.popen(["NPtcp"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    receiver = server.popen(["NPtcp", "-l", str(64 << 10), "-u", str(4 << 20), "-p", "0"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.5)
-        client.run(["NPtcp", "-h", server.addr4, "-u", str(4 << 20), "-o", str(out)],
-                   timeout=300)
+        client.run(["NPtcp", "-h", server.addr4, "-l", str(64 << 10), "-u", str(4 << 20),
+                    "-p", "0", "-o", str(out)], timeout=300)
     finally:
         receiver.kill()
         receiver.wait()
