@@ -307,3 +307,24 @@ def test_the_buffers_preset_varies_the_socket_option_over_limits_raised_once():
     seen = set(asked)
     assert seen == {("Default", None, None), ("sockbuf 64K", 65536, 65536),
                     ("sockbuf 4M", 4194304, 4194304)}
+
+
+def test_a_spent_time_budget_stops_the_blocks_after_closing_the_last_triple(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(suite.time, "monotonic", lambda: clock[0])
+    hosts = FakeHosts(["h0", "h1"])
+    measure = measurer(hosts)
+
+    def slow(config, run_levels):
+        clock[0] += 10.0  # every block takes 10 s
+        return measure(config, run_levels)
+
+    spec = mtu_spec()
+    budget = specs.DesignSpec(repeats=6, margin=0.01, seed=7, time_budget=75.0)
+    spec = suite.Spec(specs.StudySpec("mtu", spec.study.hosts, spec.study.factors,
+                                      spec.study.measures, budget), apply=True)
+    study = Study.from_document(suite.run(spec, None, None, hosts, slow))
+    configs = [b.config for b in study.blocks if not b.warmup]
+    assert len(study.blocks) < 15 and configs[-1] == "c0"  # a C is never left unclosed
+    assert "time budget was spent" in study.warnings[0]
+    assert hosts.mtu == {"h0": "1500", "h1": "1500"}

@@ -363,7 +363,7 @@ def host_control(c: Checked) -> Control:
         remote_command=h.remote_command, fanout=h.fanout, timeout=h.timeout,
         lease_s=c.design.lease, interface=h.interface,
         routes=study_control.partners(c.names, c.pairs, c.addresses), levels=levels,
-        estimate_s=estimate_s(c, blocks))
+        estimate_s=estimate_s(c, blocks), settle_s=c.design.settle)
 
 
 # --------------------------------------------------------------------------- run
@@ -385,6 +385,8 @@ class Loop:
     baseline: dict[str, str] = field(default_factory=dict)  # greedy: the levels kept
     changed: set[str] = field(default_factory=set)  # hosts a level was set on
     persist_error: errors.OutputError | None = None
+    deadline: float | None = None  # monotonic: --time-budget's end
+    out_of_time: bool = False
     index: int = 0
 
     def config(self, cid: str) -> Any:
@@ -497,6 +499,9 @@ class Loop:
         if cid in self.dropped or (cid == DEFAULT_ID and not warmup and last is not None
                                    and last.config == config.id and not last.warmup):
             return  # a dropped configuration, or a second baseline block in a row
+        if self.over_budget(warmup) and not (cid == DEFAULT_ID and last is not None
+                                             and last.config != config.id):
+            return  # the budget is spent: only the baseline block that closes a triple
         started = utc_now()
         try:
             apply_s = self.move_to(config)
@@ -515,6 +520,19 @@ class Loop:
             self.study.curves.extend(got.curves)
         self.progress(f"block {self.index}: {config.label}"
                       + (f": failed: {got.error}" if got.error else ""))
+
+    def over_budget(self, warmup: bool) -> bool:
+        """Whether --time-budget is spent (said once, as a warning)."""
+        if self.out_of_time or warmup or self.deadline is None:
+            return self.out_of_time
+        if time.monotonic() > self.deadline:
+            self.out_of_time = True
+            left = len(self.study.blocks)
+            self.study.warnings.append(f"the time budget was spent after {left} blocks: "
+                                       "the blocks not measured are left out (a longer "
+                                       "--time-budget, or fewer --repeats)")
+            self.progress(self.study.warnings[-1])
+        return self.out_of_time
 
     def run_levels(self, config: Any) -> dict[str, Any]:
         """The run-scope factors' settings for this configuration (configure())."""
@@ -560,6 +578,8 @@ def run(spec: Spec, progress: Progress | None = None, keep_document: KeepDocumen
     for host in study.hosts:
         host.slurm = slurm.get(host.name) if isinstance(slurm.get(host.name), dict) else None
     loop = Loop(c, control, study, say, measure_block or measurer(c))
+    if c.design.time_budget:
+        loop.deadline = time.monotonic() + c.design.time_budget
     failure: BaseException | None = None
     try:
         _run_blocks(loop)

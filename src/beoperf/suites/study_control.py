@@ -56,7 +56,7 @@ class HostsControl:
                  remote_command: str, fanout: int, timeout: float, lease_s: float,
                  interface: str | None, routes: Mapping[str, str | None],
                  levels: Mapping[str, Mapping[str, Sequence[str]]], estimate_s: float,
-                 force: bool = False) -> None:
+                 settle_s: float = 1.0) -> None:
         self.names = list(names)
         self.hs = study_hosts.HostSet(
             new_study_id(study_name), self.names, agent=exec_template,
@@ -64,13 +64,14 @@ class HostsControl:
             fanout=fanout, timeout=timeout, lease_s=lease_s)
         self.interface, self.routes, self.levels = interface, dict(routes), levels
         self.life_s = estimate_s * LIFE_FACTOR + LIFE_EXTRA_S
+        self.settle_s = settle_s
 
     def plan(self, host: str) -> JsonObject:
         """The host's plan: its host factors and their levels, how to find the interface,
         the lifetime."""
         plan: JsonObject = {"factors": [{"name": f, "levels": list(levels)}
                                         for f, levels in self.levels.get(host, {}).items()],
-                            "max_life_s": self.life_s}
+                            "max_life_s": self.life_s, "settle_s": self.settle_s}
         if self.interface:
             plan["interface"] = self.interface
         elif self.routes.get(host):
