@@ -1,0 +1,50 @@
+"""STAND-IN for P2's factors/base.py (PLAN27 1.2), reverted when P2 lands."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from beoperf import errors
+from beoperf.model.document import JsonObject
+
+
+@dataclass(frozen=True)
+class Context:
+    interface: str | None
+    root: str = "/"
+
+
+@dataclass(frozen=True)
+class Level:
+    label: str
+    value: str | None
+
+
+class FactorError(errors.Failed):
+    category = "factor failed"
+
+
+class Factor:
+    name: ClassVar[str] = ""
+    scope: ClassVar[str] = "host"
+    order: ClassVar[int] = 0
+
+    def parse(self, texts: Sequence[str]) -> list[Level]:
+        raise NotImplementedError
+
+    def snapshot(self, ctx: Context) -> JsonObject:
+        raise NotImplementedError
+
+    def check_saved(self, saved: JsonObject) -> None:
+        raise NotImplementedError
+
+    def apply(self, ctx: Context, level: Level) -> JsonObject:
+        raise NotImplementedError
+
+    def restore(self, ctx: Context, saved: JsonObject) -> None:
+        raise NotImplementedError
+
+    def settle(self, ctx: Context) -> float:
+        return 0.0
