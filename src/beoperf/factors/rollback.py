@@ -1,0 +1,117 @@
+"""``beoperf study restore FILE``: a host put back from the rollback file its agent left.
+
+What an admin runs on a host stranded by a study whose agent could not restore (it was
+killed with SIGKILL, or the host rebooted into a state nobody restored).  The file may have
+been crafted: it is read bounded and private (owned by root, writable by no one else),
+its shape checked, every saved value checked against its factor's allow-list
+(``Factor.check_saved``) before anything is written, and it must have been written on
+this host and in this network namespace unless ``force``.  The restore holds the host's
+tune lock, so it never runs beside a live agent (which restores by itself), and goes in
+reverse apply order.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from beoperf import errors, factors, safeio
+from beoperf.audit import lock
+from beoperf.factors.agent import ROLLBACK_KIND, AgentError, AgentGone, request
+from beoperf.factors.base import Context, Factor
+from beoperf.model.document import FORMAT, JsonObject
+
+LIMIT = safeio.LIMITS["rollback"]
+
+
+@dataclass
+class Saved:
+    """A rollback file read and checked: where it was written, and each factor's
+    snapshot in apply order."""
+
+    study_id: str
+    host: str
+    netns: int | None
+    interface: str | None
+    entries: list[tuple[Factor, JsonObject]]
+
+
+def _printable(text: str) -> str:
+    return " ".join("".join(c if c.isprintable() else "?" for c in text).split())
+
+
+def read(path: str) -> Saved:
+    """The rollback file at ``path``, every entry checked; AgentError naming what is
+    wrong (nothing has been touched)."""
+    try:
+        doc = safeio.load_json(path, LIMIT, "a study rollback file", private=True)
+    except safeio.FileInputError as exc:
+        raise AgentError(_printable(str(exc))) from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or \
+            doc.get("kind") != ROLLBACK_KIND or not isinstance(doc.get("body"), dict):
+        raise AgentError(f"{path} is not a study rollback file")
+    body = doc["body"]
+    try:
+        return _checked(body)
+    except (KeyError, TypeError, ValueError, errors.BeoperfError) as exc:
+        raise AgentError(f"{path}: {_printable(str(exc))}") from None
+
+
+def _checked(body: JsonObject) -> Saved:
+    entries = []
+    for entry in body["entries"]:
+        factor = factors.get(str(entry["factor"]))
+        saved = entry["saved"]
+        if not isinstance(saved, dict):
+            raise ValueError(f"{factor.name}: saved is not an object")
+        factor.check_saved(saved)
+        entries.append((factor, saved))
+    netns, interface = body.get("netns"), body.get("interface")
+    if netns is not None and not isinstance(netns, int) or \
+            interface is not None and not isinstance(interface, str):
+        raise ValueError("netns or interface of the wrong type")
+    entries.sort(key=lambda e: e[0].order)
+    return Saved(str(body["study_id"]), str(body["host"]), netns, interface, entries)
+
+
+def restore(path: str, force: bool = False, root: str = "/",
+            base: str = lock.LOCK_DIR) -> list[JsonObject]:
+    """Put this host back from ``path``: each factor's end ({factor, status, detail}),
+    in the order restored.  Busy while the study's agent still runs."""
+    saved = read(path)
+    _same_place(saved, force)
+    _no_agent(saved.study_id, base)
+    with lock.TuneLock(base):
+        return [_one(factor, Context(saved.interface, root), entry)
+                for factor, entry in reversed(saved.entries)]
+
+
+def _same_place(saved: Saved, force: bool) -> None:
+    here, netns = os.uname().nodename, lock.netns_id()
+    if force:
+        return
+    if saved.host != here or saved.netns != netns:
+        raise errors.BadSpec(f"this rollback file was written on {saved.host} (network "
+                             f"namespace {saved.netns}), this is {here} ({netns})",
+                             "restore it where it was written, or give --force")
+
+
+def _no_agent(study_id: str, base: str) -> None:
+    try:
+        status = request(study_id, {"op": "status"}, 5.0, base)
+    except AgentGone:
+        return
+    except AgentError:
+        return  # no answer: the lock decides
+    raise errors.Busy(f"the agent of study {study_id} (pid {status.get('pid')}) is "
+                      f"running: it restores by itself within "
+                      f"{status.get('lease_left_s', '?')} s")
+
+
+def _one(factor: Factor, ctx: Context, entry: JsonObject) -> JsonObject:
+    try:
+        factor.restore(ctx, entry)
+        factor.settle(ctx)
+    except errors.BeoperfError as exc:
+        return {"factor": factor.name, "status": "restore-failed", "detail": str(exc)}
+    return {"factor": factor.name, "status": "restored", "detail": "back to the snapshot"}
