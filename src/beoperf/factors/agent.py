@@ -52,12 +52,13 @@ from typing import Any
 from beoperf import errors, factors, safeio, sysinfo
 from beoperf.audit import lock
 from beoperf.factors.base import Context, Factor, Level
-from beoperf.model.document import FORMAT, JsonObject, utc_now
+from beoperf.model.document import FORMAT, JsonObject, JsonValue, utc_now
 
 LEASE_S = 60.0
 MIN_LEASE_S = 3.0
 MAX_LIFE_S = 7 * 86400.0
 DEFAULT_LIFE_S = 4 * 3600.0
+MAX_SETTLE_S = 60.0
 MESSAGE_LIMIT = 256 * 1024  # bytes of one request or reply
 PLAN_LIMIT = 1024 * 1024
 ACCEPT_TIMEOUT_S = 5.0  # a caller that connects and says nothing
@@ -95,6 +96,7 @@ class Plan:
     lease_s: float
     max_life_s: float
     root: str
+    settle_s: float = 1.0
     factors: list[HostFactor] = field(default_factory=list)
 
 
@@ -133,7 +135,8 @@ def parse_plan(raw: object) -> Plan:
     plan = Plan(check_study_id(raw.get("study_id")), _text(raw, "host") or "",
                 _text(raw, "data_address"), _text(raw, "interface"),
                 _number(raw, "lease_s", LEASE_S, MIN_LEASE_S, MAX_LIFE_S),
-                _number(raw, "max_life_s", DEFAULT_LIFE_S, MIN_LEASE_S, MAX_LIFE_S), root)
+                _number(raw, "max_life_s", DEFAULT_LIFE_S, MIN_LEASE_S, MAX_LIFE_S), root,
+                _number(raw, "settle_s", 1.0, 0.0, MAX_SETTLE_S))
     entries = raw.get("factors")
     if not isinstance(entries, list):
         raise errors.BadSpec("plan: factors is not a list")
@@ -192,12 +195,16 @@ def make_study_dir(study_id: str, base: str = lock.LOCK_DIR) -> str:
 def rollback_document(plan: Plan, interface: str | None,
                       saved: Sequence[tuple[Factor, JsonObject]]) -> JsonObject:
     """One host's snapshot as a ``study-rollback`` document."""
-    body = {"study_id": plan.study_id, "host": plan.host or os.uname().nodename,
+    body: JsonObject = {"study_id": plan.study_id, "host": os.uname().nodename,
             "netns": lock.netns_id(), "interface": interface, "lease_s": plan.lease_s,
-            "entries": [{"factor": f.name, "order": f.order, "saved": s} for f, s in saved],
-            "files": []}
+            "entries": [_entry(f, s) for f, s in saved],
+            "files": [file for f, s in saved for file in f.files(s)]}
     return {"format": FORMAT, "kind": ROLLBACK_KIND, "schema_version": 1,
             "meta": {"utc_start": utc_now(), "pid": os.getpid()}, "body": body}
+
+
+def _entry(factor: Factor, saved: JsonObject) -> JsonValue:
+    return {"factor": factor.name, "order": factor.order, "saved": saved}
 
 
 def write_rollback(where: str, doc: JsonObject, *, new: bool) -> str:
@@ -252,10 +259,10 @@ class Agent:
             left = min(self.lease_end, self.life_end) - now
             if left <= 0:
                 return LAPSED if self.lease_end <= self.life_end else LIFETIME
-            ready = select.select([self.sock, self.wake], [], [], left)[0]
+            ready = select.select([self.sock.fileno(), self.wake], [], [], left)[0]
             if self.wake in ready:
                 _drain(self.wake)
-            if self.sock in ready and self.stop is None:
+            if self.sock.fileno() in ready and self.stop is None:
                 self._answer_one()
         return self.stop
 
@@ -309,10 +316,13 @@ class Agent:
         if level is None:
             raise AgentError(f"{hf.factor.name}: level {label!r} is not in this host's plan")
         name = hf.factor.name
+        if level.value is None:  # the level "default": the snapshot put back
+            back = self.to_default(hf)
+            return {**back, "read_back": self.read().get(name)} if back["ok"] else back
         if name not in self.touched:
             self.touched.append(name)  # before: a failed apply may have changed something
         try:
-            got = hf.factor.apply(self.ctx, level)
+            got = hf.factor.set_level(self.ctx, level, self.saved[name])
             settled = hf.factor.settle(self.ctx)
         except errors.BeoperfError as exc:
             back = self._restore_one(hf)
@@ -331,13 +341,7 @@ class Agent:
         return {"ok": True, "settled_s": back.get("settled_s", 0.0), "changed": True}
 
     def read(self) -> JsonObject:
-        out: JsonObject = {}
-        for hf in self.plan.factors:
-            try:
-                out[hf.factor.name] = hf.factor.snapshot(self.ctx)
-            except errors.BeoperfError as exc:
-                out[hf.factor.name] = {"error": str(exc)}
-        return out
+        return read_all(self.plan, self.ctx)
 
     def status(self) -> JsonObject:
         now = time.monotonic()
@@ -350,10 +354,10 @@ class Agent:
         """Restore all but ``keep``; the agent stops after this reply."""
         restored = self.restore_all(keep)
         self.stop = FINISH
-        kept = [r["factor"] for r in restored if r["status"] == KEPT]
+        kept: list[JsonValue] = [r["factor"] for r in restored if r["status"] == KEPT]
         self.end(FINISH, restored)
         return {"ok": all(r["status"] != RESTORE_FAILED for r in restored),
-                "restored": restored, "kept": kept}
+                "restored": list[JsonValue](restored), "kept": kept}
 
     # ---- restoring
 
@@ -372,7 +376,7 @@ class Agent:
 
     def restore_all(self, keep: Sequence[str] = ()) -> list[JsonObject]:
         """Every factor's end, restoring the changed ones in reverse apply order."""
-        out = []
+        out: list[JsonObject] = []
         for hf in reversed(self.plan.factors):
             name = hf.factor.name
             if name not in self.touched:
@@ -387,9 +391,9 @@ class Agent:
     def end(self, why: str, restored: list[JsonObject]) -> None:
         """result.json; the rollback file reduced to what is left changed (removed when
         nothing is); ctl removed; the lock released."""
-        left = {r["factor"] for r in restored if r["status"] in (KEPT, RESTORE_FAILED)}
-        result = {"study_id": self.plan.study_id, "pid": os.getpid(), "why": why,
-                  "utc": utc_now(), "restored": restored}
+        left = {str(r["factor"]) for r in restored if r["status"] in (KEPT, RESTORE_FAILED)}
+        result: JsonObject = {"study_id": self.plan.study_id, "pid": os.getpid(), "why": why,
+                  "utc": utc_now(), "restored": list[JsonValue](restored)}
         with contextlib.suppress(OSError):
             safeio.write_atomic(os.path.join(self.where, RESULT),
                                 safeio.dump_json(result, indent=1), mode=0o600)
@@ -409,6 +413,17 @@ class Agent:
                  if hf.factor.name in left]
         write_rollback(self.where, rollback_document(self.plan, self.ctx.interface, saved),
                        new=False)
+
+
+def read_all(plan: Plan, ctx: Context) -> JsonObject:
+    """Each factor of the plan as it is now (``{"error": ...}`` for one that cannot say)."""
+    out: JsonObject = {}
+    for hf in plan.factors:
+        try:
+            out[hf.factor.name] = hf.factor.read(ctx)
+        except errors.BeoperfError as exc:
+            out[hf.factor.name] = {"error": str(exc)}
+    return out
 
 
 def _peer_uid(conn: socket.socket) -> int:
@@ -450,9 +465,9 @@ def arm(plan: Plan, wake: int, base: str = lock.LOCK_DIR) -> Agent:
 
 
 def _armed(plan: Plan, wake: int, held: lock.TuneLock, base: str) -> Agent:
-    ctx = Context(interface_of(plan), plan.root)
-    saved = {hf.factor.name: hf.factor.snapshot(ctx) for hf in plan.factors}
     where = make_study_dir(plan.study_id, base)
+    ctx = Context(interface_of(plan), plan.root, where, plan.settle_s)
+    saved = {hf.factor.name: hf.factor.snapshot(ctx) for hf in plan.factors}
     doc = rollback_document(plan, ctx.interface,
                             [(hf.factor, saved[hf.factor.name]) for hf in plan.factors])
     write_rollback(where, doc, new=True)

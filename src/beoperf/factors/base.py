@@ -7,13 +7,15 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from beoperf import errors
-from beoperf.model.document import JsonObject
+from beoperf.model.document import JsonObject, JsonValue
 
 
 @dataclass(frozen=True)
 class Context:
     interface: str | None
     root: str = "/"
+    directory: str | None = None
+    settle_s: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -48,3 +50,15 @@ class Factor:
 
     def settle(self, ctx: Context) -> float:
         return 0.0
+
+    def read(self, ctx: Context) -> JsonValue:
+        raise NotImplementedError
+
+    def set_level(self, ctx: Context, level: Level, saved: JsonObject) -> JsonObject:
+        if level.value is not None:
+            return self.apply(ctx, level)
+        self.restore(ctx, saved)
+        return {"read_back": self.read(ctx)}
+
+    def files(self, saved: JsonObject) -> list[JsonObject]:
+        return []

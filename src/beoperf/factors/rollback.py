@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from beoperf import errors, factors, safeio
 from beoperf.audit import lock
@@ -57,7 +58,7 @@ def read(path: str) -> Saved:
         raise AgentError(f"{path}: {_printable(str(exc))}") from None
 
 
-def _checked(body: JsonObject) -> Saved:
+def _checked(body: Any) -> Saved:
     entries = []
     for entry in body["entries"]:
         factor = factors.get(str(entry["factor"]))
@@ -81,9 +82,9 @@ def restore(path: str, force: bool = False, root: str = "/",
     saved = read(path)
     _same_place(saved, force)
     _no_agent(saved.study_id, base)
+    ctx = Context(saved.interface, root, os.path.dirname(os.path.abspath(path)))
     with lock.TuneLock(base):
-        return [_one(factor, Context(saved.interface, root), entry)
-                for factor, entry in reversed(saved.entries)]
+        return [_one(factor, ctx, entry) for factor, entry in reversed(saved.entries)]
 
 
 def _same_place(saved: Saved, force: bool) -> None:

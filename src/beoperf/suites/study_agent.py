@@ -71,16 +71,10 @@ def control(study_id: str, data: bytes, timeout: float = 30.0) -> JsonObject:
 
 
 def read_values(data: bytes) -> JsonObject:
-    """The plan's host factors as they are now (their snapshots): no agent, no lock."""
+    """The plan's host factors as they are now: no agent, no lock, nothing written."""
     plan = agent.parse_plan(_plan_json(data))
     ctx = Context(agent.interface_of(plan), plan.root)
-    values: JsonObject = {}
-    for hf in plan.factors:
-        try:
-            values[hf.factor.name] = hf.factor.snapshot(ctx)
-        except errors.BeoperfError as exc:
-            values[hf.factor.name] = {"error": str(exc)}
-    return {"ok": True, "interface": ctx.interface, "values": values}
+    return {"ok": True, "interface": ctx.interface, "values": agent.read_all(plan, ctx)}
 
 
 def probe(address: str, port: int, interface: str | None) -> JsonObject:
