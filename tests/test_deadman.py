@@ -341,3 +341,50 @@ def test_fan_outs_in_two_threads_run_side_by_side():
     thread.join()
     assert len(out["short"]) == 4
     assert sum(out["short"]) < long_took  # all four ended while the long one ran
+
+
+# --------------------------------------------------------------------------- 7. Slurm
+
+
+CHECK_SLURM = """
+import json, sys
+from beoperf import errors
+from beoperf.suites import study_hosts
+try:
+    state = study_hosts.check_slurm(sys.argv[1].split(","), force=sys.argv[2] == "force")
+except errors.Busy as exc:
+    print("busy", exc)
+else:
+    print(json.dumps(state.to_dict()))
+"""
+
+
+@pytest.mark.tools("slurmctld", "slurmd", "munged", "sbatch", "squeue", "scontrol", "nsenter")
+def test_a_slurm_node_running_a_job_is_refused_unless_forced(netns_hosts):
+    from slurm import SlurmCluster
+
+    hosts = netns_hosts(3)
+    with SlurmCluster(hosts[0], hosts[1:]) as slurm:
+        env = child_env(slurm.env)
+
+        def check(nodes: str, force: str = "") -> str:
+            out = slurm.controller.run([sys.executable, "-c", CHECK_SLURM, nodes, force],
+                                       env=env)
+            return out.stdout.strip()
+
+        job = slurm.controller.run(["sbatch", "--parsable", "-w", "n1", "--wrap",
+                                    "sleep 120"], env=env).stdout.strip().split(";")[0]
+        try:
+            running = _wait(lambda: job in slurm.controller.run(
+                ["squeue", "-h", "-t", "R", "-o", "%i"], env=env).stdout.split(), 30)
+            assert running is not None
+            refused = check("n1,n2")
+            assert refused.startswith("busy") and "n1" in refused and f"job {job}" in refused
+            forced = json.loads(check("n1,n2", "force"))
+            assert forced["checked"] and forced["nodes"]["n1"]["jobs"] == [
+                f"{job} (user root)"]
+            idle = json.loads(check("n2,elsewhere"))
+            assert idle["nodes"] == {"n2": {"node": True, "jobs": []},
+                                     "elsewhere": {"node": False, "jobs": []}}
+        finally:
+            slurm.controller.run(["scancel", job], env=env, check=False)

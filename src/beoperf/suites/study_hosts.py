@@ -298,7 +298,8 @@ class HostSet:
         gone = result.get("restored") if isinstance(result, dict) else None
         if isinstance(result, dict) and isinstance(gone, list):
             why = f"{result.get('why', '?')} at {result.get('utc', '?')}"
-            return self._ended(host, _objects(gone), why, reply.result)
+            finished = result.get("why") == "finish"  # its reply to finish was lost
+            return self._ended(host, _objects(gone), None if finished else why, reply.result)
         return None
 
     def _ended(self, host: str, restored: list[JsonObject], by_agent: str | None,
