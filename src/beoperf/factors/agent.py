@@ -282,6 +282,8 @@ class Agent:
                 reply = {"ok": False, "error": f"bad request: {exc}"}
             except errors.BeoperfError as exc:
                 reply = {"ok": False, "error": str(exc)}
+            except Exception as exc:  # the agent is the way back: it never dies of one request
+                reply = {"ok": False, "error": f"the agent failed: {type(exc).__name__}: {exc}"}
             with contextlib.suppress(OSError):
                 conn.sendall(json.dumps(reply).encode()[:MESSAGE_LIMIT])
 
@@ -324,9 +326,9 @@ class Agent:
         try:
             got = hf.factor.set_level(self.ctx, level, self.saved[name])
             settled = hf.factor.settle(self.ctx)
-        except errors.BeoperfError as exc:
+        except Exception as exc:  # whatever failed, the factor goes back
             back = self._restore_one(hf)
-            return {"ok": False, "error": str(exc), "restored": back}
+            return {"ok": False, "error": _why(exc), "restored": back}
         self.current[name] = level.label
         return {"ok": True, "read_back": got.get("read_back"), "detail": got,
                 "settled_s": settled}
@@ -366,8 +368,8 @@ class Agent:
         try:
             hf.factor.restore(self.ctx, self.saved[name])
             settled = hf.factor.settle(self.ctx)
-        except errors.BeoperfError as exc:
-            return {"factor": name, "status": RESTORE_FAILED, "detail": str(exc)}
+        except Exception as exc:  # one factor's failure never stops the others'
+            return {"factor": name, "status": RESTORE_FAILED, "detail": _why(exc)}
         if name in self.touched:
             self.touched.remove(name)
         self.current.pop(name, None)
@@ -429,6 +431,13 @@ def read_all(plan: Plan, ctx: Context) -> JsonObject:
 def _peer_uid(conn: socket.socket) -> int:
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     return int(struct.unpack("3i", creds)[1])
+
+
+def _why(exc: Exception) -> str:
+    """One line: a beoperf error's message, anything else with its class (a bug)."""
+    if isinstance(exc, errors.BeoperfError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _drain(fd: int) -> None:
@@ -584,7 +593,10 @@ def main() -> int:
         return 1
     agent.signals = got
     _say(ready, armed_line(agent))
-    why = agent.serve()
+    try:
+        why = agent.serve()
+    except Exception as exc:  # a bug here must still end in the restore
+        why = f"agent error: {_why(exc)}"
     if why != FINISH:
         agent.end(why, agent.restore_all())
     return 0

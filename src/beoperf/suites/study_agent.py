@@ -30,15 +30,15 @@ from beoperf.model.document import JsonObject
 READY_TIMEOUT_S = 60.0  # snapshots (a firewall's ruleset) and the rollback file's fsync
 
 
-def _plan_json(data: bytes) -> JsonObject:
+def _plan_json(data: bytes, what: str = "the plan") -> JsonObject:
     if len(data) > agent.PLAN_LIMIT:
-        raise errors.BadSpec(f"plan over {agent.PLAN_LIMIT:,} bytes")
+        raise errors.BadSpec(f"{what}: over {agent.PLAN_LIMIT:,} bytes")
     try:
-        raw = safeio.parse_json(data, "the plan")
+        raw = safeio.parse_json(data, what)
     except safeio.FileInputError as exc:
         raise errors.BadSpec(str(exc)) from None
     if not isinstance(raw, dict):
-        raise errors.BadSpec("the plan is not a JSON object")
+        raise errors.BadSpec(f"{what} is not a JSON object")
     return raw
 
 
@@ -58,7 +58,7 @@ def control(study_id: str, data: bytes, timeout: float = 30.0) -> JsonObject:
     listens, ``{"ok": false, "gone": true, "result": result.json or null}`` (for a
     ``status``: ``ok`` true, ``armed`` false)."""
     agent.check_study_id(study_id)
-    message = _plan_json(data)
+    message = _plan_json(data, "the request")
     try:
         return agent.request(study_id, message, timeout)
     except agent.AgentGone as exc:
