@@ -1,8 +1,8 @@
 """The import rules of docs/ARCHITECTURE.md, checked on the source (AST, no import run).
 
-Data flows one way: cli -> suites -> (sweep -> engines, launch, audit, monitor) -> _core;
-documents (model) -> analysis -> report.  A lower layer never imports a higher one, and the
-CLI never reaches past the suites into engines, the C core or the machinery.
+Data flows one way: cli -> suites -> (sweep -> engines, launch, audit, factors, monitor)
+-> _core; documents (model) -> analysis -> report.  A lower layer never imports a higher
+one, and the CLI never reaches past the suites into engines, the C core or the machinery.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ ALLOWED: dict[str, set[str]] = {
     "engines": BASE | {"model", "analysis", "engines"},
     "launch": BASE | {"model", "analysis", "launch"},
     "audit": BASE | {"model", "analysis", "audit"},
+    "factors": BASE | {"model", "analysis", "audit", "launch", "factors"},
     "monitor": BASE | {"model", "analysis", "engines", "monitor"},
     "sweep": BASE | {"model", "analysis", "engines", "sweep"},
     "report": BASE | {"model", "analysis", "report"},
-    "suites": BASE | {"model", "analysis", "engines", "launch", "audit", "monitor", "sweep",
-                      "report", "suites"},
+    "suites": BASE | {"model", "analysis", "engines", "launch", "audit", "factors", "monitor",
+                      "sweep", "report", "suites"},
     "cli": {"beoperf", "units", "safeio", "interrupts", "errors", "model", "analysis",
             "report", "suites", "cli"},
     "__main__": {"cli"},

@@ -42,6 +42,8 @@ LIMITS = {
     "rollback": 1 * MiB,  # tune --rollback FILE
     "profile": 1 * MiB,  # tune --profile-file
     "answer": 4 * MiB,  # one node's audit document in a fleet audit
+    "ruleset": 16 * MiB,  # a firewall ruleset a study loads (factor firewall, file:PATH)
+    "study": 1 * MiB,  # a study file (TOML), or a study's rollback file
 }
 MAX_JSON_DEPTH = 64
 _READ_CHUNK = 1 * MiB
@@ -103,10 +105,11 @@ def read_bytes(path: str | os.PathLike[str], limit: int, what: str = "this input
 
 
 def read_bytes_at(dir_fd: int, entry: str, limit: int, what: str = "this input", *,
-                  shown: str | None = None) -> bytes:
+                  shown: str | None = None, private: bool = False) -> bytes:
     """read_bytes of ``entry`` in the open directory ``dir_fd``, never through a symlink
     (O_NOFOLLOW: a link planted there is refused, not followed): for walking a tree
-    one directory descriptor at a time.  ``shown`` names the file in messages."""
+    one directory descriptor at a time.  ``shown`` names the file in messages;
+    ``private``: as read_bytes's (a ruleset root loads must be the user's own)."""
     name = shown or entry
     flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK | os.O_NOFOLLOW
     try:
@@ -115,7 +118,7 @@ def read_bytes_at(dir_fd: int, entry: str, limit: int, what: str = "this input",
         reason = "a symbolic link, not followed" if exc.errno == errno.ELOOP else \
             f"cannot read ({exc.strerror or exc})"
         raise FileInputError(f"{name}: {reason}") from None
-    return _read_open(fd, name, limit, what, False)
+    return _read_open(fd, name, limit, what, private)
 
 
 def _read_open(fd: int, name: str, limit: int, what: str, private: bool) -> bytes:

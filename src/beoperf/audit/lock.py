@@ -94,6 +94,44 @@ def describe_holder(raw: bytes) -> str:
     return f"pid {record['pid']}, user {user}, command {command}"
 
 
+def _check_private_dir(where: str, st: os.stat_result, what: str,
+                       error: type[errors.BeoperfError]) -> None:
+    """``error`` unless ``where`` is a real directory, ours, writable by no one else."""
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise error(f"{what} {where} is not a directory (a symlink?); refusing it: remove it")
+    if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise error(f"{what} {where} is owned by uid {st.st_uid} with mode "
+                    f"{stat.S_IMODE(st.st_mode):04o}; it must be owned by uid "
+                    f"{os.geteuid()} and writable by no one else: remove it")
+
+
+def private_run_dir(where: str, what: str = "the directory",
+                    error: type[errors.BeoperfError] = LockBusy, hint: str = "run it as root",
+                    ) -> int:
+    """``where`` created 0700 if absent (its parent must exist), checked to be a real
+    directory of ours writable by no one else, and opened (O_DIRECTORY|O_NOFOLLOW); its
+    descriptor, for every later step relative to it.  ``error`` (naming it as ``what``)
+    when it cannot be made, is not private, or changed while it was opened.  The tune lock's
+    directory is one; a study's directory under /run/beoperf/study is another."""
+    try:
+        os.mkdir(where, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise error(f"cannot create {what} {where}: {exc.strerror} ({hint})") from None
+    try:
+        st = os.lstat(where)
+        _check_private_dir(where, st, what, error)
+        fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise error(f"cannot open {what} {where}: {exc.strerror}") from None
+    opened = os.fstat(fd)
+    if (opened.st_ino, opened.st_dev) != (st.st_ino, st.st_dev):
+        os.close(fd)
+        raise error(f"{what} {where} changed while it was opened")
+    return fd
+
+
 class TuneLock:
     """An exclusive lock per network namespace, held while a tune reads and changes.
 
@@ -113,36 +151,8 @@ class TuneLock:
 
     def _open_dir(self) -> int:
         """The lock directory (created 0700), checked to be ours and private, opened."""
-        where = self.directory
-        try:
-            os.mkdir(where, 0o700)
-        except FileExistsError:
-            pass
-        except OSError as exc:
-            raise LockBusy(f"cannot create the lock directory {where}: {exc.strerror} "
-                           "(beoperf tune changes settings: run it as root)") from None
-        try:
-            st = os.lstat(where)
-            self._check_dir(st)
-            fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError as exc:
-            raise LockBusy(f"cannot open the lock directory {where}: {exc.strerror}") from None
-        opened = os.fstat(fd)
-        if (opened.st_ino, opened.st_dev) != (st.st_ino, st.st_dev):
-            os.close(fd)
-            raise LockBusy(f"the lock directory {where} changed while it was opened")
-        return fd
-
-    def _check_dir(self, st: os.stat_result) -> None:
-        """LockBusy unless the directory is a real one, ours, writable by no one else."""
-        where = self.directory
-        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-            raise LockBusy(f"the lock directory {where} is not a directory (a symlink?); "
-                           "refusing it: remove it")
-        if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            raise LockBusy(f"the lock directory {where} is owned by uid {st.st_uid} with mode "
-                           f"{stat.S_IMODE(st.st_mode):04o}; it must be owned by uid "
-                           f"{os.geteuid()} and writable by no one else: remove it")
+        return private_run_dir(self.directory, "the lock directory", LockBusy,
+                               "beoperf tune changes settings: run it as root")
 
     def _open_file(self, dir_fd: int) -> int:
         """The lock file, created 0600 or opened, never through a link."""

@@ -13,6 +13,7 @@ from beoperf.model import (  # noqa: F401  (register their kinds)
     node,
     pingpong,
     prediction,
+    study_rollback,
     tune,
 )
 from beoperf.model.document import (

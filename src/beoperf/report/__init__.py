@@ -50,7 +50,8 @@ MODULES = {"pingpong": "beoperf.report.pingpong", "comparison": "beoperf.report.
            "cluster-ring": "beoperf.report.cluster_mpi",
            "cluster-pairs": "beoperf.report.cluster_mpi",
            "cluster-mbw": "beoperf.report.cluster_mpi", "node": "beoperf.report.node",
-           "node-fleet": "beoperf.report.node", "node-comparison": "beoperf.report.node"}
+           "node-fleet": "beoperf.report.node", "node-comparison": "beoperf.report.node",
+           "study-rollback": "beoperf.report.study_rollback"}
 
 
 HTML_FORMATS = ("html", "title", "warnings")  # a kind's section of the HTML report
