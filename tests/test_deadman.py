@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -30,22 +31,24 @@ STUDY_DIR = Path("/run/beoperf/study")
 
 
 class Factors:
-    """The factors these tests change on a host, and how a test reads them there."""
+    """The factors these tests change on a host (its MTU, and a sysctl that is per network
+    namespace), and how a test reads them there."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    SACK = "net.ipv4.tcp_sack"
+    LEVELS = {"mtu": "9000", "sysctl": f"{SACK}=0"}
+
+    def __init__(self, hosts) -> None:
+        self.hosts = hosts
 
     def plan(self, host) -> dict:
-        where = self.root / host.name
-        where.mkdir(exist_ok=True)
-        return {"factors": [{"name": "noop", "levels": ["5", "7"]}], "root": str(where),
-                "data_address": None}
-
-    LEVELS = {"noop": "7"}
+        peer = next(h for h in self.hosts if h is not host)
+        return {"factors": [{"name": "mtu", "levels": ["9000", "default"]},
+                            {"name": "sysctl", "levels": [f"{self.SACK}=0"]}],
+                "data_address": peer.addr4, "settle_s": 0}
 
     def values(self, host) -> dict:
-        path = self.root / host.name / "noop"
-        return {"noop": path.read_text().strip() if path.exists() else "0"}
+        sack = host.run(["cat", f"/proc/sys/{self.SACK.replace('.', '/')}"]).stdout.strip()
+        return {"mtu": str(host.link()["mtu"]), "sysctl": f"{self.SACK}={sack}"}
 
 
 @pytest.fixture
@@ -54,7 +57,7 @@ def study(netns_hosts, tmp_path, request):
     their agents' pids checked gone, their study directories removed."""
     made: list[study_hosts.HostSet] = []
     hosts = netns_hosts(2)
-    factors = Factors(tmp_path)
+    factors = Factors(hosts)
 
     def make(lease_s: float = 10.0, study_id: str | None = None) -> study_hosts.HostSet:
         sid = study_id or f"t{os.getpid()}-{request.node.name[:30]}-{len(made)}"
@@ -126,7 +129,7 @@ def test_arm_set_finish_restores_every_host_and_frees_the_lock(study):
     for h in hosts:  # the way back is on disk before any change can be asked for
         doc = json.loads(Path(armed[h.name].rollback_file).read_text())
         assert doc["kind"] == "study-rollback"
-        assert [e["factor"] for e in doc["body"]["entries"]] == list(Factors.LEVELS)
+        assert sorted(e["factor"] for e in doc["body"]["entries"]) == sorted(Factors.LEVELS)
         assert oct(Path(armed[h.name].rollback_file).stat().st_mode & 0o777) == "0o600"
         assert not _lock_free(h)
     for factor, level in Factors.LEVELS.items():
@@ -134,6 +137,11 @@ def test_arm_set_finish_restores_every_host_and_frees_the_lock(study):
         assert all(r.ok for r in replies.values()), {h: r.error for h, r in replies.items()}
     assert all(factors.values(h) == Factors.LEVELS for h in hosts)
     assert all(r.ok and r.data["levels"] == Factors.LEVELS for r in hs.status().values())
+    default = hs.set_level("mtu", "default")  # the snapshot's value, a level like any other
+    assert [r.data["read_back"] for r in default.values()] == \
+        [before[h.name]["mtu"] for h in hosts]
+    assert all(factors.values(h)["mtu"] == before[h.name]["mtu"] for h in hosts)
+    assert all(r.ok for r in hs.set_level("mtu", "9000").values())
 
     ends = hs.finish()
     assert {h: e.state for h, e in ends.items()} == {h.name: "restored" for h in hosts}
@@ -151,23 +159,45 @@ def test_a_level_not_in_the_plan_is_refused_by_the_agent(study):
     hosts, factors, make = study
     hs = make()
     _arm(hs, hosts, factors)
-    replies = hs.set_level("noop", "9")
+    before = {h.name: factors.values(h) for h in hosts}
+    replies = hs.set_level("mtu", "3000")
     assert not any(r.ok for r in replies.values())
     assert all("not in this host's plan" in r.error for r in replies.values())
-    assert all(factors.values(h) == {"noop": "0"} for h in hosts)
+    assert {h.name: factors.values(h) for h in hosts} == before
     assert {e.state for e in hs.finish().values()} == {"not-changed"}
 
 
 def test_a_bad_plan_is_one_line_and_touches_nothing(study):
     hosts, factors, make = study
     hs = make()
-    plan = {**factors.plan(hosts[0]), "factors": [{"name": "noop", "levels": ["x"]}]}
+    plan = {**factors.plan(hosts[0]), "factors": [{"name": "mtu", "levels": ["9000", "x"]}]}
     armed = hs.arm_all({hosts[0].name: plan})[hosts[0].name]
-    assert not armed.ok and "noop level 'x'" in armed.error
+    assert not armed.ok and "mtu: " in armed.error and "'x'" in armed.error
     assert armed.result.exit_code == 2
     assert not list(STUDY_DIR.glob(f"{hs.study_id}.net*"))
     assert _lock_free(hosts[0])
     assert hs.finish()[hosts[0].name].state == "not-changed"
+
+
+def test_the_probe_from_a_host_tells_whether_the_path_carries_a_level(study):
+    """``study agent probe`` on the client host (what the study's MTU path check runs):
+    with 9000 on one end only, 1500-byte packets are the largest that cross both ways;
+    with 9000 at both ends, 9000-byte ones cross."""
+    from test_audit import serve_in
+
+    hosts, factors, make = study
+    hs = make()
+    client, server = hosts
+    serve_in(server)
+    _arm(hs, hosts, factors)
+    assert hs.set_level("mtu", "9000", [client.name])[client.name].ok
+    half = hs.probe(client.name, server.addr4, 5202)
+    assert half.ok, half.error
+    assert (half.data["mtu"], half.data["carried"]) == (9000, 1500)
+    assert all(r.ok for r in hs.set_level("mtu", "9000").values())
+    both = hs.probe(client.name, server.addr4, 5202)
+    assert (both.data["mtu"], both.data["carried"]) == (9000, 9000)
+    assert {e.state for e in hs.finish().values()} == {"restored"}
 
 
 # --------------------------------------------------------------------------- 2. the lock
@@ -251,21 +281,24 @@ def test_kill_9_of_the_controller_every_host_restores_within_the_lease(study):
 def test_sigterm_restores_at_once_and_sigkill_leaves_the_file_study_restore_uses(study):
     hosts, factors, make = study
     hs = make(lease_s=4)  # (finish waits a lease for the host whose agent is gone)
+    before = {h.name: factors.values(h) for h in hosts}
     armed = _arm(hs, hosts, factors)
-    assert all(r.ok for r in hs.set_level("noop", "7").values())
+    for factor, level in Factors.LEVELS.items():
+        assert all(r.ok for r in hs.set_level(factor, level).values())
     term, kill = hosts
     os.kill(armed[term.name].pid, signal.SIGTERM)
-    assert _wait(lambda: factors.values(term) == {"noop": "0"}, 3) is not None
+    assert _wait(lambda: factors.values(term) == before[term.name], 3) is not None
     assert _wait(lambda: not _alive(armed[term.name].pid), 3) is not None
     os.kill(armed[kill.name].pid, signal.SIGKILL)
     assert _wait(lambda: not _alive(armed[kill.name].pid), 3) is not None
-    assert factors.values(kill) == {"noop": "7"}  # nobody restored it
+    assert factors.values(kill) == Factors.LEVELS  # nobody restored it
     path = armed[kill.name].rollback_file
     restore = kill.run([*BEOPERF.split(), "study", "restore", path], check=False,
                        env=child_env())
     assert restore.returncode == 0, restore.stderr
-    assert "noop: restored" in restore.stdout
-    assert factors.values(kill) == {"noop": "0"}
+    assert restore.stdout.splitlines() == ["mtu: restored (back to the snapshot)",
+                                           "sysctl: restored (back to the snapshot)"]
+    assert factors.values(kill) == before[kill.name]
     ends = hs.finish()
     assert ends[term.name].state == "restored-by-agent"
     assert "signal" in ends[term.name].detail
@@ -285,13 +318,13 @@ def test_study_restore_refuses_a_file_of_another_namespace_and_a_crafted_one(stu
     assert other.returncode == 2 and "network namespace" in other.stderr
     assert len(other.stderr.strip().splitlines()) == 1
     doc = json.loads(Path(armed.rollback_file).read_text())
-    doc["body"]["entries"][0]["saved"] = {"value": "1; reboot"}
+    doc["body"]["entries"][-1]["saved"] = {"value": "1500; reboot"}
     crafted = tmp_path / "crafted.json"
     crafted.write_text(json.dumps(doc))
     crafted.chmod(0o600)
     bad = hosts[0].run([*BEOPERF.split(), "study", "restore", str(crafted)], check=False,
                        env=child_env())
-    assert bad.returncode == 1 and "bad saved value" in bad.stderr, bad.stderr
+    assert bad.returncode == 1 and "mtu: saved" in bad.stderr, bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
 
 
@@ -302,10 +335,11 @@ def test_the_lifetime_ends_the_agent_while_renewals_go_on(study):
     hosts, factors, make = study
     hs = make(lease_s=3)
     start = time.monotonic()
+    before = factors.values(hosts[0])
     armed = _arm(hs, hosts[:1], factors, max_life_s=4)[hosts[0].name]
-    assert all(r.ok for r in hs.set_level("noop", "7").values())
+    assert all(r.ok for r in hs.set_level("mtu", "9000").values())
     hs.start_renewer()
-    back = _wait(lambda: factors.values(hosts[0]) == {"noop": "0"}, 10)
+    back = _wait(lambda: factors.values(hosts[0]) == before, 10)
     assert back is not None
     assert 4 - 0.5 <= time.monotonic() - start <= 4 + 3
     assert hs.renewer.rounds >= 2  # renewed past the lease: the lifetime ended it
@@ -388,3 +422,92 @@ def test_a_slurm_node_running_a_job_is_refused_unless_forced(netns_hosts):
                                      "elsewhere": {"node": False, "jobs": []}}
         finally:
             slurm.controller.run(["scancel", job], env=env, check=False)
+
+
+# --------------------------------------------------------------------------- 4. a cut link
+
+
+CUT = """table inet beoperf_cut {
+  chain input { type filter hook input priority 0; policy drop; iif "lo" accept; }
+  chain output { type filter hook output priority 0; policy drop; oif "lo" accept; }
+}
+"""
+KEPT_RULES = """table inet site {
+  chain input { type filter hook input priority 0; policy accept;
+    ip saddr 203.0.113.7 drop comment "the site's own rule"
+  }
+}
+"""
+
+
+def _ruleset(host) -> list[str]:
+    """The host's nftables ruleset, without handles and blank lines."""
+    text = host.run(["nft", "list", "ruleset"]).stdout
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+@pytest.mark.tools("ssh", "ssh-keygen", "nft")
+def test_a_level_that_cuts_the_link_is_undone_by_the_agent_without_the_controller(
+        netns_hosts, tmp_path):
+    """The controller in one namespace reaches two hosts over ssh across the test network.
+    A firewall level dropping everything cuts the first: its set is never answered and its
+    renewals fail, and within the lease its agent loads the saved ruleset back by itself
+    (ssh works again; finish names it restored-by-agent).  The second host's sshd is
+    stopped: it is named unreachable with the ssh command that restores it, and its own
+    agent has put its MTU back when its lease lapsed."""
+    from test_node_netns import SSHD, start_sshd, wait_port
+
+    if not os.access(SSHD, os.X_OK):
+        pytest.skip("needs sshd (apt-get install openssh-server)")
+    control, cut, silent = netns_hosts(3)
+    for host in (cut, silent):
+        (tmp_path / host.name).mkdir()
+        start_sshd(host, tmp_path / host.name)
+    key = tmp_path / cut.name / "userkey"
+    (tmp_path / silent.name / "authorized_keys").write_text(Path(f"{key}.pub").read_text())
+    for host in (cut, silent):
+        wait_port(control, host.addr4, 22)
+    cut.run(["nft", "-f", "-"], input=KEPT_RULES)
+    before = _ruleset(cut)
+    rules = tmp_path / "cut.nft"
+    rules.write_text(CUT)
+    rules.chmod(0o600)
+    agent = (f"ip netns exec {control.name} ssh -i {key} -l root -o BatchMode=yes "
+             "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "
+             "-o ConnectTimeout=2")
+    root = Path(study_hosts.__file__).resolve().parents[2]
+    lease = 6.0
+    hs = study_hosts.HostSet(f"t{os.getpid()}-cut", [cut.addr4, silent.addr4], agent=agent,
+                             remote_command=f"env PYTHONPATH={root} {BEOPERF}", timeout=lease,
+                             lease_s=lease, grace_s=1.0)
+    try:
+        armed = hs.arm_all({
+            cut.addr4: {"factors": [{"name": "firewall", "levels": [f"file:{rules}"]}],
+                        "data_address": control.addr4},
+            silent.addr4: {"factors": [{"name": "mtu", "levels": ["9000"]}],
+                           "data_address": control.addr4}})
+        assert all(a.ok for a in armed.values()), {h: a.error for h, a in armed.items()}
+        assert hs.set_level("mtu", "9000", [silent.addr4])[silent.addr4].ok
+        assert silent.link()["mtu"] == 9000
+        hs.start_renewer()
+        for proc in silent.procs:  # its sshd: the host can no longer be reached
+            proc.terminate()
+        started = time.monotonic()
+        reply = hs.set_level("firewall", f"file:{rules}", [cut.addr4])[cut.addr4]
+        assert not reply.ok and reply.result.status == "timeout"
+        ends = hs.finish()
+        took = time.monotonic() - started
+    finally:
+        if hs.renewer is not None:
+            hs.renewer.stop()
+    assert ends[cut.addr4].state == "restored-by-agent", ends[cut.addr4]
+    assert "lease lapsed" in ends[cut.addr4].detail
+    assert _ruleset(cut) == before
+    assert took <= 2 * lease + 4  # the set's timeout, then a lease and the grace at most
+    again = remote.run(LaunchSpec(("true",), hosts=(cut.addr4,), agent=agent), timeout=10)
+    assert again[cut.addr4].ok
+    end = ends[silent.addr4]
+    assert end.state == "unreachable" and "mtu=9000" in end.detail
+    assert end.restore_command == f"{agent} {silent.addr4} " + shlex.quote(
+        f"env PYTHONPATH={root} {BEOPERF} study restore {armed[silent.addr4].rollback_file}")
+    assert _wait(lambda: silent.link()["mtu"] == 1500, lease) is not None  # its agent did

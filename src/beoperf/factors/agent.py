@@ -52,7 +52,8 @@ from typing import Any
 from beoperf import errors, factors, safeio, sysinfo
 from beoperf.audit import lock
 from beoperf.factors.base import Context, Factor, Level
-from beoperf.model.document import FORMAT, JsonObject, JsonValue, utc_now
+from beoperf.model.document import JsonObject, JsonValue, utc_now
+from beoperf.model.study_rollback import SavedFactor, SavedFile, StudyRollback
 
 LEASE_S = 60.0
 MIN_LEASE_S = 3.0
@@ -63,7 +64,6 @@ MESSAGE_LIMIT = 256 * 1024  # bytes of one request or reply
 PLAN_LIMIT = 1024 * 1024
 ACCEPT_TIMEOUT_S = 5.0  # a caller that connects and says nothing
 ROLLBACK, RESULT, CTL = "rollback.json", "result.json", "ctl"
-ROLLBACK_KIND = "study-rollback"
 STUDY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}")
 LAPSED, LIFETIME, SIGNAL, FINISH = "lease lapsed", "lifetime", "signal", "finish"
 RESTORED, KEPT, NOT_CHANGED, RESTORE_FAILED = "restored", "kept", "not-changed", \
@@ -83,6 +83,13 @@ class HostFactor:
 
     factor: Factor
     levels: dict[str, Level]
+
+    def find(self, named: object) -> Level | None:
+        """The plan's level with this label (or, failing that, this value)."""
+        if not isinstance(named, str):
+            return None
+        return self.levels.get(named) or next(
+            (lv for lv in self.levels.values() if lv.value == named), None)
 
 
 @dataclass
@@ -168,24 +175,12 @@ def study_dir(study_id: str, base: str = lock.LOCK_DIR) -> str:
     return os.path.join(base, "study", f"{check_study_id(study_id)}.net{lock.netns_id() or 0}")
 
 
-def _private_dir(path: str) -> None:
-    """``path`` created 0700 if absent, then checked: a real directory of ours that no one
-    else may enter (AgentError otherwise)."""
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(path, 0o700)
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or \
-            stat.S_IMODE(st.st_mode) & 0o077:
-        raise AgentError(f"{path} is not a directory of uid {os.geteuid()} with mode 0700; "
-                         "refusing it: remove it")
-
-
 def make_study_dir(study_id: str, base: str = lock.LOCK_DIR) -> str:
-    """The study's directory, created private along with its parents under ``base``."""
-    for path in (base, os.path.join(base, "study")):
-        _private_dir(path)
+    """The study's directory, created private (0700, ours, writable by no one else) along
+    with its parents under ``base``; AgentError when one is not."""
     where = study_dir(study_id, base)
-    _private_dir(where)
+    for path in (base, os.path.join(base, "study"), where):
+        os.close(lock.private_run_dir(path, "the study directory", AgentError))
     return where
 
 
@@ -194,17 +189,12 @@ def make_study_dir(study_id: str, base: str = lock.LOCK_DIR) -> str:
 
 def rollback_document(plan: Plan, interface: str | None,
                       saved: Sequence[tuple[Factor, JsonObject]]) -> JsonObject:
-    """One host's snapshot as a ``study-rollback`` document."""
-    body: JsonObject = {"study_id": plan.study_id, "host": os.uname().nodename,
-            "netns": lock.netns_id(), "interface": interface, "lease_s": plan.lease_s,
-            "entries": [_entry(f, s) for f, s in saved],
-            "files": [file for f, s in saved for file in f.files(s)]}
-    return {"format": FORMAT, "kind": ROLLBACK_KIND, "schema_version": 1,
-            "meta": {"utc_start": utc_now(), "pid": os.getpid()}, "body": body}
-
-
-def _entry(factor: Factor, saved: JsonObject) -> JsonValue:
-    return {"factor": factor.name, "order": factor.order, "saved": saved}
+    """One host's snapshot as a ``study-rollback`` document (its JSON form)."""
+    body = StudyRollback(plan.study_id, os.uname().nodename, lock.netns_id(), interface,
+                         plan.lease_s, [SavedFactor(f.name, f.order, s) for f, s in saved],
+                         [SavedFile(str(file["name"]), str(file["sha256"]))
+                          for f, s in saved for file in f.files(s)])
+    return body.to_document({"utc_start": utc_now(), "pid": os.getpid()}).to_json()
 
 
 def write_rollback(where: str, doc: JsonObject, *, new: bool) -> str:
@@ -313,8 +303,9 @@ class Agent:
     # ---- the requests
 
     def set_level(self, hf: HostFactor, label: object) -> JsonObject:
-        """Apply a level of the plan, then let it settle; restored at once if it fails."""
-        level = hf.levels.get(label) if isinstance(label, str) else None
+        """Apply a level of the plan (named by its label), then let it settle; restored at
+        once if it fails."""
+        level = hf.find(label)
         if level is None:
             raise AgentError(f"{hf.factor.name}: level {label!r} is not in this host's plan")
         name = hf.factor.name

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
 
 from beoperf import errors, factors, safeio
 from beoperf.audit import lock
-from beoperf.factors.agent import ROLLBACK_KIND, AgentError, AgentGone, request
+from beoperf.factors.agent import AgentError, AgentGone, request
 from beoperf.factors.base import Context, Factor
-from beoperf.model.document import FORMAT, JsonObject
+from beoperf.model import document
+from beoperf.model.document import DocumentError, JsonObject
+from beoperf.model.study_rollback import StudyRollback
 
 LIMIT = safeio.LIMITS["rollback"]
 
@@ -42,37 +43,23 @@ def _printable(text: str) -> str:
 
 
 def read(path: str) -> Saved:
-    """The rollback file at ``path``, every entry checked; AgentError naming what is
-    wrong (nothing has been touched)."""
+    """The rollback file at ``path``, its shape and every entry checked; AgentError naming
+    what is wrong (nothing has been touched)."""
     try:
-        doc = safeio.load_json(path, LIMIT, "a study rollback file", private=True)
-    except safeio.FileInputError as exc:
+        raw = safeio.load_json(path, LIMIT, "a study rollback file", private=True)
+        body = StudyRollback.from_document(document.from_json(raw, path))
+    except (safeio.FileInputError, DocumentError) as exc:
         raise AgentError(_printable(str(exc))) from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or \
-            doc.get("kind") != ROLLBACK_KIND or not isinstance(doc.get("body"), dict):
-        raise AgentError(f"{path} is not a study rollback file")
-    body = doc["body"]
-    try:
-        return _checked(body)
-    except (KeyError, TypeError, ValueError, errors.BeoperfError) as exc:
-        raise AgentError(f"{path}: {_printable(str(exc))}") from None
-
-
-def _checked(body: Any) -> Saved:
     entries = []
-    for entry in body["entries"]:
-        factor = factors.get(str(entry["factor"]))
-        saved = entry["saved"]
-        if not isinstance(saved, dict):
-            raise ValueError(f"{factor.name}: saved is not an object")
-        factor.check_saved(saved)
-        entries.append((factor, saved))
-    netns, interface = body.get("netns"), body.get("interface")
-    if netns is not None and not isinstance(netns, int) or \
-            interface is not None and not isinstance(interface, str):
-        raise ValueError("netns or interface of the wrong type")
+    for entry in body.entries:
+        try:
+            factor = factors.get(entry.factor)
+            factor.check_saved(entry.saved)
+        except errors.BeoperfError as exc:
+            raise AgentError(f"{path}: {_printable(str(exc))}") from None
+        entries.append((factor, entry.saved))
     entries.sort(key=lambda e: e[0].order)
-    return Saved(str(body["study_id"]), str(body["host"]), netns, interface, entries)
+    return Saved(body.study_id, body.host, body.netns, body.interface, entries)
 
 
 def restore(path: str, force: bool = False, root: str = "/",

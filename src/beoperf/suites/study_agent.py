@@ -79,14 +79,16 @@ def read_values(data: bytes) -> JsonObject:
 
 def probe(address: str, port: int, interface: str | None) -> JsonObject:
     """The path to ``address`` (its ``beoperf serve`` on ``port``) probed both ways with
-    don't-fragment datagrams, from this host (PathFacts as JSON)."""
+    don't-fragment datagrams, from this host: PathFacts as JSON, and ``ok`` when the
+    probes ran (``carried`` then says the largest packet that crossed both ways)."""
     from beoperf import sysinfo
     from beoperf.suites import audit  # numpy: only here
 
     if interface is None:
         route = sysinfo.route_interface(address)
         interface = str(route["dev"]) if route else None
-    return audit.probe_path(address, port, interface).to_dict()
+    facts = audit.probe_path(address, port, interface).to_dict()
+    return {"ok": facts["error"] is None, **facts}
 
 
 def restore(path: str, force: bool = False) -> list[JsonObject]:
