@@ -655,3 +655,28 @@ def test_a_rollback_file_is_checked_whole_before_anything_is_restored():
         crafted = StudyRollback.from_document(rollback_doc(entries, files))
         with pytest.raises(factors.FactorError, match=why):
             factors.checked_entries(crafted)
+
+
+def test_the_kept_study_rollback_fixture_passes_every_check():
+    from beoperf import model
+
+    path = Path(__file__).parent / "fixtures/documents/study-rollback-v1-issue27.json"
+    rollback = StudyRollback.from_document(model.load(path))
+    assert [f.name for f, _ in factors.checked_entries(rollback)] == ["mtu", "firewall",
+                                                                       "sysctl"]
+
+
+def test_the_audits_changes_become_factor_levels():
+    from beoperf.audit.tune import ORDER
+
+    assert set(ORDER) <= set(factors.CHANGE_FACTORS)  # every change tune makes
+    assert factors.from_change("sysctl", "net.ipv4.tcp_sack", "0") == \
+        ("sysctl", Level("net.ipv4.tcp_sack=0", "net.ipv4.tcp_sack=0"))
+    assert factors.from_change("interface", "mtu", "9000") == ("mtu", Level("9000", "9000"))
+    assert factors.from_change("offloads", "offload.tcp-segmentation-offload", "off")[1] == \
+        Level("offload.tcp-segmentation-offload=off", "offload.tcp-segmentation-offload=off")
+    assert factors.from_change("coalesce", "coalesce.rx_usecs", "0")[1].value == \
+        "coalesce.rx_usecs=0"
+    assert factors.from_change("irqbalance", "irqbalance.active", "off") is None
+    with pytest.raises(errors.BadSpec, match="not an integer"):
+        factors.from_change("sysctl", "net.ipv4.tcp_sack", "9")

@@ -116,6 +116,9 @@ def folder(tmp_path_factory) -> Path:
     (results / "node").mkdir()
     for f in FIXTURES.glob("node*-issue13.json"):  # node, node-fleet, node-comparison
         shutil.copy(f, results / "node" / f.name)
+    (results / "study").mkdir()
+    for f in FIXTURES.glob("study-*-issue27.json"):  # an MTU and firewall study
+        shutil.copy(f, results / "study" / f.name)
     monitor_report(results / "monitor.json")
     runs = [str(results / "runs" / "loopback.json"),
             str(results / "audits" / "pingpong-v1-after-issue9.json")]
@@ -459,6 +462,32 @@ def test_chromium_screenshots_kept(loaded, built, capsys):
     shutil.copy(built[0], ARTIFACTS / "report.html")
     with capsys.disabled():
         print(f"\nreport screenshots: {ARTIFACTS}")
+
+
+def test_chromium_draws_a_study_curve_per_configuration_and_its_blocks(loaded, folder):
+    """Issue 27: the study's curve chart has one line per configuration with a curve (the
+    papers' graph with one line per MTU), each point the stored value; the block strip
+    joins the Default blocks; the section is kept as a screenshot."""
+    docs = {s: d.to_json() for s, d in stored_documents(folder).items() if d.kind == "study"}
+    assert len(docs) == 1
+    (source, doc), = docs.items()
+    section = f'section[data-source="{source}"]'
+    series = loaded.evaluate(
+        f"[...document.querySelectorAll('{section} figure[data-plot=study-curve] g.series')]"
+        ".map(g => [g.dataset.series, g.querySelectorAll('polyline').length, "
+        "g.querySelectorAll('circle.pt').length])")
+    labels = {c["id"]: c["label"] for c in doc["body"]["configurations"]}
+    curves = doc["body"]["curves"]
+    assert sorted(name for name, _, _ in series) == sorted(labels[c["config"]] for c in curves)
+    assert all(lines == 1 and points == len(curves[0]["points"]) for _, lines, points in series)
+    strips = loaded.evaluate(
+        f"[...document.querySelectorAll('{section} figure[data-plot=study-blocks] g.series')]"
+        ".map(g => [g.dataset.series, g.querySelectorAll('polyline').length])")
+    assert ["Default", 1] in strips and all(n == 0 for name, n in strips if name != "Default")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    png = loaded.screenshot(loaded.element_clip(section))
+    assert png.startswith(b"\x89PNG") and len(png) > 5000
+    (ARTIFACTS / "study-section.png").write_bytes(png)
 
 
 def test_chromium_prints_it(loaded):

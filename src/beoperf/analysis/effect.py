@@ -312,17 +312,45 @@ def blocks(candidate: Sequence[float], around: Sequence[float], *, higher_is_bet
     Each candidate block is compared with the mean of its two neighbours on the log
     scale, which cancels a drift that is linear over the three blocks and a cold first
     measurement; the differences' mean gets Student's t interval (one-sample t test, as
-    scipy.stats.ttest_1samp), so the spread is the blocks' own."""
-    found = Effect(CANNOT_TELL, family=max(1, family), higher_is_better=higher_is_better,
-                   margin=margin, runs=len(candidate), baseline_runs=len(around))
-    if len(around) != len(candidate) + 1 or len(candidate) < 2:
-        found.reason = "needs at least 2 blocks, each between two baseline blocks"
+    scipy.stats.ttest_1samp), so the spread is the blocks' own (see ``sandwiched``)."""
+    if len(around) != len(candidate) + 1:
+        found = Effect(CANNOT_TELL, family=max(1, family), higher_is_better=higher_is_better,
+                       margin=margin, runs=len(candidate), baseline_runs=len(around))
+        found.reason = SANDWICH_NEEDS
         return found
-    if min(*candidate, *around) <= 0:
+    triples = [(around[i], c, around[i + 1]) for i, c in enumerate(candidate)]
+    return sandwiched(triples, higher_is_better=higher_is_better, family=family,
+                      margin=margin, alpha=alpha, baseline_runs=len(around))
+
+
+SANDWICH_NEEDS = "needs at least 2 blocks, each between two baseline blocks"
+
+
+def sandwiched(triples: Sequence[tuple[float, float, float]], *, higher_is_better: bool,
+               family: int = 1, margin: float = DEFAULT_MARGIN, alpha: float = ALPHA,
+               baseline_runs: int | None = None) -> Effect:
+    """A candidate measured in blocks, each given with the baseline blocks just before and
+    just after it: (before, candidate, after).
+
+    The figure of a triple is log c - (log a + log b) / 2, which cancels a drift linear
+    over the three blocks; the figures' mean gets Student's t interval (one-sample t test,
+    scipy.stats.ttest_1samp) at the family's Bonferroni level, and ``verdict_of`` judges
+    it.  Triples, not one list of neighbours: in a study's A C1 A C2 A C1 ... one A block
+    neighbours both C1 and C2, so a candidate's neighbours are no contiguous list.
+    ``baseline_runs`` is how many distinct baseline blocks the triples hold (default
+    2 per triple: none shared)."""
+    found = Effect(CANNOT_TELL, family=max(1, family), higher_is_better=higher_is_better,
+                   margin=margin, runs=len(triples),
+                   baseline_runs=2 * len(triples) if baseline_runs is None else baseline_runs)
+    if len(triples) < 2:
+        found.reason = SANDWICH_NEEDS
+        return found
+    if min(v for t in triples for v in t) <= 0:
         found.reason = "a block without a positive figure"
         return found
-    a = np.log(np.asarray(around, dtype=float))
-    diffs = np.log(np.asarray(candidate, dtype=float)) - (a[:-1] + a[1:]) / 2.0
+    before = np.log(np.asarray([t[0] for t in triples], dtype=float))
+    after = np.log(np.asarray([t[2] for t in triples], dtype=float))
+    diffs = np.log(np.asarray([t[1] for t in triples], dtype=float)) - (before + after) / 2.0
     found.confidence = 1.0 - alpha / found.family
     found.df = float(diffs.size - 1)
     d = float(diffs.mean())

@@ -15,7 +15,11 @@ from beoperf.factors.base import DEFAULT, Context, Factor, FactorError, Level
 from beoperf.model.study_rollback import SavedFactor, StudyRollback
 
 __all__ = ["BUILTIN", "Context", "DEFAULT", "Factor", "FactorError", "Level", "get", "names",
-           "checked_entries"]
+           "checked_entries", "from_change", "CHANGE_FACTORS"]
+
+# the audit check that owns a change tune would make -> the factor that makes it in a study
+CHANGE_FACTORS = {"sysctl": "sysctl", "interface": "mtu", "coalesce": "ethtool",
+                  "offloads": "ethtool", "pause": "ethtool", "rings": "ethtool"}
 
 # name -> module that defines it (its class has that name)
 BUILTIN: dict[str, str] = {
@@ -81,3 +85,15 @@ def checked_entries(rollback: StudyRollback) -> list[tuple[Factor, SavedFactor]]
                               "with their sha256")
         out.append((factor, entry))
     return sorted(out, key=lambda pair: pair[1].order, reverse=True)
+
+
+def from_change(check: str, key: str, target: str) -> tuple[str, Level] | None:
+    """A change the audit would make (``audit.tune.Change``'s check, key and target) as a
+    study's factor and level, e.g. ("sysctl", "net.ipv4.tcp_sack", "0") -> ("sysctl",
+    Level("net.ipv4.tcp_sack=0", ...)); None for a check no factor wraps.  BadSpec when
+    the factor refuses the level (the same allow-list)."""
+    name = CHANGE_FACTORS.get(check)
+    if name is None:
+        return None
+    text = target if name == "mtu" else f"{key}={target}"
+    return name, get(name).parse([text])[0]

@@ -26,9 +26,9 @@ GROUPS: dict[str, type[EthtoolSetting]] = {"coalesce": Coalescing, "offloads": O
 
 def key_of(text: str) -> str:
     """The audit's key for ``GROUP.NAME`` ("offloads.tso" -> "offload.tcp-segmentation-
-    offload"); ValueError naming what there is."""
+    offload"; the audit's own key is one too); ValueError naming what there is."""
     group, _, name = text.partition(".")
-    cls = GROUPS.get(group)
+    cls = GROUPS.get(group) or GROUPS.get(f"{group}s")  # the audit's "offload." prefix
     if cls is None:
         raise ValueError(f"{quoted(group)} is not one of {', '.join(GROUPS)}")
     by_keyword = {word: field for field, word in cls.ARG.items()}

@@ -13,6 +13,7 @@ from beoperf.model import (  # noqa: F401  (register their kinds)
     node,
     pingpong,
     prediction,
+    study,
     study_rollback,
     tune,
 )

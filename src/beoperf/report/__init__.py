@@ -51,6 +51,7 @@ MODULES = {"pingpong": "beoperf.report.pingpong", "comparison": "beoperf.report.
            "cluster-pairs": "beoperf.report.cluster_mpi",
            "cluster-mbw": "beoperf.report.cluster_mpi", "node": "beoperf.report.node",
            "node-fleet": "beoperf.report.node", "node-comparison": "beoperf.report.node",
+           "study": "beoperf.report.study",
            "study-rollback": "beoperf.report.study_rollback"}
 
 
