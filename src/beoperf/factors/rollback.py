@@ -50,15 +50,11 @@ def read(path: str) -> Saved:
         body = StudyRollback.from_document(document.from_json(raw, path))
     except (safeio.FileInputError, DocumentError) as exc:
         raise AgentError(_printable(str(exc))) from None
-    entries = []
-    for entry in body.entries:
-        try:
-            factor = factors.get(entry.factor)
-            factor.check_saved(entry.saved)
-        except errors.BeoperfError as exc:
-            raise AgentError(f"{path}: {_printable(str(exc))}") from None
-        entries.append((factor, entry.saved))
-    entries.sort(key=lambda e: e[0].order)
+    try:
+        checked = factors.checked_entries(body)
+    except errors.BeoperfError as exc:
+        raise AgentError(f"{path}: {_printable(str(exc))}") from None
+    entries = [(factor, entry.saved) for factor, entry in reversed(checked)]
     return Saved(body.study_id, body.host, body.netns, body.interface, entries)
 
 

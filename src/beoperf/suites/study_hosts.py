@@ -278,7 +278,7 @@ class HostSet:
         pending = [h for h in self.active() if h not in self.lost]
         request: JsonObject = {"op": "finish", "keep": list[JsonValue](sorted(keep))}
         for host, reply in self.ctl(request, pending).items():
-            end = self._end_of(host, reply)
+            end = self._end_of(host, reply) or self._agent_lost(host, reply)
             if end is not None:
                 ends[host] = end
         silent = [h for h in self.active() if h not in ends]
@@ -321,17 +321,41 @@ class HostSet:
         return HostEnd(host, state, detail, restored, command, result)
 
     def _waited(self, hosts: list[str]) -> dict[str, HostEnd]:
-        """The silent hosts, asked again once their leases have surely lapsed."""
+        """The silent hosts, asked again once their leases have surely lapsed (and, for
+        those still silent, again until one more grace has passed: a host whose agent
+        has just restored the link may take a moment to answer)."""
         with self._mutex:
             last = max(self.last_ack.get(h, 0.0) for h in hosts)
-        time.sleep(max(0.0, last + self.lease_s + self.grace_s - time.monotonic()))
-        ends = {}
-        for host, reply in self.status(hosts).items():
-            end = self._end_of(host, reply)
-            if end is None and reply.data.get("armed") is True:  # alive again: finish it
-                end = self._end_of(host, self.ctl({"op": "finish", "keep": []}, [host])[host])
-            ends[host] = end or self._unreachable(host, reply)
-        return ends
+        lapsed = last + self.lease_s + self.grace_s
+        time.sleep(max(0.0, lapsed - time.monotonic()))
+        ends: dict[str, HostEnd] = {}
+        replies: dict[str, Reply] = {}
+        while True:
+            for host, reply in self.status([h for h in hosts if h not in ends]).items():
+                replies[host] = reply
+                end = self._end_of(host, reply)
+                if end is None and reply.data.get("armed") is True:  # alive: finish it
+                    finished = self.ctl({"op": "finish", "keep": []}, [host])[host]
+                    end = self._end_of(host, finished)
+                end = end or self._agent_lost(host, reply)
+                if end is not None:
+                    ends[host] = end
+            if len(ends) == len(hosts) or time.monotonic() >= lapsed + self.grace_s:
+                break
+            time.sleep(min(1.0, self.grace_s / 2))
+        return ends | {h: self._unreachable(h, replies[h]) for h in hosts if h not in ends}
+
+    def _agent_lost(self, host: str, reply: Reply) -> HostEnd | None:
+        """A host that answers but whose agent ended without a result (killed with
+        SIGKILL): left as it was, with the command that restores it."""
+        data = reply.data
+        gone = data.get("gone") is True or data.get("armed") is False
+        if not (reply.result.ok and gone and data.get("result") is None):
+            return None
+        levels = ", ".join(f"{f}={v}" for f, v in sorted(self.levels[host].items()))
+        return HostEnd(host, RESTORE_FAILED, "its agent ended without restoring (killed?); "
+                       f"last acknowledged: {levels or 'its snapshot'}", [],
+                       self.restore_command(host), reply.result)
 
     def _unreachable(self, host: str, reply: Reply) -> HostEnd:
         levels = ", ".join(f"{f}={v}" for f, v in sorted(self.levels[host].items()))
