@@ -126,6 +126,10 @@ def test_arm_set_finish_restores_every_host_and_frees_the_lock(study):
     hs = make()
     before = {h.name: factors.values(h) for h in hosts}
     armed = _arm(hs, hosts, factors)
+    for a in armed.values():  # detached: /dev/null for 0-2, not leading its session
+        assert [os.readlink(f"/proc/{a.pid}/fd/{fd}") for fd in (0, 1, 2)] == \
+            ["/dev/null"] * 3
+        assert os.getsid(a.pid) not in (a.pid, os.getsid(0))
     for h in hosts:  # the way back is on disk before any change can be asked for
         doc = json.loads(Path(armed[h.name].rollback_file).read_text())
         assert doc["kind"] == "study-rollback"

@@ -26,6 +26,12 @@ from beoperf.model.study_rollback import StudyRollback
 LIMIT = safeio.LIMITS["rollback"]
 
 
+class RestoreError(AgentError):
+    """A rollback file that cannot be restored from (unreadable, not one, a bad entry)."""
+
+    category = "study restore"
+
+
 @dataclass
 class Saved:
     """A rollback file read and checked: where it was written, and each factor's
@@ -43,17 +49,17 @@ def _printable(text: str) -> str:
 
 
 def read(path: str) -> Saved:
-    """The rollback file at ``path``, its shape and every entry checked; AgentError naming
+    """The rollback file at ``path``, its shape and every entry checked; RestoreError naming
     what is wrong (nothing has been touched)."""
     try:
         raw = safeio.load_json(path, LIMIT, "a study rollback file", private=True)
         body = StudyRollback.from_document(document.from_json(raw, path))
     except (safeio.FileInputError, DocumentError) as exc:
-        raise AgentError(_printable(str(exc))) from None
+        raise RestoreError(_printable(str(exc))) from None
     try:
         checked = factors.checked_entries(body)
     except errors.BeoperfError as exc:
-        raise AgentError(f"{path}: {_printable(str(exc))}") from None
+        raise RestoreError(f"{path}: {_printable(str(exc))}") from None
     entries = [(factor, entry.saved) for factor, entry in reversed(checked)]
     return Saved(body.study_id, body.host, body.netns, body.interface, entries)
 
