@@ -209,8 +209,10 @@ class HostSet:
         replies = self.ctl({"op": "renew"}, timeout=self.lease_s / 3)
         now = time.monotonic()
         with self._mutex:
-            for host in replies:
-                if now - self.last_ack.get(host, now) > self.lease_s:
+            for host, reply in replies.items():
+                if reply.ok:
+                    self.lost.discard(host)  # its agent is there after all
+                elif now - self.last_ack.get(host, now) > self.lease_s:
                     self.lost.add(host)
         return replies
 
