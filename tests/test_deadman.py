@@ -125,6 +125,11 @@ def test_arm_set_finish_restores_every_host_and_frees_the_lock(study):
     hosts, factors, make = study
     hs = make()
     before = {h.name: factors.values(h) for h in hosts}
+    plan_only = hs.read_values({h.name: factors.plan(h) for h in hosts})  # no agent, no lock
+    assert {h: r.data["values"]["mtu"] for h, r in plan_only.items()} == \
+        {h.name: before[h.name]["mtu"] for h in hosts}
+    assert {r.data["interface"] for r in plan_only.values()} == {"eth0"}
+    assert not list(STUDY_DIR.glob(f"{hs.study_id}.net*"))
     armed = _arm(hs, hosts, factors)
     for a in armed.values():  # detached: /dev/null for 0-2, not leading its session
         assert [os.readlink(f"/proc/{a.pid}/fd/{fd}") for fd in (0, 1, 2)] == \
