@@ -519,11 +519,12 @@ class LabHosts:
 
 
 def _reap_stale_labs() -> None:
-    """Remove the labs of test processes that died (named t<pid>x<n>, pid gone)."""
+    """Remove the labs of test processes that died (named t<pid>x<n> here and t<pid>y<n>
+    by test_lab.py, pid gone)."""
     from beoperf.launch import lab
 
     for name in lab.labs():
-        m = re.fullmatch(r"t(\d+)x\d+", name)
+        m = re.fullmatch(r"t(\d+)[xy]\d+", name)
         if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
             with contextlib.suppress(Exception):
                 lab.down(name)

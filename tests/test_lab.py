@@ -36,6 +36,7 @@ def require_root_netns() -> None:
     ok, reason = netns.can_use_netns()
     if not ok:
         pytest.skip(f"needs network namespaces: {reason}")
+    netns._reap_stale_labs()
 
 
 def lab_namespaces(name: str) -> list[str]:

@@ -1,0 +1,525 @@
+"""What a study measures in each block, by name: ``pingpong``, ``command``, ``hpl``,
+``hpcc``, ``ring`` and ``node`` (the literal table :data:`MEASUREMENTS`).
+
+A measurement is built from its parameters (:meth:`Measurement.from_params`, BadSpec on a
+bad one), names its figures before anything runs (:meth:`Measurement.figures`: the
+study's analysis needs their units and directions), and measures one block
+(:meth:`Measurement.measure`) given where (:class:`Where`), the run-scope levels of the
+block's configuration (``run_levels``: sndbuf, rcvbuf, congestion, mpienv, np,
+transport) and the block's time.  A block that fails is a :class:`Sample` with ``error``
+set and no figures: never an exception, so that a study records it and goes on.
+
+* ``pingpong``: latency at a size (``latency_us@16``), stream goodput at a size with the
+  system's congestion control (``goodput_bps@1M``), and optionally the curve.  The client
+  is the controller (in process, :func:`beoperf.suites.pingpong.run`) or a remote host
+  (``beoperf pingpong ADDR --json`` through :mod:`beoperf.launch.remote`, its document
+  read like a fleet's).  Pairs run one after another: a server takes one session at a
+  time.
+* ``command``: any command line (``mpirun -np 16 ./app``), its wall time (the child's
+  own), exit status and optionally one figure a regex finds in its output.  A non-zero
+  exit status is a failed block, not a figure.
+* ``hpl``/``hpcc``: one HPCC run through the cluster suite (HPCC cannot run HPL alone).
+* ``ring``: the cluster suite's ring latency and bandwidth.
+* ``node``: one node kernel.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from beoperf import errors, units
+from beoperf.launch import job, remote
+from beoperf.launch.base import LaunchSpec
+from beoperf.model import document
+from beoperf.model.document import JsonObject, JsonValue
+from beoperf.model.pingpong import KIND as PINGPONG
+from beoperf.model.pingpong import RunResult
+from beoperf.suites import fleet
+from beoperf.suites import pingpong as pp
+
+DEFAULT_PORT = pp.DEFAULT_PORT
+REMOTE_GRACE_S = 30.0  # a remote client's time beyond its budget: start, connect, answer
+ANSWER_LIMIT = fleet.ANSWER_LIMIT
+MIN_PART_S = 0.5  # the least time one part of a block (a size, a pair) is given
+OUTPUT_KEEP = 256 * 1024  # bytes of a command's output the figure regex searches
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One number a measurement gives per block: ``key`` ("latency_us@16"), its unit and
+    whether more is better."""
+
+    key: str
+    unit: str
+    higher_is_better: bool
+
+    def to_dict(self) -> JsonObject:
+        return {"key": self.key, "unit": self.unit, "higher_is_better": self.higher_is_better}
+
+
+@dataclass
+class Sample:
+    """One block's result: the figures (key -> value), a curve ((size, value) points)
+    when asked for, the time measuring took, what else was seen (``detail``: per pair,
+    granted buffer sizes, MSS, exit status ...), and ``error`` when the block failed."""
+
+    figures: dict[str, float] = field(default_factory=dict)
+    curve: list[tuple[int, float]] | None = None
+    duration_s: float = 0.0
+    detail: JsonObject = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How a host is reached: ``agent`` as :class:`beoperf.launch.base.LaunchSpec` takes it
+    (an ssh-like command, or a template with %h such as ``ip netns exec %h``; None: ssh)
+    and how beoperf is started there."""
+
+    agent: str | None = None
+    remote_command: str = fleet.DEFAULT_REMOTE
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a block runs: ``pairs`` of (client host, server data address); each host's
+    ``reach``; whether the controller is the client (then every pair's client is this
+    process); the serve port; ``hosts`` every host of the study (MPI measurements)."""
+
+    pairs: tuple[tuple[str, str], ...] = ()
+    reach: Mapping[str, Reach] = field(default_factory=dict)
+    controller_is_client: bool = True
+    port: int = DEFAULT_PORT
+    hosts: tuple[str, ...] = ()
+
+    def reach_of(self, host: str) -> Reach:
+        return self.reach.get(host, Reach())
+
+
+class Measurement:
+    """A measurement by name (see the module's docstring)."""
+
+    name: ClassVar[str]
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, JsonValue]) -> Measurement:
+        """The measurement ``params`` describe; BadSpec naming a bad one."""
+        raise NotImplementedError
+
+    def params(self) -> JsonObject:
+        """The parameters, as the study document records them."""
+        raise NotImplementedError
+
+    def figures(self) -> list[Figure]:
+        raise NotImplementedError
+
+    def measure(self, where: Where, run_levels: Mapping[str, JsonValue],
+                budget_s: float) -> Sample:
+        raise NotImplementedError
+
+
+# ------------------------------------------------------------------ reading parameters
+
+
+def _unknown(name: str, params: Mapping[str, JsonValue], known: Sequence[str]) -> None:
+    extra = sorted(set(params) - set(known))
+    if extra:
+        raise errors.BadSpec(f"measurement {name}: unknown parameter {extra[0]!r} "
+                             f"(known: {', '.join(known)})")
+
+
+def _size(name: str, key: str, value: JsonValue) -> int | None:
+    """A size parameter: bytes, or a text such as "1M"; None stays None."""
+    if value is None:
+        return None
+    try:
+        size = units.parse_size(value) if isinstance(value, str) else value
+    except ValueError as exc:
+        raise errors.BadSpec(f"measurement {name}: {key}: {exc}") from None
+    if type(size) is not int or size < 1:
+        raise errors.BadSpec(f"measurement {name}: {key} {value!r}: a size of at least 1 B")
+    return size
+
+
+def _bool(name: str, key: str, value: JsonValue) -> bool:
+    if not isinstance(value, bool):
+        raise errors.BadSpec(f"measurement {name}: {key} {value!r}: true or false")
+    return value
+
+
+def _text(name: str, key: str, value: JsonValue) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise errors.BadSpec(f"measurement {name}: {key}: a non-empty text")
+    return value
+
+
+def _seconds(name: str, key: str, value: JsonValue) -> float:
+    if isinstance(value, str):
+        try:
+            value = units.parse_time(value)
+        except ValueError as exc:
+            raise errors.BadSpec(f"measurement {name}: {key}: {exc}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not (math.isfinite(value) and value > 0):
+        raise errors.BadSpec(f"measurement {name}: {key} {value!r}: seconds above 0")
+    return float(value)
+
+
+def size_key(size: int) -> str:
+    """A size as a figure's key shows it: 16, 1K, 1M (binary, exact), else bytes."""
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if size % scale == 0:
+            return f"{size // scale}{unit}"
+    return str(size)
+
+
+def _run_int(run_levels: Mapping[str, JsonValue], key: str) -> int | None:
+    value = run_levels.get(key)
+    if value is None or value == "default":
+        return None
+    if isinstance(value, str):
+        return units.parse_size(value)
+    if type(value) is not int:
+        raise errors.BadSpec(f"run level {key} {value!r}: a size")
+    return value
+
+
+def _run_env(run_levels: Mapping[str, JsonValue]) -> dict[str, str]:
+    env = run_levels.get("mpienv") or {}
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise errors.BadSpec("run level mpienv: an object of KEY: value texts")
+    return {k: str(v) for k, v in env.items()}
+
+
+# ------------------------------------------------------------------ pingpong
+
+
+@dataclass(frozen=True)
+class PingPong(Measurement):
+    """Latency at ``latency_size`` (one-way, median, us), stream goodput at
+    ``goodput_size`` (median, bit/s) with the system's congestion control, and with
+    ``curve`` the throughput curve of a sweep; None leaves a part out."""
+
+    name: ClassVar[str] = "pingpong"
+    KNOWN: ClassVar[tuple[str, ...]] = ("latency_size", "goodput_size", "curve",
+                                        "curve_sizes")
+    latency_size: int | None = 16
+    goodput_size: int | None = 1 << 20
+    curve: bool = False
+    curve_sizes: tuple[int, ...] = tuple(4 ** k for k in range(12))  # 1 B .. 4 MiB
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, JsonValue]) -> PingPong:
+        _unknown(cls.name, params, cls.KNOWN)
+        n = cls.name
+        lat = _size(n, "latency_size", params.get("latency_size", 16))
+        good = _size(n, "goodput_size", params.get("goodput_size", 1 << 20))
+        curve = _bool(n, "curve", params.get("curve", False))
+        sizes = params.get("curve_sizes")
+        if sizes is not None and not isinstance(sizes, list):
+            raise errors.BadSpec(f"measurement {n}: curve_sizes: a list of sizes")
+        picked = tuple(sorted({s for s in (_size(n, "curve_sizes", v) for v in sizes or [])
+                               if s is not None})) or cls.curve_sizes
+        if lat is None and good is None and not curve:
+            raise errors.BadSpec(f"measurement {n}: nothing to measure (no latency_size, "
+                                 "no goodput_size, no curve)")
+        return cls(lat, good, curve, picked)
+
+    def params(self) -> JsonObject:
+        return {"latency_size": self.latency_size, "goodput_size": self.goodput_size,
+                "curve": self.curve, "curve_sizes": list(self.curve_sizes)}
+
+    def figures(self) -> list[Figure]:
+        out = []
+        if self.latency_size is not None:
+            out.append(Figure(f"latency_us@{size_key(self.latency_size)}", "us", False))
+        if self.goodput_size is not None:
+            out.append(Figure(f"goodput_bps@{size_key(self.goodput_size)}", "bit/s", True))
+        return out
+
+    def parts(self) -> list[tuple[str, str, tuple[int, ...]]]:
+        """(figure key or "curve", mode, sizes) of what one pair measures."""
+        figs = iter(self.figures())
+        out: list[tuple[str, str, tuple[int, ...]]] = []
+        if self.latency_size is not None:
+            out.append((next(figs).key, "pingpong", (self.latency_size,)))
+        if self.goodput_size is not None:
+            out.append((next(figs).key, "stream", (self.goodput_size,)))
+        if self.curve:
+            out.append(("curve", "pingpong", self.curve_sizes))
+        return out
+
+    def measure(self, where: Where, run_levels: Mapping[str, JsonValue],
+                budget_s: float) -> Sample:
+        started = time.monotonic()
+        if not where.pairs:
+            return Sample(error="pingpong: no pair to measure", duration_s=0.0)
+        if (run_levels.get("transport") or "tcp") != "tcp":
+            return Sample(error=f"pingpong: transport {run_levels['transport']} is not "
+                                "measured by a study yet (tcp only)")
+        parts = self.parts()
+        share = max(MIN_PART_S, budget_s / (len(parts) * len(where.pairs)))
+        pairs: dict[str, JsonValue] = {}
+        per_pair: list[dict[str, float]] = []
+        curve: list[list[tuple[int, float]]] = []
+        error = None
+        for client, server in where.pairs:
+            label = f"{client}>{server}"
+            got = self._pair(where, client, server, run_levels, parts, share)
+            pairs[label] = got.detail | {"figures": dict(got.figures)}
+            if got.error is not None:
+                error = f"{label}: {got.error}"
+                break
+            per_pair.append(got.figures)
+            if got.curve:
+                curve.append(got.curve)
+        detail: JsonObject = {"pairs": pairs, "share_s": share}
+        duration = time.monotonic() - started
+        if error is not None:
+            return Sample(duration_s=duration, detail=detail, error=error)
+        figures = {f.key: sum(p[f.key] for p in per_pair) / len(per_pair)
+                   for f in self.figures()}
+        return Sample(figures, _mean_curve(curve) if self.curve else None, duration, detail)
+
+    def _pair(self, where: Where, client: str, server: str,
+              run_levels: Mapping[str, JsonValue],
+              parts: Sequence[tuple[str, str, tuple[int, ...]]], share: float) -> Sample:
+        sample = Sample(detail={})
+        for key, mode, sizes in parts:
+            spec = self._spec(server, where.port, mode, sizes, share, run_levels)
+            try:
+                run = (_in_process(spec) if where.controller_is_client
+                       else _remote(where.reach_of(client), client, spec))
+            except (errors.BeoperfError, ValueError) as exc:
+                sample.error = f"{mode} {size_key(sizes[0])}: {exc}"
+                return sample
+            if run.status != "complete" or not run.sizes:
+                sample.error = f"{mode}: {run.status_reason or run.status}"
+                return sample
+            sample.detail |= _socket_detail(run)
+            if key == "curve":
+                sample.curve = [(s.size, float(s.throughput_bps.get("from_median") or 0.0))
+                                for s in run.sizes]
+            elif mode == "stream":
+                sample.figures[key] = float(run.sizes[0].throughput_bps["from_median"] or 0.0)
+            else:
+                sample.figures[key] = run.sizes[0].central_time_us()
+        return sample
+
+    @staticmethod
+    def _spec(server: str, port: int, mode: str, sizes: tuple[int, ...], budget: float,
+              run_levels: Mapping[str, JsonValue]) -> pp.Spec:
+        """The sweep of one part.  Stream mode, and every mode when the congestion factor
+        is studied, run with the system's congestion control (not the ping-pong's Reno)."""
+        system = mode == "stream" or "congestion" in run_levels
+        return pp.Spec(sizes=sizes, host=server, port=port, mode=mode, time_budget=budget,
+                       trial_time=pp.default_trial_time(sizes, budget, None),
+                       sndbuf=_run_int(run_levels, "sndbuf"),
+                       rcvbuf=_run_int(run_levels, "rcvbuf"),
+                       congestion=None if system else pp.AUTO, perturbation=0)
+
+
+def _in_process(spec: pp.Spec) -> RunResult:
+    measured = pp.run(spec)
+    if measured.interrupt is not None:
+        raise measured.interrupt
+    if measured.error is not None:
+        raise measured.error
+    return measured.run
+
+
+def remote_args(spec: pp.Spec) -> list[str]:
+    """``beoperf pingpong`` arguments that run ``spec`` on another host."""
+    assert spec.host is not None
+    args = ["pingpong", spec.host, "--json", "--port", str(spec.port), "--mode", spec.mode,
+            "--sizes", ",".join(map(str, spec.sizes)), "--perturbation", "0",
+            "--time-budget", f"{spec.time_budget:.3f}", "--trial-time", f"{spec.trial_time:g}",
+            "--history", "off"]
+    for key in ("sndbuf", "rcvbuf"):
+        if getattr(spec, key) is not None:
+            args += [f"--{key}", str(getattr(spec, key))]
+    if spec.congestion is None:
+        args += ["--congestion", "system"]
+    return args
+
+
+def _remote(reach: Reach, client: str, spec: pp.Spec) -> RunResult:
+    """``spec`` run by ``client`` (``beoperf pingpong ... --json`` there, nothing kept on
+    it), its document read as a fleet reads a node's."""
+    argv = ("env", "BEOPERF_RUNS=off", *remote.node_argv(reach.remote_command,
+                                                        remote_args(spec)))
+    launch = LaunchSpec(argv=argv, hosts=(client,), agent=reach.agent)
+    timeout = (spec.time_budget or 0.0) + REMOTE_GRACE_S
+    result = remote.run(launch, timeout=timeout, limit=ANSWER_LIMIT)[client]
+    if result.status != "ok":
+        last = (result.stderr or b"").decode(errors="replace").strip().splitlines()
+        why = result.reason or result.error or (last[-1] if last else "")
+        raise ValueError(f"{client}: {result.status}" + (f": {why}" if why else ""))
+    doc = fleet.parse_document(result.stdout or b"", ANSWER_LIMIT, PINGPONG,
+                               _is_pingpong, _writer_version)
+    return RunResult.from_document(doc, f"{client}'s answer")
+
+
+def _is_pingpong(raw: Any) -> bool:
+    return isinstance(raw, dict) and raw.get("format") == document.FORMAT and \
+        raw.get("kind") == PINGPONG
+
+
+def _writer_version(raw: Any) -> str | None:
+    meta = raw.get("meta") if isinstance(raw, dict) else None
+    version = meta.get("beoperf") if isinstance(meta, dict) else None
+    return version if isinstance(version, str) else None
+
+
+def _socket_detail(run: RunResult) -> JsonObject:
+    """The buffer sizes the kernel granted and the MSS, from the client's socket facts."""
+    sock = run.local.get("socket")
+    if not isinstance(sock, dict):
+        return {}
+    return {"granted": {k: sock.get(k) for k in ("sndbuf", "rcvbuf")},
+            "mss": sock.get("mss"), "congestion": sock.get("congestion")}
+
+
+def _mean_curve(curves: Sequence[Sequence[tuple[int, float]]]) -> list[tuple[int, float]]:
+    if not curves:
+        return []
+    sizes = [s for s, _ in curves[0]]
+    return [(s, sum(dict(c).get(s, 0.0) for c in curves) / len(curves)) for s in sizes]
+
+
+# ------------------------------------------------------------------ command
+
+
+@dataclass(frozen=True)
+class Command(Measurement):
+    """A command line on the controller: its wall time (``wall_s``), and with
+    ``figure_regex`` (one group) the number it finds in the output (``figure``, in
+    ``figure_unit``).  ``{np}`` in the command is the run level np.  No shell unless the
+    command says ``sh -c``."""
+
+    name: ClassVar[str] = "command"
+    KNOWN: ClassVar[tuple[str, ...]] = ("command", "figure_regex", "figure_unit",
+                                        "figure_higher_is_better", "timeout")
+    command: str = ""
+    figure_regex: str | None = None
+    figure_unit: str = ""
+    figure_higher_is_better: bool = True
+    timeout: float = 3600.0
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, JsonValue]) -> Command:
+        _unknown(cls.name, params, cls.KNOWN)
+        n = cls.name
+        command = _text(n, "command", params.get("command"))
+        try:
+            words = shlex.split(command)
+        except ValueError as exc:
+            raise errors.BadSpec(f"measurement command: {command!r}: {exc}") from None
+        if not words:
+            raise errors.BadSpec("measurement command: an empty command")
+        regex = params.get("figure_regex")
+        if regex is not None:
+            regex = _text(n, "figure_regex", regex)
+            try:
+                groups = re.compile(regex).groups
+            except re.error as exc:
+                raise errors.BadSpec(f"--figure-regex {regex!r}: {exc}") from None
+            if groups != 1:
+                raise errors.BadSpec(f"--figure-regex {regex!r}: needs exactly one group "
+                                     f"(it has {groups}), the number to read")
+        unit = params.get("figure_unit", "")
+        if not isinstance(unit, str):
+            raise errors.BadSpec("measurement command: figure_unit: a text")
+        higher = _bool(n, "figure_higher_is_better", params.get("figure_higher_is_better",
+                                                                 True))
+        timeout = _seconds(n, "timeout", params.get("timeout", 3600.0))
+        return cls(command, regex, unit, higher, timeout)
+
+    def params(self) -> JsonObject:
+        return {"command": self.command, "figure_regex": self.figure_regex,
+                "figure_unit": self.figure_unit,
+                "figure_higher_is_better": self.figure_higher_is_better,
+                "timeout": self.timeout}
+
+    def figures(self) -> list[Figure]:
+        out = [Figure("wall_s", "s", False)]
+        if self.figure_regex is not None:
+            out.append(Figure("figure", self.figure_unit, self.figure_higher_is_better))
+        return out
+
+    def argv(self, run_levels: Mapping[str, JsonValue]) -> list[str]:
+        np_ = run_levels.get("np")
+        words = shlex.split(self.command)
+        return [w.replace("{np}", str(np_)) for w in words] if np_ is not None else words
+
+    def measure(self, where: Where, run_levels: Mapping[str, JsonValue],
+                budget_s: float) -> Sample:
+        started = time.monotonic()
+        argv = self.argv(run_levels)
+        env = _environment(_run_env(run_levels))
+        try:
+            done = job.run(argv, self.timeout, env=env, keep=OUTPUT_KEEP)
+        except OSError as exc:
+            return Sample(duration_s=time.monotonic() - started,
+                          error=f"{argv[0]}: cannot start ({exc.strerror or exc})")
+        out, err = done.stdout_text(), done.stderr_text()
+        detail: JsonObject = {"argv": list[JsonValue](argv), "exit_status": done.returncode,
+                              "stderr_tail": err[-2000:],
+                              "env": dict[str, JsonValue](_run_env(run_levels))}
+        sample = Sample(duration_s=time.monotonic() - started, detail=detail)
+        if done.stopped:
+            sample.error = f"did not end within {self.timeout:g} s (stopped)"
+        elif done.returncode != 0:
+            last = err.strip().splitlines()[-1:] or [""]
+            sample.error = f"exit status {done.returncode}" + (f": {last[0][:300]}"
+                                                               if last[0] else "")
+        else:
+            sample.figures["wall_s"] = done.elapsed_s
+            self._figure(out, sample)
+        return sample
+
+    def _figure(self, out: str, sample: Sample) -> None:
+        if self.figure_regex is None:
+            return
+        m = re.search(self.figure_regex, out, re.MULTILINE)
+        if m is None:
+            sample.figures.clear()
+            sample.error = f"--figure-regex {self.figure_regex!r} found nothing in the output"
+            return
+        try:
+            value = float(m.group(1))
+        except (TypeError, ValueError):
+            value = math.nan
+        if not math.isfinite(value):
+            sample.figures.clear()
+            sample.error = f"--figure-regex matched {m.group(1)!r}, not a number"
+            return
+        sample.figures["figure"] = value
+
+
+def _environment(extra: Mapping[str, str]) -> dict[str, str] | None:
+    return None if not extra else {**os.environ, **extra}
+
+
+# ------------------------------------------------------------------ the table
+
+
+MEASUREMENTS: dict[str, type[Measurement]] = {"pingpong": PingPong, "command": Command}
+
+
+def get(name: str, params: Mapping[str, JsonValue] | None = None) -> Measurement:
+    """The measurement ``name`` with ``params``; BadSpec for an unknown name or parameter."""
+    cls = MEASUREMENTS.get(name)
+    if cls is None:
+        raise errors.BadSpec(f"unknown measurement {name!r}",
+                             f"choose {', '.join(sorted(MEASUREMENTS))}")
+    return cls.from_params(params or {})
+
+
