@@ -200,3 +200,48 @@ def test_an_mpi_program_across_two_lab_hosts(measured_lab, tmp_path):
                                                                           "/nonexistent.py")},
                         run_levels={"np": 2, "mpienv": env})
     assert broken["error"].startswith("exit status ") and broken["figures"] == {}
+
+
+HPCC_AGENT = """#!/bin/sh
+# Open MPI's rsh agent for lab hosts: $1 is the host (a namespace), the rest the command;
+# each host its own session directory (the namespaces share /tmp and one hostname)
+host="$1"; shift
+mkdir -p "{tmp}/orte-$host"
+exec ip netns exec "$host" env OMPI_MCA_orte_tmpdir_base="{tmp}/orte-$host" /bin/sh -c "$*"
+"""
+
+
+@pytest.mark.tools("hpcc", "mpirun.openmpi")
+def test_hpl_across_two_lab_hosts(lab, tmp_path):
+    hosts = lab(2, sshd=False, controller=False)  # unshaped: HPCC's ring test moves GBs
+    agent = tmp_path / "agent.sh"
+    agent.write_text(HPCC_AGENT.format(tmp=tmp_path))
+    agent.chmod(0o755)
+    params = {"n": 400, "np": 2, "hosts": ",".join(h.name for h in hosts),
+              "agent": str(agent), "interface": "198.18.0.0/24", "launcher": "openmpi",
+              "env": {"OMPI_MCA_btl": "tcp,self"}, "output": str(tmp_path / "runs"),
+              "timeout": 120}
+    s = measure_in(hosts[0], "hpl", params)
+    assert s["error"] is None, s["error"]
+    assert s["figures"]["HPL_Tflops"] > 0 and s["detail"]["np"] == 2
+    [path] = (tmp_path / "runs").glob("block-*/runs/np2-r1.json")
+    run = json.loads(path.read_text())["body"]
+    assert run["nodes"] == [h.name for h in hosts] and run["ranks_per_node"] == 1
+    assert run["input"]["n"] == 400
+    assert str(path.parent.parent) == s["detail"]["output"]
+
+
+def test_hpcc_figures_and_parameters():
+    hpl = sm.get("hpl", {})
+    assert [dataclasses.astuple(f) for f in hpl.figures()] == [("HPL_Tflops", "TFLOP/s", True)]
+    keys = sm.get("hpcc", {"keys": ["HPL", "RandomlyOrderedRingLatency"]}).figures()
+    assert [(f.key, f.higher_is_better) for f in keys] == [
+        ("HPL_Tflops", True), ("RandomlyOrderedRingLatency_usec", False)]
+    for name, params, words in (("hpcc", {"keys": ["nosuch"]}, "not an HPCC summary key"),
+                                ("hpl", {"keys": ["MPIFFT"]}, "its one key"),
+                                ("hpl", {"np": 0}, "an integer from 1"),
+                                ("hpl", {"env": ["x"]}, "env: an object")):
+        with pytest.raises(errors.BadSpec, match=words):
+            sm.get(name, params)
+    spec = hpl.spec(sm.Where(hosts=("a", "b")), {"np": 4, "mpienv": {"X": "1"}}, "/tmp/o")
+    assert spec.np == (4,) and spec.hosts == "a,b" and ("X", "1") in spec.env

@@ -25,6 +25,7 @@ set and no figures: never an exception, so that a study records it and goes on.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
@@ -34,14 +35,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from beoperf import errors, units
+from beoperf import errors, safeio, units
 from beoperf.launch import job, remote
 from beoperf.launch.base import LaunchSpec
-from beoperf.model import document
+from beoperf.model import document, hpcc
 from beoperf.model.document import JsonObject, JsonValue
 from beoperf.model.pingpong import KIND as PINGPONG
 from beoperf.model.pingpong import RunResult
-from beoperf.suites import fleet
+from beoperf.suites import cluster, fleet
 from beoperf.suites import pingpong as pp
 
 DEFAULT_PORT = pp.DEFAULT_PORT
@@ -508,10 +509,159 @@ def _environment(extra: Mapping[str, str]) -> dict[str, str] | None:
     return None if not extra else {**os.environ, **extra}
 
 
+# ------------------------------------------------------------------ hpcc, hpl
+
+
+HPCC_KEYS = ("HPL_Tflops", "StarDGEMM_Gflops", "PTRANS_GBs", "MPIRandomAccess_GUPs",
+             "StarSTREAM_Triad", "MPIFFT_Gflops", "RandomlyOrderedRingLatency_usec",
+             "RandomlyOrderedRingBandwidth_GBytes")
+
+
+def _int_param(name: str, key: str, value: JsonValue, low: int, high: int) -> int | None:
+    if value is None:
+        return None
+    if type(value) is not int or not low <= value <= high:
+        raise errors.BadSpec(f"measurement {name}: {key} {value!r}: an integer from {low} "
+                             f"to {high}")
+    return value
+
+
+def _opt_text(name: str, key: str, value: JsonValue) -> str | None:
+    return None if value is None else _text(name, key, value)
+
+
+@dataclass(frozen=True)
+class Hpcc(Measurement):
+    """One HPCC run per block through the cluster suite (its launcher, hosts, agent and
+    interface as ``beoperf cluster hpcc`` takes them), ``np`` processes (the run level
+    np wins) on a problem of order ``n``; the figures are the summary ``keys``.  Each
+    block's run is kept under ``output`` (default: a new private directory)."""
+
+    name: ClassVar[str] = "hpcc"
+    KNOWN: ClassVar[tuple[str, ...]] = ("np", "n", "nb", "hosts", "agent", "interface",
+                                        "env", "launcher", "timeout", "output", "keys")
+    np: int = 2
+    n: int = 1000
+    nb: int = 80
+    hosts: str | None = None
+    agent: str | None = None
+    interface: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    launcher: str = "auto"
+    timeout: float = 900.0
+    output: str | None = None
+    keys: tuple[str, ...] = HPCC_KEYS
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, JsonValue]) -> Hpcc:
+        _unknown(cls.name, params, cls.KNOWN)
+        n = cls.name
+        env = params.get("env") or {}
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise errors.BadSpec(f"measurement {n}: env: an object of KEY: value texts")
+        return cls(np=_int_param(n, "np", params.get("np", 2), 1, 100000) or 2,
+                   n=_int_param(n, "n", params.get("n", 1000), 1, 10**8) or 1000,
+                   nb=_int_param(n, "nb", params.get("nb", 80), 1, 10000) or 80,
+                   hosts=_opt_text(n, "hosts", params.get("hosts")),
+                   agent=_opt_text(n, "agent", params.get("agent")),
+                   interface=_opt_text(n, "interface", params.get("interface")),
+                   env=tuple((str(k), str(v)) for k, v in env.items()),
+                   launcher=_text(n, "launcher", params.get("launcher", "auto")),
+                   timeout=_seconds(n, "timeout", params.get("timeout", 900.0)),
+                   output=_opt_text(n, "output", params.get("output")),
+                   keys=cls._keys(params.get("keys")))
+
+    @classmethod
+    def _keys(cls, value: JsonValue) -> tuple[str, ...]:
+        if value is None:
+            return cls.keys
+        if not isinstance(value, list) or not value:
+            raise errors.BadSpec(f"measurement {cls.name}: keys: a list of HPCC summary keys")
+        found = [hpcc.key_of(str(k)) for k in value]
+        if None in found:
+            raise errors.BadSpec(f"measurement {cls.name}: keys: "
+                                 f"{value[found.index(None)]!r} is not an HPCC summary key")
+        return tuple(k for k in found if k is not None)
+
+    def params(self) -> JsonObject:
+        return {"np": self.np, "n": self.n, "nb": self.nb, "hosts": self.hosts,
+                "agent": self.agent, "interface": self.interface, "env": dict(self.env),
+                "launcher": self.launcher, "timeout": self.timeout, "output": self.output,
+                "keys": list(self.keys), "note": "one full HPCC run per block (HPCC cannot "
+                "run HPL alone)"}
+
+    def figures(self) -> list[Figure]:
+        return [Figure(k, hpcc.info(k).unit, hpcc.info(k).role != "latency")
+                for k in self.keys]
+
+    def spec(self, where: Where, run_levels: Mapping[str, JsonValue],
+             output: str) -> cluster.Spec:
+        """The cluster suite's spec of one block."""
+        np_ = run_levels.get("np")
+        env = dict(self.env) | _run_env(run_levels)
+        hosts = self.hosts or (",".join(where.hosts) if where.hosts else None)
+        return cluster.Spec(output=output, np=(int(np_) if isinstance(np_, int) else self.np,),
+                            hosts=hosts, n=self.n, nb=self.nb, launcher=self.launcher,
+                            agent=self.agent, interface=self.interface,
+                            env=tuple(env.items()), timeout=self.timeout)
+
+    def measure(self, where: Where, run_levels: Mapping[str, JsonValue],
+                budget_s: float) -> Sample:
+        started = time.monotonic()
+        base = self.output or str(_scratch())
+        output = os.path.join(base, f"block-{time.strftime('%Y%m%dT%H%M%S')}-"
+                                    f"{next(_blocks):04d}")
+        try:
+            study = cluster.prepare(self.spec(where, run_levels, output))
+            ref = cluster.run_one(study, study.configs[0], 1)
+        except errors.BeoperfError as exc:
+            return Sample(duration_s=time.monotonic() - started, error=str(exc))
+        run = ref.run
+        detail: JsonObject = {"output": output, "run": ref.document, "status": run.status,
+                              "elapsed_s": run.elapsed_s, "np": run.np}
+        sample = Sample(duration_s=time.monotonic() - started, detail=detail)
+        values = {k: run.number(k) for k in self.keys}  # HPCC prints -1 for "not run"
+        missing = [k for k, v in values.items() if v is None or not v > 0]
+        if run.status != "ok" or missing:
+            why = "; ".join(run.failures) or f"no {', '.join(missing)} in the output"
+            sample.error = f"hpcc {run.status}: {why}"
+        else:
+            sample.figures = {k: float(v) for k, v in values.items() if v is not None}
+        return sample
+
+
+@dataclass(frozen=True)
+class Hpl(Hpcc):
+    """HPL's figure (``HPL_Tflops``) of one HPCC run per block: HPCC cannot run HPL
+    alone, so each block is a full HPCC run, as the figure's note says."""
+
+    name: ClassVar[str] = "hpl"
+    keys: tuple[str, ...] = ("HPL_Tflops",)
+
+    @classmethod
+    def _keys(cls, value: JsonValue) -> tuple[str, ...]:
+        if value is not None and value != ["HPL_Tflops"]:
+            raise errors.BadSpec("measurement hpl: its one key is HPL_Tflops (use hpcc for "
+                                 "others)")
+        return ("HPL_Tflops",)
+
+
+_blocks = itertools.count(1)
+_scratch_dir: list[str] = []
+
+
+def _scratch() -> str:
+    """One private directory per process for the runs of blocks given no output."""
+    if not _scratch_dir:
+        _scratch_dir.append(str(safeio.private_dir("beoperf-study-")))
+    return _scratch_dir[0]
+
+
 # ------------------------------------------------------------------ the table
 
 
-MEASUREMENTS: dict[str, type[Measurement]] = {"pingpong": PingPong, "command": Command}
+MEASUREMENTS: dict[str, type[Measurement]] = {"pingpong": PingPong, "command": Command,
+                                              "hpcc": Hpcc, "hpl": Hpl}
 
 
 def get(name: str, params: Mapping[str, JsonValue] | None = None) -> Measurement:
