@@ -21,7 +21,7 @@ from beoperf.suites import study_measure as sm
 from helpers import child_env
 
 RATE = 100e6  # bit/s, tbf on each lab host's egress
-BUDGET_S = 4.0
+BUDGET_S = 3.0
 
 # runs a measurement inside a namespace (the controller's place) and prints its Sample
 CHILD = textwrap.dedent("""\
@@ -212,7 +212,10 @@ exec ip netns exec "$host" env OMPI_MCA_orte_tmpdir_base="{tmp}/orte-$host" /bin
 
 
 @pytest.mark.tools("hpcc", "mpirun.openmpi")
-def test_hpl_across_two_lab_hosts(lab, tmp_path):
+def test_hpl_and_ring_across_two_lab_hosts(lab, tmp_path):
+    from mpi_helpers import require_mpi, write_agent
+
+    require_mpi("openmpi")
     hosts = lab(2, sshd=False, controller=False)  # unshaped: HPCC's ring test moves GBs
     agent = tmp_path / "agent.sh"
     agent.write_text(HPCC_AGENT.format(tmp=tmp_path))
@@ -229,6 +232,37 @@ def test_hpl_across_two_lab_hosts(lab, tmp_path):
     assert run["nodes"] == [h.name for h in hosts] and run["ranks_per_node"] == 1
     assert run["input"]["n"] == 400
     assert str(path.parent.parent) == s["detail"]["output"]
+    ring = {"hosts": ",".join(h.addr4 for h in hosts), "interface": "198.18.0.0/24",
+            "agent": write_agent(tmp_path / "ring-agent", hosts), "implementation": "openmpi",
+            "env": {"OMPI_MCA_btl": "tcp,self"}, "bandwidth_size": 100_000,
+            "random_rings": [1, 1], "min_trials": 2}
+    r = measure_in(hosts[0], "ring", ring, budget_s=3)
+    assert r["error"] is None, r["error"]
+    figs = r["figures"]
+    assert set(figs) == {f.key for f in sm.get("ring", {}).figures()}
+    assert all(v > 0 for v in figs.values())
+    # two ranks on two hosts: a ring is one link each way, whatever the order
+    assert 0.5 <= figs["RandomlyOrderedRingLatency_usec"] / \
+        figs["NaturallyOrderedRingLatency_usec"] <= 2
+
+
+def test_node_and_ring_figures_and_parameters():
+    assert [dataclasses.astuple(f) for f in sm.get("node", {}).figures()] == [
+        ("stream.triad.t1", "GB/s", True)]
+    assert sm.get("node", {"metric": "kernels.daxpy.n65536"}).figures()[0].unit == "MFLOP/s"
+    with pytest.raises(errors.BadSpec, match="stream.KERNEL"):
+        sm.get("node", {"metric": "dgemm"})
+    with pytest.raises(errors.BadSpec, match="random_rings"):
+        sm.get("ring", {"random_rings": [1]})
+    spec = sm.get("ring", {}).spec(sm.Where(hosts=("a", "b")), {"mpienv": {"X": "1"}}, 7)
+    assert spec.common.hosts == "a,b" and ("X", "1") in spec.common.mpi.env
+    assert spec.common.time_budget == 7
+
+
+def test_stream_triad_on_this_node():
+    s = sm.get("node", {"metric": "stream.triad.t1"}).measure(sm.Where(), {}, 2)
+    assert s.error is None, s.error
+    assert s.figures["stream.triad.t1"] > 0
 
 
 def test_hpcc_figures_and_parameters():

@@ -39,10 +39,13 @@ from beoperf import errors, safeio, units
 from beoperf.launch import job, remote
 from beoperf.launch.base import LaunchSpec
 from beoperf.model import document, hpcc
+from beoperf.model.cluster_mpi import MpiRun
 from beoperf.model.document import JsonObject, JsonValue
+from beoperf.model.mpi_options import MpiOptions
+from beoperf.model.node import NodeRun
 from beoperf.model.pingpong import KIND as PINGPONG
 from beoperf.model.pingpong import RunResult
-from beoperf.suites import cluster, fleet
+from beoperf.suites import cluster, cluster_mpi, cluster_ring, fleet, node
 from beoperf.suites import pingpong as pp
 
 DEFAULT_PORT = pp.DEFAULT_PORT
@@ -646,6 +649,168 @@ class Hpl(Hpcc):
         return ("HPL_Tflops",)
 
 
+# ------------------------------------------------------------------ ring
+
+
+RING_FIGURES = (("RandomlyOrderedRingLatency_usec", "us", False),
+                ("RandomlyOrderedRingBandwidth_GBytes", "GB/s", True),
+                ("NaturallyOrderedRingLatency_usec", "us", False),
+                ("NaturallyOrderedRingBandwidth_GBytes", "GB/s", True))
+
+
+@dataclass(frozen=True)
+class Ring(Measurement):
+    """The cluster suite's ring test (HPCC's ring latency and bandwidth, by beoperf's own
+    MPI loop) over ``hosts`` (default: the study's), its figures the HPCC keys averaged
+    over the block's repeats; the block's time is the series' budget."""
+
+    name: ClassVar[str] = "ring"
+    KNOWN: ClassVar[tuple[str, ...]] = ("hosts", "agent", "interface", "env",
+                                        "implementation", "bandwidth_size", "random_rings",
+                                        "min_trials")
+    hosts: str | None = None
+    agent: str | None = None
+    interface: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    implementation: str | None = None
+    bandwidth_size: int = cluster_ring.BANDWIDTH_BYTES
+    random_rings: tuple[int, int] = cluster_ring.RANDOM_RINGS
+    min_trials: int = 6
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, JsonValue]) -> Ring:
+        _unknown(cls.name, params, cls.KNOWN)
+        n = cls.name
+        env = params.get("env") or {}
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise errors.BadSpec(f"measurement {n}: env: an object of KEY: value texts")
+        given = params.get("random_rings", list(cls.random_rings))
+        items = given if isinstance(given, list) else []
+        rings = [r for r in items if type(r) is int and 0 <= r <= 1000]
+        if len(rings) != 2 or len(items) != 2:
+            raise errors.BadSpec(f"measurement {n}: random_rings: [latency, bandwidth] "
+                                 "counts from 0 to 1000")
+        size = _size(n, "bandwidth_size", params.get("bandwidth_size",
+                                                     cls.bandwidth_size))
+        return cls(hosts=_opt_text(n, "hosts", params.get("hosts")),
+                   agent=_opt_text(n, "agent", params.get("agent")),
+                   interface=_opt_text(n, "interface", params.get("interface")),
+                   env=tuple((str(k), str(v)) for k, v in env.items()),
+                   implementation=_opt_text(n, "implementation",
+                                            params.get("implementation")),
+                   bandwidth_size=size or cls.bandwidth_size,
+                   random_rings=(int(rings[0]), int(rings[1])),
+                   min_trials=_int_param(n, "min_trials", params.get("min_trials", 6),
+                                         2, 1000) or 6)
+
+    def params(self) -> JsonObject:
+        return {"hosts": self.hosts, "agent": self.agent, "interface": self.interface,
+                "env": dict(self.env), "implementation": self.implementation,
+                "bandwidth_size": self.bandwidth_size,
+                "random_rings": list(self.random_rings), "min_trials": self.min_trials}
+
+    def figures(self) -> list[Figure]:
+        return [Figure(*f) for f in RING_FIGURES]
+
+    def spec(self, where: Where, run_levels: Mapping[str, JsonValue],
+             budget_s: float) -> cluster_ring.Spec:
+        env = dict(self.env) | _run_env(run_levels)
+        mpi = MpiOptions(implementation=self.implementation, bind="none", agent=self.agent,
+                         interface=self.interface, env=tuple(env.items()))
+        hosts = self.hosts or (",".join(where.hosts) if where.hosts else None)
+        common = cluster_mpi.Common(hosts=hosts, mpi=mpi, min_trials=self.min_trials,
+                                    time_budget=max(MIN_PART_S, budget_s))
+        return cluster_ring.Spec(common=common, bandwidth_bytes=self.bandwidth_size,
+                                 random_rings=self.random_rings)
+
+    def measure(self, where: Where, run_levels: Mapping[str, JsonValue],
+                budget_s: float) -> Sample:
+        started = time.monotonic()
+        try:
+            outcome = cluster_ring.run(self.spec(where, run_levels, budget_s))
+            if outcome is None:
+                raise errors.Failed("the ring ran as a rank, not as its controller")
+            if outcome.interrupt is not None:
+                raise outcome.interrupt
+            if outcome.error is not None:
+                raise outcome.error
+            run = MpiRun.from_document(outcome.document)
+        except (errors.BeoperfError, document.DocumentError) as exc:
+            return Sample(duration_s=time.monotonic() - started, error=str(exc))
+        summary = run.series[0].summary or {} if run.series else {}
+        values = {f.key: summary.get(f.key) for f in self.figures()}
+        sample = Sample(duration_s=time.monotonic() - started,
+                        detail={"series": len(run.series)})
+        missing = [k for k, v in values.items() if v is None]
+        if missing:
+            sample.error = f"ring: no {', '.join(missing)} measured"
+        else:
+            sample.figures = {k: v.mean for k, v in values.items() if v is not None}
+        return sample
+
+
+# ------------------------------------------------------------------ node
+
+
+NODE_UNITS = {"stream": "GB/s", "kernels": "MFLOP/s"}
+
+
+@dataclass(frozen=True)
+class Node(Measurement):
+    """One node kernel on the controller (the node suite, one part, one repeat): the
+    figure is ``metric``, the node document's id of it (``stream.triad.t1``: STREAM's
+    triad on 1 thread; ``kernels.daxpy.n65536``: DAXPY at loop length 65536)."""
+
+    name: ClassVar[str] = "node"
+    KNOWN: ClassVar[tuple[str, ...]] = ("metric",)
+    metric: str = "stream.triad.t1"
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, JsonValue]) -> Node:
+        _unknown(cls.name, params, cls.KNOWN)
+        metric = _text(cls.name, "metric", params.get("metric", cls.metric))
+        if not re.fullmatch(r"(stream\.(copy|scale|add|triad)\.t[1-9]\d{0,3}"
+                            r"|kernels\.[a-z]+\.n[1-9]\d{0,9})", metric):
+            raise errors.BadSpec(f"measurement node: metric {metric!r}: stream.KERNEL.tTHREADS"
+                                 " (e.g. stream.triad.t1) or kernels.KERNEL.nLENGTH "
+                                 "(e.g. kernels.daxpy.n65536)")
+        return cls(metric)
+
+    def params(self) -> JsonObject:
+        return {"metric": self.metric}
+
+    def figures(self) -> list[Figure]:
+        part = self.metric.split(".")[0]
+        return [Figure(self.metric, NODE_UNITS[part], True)]
+
+    def spec(self, budget_s: float) -> node.Spec:
+        part, _, last = self.metric.split(".")
+        count = int(last[1:])
+        if part == "stream":
+            return node.Spec(parts=("stream",), repeat=1, threads=(count,))
+        return node.Spec(parts=("kernels",), repeat=1, lengths=(count,),
+                         kernel_budget=max(MIN_PART_S, budget_s))
+
+    def measure(self, where: Where, run_levels: Mapping[str, JsonValue],
+                budget_s: float) -> Sample:
+        started = time.monotonic()
+        try:
+            measured = node.run(self.spec(budget_s))
+            if measured.interrupt is not None:
+                raise measured.interrupt
+            run = NodeRun.from_document(measured.document)
+        except (errors.BeoperfError, document.DocumentError) as exc:
+            return Sample(duration_s=time.monotonic() - started, error=str(exc))
+        found = {m.id: m for m in run.metrics}.get(self.metric)
+        sample = Sample(duration_s=time.monotonic() - started,
+                        detail={"status": run.status})
+        if found is None or not found.samples:
+            sample.error = f"node: {self.metric} was not measured ({run.status})"
+        else:
+            sample.figures = {self.metric: found.mean}
+        return sample
+
+
 _blocks = itertools.count(1)
 _scratch_dir: list[str] = []
 
@@ -661,7 +826,8 @@ def _scratch() -> str:
 
 
 MEASUREMENTS: dict[str, type[Measurement]] = {"pingpong": PingPong, "command": Command,
-                                              "hpcc": Hpcc, "hpl": Hpl}
+                                              "hpcc": Hpcc, "hpl": Hpl, "ring": Ring,
+                                              "node": Node}
 
 
 def get(name: str, params: Mapping[str, JsonValue] | None = None) -> Measurement:
