@@ -279,3 +279,31 @@ def test_hpcc_figures_and_parameters():
             sm.get(name, params)
     spec = hpl.spec(sm.Where(hosts=("a", "b")), {"np": 4, "mpienv": {"X": "1"}}, "/tmp/o")
     assert spec.np == (4,) and spec.hosts == "a,b" and ("X", "1") in spec.env
+
+
+def test_pingpong_curve_and_granted_buffers(measured_lab):
+    client, server = measured_lab
+    params = {"latency_size": None, "goodput_size": None, "curve": True,
+              "curve_sizes": [1024, 65536]}
+    s = measure_in(client, "pingpong", params, pairs=[(client.name, server.addr4)],
+                   run_levels={"sndbuf": "64K", "rcvbuf": "64K"}, budget_s=2)
+    assert s["error"] is None, s["error"]
+    assert s["figures"] == {} and [p[0] for p in s["curve"]] == [1024, 65536]
+    assert all(p[1] > 0 for p in s["curve"])
+    granted = s["detail"]["pairs"][f"{client.name}>{server.addr4}"]["granted"]
+    assert granted["sndbuf"] >= 64 * 1024  # the kernel grants at least what was asked
+
+
+def test_pingpong_over_mpi_between_two_lab_hosts(measured_lab, tmp_path):
+    from mpi_helpers import require_mpi, write_agent
+
+    require_mpi("openmpi")
+    client, server = measured_lab
+    params = {"mpi_agent": write_agent(tmp_path / "agent", measured_lab.hosts),
+              "mpi_interface": "198.18.0.0/24", "mpi_implementation": "openmpi"}
+    s = measure_in(client, "pingpong", params, pairs=[(client.addr4, server.addr4)],
+                   run_levels={"transport": "mpi", "mpienv": {"OMPI_MCA_btl": "tcp,self"}})
+    assert s["error"] is None, s["error"]
+    assert s["figures"]["latency_us@16"] > 0
+    # MPI over the same tbf link: the rate less the headers, within 10%
+    assert 0.9 <= s["figures"]["goodput_bps@1M"] / RATE <= 1.1, s["figures"]

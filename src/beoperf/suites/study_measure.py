@@ -14,7 +14,8 @@ set and no figures: never an exception, so that a study records it and goes on.
   is the controller (in process, :func:`beoperf.suites.pingpong.run`) or a remote host
   (``beoperf pingpong ADDR --json`` through :mod:`beoperf.launch.remote`, its document
   read like a fleet's).  Pairs run one after another: a server takes one session at a
-  time.
+  time.  With the run level transport mpi, two MPI ranks on the pair's hosts
+  (:func:`beoperf.suites.mpi_pingpong.run_launched`, the MPI agent a parameter).
 * ``command``: any command line (``mpirun -np 16 ./app``), its wall time (the child's
   own), exit status and optionally one figure a regex finds in its output.  A non-zero
   exit status is a failed block, not a figure.
@@ -25,6 +26,7 @@ set and no figures: never an exception, so that a study records it and goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import os
@@ -45,7 +47,7 @@ from beoperf.model.mpi_options import MpiOptions
 from beoperf.model.node import NodeRun
 from beoperf.model.pingpong import KIND as PINGPONG
 from beoperf.model.pingpong import RunResult
-from beoperf.suites import cluster, cluster_mpi, cluster_ring, fleet, node
+from beoperf.suites import cluster, cluster_mpi, cluster_ring, fleet, mpi_pingpong, node
 from beoperf.suites import pingpong as pp
 
 DEFAULT_PORT = pp.DEFAULT_PORT
@@ -213,11 +215,15 @@ class PingPong(Measurement):
 
     name: ClassVar[str] = "pingpong"
     KNOWN: ClassVar[tuple[str, ...]] = ("latency_size", "goodput_size", "curve",
-                                        "curve_sizes")
+                                        "curve_sizes", "mpi_agent", "mpi_interface",
+                                        "mpi_implementation")
     latency_size: int | None = 16
     goodput_size: int | None = 1 << 20
     curve: bool = False
     curve_sizes: tuple[int, ...] = tuple(4 ** k for k in range(12))  # 1 B .. 4 MiB
+    mpi_agent: str | None = None  # transport mpi: how mpirun reaches the hosts
+    mpi_interface: str | None = None
+    mpi_implementation: str | None = None
 
     @classmethod
     def from_params(cls, params: Mapping[str, JsonValue]) -> PingPong:
@@ -234,11 +240,16 @@ class PingPong(Measurement):
         if lat is None and good is None and not curve:
             raise errors.BadSpec(f"measurement {n}: nothing to measure (no latency_size, "
                                  "no goodput_size, no curve)")
-        return cls(lat, good, curve, picked)
+        return cls(lat, good, curve, picked,
+                   _opt_text(n, "mpi_agent", params.get("mpi_agent")),
+                   _opt_text(n, "mpi_interface", params.get("mpi_interface")),
+                   _opt_text(n, "mpi_implementation", params.get("mpi_implementation")))
 
     def params(self) -> JsonObject:
         return {"latency_size": self.latency_size, "goodput_size": self.goodput_size,
-                "curve": self.curve, "curve_sizes": list(self.curve_sizes)}
+                "curve": self.curve, "curve_sizes": list(self.curve_sizes),
+                "mpi_agent": self.mpi_agent, "mpi_interface": self.mpi_interface,
+                "mpi_implementation": self.mpi_implementation}
 
     def figures(self) -> list[Figure]:
         out = []
@@ -265,9 +276,9 @@ class PingPong(Measurement):
         started = time.monotonic()
         if not where.pairs:
             return Sample(error="pingpong: no pair to measure", duration_s=0.0)
-        if (run_levels.get("transport") or "tcp") != "tcp":
-            return Sample(error=f"pingpong: transport {run_levels['transport']} is not "
-                                "measured by a study yet (tcp only)")
+        if (run_levels.get("transport") or "tcp") not in ("tcp", "mpi"):
+            return Sample(error=f"pingpong: transport {run_levels['transport']!r}: "
+                                "tcp or mpi")
         parts = self.parts()
         share = max(MIN_PART_S, budget_s / (len(parts) * len(where.pairs)))
         pairs: dict[str, JsonValue] = {}
@@ -296,11 +307,17 @@ class PingPong(Measurement):
               run_levels: Mapping[str, JsonValue],
               parts: Sequence[tuple[str, str, tuple[int, ...]]], share: float) -> Sample:
         sample = Sample(detail={})
+        mpi = run_levels.get("transport") == "mpi"
         for key, mode, sizes in parts:
             spec = self._spec(server, where.port, mode, sizes, share, run_levels)
             try:
-                run = (_in_process(spec) if where.controller_is_client
-                       else _remote(where.reach_of(client), client, spec))
+                if mpi:
+                    run = _in_process(self._mpi_spec(spec, client, server, run_levels),
+                                      launched=True)
+                elif where.controller_is_client:
+                    run = _in_process(spec)
+                else:
+                    run = _remote(where.reach_of(client), client, spec)
             except (errors.BeoperfError, ValueError) as exc:
                 sample.error = f"{mode} {size_key(sizes[0])}: {exc}"
                 return sample
@@ -330,8 +347,21 @@ class PingPong(Measurement):
                        congestion=None if system else pp.AUTO, perturbation=0)
 
 
-def _in_process(spec: pp.Spec) -> RunResult:
-    measured = pp.run(spec)
+    def _mpi_spec(self, spec: pp.Spec, client: str, server: str,
+                  run_levels: Mapping[str, JsonValue]) -> pp.Spec:
+        """``spec`` between two MPI ranks, on ``client`` and ``server`` (the names the
+        MPI agent reaches), with the run level mpienv in every rank's environment."""
+        opts = MpiOptions(hosts=(client, server), implementation=self.mpi_implementation,
+                          bind="none", agent=self.mpi_agent, interface=self.mpi_interface,
+                          env=tuple(_run_env(run_levels).items()))
+        return dataclasses.replace(spec, host=None, transport="mpi", congestion=pp.AUTO,
+                                   sndbuf=None, rcvbuf=None, mpi=opts)
+
+
+def _in_process(spec: pp.Spec, launched: bool = False) -> RunResult:
+    """One sweep from this process: over TCP, or (``launched``) as two MPI ranks this
+    process starts and reads rank 0's document from."""
+    measured = mpi_pingpong.run_launched(spec) if launched else pp.run(spec)
     if measured.interrupt is not None:
         raise measured.interrupt
     if measured.error is not None:
