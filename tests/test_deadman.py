@@ -481,35 +481,23 @@ def _ruleset(host) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-@pytest.mark.tools("ssh", "ssh-keygen", "nft")
-def test_a_level_that_cuts_the_link_is_undone_by_the_agent_without_the_controller(
-        netns_hosts, tmp_path):
-    """The controller in one namespace reaches two hosts over ssh across the test network.
-    A firewall level dropping everything cuts the first: its set is never answered and its
-    renewals fail, and within the lease its agent loads the saved ruleset back by itself
-    (ssh works again; finish names it restored-by-agent).  The second host's sshd is
-    stopped: it is named unreachable with the ssh command that restores it, and its own
-    agent has put its MTU back when its lease lapsed."""
-    from test_node_netns import SSHD, start_sshd, wait_port
-
-    if not os.access(SSHD, os.X_OK):
-        pytest.skip("needs sshd (apt-get install openssh-server)")
-    control, cut, silent = netns_hosts(3)
-    for host in (cut, silent):
-        (tmp_path / host.name).mkdir()
-        start_sshd(host, tmp_path / host.name)
-    key = tmp_path / cut.name / "userkey"
-    (tmp_path / silent.name / "authorized_keys").write_text(Path(f"{key}.pub").read_text())
-    for host in (cut, silent):
-        wait_port(control, host.addr4, 22)
+@pytest.mark.tools("ssh", "ssh-keygen", "sshd", "nft")
+def test_a_level_that_cuts_the_link_is_undone_by_the_agent_without_the_controller(lab, tmp_path):
+    """A `beoperf lab` of two hosts; the controller reaches them over ssh from the lab's
+    controller namespace, as `lab up` prints.  A firewall level dropping everything cuts
+    the first: its set is never answered and its renewals fail, and within the lease its
+    agent loads the saved ruleset back by itself (ssh works again; finish names it
+    restored-by-agent).  The second host's sshd is stopped: it is named unreachable with
+    the ssh command that restores it, and its own agent has put its MTU back when its
+    lease lapsed."""
+    hosts = lab(2)
+    cut, silent = hosts.hosts
     cut.run(["nft", "-f", "-"], input=KEPT_RULES)
     before = _ruleset(cut)
     rules = tmp_path / "cut.nft"
     rules.write_text(CUT)
     rules.chmod(0o600)
-    agent = (f"ip netns exec {control.name} ssh -i {key} -l root -o BatchMode=yes "
-             "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "
-             "-o ConnectTimeout=2")
+    agent = hosts.lab.ssh_agent
     root = Path(study_hosts.__file__).resolve().parents[2]
     lease = 6.0
     hs = study_hosts.HostSet(f"t{os.getpid()}-cut", [cut.addr4, silent.addr4], agent=agent,
@@ -518,15 +506,14 @@ def test_a_level_that_cuts_the_link_is_undone_by_the_agent_without_the_controlle
     try:
         armed = hs.arm_all({
             cut.addr4: {"factors": [{"name": "firewall", "levels": [f"file:{rules}"]}],
-                        "data_address": control.addr4},
+                        "data_address": hosts.ctl.addr4},
             silent.addr4: {"factors": [{"name": "mtu", "levels": ["9000"]}],
-                           "data_address": control.addr4}})
+                           "data_address": hosts.ctl.addr4}})
         assert all(a.ok for a in armed.values()), {h: a.error for h, a in armed.items()}
         assert hs.set_level("mtu", "9000", [silent.addr4])[silent.addr4].ok
         assert silent.link()["mtu"] == 9000
         hs.start_renewer()
-        for proc in silent.procs:  # its sshd: the host can no longer be reached
-            proc.terminate()
+        os.kill(hosts.state["pids"][silent.name], signal.SIGTERM)  # its sshd
         started = time.monotonic()
         reply = hs.set_level("firewall", f"file:{rules}", [cut.addr4])[cut.addr4]
         assert not reply.ok and reply.result.status == "timeout"
@@ -540,10 +527,11 @@ def test_a_level_that_cuts_the_link_is_undone_by_the_agent_without_the_controlle
     assert _ruleset(cut) == before
     # the set's timeout, then at most a lease, two graces and a last status over ssh
     assert took <= 2 * lease + 2 * hs.grace_s + 4, took
-    again = remote.run(LaunchSpec(("true",), hosts=(cut.addr4,), agent=agent), timeout=10)
-    assert again[cut.addr4].ok
+    assert hosts.ssh(cut, "true", check=False).returncode == 0
     end = ends[silent.addr4]
     assert end.state == "unreachable" and "mtu=9000" in end.detail
     assert end.restore_command == f"{agent} {silent.addr4} " + shlex.quote(
         f"env PYTHONPATH={root} {BEOPERF} study restore {armed[silent.addr4].rollback_file}")
     assert _wait(lambda: silent.link()["mtu"] == 1500, lease) is not None  # its agent did
+
+
