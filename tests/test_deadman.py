@@ -247,6 +247,10 @@ def test_while_armed_tune_and_a_second_arm_are_refused(study):
     second = make().arm_all({hosts[0].name: factors.plan(hosts[0])})[hosts[0].name]
     assert not second.ok and second.error.startswith("busy:")
     assert f"pid {armed.pid}" in second.error
+    restore = hosts[0].run([*BEOPERF.split(), "study", "restore", armed.rollback_file],
+                           check=False, env=child_env())
+    assert restore.returncode == 1
+    assert f"(pid {armed.pid}) is running: it restores by itself within" in restore.stderr
     assert hs.finish()[hosts[0].name].state == "not-changed"
     assert _lock_free(hosts[0])
 
