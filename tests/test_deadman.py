@@ -151,6 +151,9 @@ def test_arm_set_finish_restores_every_host_and_frees_the_lock(study):
         [before[h.name]["mtu"] for h in hosts]
     assert all(factors.values(h)["mtu"] == before[h.name]["mtu"] for h in hosts)
     assert all(r.ok for r in hs.set_level("mtu", "9000").values())
+    assert all(r.ok and r.data["changed"] for r in hs.default("sysctl").values())
+    assert all(factors.values(h)["sysctl"] == before[h.name]["sysctl"] for h in hosts)
+    assert all(r.ok for r in hs.set_level("sysctl", Factors.LEVELS["sysctl"]).values())
 
     ends = hs.finish()
     assert {h: e.state for h, e in ends.items()} == {h.name: "restored" for h in hosts}
