@@ -30,6 +30,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from beoperf import errors
+from beoperf.factors.agent import MIN_LEASE_S, check_study_id
 from beoperf.launch import hosts as hostnames
 from beoperf.launch import job, remote
 from beoperf.launch.base import LaunchSpec
@@ -103,6 +104,11 @@ class HostEnd:
                 "result": None if self.result is None else self.result.to_dict()}
 
 
+def agent_lease_ok(lease_s: float) -> bool:
+    """Whether an agent takes this lease (at least MIN_LEASE_S seconds, finite)."""
+    return MIN_LEASE_S <= lease_s < float("inf")
+
+
 class HostSet:
     """The hosts of one study and their agents.
 
@@ -118,6 +124,9 @@ class HostSet:
                  lease_s: float = LEASE_S, grace_s: float = REMOTE_GRACE_S) -> None:
         if not hosts or len(set(hosts)) != len(hosts):
             raise errors.BadSpec("a study needs hosts, each named once")
+        if not agent_lease_ok(lease_s):
+            raise errors.BadSpec(f"--lease {lease_s:g}: give at least {MIN_LEASE_S:g} s")
+        check_study_id(study_id)
         self.study_id, self.hosts = study_id, list(hosts)
         self.agent, self.local, self.remote_command = agent, set(local), remote_command
         self.fanout, self.timeout, self.lease_s, self.grace_s = fanout, timeout, lease_s, \
