@@ -292,7 +292,7 @@ def test_kill_9_of_the_controller_every_host_restores_within_the_lease(study):
         assert line.startswith("applied"), line
         agents = json.loads(line.split(" ", 1)[1])
         hs.armed = {h: study_hosts.Armed(h, True, pid, dir) for h, (pid, dir) in agents.items()}
-        time.sleep(lease * 0.75)  # renewals (every T/3) carry the leases past their first T
+        time.sleep(lease * 1.25)  # renewals (every T/3) carry the leases past their first T
         assert all(factors.values(h) == Factors.LEVELS for h in hosts)
     finally:
         proc.kill()
@@ -304,10 +304,11 @@ def test_kill_9_of_the_controller_every_host_restores_within_the_lease(study):
             if h.name not in back and factors.values(h) == before[h.name]:
                 back[h.name] = time.monotonic() - killed
         time.sleep(0.05)
-    # the last renewal came at most T/3 (and a round trip) before the kill: the lease
-    # lapses between 2T/3 and T after it, and the agent restores at once
+    # a renewal round takes at most T/3 (its timeout) every T/3: the last one reached the
+    # agent at most 2T/3 before the kill, so its lease lapses between T/3 and T after it,
+    # and it restores at once (2 s: the restore and the polling, on a busy VM)
     assert set(back) == {h.name for h in hosts}, back
-    assert all(lease / 2 <= t <= lease + 2 for t in back.values()), back
+    assert all(lease / 3 - 0.2 <= t <= lease + 2 for t in back.values()), back
     for h in hosts:
         pid, where = agents[h.name]
         assert _wait(lambda pid=pid: not _alive(pid), 5) is not None
@@ -374,19 +375,24 @@ def test_study_restore_refuses_a_file_of_another_namespace_and_a_crafted_one(stu
 
 
 def test_the_lifetime_ends_the_agent_while_renewals_go_on(study):
+    """A lease of 3 s renewed every second, a lifetime of 4 s: the agent restores when
+    its lifetime ends (its result says so: had the renewals failed, the lease would have
+    lapsed first), not before it (it was armed after ``start``) and not long after."""
     hosts, factors, make = study
     hs = make(lease_s=3)
-    start = time.monotonic()
     before = factors.values(hosts[0])
+    start = time.monotonic()
     armed = _arm(hs, hosts[:1], factors, max_life_s=4)[hosts[0].name]
+    armed_at = time.monotonic()
     assert all(r.ok for r in hs.set_level("mtu", "9000").values())
     hs.start_renewer()
-    back = _wait(lambda: factors.values(hosts[0]) == before, 10)
-    assert back is not None
-    assert 4 - 0.5 <= time.monotonic() - start <= 4 + 3
-    assert hs.renewer.rounds >= 2  # renewed past the lease: the lifetime ended it
+    assert _wait(lambda: factors.values(hosts[0]) == before, 10) is not None
+    back_at = time.monotonic()
+    assert back_at - start >= 4
+    assert back_at - armed_at <= 4 + 2.5  # (the polling, through ip netns exec, on a busy VM)
     result = json.loads(Path(armed.dir, "result.json").read_text())
     assert result["why"] == "lifetime"
+    assert hs.renewer.rounds >= 1
     assert hs.finish()[hosts[0].name].state == "restored-by-agent"
 
 
