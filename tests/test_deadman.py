@@ -454,8 +454,9 @@ def test_a_slurm_node_running_a_job_is_refused_unless_forced(netns_hosts):
                                        env=env)
             return out.stdout.strip()
 
-        job = slurm.controller.run(["sbatch", "--parsable", "-w", "n1", "--wrap",
-                                    "sleep 120"], env=env).stdout.strip().split(";")[0]
+        job = slurm.controller.run(["sbatch", "--parsable", "-w", "n1", "-o", "/dev/null",
+                                    "--wrap", "sleep 120"],
+                                   env=env).stdout.strip().split(";")[0]
         try:
             running = _wait(lambda: job in slurm.controller.run(
                 ["squeue", "-h", "-t", "R", "-o", "%i"], env=env).stdout.split(), 30)
