@@ -248,7 +248,11 @@ class Agent:
             now = time.monotonic()
             left = min(self.lease_end, self.life_end) - now
             if left <= 0:
-                return LAPSED if self.lease_end <= self.life_end else LIFETIME
+                if self.life_end <= now:
+                    return LIFETIME
+                if not select.select([self.sock.fileno()], [], [], 0)[0]:
+                    return LAPSED
+                left = 0  # a request waited while a long one ran (a renewal?): answer it
             ready = select.select([self.sock.fileno(), self.wake], [], [], left)[0]
             if self.wake in ready:
                 _drain(self.wake)
