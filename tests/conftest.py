@@ -34,7 +34,7 @@ _RUNS = tempfile.mkdtemp(prefix="beoperf-test-runs-")
 os.environ["BEOPERF_RUNS"] = _RUNS
 atexit.register(shutil.rmtree, _RUNS, True)
 
-NETNS_FIXTURES = {"netns_pair", "netns_hosts"}
+NETNS_FIXTURES = {"netns_pair", "netns_hosts", "lab"}
 CI_VALUES = {"true", "1", "yes"}
 
 
@@ -77,6 +77,19 @@ def netns_hosts():
             return stack.enter_context(netns.VethPair(n)).hosts
 
         yield make_hosts
+
+
+@pytest.fixture
+def lab():
+    """Factory ``make_lab(n=2, **opts) -> netns.LabHosts``: a `beoperf lab` of n hosts
+    (options as beoperf.launch.lab.Lab), removed afterwards, also on failure."""
+    _require_netns()
+    with contextlib.ExitStack() as stack:
+
+        def make_lab(n: int = 2, **opts) -> netns.LabHosts:
+            return stack.enter_context(netns.lab_hosts(n, **opts))
+
+        yield make_lab
 
 
 def pytest_configure(config):

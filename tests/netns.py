@@ -24,7 +24,6 @@ import contextlib
 import functools
 import itertools
 import json
-import math
 import os
 import re
 import shutil
@@ -122,8 +121,10 @@ def rate_bytes_per_sec(rate: str | int) -> float:
 
 
 def tbf_burst(rate: str | int) -> int:
-    """Bucket size in bytes for tbf: one 4 ms tick (HZ=250) of traffic, at least 64 KiB."""
-    return max(64 * 1024, math.ceil(rate_bytes_per_sec(rate) / 250))
+    """Bucket size in bytes for tbf at a tc rate: the lab's rule (beoperf.launch.lab)."""
+    from beoperf.launch import lab
+
+    return lab.tbf_burst(rate_bytes_per_sec(rate) * 8)
 
 
 # --------------------------------------------------------------------------- ping fallback
@@ -481,3 +482,76 @@ def _cleanup_all() -> None:
         if topo._owner == os.getpid():
             with contextlib.suppress(Exception):
                 topo.cleanup()
+
+
+# --------------------------------------------------------------------------- labs
+
+_lab_counter = itertools.count()
+_labs_reaped = False
+
+
+@dataclass
+class LabHosts:
+    """A `beoperf lab` (beoperf.launch.lab.Lab) seen as test hosts: ``hosts`` (Host i is
+    namespace beolab-NAME-i at 198.18.0.(i+1)), ``ctl`` (the unshaped controller, or
+    None), ``lab`` (the Lab: ``ssh_agent``, ``key``, ``nodeset``, ``switch``) and
+    ``state`` (what ``lab up --json`` prints)."""
+
+    lab: object
+    state: dict
+    hosts: list[Host]
+    ctl: Host | None
+
+    def __iter__(self) -> Iterator[Host]:
+        return iter(self.hosts)
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+    def __getitem__(self, i: int) -> Host:
+        return self.hosts[i]
+
+    def ssh(self, host: Host, command: str, **kw) -> subprocess.CompletedProcess:
+        """``command`` on ``host`` over ssh from the controller, through the lab's agent."""
+        assert self.ctl is not None and self.lab.ssh_agent is not None
+        argv = [*self.lab.ssh_agent.split()[4:], host.addr4, command]  # after 'ip netns exec C'
+        return self.ctl.run(argv, **kw)
+
+
+def _reap_stale_labs() -> None:
+    """Remove the labs of test processes that died (named t<pid>x<n> here and t<pid>y<n>
+    by test_lab.py, pid gone)."""
+    from beoperf.launch import lab
+
+    for name in lab.labs():
+        m = re.fullmatch(r"t(\d+)[xy]\d+", name)
+        if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
+            with contextlib.suppress(Exception):
+                lab.down(name)
+
+
+@contextlib.contextmanager
+def lab_hosts(n: int = 2, **opts) -> Iterator[LabHosts]:
+    """A lab of ``n`` hosts (options as beoperf.launch.lab.Lab: rate in bit/s, burst, mtu,
+    host_mtu, switch_mtu, sshd, controller), removed on exit, also when the block raises:
+    the processes started in its hosts first, then ``lab down``."""
+    from beoperf.launch import lab
+
+    global _labs_reaped
+    if not _labs_reaped:
+        _labs_reaped = True
+        _reap_stale_labs()
+    the_lab = lab.Lab(f"t{os.getpid()}x{next(_lab_counter)}", hosts=n, **opts)
+    hosts: list[Host] = []
+    ctl: Host | None = None
+    try:
+        state = the_lab.up()
+        hosts = [Host(h["name"], h["addr4"], h["addr6"]) for h in state["hosts"]]
+        if the_lab.ctl:
+            ctl = Host(the_lab.ctl, state["controller_addr4"], f"{NET6_PREFIX}fe")
+        yield LabHosts(the_lab, state, hosts, ctl)
+    finally:
+        for h in [*hosts, *([ctl] if ctl else [])]:
+            with contextlib.suppress(Exception):
+                h.stop_processes()
+        the_lab.down()

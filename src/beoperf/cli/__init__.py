@@ -32,14 +32,14 @@ class Parser(argparse.ArgumentParser):
 # a module each in beoperf.cli (imported by name from MODULES only: a literal table that
 # tests/test_architecture.py reads and checks against the layer rules)
 COMMANDS = ("serve", "pingpong", "plot", "compare", "audit", "tune", "monitor", "report",
-            "predict", "replay", "cluster", "node", "study")
+            "predict", "replay", "cluster", "node", "lab", "study")
 MODULES = {"serve": "beoperf.cli.serve", "pingpong": "beoperf.cli.pingpong",
            "plot": "beoperf.cli.plot", "compare": "beoperf.cli.compare",
            "audit": "beoperf.cli.audit", "tune": "beoperf.cli.tune",
            "monitor": "beoperf.cli.monitor", "report": "beoperf.cli.report",
            "predict": "beoperf.cli.predict", "replay": "beoperf.cli.replay",
            "cluster": "beoperf.cli.cluster", "node": "beoperf.cli.node",
-           "study": "beoperf.cli.study"}
+           "lab": "beoperf.cli.lab", "study": "beoperf.cli.study"}
 
 
 def command_of(argv: Sequence[str]) -> str | None:

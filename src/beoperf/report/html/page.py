@@ -57,12 +57,13 @@ MARK_CLASS = {Level.FAIL: "bad", Level.WARN: "warn", Level.IMPRECISE: "imprecise
 
 # Kinds in the order a reader meets them (others follow, by name).
 KIND_ORDER = ("pingpong", "comparison", "audit", "fleet-audit", "tune-plan", "procedure",
-              "study", "rollback", "monitor-report", "monitor-session", "node", "cluster",
-              "scaling", "prediction", "replay")
+              "study", "study-rollback", "rollback", "monitor-report", "monitor-session",
+              "node", "cluster", "scaling", "prediction", "replay")
 KIND_NAMES = {"pingpong": "Ping-pong runs", "comparison": "Comparisons",
               "audit": "Node audits", "fleet-audit": "Fleet audits",
               "tune-plan": "Tune plans", "procedure": "Tuning procedures (impact tables)",
               "study": "Studies (factors x measurements, against Default)",
+              "study-rollback": "Study rollback snapshots (one host)",
               "rollback": "Rollback snapshots", "monitor-report": "Link monitor reports",
               "monitor-session": "Link monitor sessions", "node": "Node suites",
               "cluster": "Cluster suites", "scaling": "Scaling studies",

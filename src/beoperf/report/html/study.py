@@ -6,12 +6,14 @@ each host ended and the method."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from beoperf import units
 from beoperf.analysis import study as analysis
 from beoperf.model.document import Document
 from beoperf.model.study import Impact, Study
+from beoperf.model.study_rollback import StudyRollback
 from beoperf.report import renderer
 from beoperf.report.html import svg
 from beoperf.report.html.markup import (
@@ -206,3 +208,28 @@ def study_html(doc: Document, **_options: Any) -> str:
         *block_strips(s),
         hosts_table(s),
         para(f"Method: {s.method.statement}", "none")])
+
+
+@renderer("study-rollback", "title")
+def study_rollback_title(doc: Document, **_options: Any) -> str:
+    saved = StudyRollback.from_document(doc)
+    return (f"Study {saved.study_id}: snapshot of {len(saved.entries)} factor(s) on "
+            f"{saved.host}, interface {saved.interface or '(none)'}")
+
+
+@renderer("study-rollback", "html")
+def study_rollback_html(doc: Document, **_options: Any) -> str:
+    """What `beoperf study restore FILE` puts back on the host, in the order it does."""
+    saved = StudyRollback.from_document(doc)
+    rows = [[str(i), e.factor, code(json.dumps(e.saved, sort_keys=True)[:300])]
+            for i, e in enumerate(saved.restore_order(), 1)]
+    return join([
+        pairs([("study", saved.study_id), ("host", saved.host),
+               ("network namespace", saved.netns), ("interface", saved.interface or "(none)"),
+               ("lease", f"{saved.lease_s:g} s")]),
+        table(["restored", "factor", "snapshot"], rows, numeric=[0],
+              caption="What 'beoperf study restore FILE' puts back, in this order",
+              empty="no factor was saved"),
+        table(["file", "sha256"], [[f.name, f.sha256] for f in saved.files],
+              caption="Saved files (checked by their sha256 before a restore)",
+              empty="no file was saved")])
