@@ -46,6 +46,7 @@ class _State:
         self.raised = False  # a Terminated was raised already
         self.depth = 0  # nesting of deferred()
         self.pending: int | None = None  # a signal held by deferred()
+        self.signum: int | None = None  # the stop signal raised, until check() re-raised it
 
 
 _state = _State()
@@ -62,8 +63,20 @@ def _on_signal(signum: int, _frame: FrameType | None) -> None:
     if _state.depth:
         _state.pending = signum
         return
-    _state.raised = True
+    _state.raised, _state.signum = True, signum
     raise Terminated(signum)
+
+
+def check() -> None:
+    """Raise the stop signal's Terminated again if it may have been lost: Python ignores
+    an exception raised inside an at-fork handler or a finaliser, and a SIGTERM that
+    arrives while a child is being forked runs its handler there (seen as "Exception
+    ignored in: <function _releaseLock>"), after which later ones are ignored as
+    repeats.  A long loop of steps that start children calls this between steps; it
+    raises at most once per signal."""
+    signum, _state.signum = _state.signum, None
+    if signum is not None and _state.depth == 0:
+        raise Terminated(signum)
 
 
 def _raise_pending() -> None:
@@ -71,7 +84,7 @@ def _raise_pending() -> None:
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     if signum is not None and not _state.raised:
-        _state.raised = True
+        _state.raised, _state.signum = True, signum
         raise Terminated(signum)
 
 
@@ -84,7 +97,7 @@ def handling() -> Iterator[None]:
         return
     signals = (signal.SIGINT, *STOP_SIGNALS)
     previous = {sig: signal.signal(sig, _on_signal) for sig in signals}
-    _state.raised, _state.depth, _state.pending = False, 0, None
+    _state.raised, _state.depth, _state.pending, _state.signum = False, 0, None, None
     try:
         yield
     finally:

@@ -494,6 +494,7 @@ class Loop:
         """One block: levels set, the path checked, the measurements made, recorded."""
         from beoperf.model.study import Block
 
+        interrupts.check()  # a SIGTERM whose exception a fork or a library swallowed
         config = self.config(cid)
         last = self.study.blocks[-1] if self.study.blocks else None
         if cid in self.dropped or (cid == DEFAULT_ID and not warmup and last is not None
