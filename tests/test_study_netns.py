@@ -1,86 +1,26 @@
 """`beoperf study` end to end on `beoperf lab` hosts (network namespaces joined through a
-bridge, tbf-shaped links), started as a user starts it: a `python -m beoperf study`
-process (not under launch.job, whose guard is a subreaper that would end the hosts'
-dead-man agents), reaching each host through the exec template ``ip netns exec %h``.
+bridge, tbf-shaped links), where the verdict rests on timing: T1, the MTU preset at 1500
+and 9000 on a link the bridge carries jumbo frames over (the goodput effect "better" with
+an interval that contains the ratio the TCP and Ethernet headers predict, computed from
+the MSS the runs' sockets report, not written down); T2, a firewall ruleset in the
+server that makes latency worse.  The study runs as a user starts it, a `python -m
+beoperf study` process (not under launch.job, whose guard is a subreaper that would end
+the hosts' dead-man agents), reaching each host through ``ip netns exec %h``.
 
-T1: the MTU preset at 1500 and 9000 on a link the bridge carries jumbo frames over: both
-levels measured, the goodput effect "better" with an interval that contains the ratio the
-TCP and Ethernet headers predict (computed from the MSS the runs' sockets report, not
-written down), and both hosts back at 1500.  T1b: the bridge capped at 1500: the 9000
-level is found before any block and skipped, and both hosts end at 1500.
-
-In the serial phase (tests/conftest.SERIAL_FILES): the verdict rests on 2-point intervals
-of stream goodput, which another test file's load beside it would widen."""
+In the serial phase (tests/conftest.SERIAL_FILES): the verdicts rest on intervals a
+point or two wide, which another test file's load beside them would widen.  The tests
+whose outcome is no timing (the skipped level, the plan, kill -9, SIGTERM) are
+tests/test_study_lab.py, in the parallel phase."""
 
 from __future__ import annotations
-
-import json
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
 from beoperf import model
 from beoperf.model.study import Study
-from helpers import child_env
+from study_helpers import effect, mtu_of, no_agent_left, start_serve, study
 
-PORT = 5202
 RATE = 100e6  # bit/s: the lab's tbf on every host's link
-
-
-def start_serve(host) -> subprocess.Popen:
-    proc = host.popen([sys.executable, "-m", "beoperf", "serve", "--port", PORT],
-                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                      env=child_env())
-    line = proc.stdout.readline()
-    assert f"port {PORT}" in line, line
-    return proc
-
-
-def study_argv(lab_hosts, *args: str) -> list[str]:
-    """`beoperf study ...` across the lab's hosts (the first is the server of each pair),
-    each reached through ``ip netns exec``."""
-    names = ",".join(h.name for h in lab_hosts)
-    addresses = [a for h in lab_hosts for a in ("--data-address", f"{h.name}={h.addr4}")]
-    return [sys.executable, "-m", "beoperf", "study", *args, "-w", names,
-            "--exec-template", "ip netns exec %h",
-            "--remote-command", f"{sys.executable} -m beoperf", "--port", str(PORT),
-            *addresses]
-
-
-def study(lab_hosts, *args: str, timeout: float = 400) -> subprocess.CompletedProcess:
-    return subprocess.run(study_argv(lab_hosts, *args), capture_output=True, text=True,
-                          timeout=timeout, env=child_env(), check=False)
-
-
-def mtu_of(host) -> int:
-    return int(host.link()["mtu"])
-
-
-def agents_in(host) -> list[int]:
-    """The dead-man agents running in ``host``'s namespace (by PID, their command line)."""
-    pids = subprocess.run(["ip", "netns", "pids", host.name], capture_output=True,
-                          text=True, check=False).stdout.split()
-    found = []
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"beoperf.factors.agent" in f.read():
-                    found.append(int(pid))
-        except OSError:
-            continue
-    return found
-
-
-def no_agent_left(lab_hosts) -> bool:
-    return not any(agents_in(h) for h in lab_hosts)
-
-
-def effect(study_doc: Study, config: str, figure: str) -> dict:
-    return next(e.effect for e in study_doc.effects
-                if e.config == config and e.figure == figure and e.pair is None)
 
 
 def header_ratio(doc: Study) -> float:
@@ -121,105 +61,6 @@ def test_t1_the_path_carries_9000_and_the_header_ratio_is_found(lab, tmp_path):
     assert no_agent_left(hosts)
     print(f"T1: ratio {found['ratio']:.4f} [{found['low']:.4f}, {found['high']:.4f}], "
           f"headers predict {expected:.4f}; {done.stderr.count('block ')} blocks")
-
-
-@pytest.mark.tools("tc", "bridge")
-def test_t1b_a_switch_capped_at_1500_makes_the_9000_level_skipped(lab, tmp_path):
-    hosts = lab(2, rate=RATE, switch_mtu=1500, sshd=False, controller=False)
-    start_serve(hosts[0])
-    out = tmp_path / "doc.json"
-    done = study(hosts, "mtu", "--levels", "1500,9000", "--repeats", "4", "--apply",
-                 "--block-time", "0.5", "-o", str(out))
-    assert done.returncode == 0, done.stderr[-3000:]
-    doc = Study.from_document(model.load(out))
-    level = doc.factor("mtu").level("9000")
-    assert level.status == "skipped" and level.path["carried"] == 1500, level
-    c9000 = next(c.id for c in doc.configurations if c.levels == {"mtu": "9000"})
-    assert not [b for b in doc.blocks if b.config == c9000]
-    assert any(v.startswith("MTU 9000: not measured") for v in doc.verdicts), doc.verdicts
-    assert [h.end.state for h in doc.hosts] == ["restored", "restored"]
-    assert [mtu_of(h) for h in hosts] == [1500, 1500]
-
-
-@pytest.mark.tools("tc", "bridge")
-def test_the_plan_only_changes_nothing_and_arms_no_agent(lab, tmp_path):
-    hosts = lab(2, sshd=False, controller=False)
-    done = study(hosts, "mtu", "--levels", "1500,9000", "--json")
-    assert done.returncode == 0, done.stderr[-3000:]
-    doc = Study.from_document(model.from_json(json.loads(done.stdout)))
-    assert doc.status == "planned" and not doc.applied and not doc.blocks
-    assert [h.snapshot.get("mtu") for h in doc.hosts] == ["1500", "1500"]
-    assert [mtu_of(h) for h in hosts] == [1500, 1500]
-    assert no_agent_left(hosts)
-
-
-LOCK_FREE = ("from beoperf.audit.lock import TuneLock\n"
-             "with TuneLock():\n    print('free')")
-
-
-@pytest.mark.tools("tc", "bridge")
-def test_t3_kill_9_of_the_controller_and_each_host_restores_itself(lab, tmp_path):
-    """The controller (a plain process, as a user starts it) is killed with SIGKILL at
-    its first change: no finish, no renewals.  Each agent restores its host when its
-    lease lapses: within T of the last renewal plus the restore itself (an MTU change
-    and its settle, 1 s here), so T + 3 s after the kill on a loaded machine."""
-    hosts = lab(2, sshd=False, controller=False)
-    start_serve(hosts[0])
-    lease = 6.0
-    proc = subprocess.Popen(study_argv(hosts, "mtu", "--levels", "1500,9000", "--apply",
-                                       "--lease", f"{lease:g}", "--block-time", "0.5"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=child_env())
-    seen = []
-    try:
-        for line in proc.stderr:
-            seen.append(line)
-            if line.startswith("applied MTU 9000"):
-                break
-        assert [mtu_of(h) for h in hosts] == [9000, 9000], "".join(seen)
-    finally:
-        proc.kill()
-        killed = time.monotonic()
-        proc.wait()
-        proc.stderr.close()
-    while [mtu_of(h) for h in hosts] != [1500, 1500]:
-        assert time.monotonic() - killed < lease + 3, [mtu_of(h) for h in hosts]
-        time.sleep(0.1)
-    waited = time.monotonic() - killed
-    assert waited > lease / 3, waited  # not before the lease could have lapsed
-    deadline = time.monotonic() + 5
-    while not no_agent_left(hosts):
-        assert time.monotonic() < deadline, "an agent outlived its restore"
-        time.sleep(0.1)
-    for h in hosts:
-        free = h.run([sys.executable, "-c", LOCK_FREE], env=child_env(), check=False)
-        assert free.stdout.strip() == "free", free.stderr
-
-
-@pytest.mark.tools("tc", "bridge")
-def test_sigterm_restores_every_host_and_still_writes_the_document(lab, tmp_path):
-    hosts = lab(2, sshd=False, controller=False)
-    start_serve(hosts[0])
-    out = tmp_path / "doc.json"
-    proc = subprocess.Popen(study_argv(hosts, "mtu", "--levels", "1500,9000", "--apply",
-                                       "--block-time", "0.5", "-o", str(out)),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=child_env())
-    lines = []
-    for line in proc.stderr:
-        lines.append(line)
-        if line.startswith("applied MTU 9000"):
-            proc.send_signal(signal.SIGTERM)
-            break
-    _, rest = proc.communicate(timeout=120)
-    lines.append(rest or "")
-    assert proc.returncode == 128 + signal.SIGTERM, "".join(lines)[-3000:]
-    assert "".join(lines).strip().splitlines()[-1].startswith("beoperf: ")
-    doc = Study.from_document(model.load(out))
-    assert doc.status == "interrupted"
-    assert [h.end.state for h in doc.hosts] == ["restored", "restored"]
-    assert [mtu_of(h) for h in hosts] == [1500, 1500]
-    assert no_agent_left(hosts)
 
 
 def ruleset(n: int) -> str:

@@ -1,0 +1,122 @@
+"""`beoperf study` on `beoperf lab` hosts where nothing rests on timing: a level the path
+does not carry (the bridge capped at 1500) is skipped before any block, the plan changes
+nothing and arms no agent, kill -9 of the controller leaves each host to restore itself
+within its lease, and SIGTERM restores every host and still writes the document."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from beoperf import model
+from beoperf.model.study import Study
+from helpers import child_env
+from study_helpers import mtu_of, no_agent_left, start_serve, study, study_argv
+
+RATE = 100e6  # bit/s: the lab's tbf on every host's link
+
+
+@pytest.mark.tools("tc", "bridge")
+def test_t1b_a_switch_capped_at_1500_makes_the_9000_level_skipped(lab, tmp_path):
+    hosts = lab(2, rate=RATE, switch_mtu=1500, sshd=False, controller=False)
+    start_serve(hosts[0])
+    out = tmp_path / "doc.json"
+    done = study(hosts, "mtu", "--levels", "1500,9000", "--repeats", "4", "--apply",
+                 "--block-time", "0.5", "-o", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = Study.from_document(model.load(out))
+    level = doc.factor("mtu").level("9000")
+    assert level.status == "skipped" and level.path["carried"] == 1500, level
+    c9000 = next(c.id for c in doc.configurations if c.levels == {"mtu": "9000"})
+    assert not [b for b in doc.blocks if b.config == c9000]
+    assert any(v.startswith("MTU 9000: not measured") for v in doc.verdicts), doc.verdicts
+    assert [h.end.state for h in doc.hosts] == ["restored", "restored"]
+    assert [mtu_of(h) for h in hosts] == [1500, 1500]
+
+
+@pytest.mark.tools("tc", "bridge")
+def test_the_plan_only_changes_nothing_and_arms_no_agent(lab, tmp_path):
+    hosts = lab(2, sshd=False, controller=False)
+    done = study(hosts, "mtu", "--levels", "1500,9000", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = Study.from_document(model.from_json(json.loads(done.stdout)))
+    assert doc.status == "planned" and not doc.applied and not doc.blocks
+    assert [h.snapshot.get("mtu") for h in doc.hosts] == ["1500", "1500"]
+    assert [mtu_of(h) for h in hosts] == [1500, 1500]
+    assert no_agent_left(hosts)
+
+
+LOCK_FREE = ("from beoperf.audit.lock import TuneLock\n"
+             "with TuneLock():\n    print('free')")
+
+
+@pytest.mark.tools("tc", "bridge")
+def test_t3_kill_9_of_the_controller_and_each_host_restores_itself(lab, tmp_path):
+    """The controller (a plain process, as a user starts it) is killed with SIGKILL at
+    its first change: no finish, no renewals.  Each agent restores its host when its
+    lease lapses: within T of the last renewal plus the restore itself (an MTU change
+    and its settle, 1 s here), so T + 3 s after the kill on a loaded machine."""
+    hosts = lab(2, sshd=False, controller=False)
+    start_serve(hosts[0])
+    lease = 6.0
+    proc = subprocess.Popen(study_argv(hosts, "mtu", "--levels", "1500,9000", "--apply",
+                                       "--lease", f"{lease:g}", "--block-time", "0.5"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=child_env())
+    seen = []
+    try:
+        for line in proc.stderr:
+            seen.append(line)
+            if line.startswith("applied MTU 9000"):
+                break
+        assert [mtu_of(h) for h in hosts] == [9000, 9000], "".join(seen)
+    finally:
+        proc.kill()
+        killed = time.monotonic()
+        proc.wait()
+        proc.stderr.close()
+    while [mtu_of(h) for h in hosts] != [1500, 1500]:
+        assert time.monotonic() - killed < lease + 3, [mtu_of(h) for h in hosts]
+        time.sleep(0.1)
+    waited = time.monotonic() - killed
+    assert waited > lease / 3, waited  # not before the lease could have lapsed
+    deadline = time.monotonic() + 5
+    while not no_agent_left(hosts):
+        assert time.monotonic() < deadline, "an agent outlived its restore"
+        time.sleep(0.1)
+    for h in hosts:
+        free = h.run([sys.executable, "-c", LOCK_FREE], env=child_env(), check=False)
+        assert free.stdout.strip() == "free", free.stderr
+
+
+@pytest.mark.tools("tc", "bridge")
+def test_sigterm_restores_every_host_and_still_writes_the_document(lab, tmp_path):
+    hosts = lab(2, sshd=False, controller=False)
+    start_serve(hosts[0])
+    out = tmp_path / "doc.json"
+    proc = subprocess.Popen(study_argv(hosts, "mtu", "--levels", "1500,9000", "--apply",
+                                       "--block-time", "0.5", "-o", str(out)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=child_env())
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if line.startswith("applied MTU 9000"):
+            proc.send_signal(signal.SIGTERM)
+            break
+    _, rest = proc.communicate(timeout=120)
+    lines.append(rest or "")
+    assert proc.returncode == 128 + signal.SIGTERM, "".join(lines)[-3000:]
+    assert "".join(lines).strip().splitlines()[-1].startswith("beoperf: ")
+    doc = Study.from_document(model.load(out))
+    assert doc.status == "interrupted"
+    assert [h.end.state for h in doc.hosts] == ["restored", "restored"]
+    assert [mtu_of(h) for h in hosts] == [1500, 1500]
+    assert no_agent_left(hosts)
+
+
