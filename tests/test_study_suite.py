@@ -356,3 +356,14 @@ def test_a_sigterm_whose_exception_was_swallowed_still_stops_the_study():
     study = Study.from_document(kept[0])
     assert study.status == "interrupted" and len(study.blocks) == 5
     assert hosts.mtu == {"h0": "1500", "h1": "1500"}
+
+
+def test_a_factor_a_host_cannot_read_refuses_the_study_before_anything_is_armed():
+    hosts = FakeHosts(["h0", "h1"])
+    hosts.read = lambda factors: {"h0": {"mtu": "1500"},
+                                  "h1": {"mtu": {"error": "no interface to change"}}}
+    with pytest.raises(errors.Failed, match="factor mtu cannot be studied on h1: no interface"):
+        suite.run(mtu_spec(), None, None, hosts, measurer(hosts))
+    assert hosts.calls == []
+    plan = Study.from_document(suite.plan(suite.Spec(mtu_spec().study), hosts))
+    assert plan.warnings == ["mtu: cannot be studied: h1: no interface to change"]

@@ -334,13 +334,45 @@ def plan(spec: Spec, control: Control | None = None,
     started = utc_now()
     spec, notes = with_checklist(spec)
     c = check(spec)
-    control = control or host_control(c)
-    current = control.read([f.name for f in c.factors if f.scope == "host"])
+    control, current, left_out = read_hosts(c, control)
     seed = seed_of(c)
     study = new_study(c, current, seed)
     study.status_reason = "plan only: nothing was changed (--apply runs it)"
-    study.warnings.extend(notes + unreachable_warnings(current))
+    study.warnings.extend(notes + left_out + unreachable_warnings(current))
     return finish_document(study, spec, started)
+
+
+def read_hosts(c: Checked, control: Control | None
+               ) -> tuple[Control, dict[str, dict[str, Any]], list[str]]:
+    """Each host's current values (no agent, no lock), and the factors a host cannot
+    read: a latency-checklist's own optional ones (irqbalance without systemd, the
+    firewall without nft) are left out with a line saying why; any other refuses the
+    study before anything is armed (a plan only lists it)."""
+    built = control is None
+    control = control or host_control(c)
+    current = control.read([f.name for f in c.factors if f.scope == "host"])
+    unusable = {}
+    for f in c.factors:
+        for h in f.hosts if f.scope == "host" else ():
+            value = current.get(h, {}).get(f.name)
+            if isinstance(value, dict) and set(value) == {"error"}:
+                unusable.setdefault(f.name, f"{h}: {value['error']}")
+    optional = set(study_spec.CHECKLIST_OPTIONAL) if c.spec.study.name == \
+        "latency-checklist" else set()
+    refused = [name for name in unusable if name not in optional]
+    if refused and c.spec.apply:
+        raise errors.Failed(f"factor {refused[0]} cannot be studied on "
+                            f"{unusable[refused[0]]}", "nothing was changed; leave it out")
+    dropped = [name for name in unusable if name in optional]
+    if dropped:
+        c.factors = [f for f in c.factors if f.name not in dropped]
+        if not c.factors:
+            raise errors.Failed("no factor of the latency checklist can be studied on "
+                                "these hosts", "; ".join(unusable.values()))
+        control = host_control(c) if built else control
+    lines = [f"{name}: {'left out' if name in dropped else 'cannot be studied'}: {why}"
+             for name, why in unusable.items()]
+    return control, current, lines
 
 
 def unreachable_warnings(current: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -570,12 +602,11 @@ def run(spec: Spec, progress: Progress | None = None, keep_document: KeepDocumen
     spec, notes = with_checklist(spec)
     c = check(spec)
     say = progress or (lambda _line: None)
-    control = control or host_control(c)
+    control, current, left_out = read_hosts(c, control)
     slurm = control.check_slurm(c.spec.study.hosts.force)
-    current = control.read([f.name for f in c.factors if f.scope == "host"])
     seed = seed_of(c)
     study = new_study(c, current, seed)
-    study.warnings.extend(notes)
+    study.warnings.extend(notes + left_out)
     for host in study.hosts:
         host.slurm = slurm.get(host.name) if isinstance(slurm.get(host.name), dict) else None
     loop = Loop(c, control, study, say, measure_block or measurer(c))

@@ -29,6 +29,7 @@ from beoperf.model import document
 PRESETS = ("mtu", "buffers", "latency-checklist")
 DESIGNS = ("one-at-a-time", "greedy", "factorial")
 MEASUREMENT_NAMES = ("pingpong", "ring", "hpl", "hpcc", "node", "command")
+CHECKLIST_OPTIONAL = ("irqbalance", "firewall")  # left out where a host cannot change them
 MIN_REPEATS = 4  # as tune --procedure: with fewer, t's interval is too wide to decide
 MAX_REPEATS = 1000
 DEFAULT_REPEATS = 6
