@@ -17,6 +17,7 @@ control plane timed call by call:
 Usage (root)::
 
     python bench/bench_study.py [--rate 200M] [--repeats 6] [--block-time 2] [--rounds 3]
+                                [--settle 1]
 
 Prints the figures; bench/RESULTS.md records a run with the load average.
 """
@@ -71,7 +72,7 @@ def study_spec(hosts, args) -> suite.Spec:
                                data_address=tuple((h.name, h.addr4) for h in hosts)),
         (specs.FactorSpec("mtu", ("1500", "9000")),), (specs.pingpong_measure(),),
         specs.DesignSpec(repeats=args.repeats, margin=0.01, seed=7,
-                         block_time=args.block_time))
+                         block_time=args.block_time, settle=args.settle))
     return suite.Spec(study, apply=True)
 
 
@@ -148,6 +149,9 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=6)
     p.add_argument("--block-time", type=float, default=2.0)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--settle", type=float, default=1.0,
+                   help="the study's wait after each MTU change (veth resets no link: 0 "
+                        "shows what the study's own machinery costs)")
     args = p.parse_args()
     rate = units.parse_rate(args.rate)
     with netns.lab_hosts(2, rate=rate, sshd=False, controller=False) as lab, \
