@@ -396,6 +396,42 @@ def test_the_lifetime_ends_the_agent_while_renewals_go_on(study):
     assert hs.finish()[hosts[0].name].state == "restored-by-agent"
 
 
+# --------------------------------------------------------------------------- one level at a time
+
+
+def test_a_factor_moved_from_one_level_to_another_carries_the_new_one_alone(tmp_path):
+    """``set`` B while the factor is at A puts the snapshot back first: a sysctl factor
+    at ``tcp_sack=0`` then ``tcp_timestamps=0`` must not measure B with A still changed.
+    A crafted /proc root stands for the host (only what the agent does is under test)."""
+    from beoperf.factors import agent as agent_mod
+    from beoperf.factors.base import Context
+
+    values = {"net/ipv4/tcp_sack": "1", "net/ipv4/tcp_timestamps": "1"}
+    for key, value in values.items():
+        (tmp_path / "proc/sys" / key).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "proc/sys" / key).write_text(value + "\n")
+    plan = agent_mod.parse_plan({
+        "study_id": "s1", "root": str(tmp_path),
+        "factors": [{"name": "sysctl", "levels": ["net.ipv4.tcp_sack=0",
+                                                  "net.ipv4.tcp_timestamps=0"]}]})
+    ctx = Context(None, str(tmp_path))
+    saved = {hf.factor.name: hf.factor.snapshot(ctx) for hf in plan.factors}
+    agent = agent_mod.Agent(plan, ctx, saved, str(tmp_path), held=None, sock=None, wake=-1)
+
+    def now() -> dict[str, str]:
+        return {k: (tmp_path / "proc/sys" / k).read_text().strip() for k in values}
+
+    assert agent.handle({"op": "set", "factor": "sysctl", "level": "net.ipv4.tcp_sack=0"})["ok"]
+    assert now() == {"net/ipv4/tcp_sack": "0", "net/ipv4/tcp_timestamps": "1"}
+    reply = agent.handle({"op": "set", "factor": "sysctl",
+                          "level": "net.ipv4.tcp_timestamps=0"})
+    assert reply["ok"], reply
+    assert now() == {"net/ipv4/tcp_sack": "1", "net/ipv4/tcp_timestamps": "0"}
+    assert agent.status()["levels"] == {"sysctl": "net.ipv4.tcp_timestamps=0"}
+    assert [r["status"] for r in agent.restore_all()] == ["restored"]
+    assert now() == values
+
+
 # --------------------------------------------------------------------------- ClusterShell
 
 

@@ -316,6 +316,12 @@ class Agent:
         if level.value is None:  # the level "default": the snapshot put back
             back = self.to_default(hf)
             return {**back, "read_back": self.read().get(name)} if back["ok"] else back
+        if self.current.get(name, level.label) != level.label:
+            # at another level: back to the snapshot first, so that the host carries this
+            # level alone (sysctl A=0 then B=1 must not leave A changed under B's blocks)
+            back = self._restore_one(hf)
+            if back["status"] != RESTORED:
+                return {"ok": False, "error": back["detail"], "restored": back}
         if name not in self.touched:
             self.touched.append(name)  # before: a failed apply may have changed something
         try:
