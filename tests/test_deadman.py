@@ -432,6 +432,24 @@ def test_a_factor_moved_from_one_level_to_another_carries_the_new_one_alone(tmp_
     assert now() == values
 
 
+def test_every_study_id_the_agent_takes_gives_a_rollback_file_study_restore_reads():
+    """The agent's study ids and the study-rollback schema agree: an id the agent would
+    arm under is one ``study restore`` accepts in the file it leaves (else the way back
+    of a long id would be refused as "not a valid study-rollback document")."""
+    from beoperf import errors
+    from beoperf.factors import agent as agent_mod
+    from beoperf.model import document
+    from beoperf.model.study_rollback import StudyRollback
+
+    longest = "s" + "x" * 63
+    plan = agent_mod.parse_plan({"study_id": longest, "factors": []})
+    doc = agent_mod.rollback_document(plan, "eth0", [])
+    assert StudyRollback.from_document(document.from_json(doc, "rollback.json")).study_id \
+        == longest
+    with pytest.raises(errors.BadSpec, match="at most 64"):
+        agent_mod.check_study_id(longest + "x")
+
+
 # --------------------------------------------------------------------------- ClusterShell
 
 

@@ -64,7 +64,7 @@ MESSAGE_LIMIT = 256 * 1024  # bytes of one request or reply
 PLAN_LIMIT = 1024 * 1024
 ACCEPT_TIMEOUT_S = 5.0  # a caller that connects and says nothing
 ROLLBACK, RESULT, CTL = "rollback.json", "result.json", "ctl"
-STUDY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}")
+STUDY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # within the rollback schema's
 LAPSED, LIFETIME, SIGNAL, FINISH = "lease lapsed", "lifetime", "signal", "finish"
 RESTORED, KEPT, NOT_CHANGED, RESTORE_FAILED = "restored", "kept", "not-changed", \
     "restore-failed"
@@ -111,7 +111,7 @@ def check_study_id(text: object) -> str:
     """A study id fit for a directory name; BadSpec otherwise."""
     if not isinstance(text, str) or not STUDY_ID.fullmatch(text):
         raise errors.BadSpec(f"study id {text!r}: letters, digits, '_', '.', '-' (at most "
-                             "80, the first a letter or digit)")
+                             "64, the first a letter or digit)")
     return text
 
 
