@@ -657,6 +657,27 @@ def test_a_rollback_file_is_checked_whole_before_anything_is_restored():
             factors.checked_entries(crafted)
 
 
+def test_study_restore_checks_the_files_interface_before_anything_is_restored(tmp_path):
+    """The interface is part of what a crafted file could name: refused with the entries,
+    before the lock is taken or any factor restored (not an mtu "restore-failed" after
+    which the other factors go on)."""
+    from beoperf.factors import rollback
+
+    entries = [SavedFactor("sysctl", 0, {"values": {"net.ipv4.tcp_sack": "1"}}),
+               SavedFactor("mtu", 9, {"value": "1500"})]
+    doc = rollback_doc(entries).to_json()
+    for interface, ok in [("eth0", True), ("../../etc", False), ("a b", False)]:
+        doc["body"]["interface"] = interface
+        path = tmp_path / "rollback.json"
+        path.write_text(json.dumps(doc))
+        path.chmod(0o600)
+        if ok:
+            assert [f.name for f, _ in rollback.read(str(path)).entries] == ["sysctl", "mtu"]
+        else:
+            with pytest.raises(rollback.RestoreError, match="not an interface's name"):
+                rollback.read(str(path))
+
+
 def test_the_kept_study_rollback_fixture_passes_every_check():
     from beoperf import model
 
