@@ -637,6 +637,25 @@ def test_governor_of_every_cpu_set_and_restored_on_a_crafted_sysfs(tmp_path):
         gov.snapshot(Context(None, root=str(tmp_path / "none")))
 
 
+def test_machine_wide_settings_are_not_changed_from_a_lab_host(host, tmp_path):
+    """The CPU governor and a systemd service are the machine's, not a network
+    namespace's: from a namespace host (a lab's), a study would change them under every
+    namespace, each host's agent under its own tune lock.  Refused there, before any read
+    (not "no cpufreq" or "no systemd": what this VM lacks would hide it), while a crafted
+    root is still a root like any other."""
+    for name in ("governor", "irqbalance"):
+        for op, extra in [("snapshot", {}), ("apply", {"level": level("performance" if
+                          name == "governor" else "off")})]:
+            with pytest.raises(DriverError, match=f"{name}: cannot change here: it is the "
+                               f"machine's, not network namespace {host.host.name}'s"):
+                host.call(op, name, ctx=ctx(None), **extra)
+    d = tmp_path / "sys/devices/system/cpu/cpu0/cpufreq"
+    d.mkdir(parents=True)
+    (d / "scaling_governor").write_text("powersave\n")
+    assert host.call("snapshot", "governor", ctx=ctx(None, root=str(tmp_path))) == \
+        {"values": {"cpu0": "powersave"}}
+
+
 def test_a_rollback_file_is_checked_whole_before_anything_is_restored():
     good = [SavedFactor("sysctl", 0, {"values": {"net.ipv4.tcp_sack": "1"}}),
             SavedFactor("firewall", 5, {"files": {"nft": {"name": "firewall.1.nft.rules",

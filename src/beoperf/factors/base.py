@@ -39,13 +39,15 @@ from beoperf.launch import job
 from beoperf.model.document import JsonObject, JsonValue
 
 __all__ = ["Context", "Level", "Factor", "FactorError", "DEFAULT", "command", "proc_path",
-           "HOST", "RUN"]
+           "HOST", "RUN", "machine_wide"]
 
 HOST, RUN = "host", "run"
 DEFAULT = "default"  # the level that is the host's own value (the snapshot's)
 COMMAND_TIMEOUT_S = 30.0
 OUTPUT_BYTES = safeio.LIMITS["ruleset"]  # of a command's output kept (whole, or an error)
 SAVED_TEXT = 4096  # characters of a saved value: longer is no value a factor writes
+NETNS_DIR = "/run/netns"  # where `ip netns` names the namespaces it made (a lab's hosts)
+NAMED_LIMIT = 4096  # names looked at there
 
 
 class FactorError(errors.Failed):
@@ -284,6 +286,38 @@ class CheckedValue(Factor):
             raise FactorError(f"{self.name}: saved {exc}") from None
         if not same(self.read(ctx), value):
             self.put(ctx, value)
+
+
+def named_namespace() -> str | None:
+    """The name ``ip netns`` gives this process's network namespace (None: it has none,
+    as the machine's own namespace has none)."""
+    try:
+        here = os.stat("/proc/self/ns/net")
+        names = sorted(os.listdir(NETNS_DIR))[:NAMED_LIMIT]
+    except OSError:
+        return None
+    for name in names:
+        try:
+            st = os.stat(os.path.join(NETNS_DIR, name))
+        except OSError:
+            continue
+        if (st.st_ino, st.st_dev) == (here.st_ino, here.st_dev):
+            return name
+    return None
+
+
+def machine_wide(ctx: Context, what: str) -> None:
+    """FactorError ("cannot change here") when ``what``, a setting of the whole machine
+    (the CPU governor, a systemd service), would be changed from inside a named network
+    namespace (a lab host): it would change the machine under every namespace, and the
+    tune lock, taken per network namespace, would not keep two such hosts apart.  A
+    crafted root (tests) is no machine's."""
+    if ctx.root != "/":
+        return
+    name = named_namespace()
+    if name is not None:
+        raise FactorError(f"{what}: cannot change here: it is the machine's, not network "
+                          f"namespace {name}'s (run the study where it is the host's own)")
 
 
 def interface_of(ctx: Context, name: str) -> str:
