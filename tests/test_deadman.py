@@ -450,6 +450,24 @@ def test_every_study_id_the_agent_takes_gives_a_rollback_file_study_restore_read
         agent_mod.check_study_id(longest + "x")
 
 
+def test_an_arm_that_fails_after_the_snapshot_leaves_no_rollback_file(tmp_path):
+    """Nothing is changed before the control socket listens: an arm that fails there (a
+    socket path too long for AF_UNIX) leaves no rollback file that would send an admin to
+    'study restore' and refuse the next arm of the study, and frees the lock."""
+    from beoperf.audit.lock import TuneLock
+    from beoperf.factors import agent as agent_mod
+
+    base = tmp_path / ("b" * 90)
+    base.mkdir(mode=0o700)
+    plan = agent_mod.parse_plan({"study_id": "s1", "factors": []})
+    with pytest.raises(OSError):
+        agent_mod.arm(plan, -1, str(base))
+    where = Path(agent_mod.study_dir("s1", str(base)))
+    assert not (where / "rollback.json").exists()
+    with TuneLock(str(base)):
+        pass
+
+
 # --------------------------------------------------------------------------- ClusterShell
 
 

@@ -480,8 +480,13 @@ def _armed(plan: Plan, wake: int, held: lock.TuneLock, base: str) -> Agent:
     saved = {hf.factor.name: hf.factor.snapshot(ctx) for hf in plan.factors}
     doc = rollback_document(plan, ctx.interface,
                             [(hf.factor, saved[hf.factor.name]) for hf in plan.factors])
-    write_rollback(where, doc, new=True)
-    sock = _listen(os.path.join(where, CTL))
+    path = write_rollback(where, doc, new=True)
+    try:
+        sock = _listen(os.path.join(where, CTL))
+    except BaseException:  # nothing was changed: no rollback file to send an admin to
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
     now = time.monotonic()
     return Agent(plan, ctx, saved, where, held, sock, wake, lease_end=now + plan.lease_s,
                  life_end=now + plan.max_life_s)
