@@ -319,7 +319,7 @@ class Agent:
         if self.current.get(name, level.label) != level.label:
             # at another level: back to the snapshot first, so that the host carries this
             # level alone (sysctl A=0 then B=1 must not leave A changed under B's blocks)
-            back = self._restore_one(hf)
+            back = self._restore_one(hf, self._level_now(hf))
             if back["status"] != RESTORED:
                 return {"ok": False, "error": back["detail"], "restored": back}
         if name not in self.touched:
@@ -328,7 +328,7 @@ class Agent:
             got = hf.factor.set_level(self.ctx, level, self.saved[name])
             settled = hf.factor.settle(self.ctx)
         except Exception as exc:  # whatever failed, the factor goes back
-            back = self._restore_one(hf)
+            back = self._restore_one(hf, level)
             return {"ok": False, "error": _why(exc), "restored": back}
         self.current[name] = level.label
         return {"ok": True, "read_back": got.get("read_back"), "detail": got,
@@ -338,7 +338,7 @@ class Agent:
         """Back to the snapshot (a no-op for a factor not changed)."""
         if hf.factor.name not in self.touched:
             return {"ok": True, "settled_s": 0.0, "changed": False}
-        back = self._restore_one(hf)
+        back = self._restore_one(hf, self._level_now(hf))
         if back["status"] != RESTORED:
             return {"ok": False, "error": back["detail"]}
         return {"ok": True, "settled_s": back.get("settled_s", 0.0), "changed": True}
@@ -364,10 +364,19 @@ class Agent:
 
     # ---- restoring
 
-    def _restore_one(self, hf: HostFactor) -> JsonObject:
+    def _level_now(self, hf: HostFactor) -> Level | None:
+        """The plan's level the factor was last set to (None: not known)."""
+        return hf.levels.get(self.current.get(hf.factor.name, ""))
+
+    def _restore_one(self, hf: HostFactor, level: Level | None) -> JsonObject:
+        """The factor back to its snapshot: what ``level`` changed (None: all of it, as
+        after a failure whose level is not known)."""
         name = hf.factor.name
         try:
-            hf.factor.restore(self.ctx, self.saved[name])
+            if level is None:
+                hf.factor.restore(self.ctx, self.saved[name])
+            else:
+                hf.factor.restore_level(self.ctx, self.saved[name], level)
             settled = hf.factor.settle(self.ctx)
         except Exception as exc:  # one factor's failure never stops the others'
             return {"factor": name, "status": RESTORE_FAILED, "detail": _why(exc)}
@@ -388,7 +397,7 @@ class Agent:
                 out.append({"factor": name, "status": KEPT,
                             "detail": f"left at {self.current.get(name, '?')}"})
             else:
-                out.append(self._restore_one(hf))
+                out.append(self._restore_one(hf, self._level_now(hf)))
         return out
 
     def end(self, why: str, restored: list[JsonObject]) -> None:

@@ -186,6 +186,13 @@ class Factor:
         """Put back the snapshot ``saved`` exactly, read back; FactorError otherwise."""
         self.check_saved(saved)
 
+    def restore_level(self, ctx: Context, saved: JsonObject, level: Level) -> None:
+        """Put back from the snapshot ``saved`` what setting ``level`` changed (a study
+        going back to Default, or on to another level); by default all of it
+        (:meth:`restore`).  A factor whose snapshot holds more than its levels change,
+        and settings another factor may hold at a level of its own, narrows it."""
+        self.restore(ctx, saved)
+
     def set_level(self, ctx: Context, level: Level, saved: JsonObject) -> JsonObject:
         """``level`` on this host: applied, or, for default, the snapshot restored."""
         if level.value is not None:
