@@ -396,6 +396,117 @@ def test_the_lifetime_ends_the_agent_while_renewals_go_on(study):
     assert hs.finish()[hosts[0].name].state == "restored-by-agent"
 
 
+# --------------------------------------------------------------------------- one level at a time
+
+
+def test_a_factor_moved_from_one_level_to_another_carries_the_new_one_alone(tmp_path):
+    """``set`` B while the factor is at A puts the snapshot back first: a sysctl factor
+    at ``tcp_sack=0`` then ``tcp_timestamps=0`` must not measure B with A still changed.
+    A crafted /proc root stands for the host (only what the agent does is under test)."""
+    from beoperf.factors import agent as agent_mod
+    from beoperf.factors.base import Context
+
+    values = {"net/ipv4/tcp_sack": "1", "net/ipv4/tcp_timestamps": "1"}
+    for key, value in values.items():
+        (tmp_path / "proc/sys" / key).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "proc/sys" / key).write_text(value + "\n")
+    plan = agent_mod.parse_plan({
+        "study_id": "s1", "root": str(tmp_path),
+        "factors": [{"name": "sysctl", "levels": ["net.ipv4.tcp_sack=0",
+                                                  "net.ipv4.tcp_timestamps=0"]}]})
+    ctx = Context(None, str(tmp_path))
+    saved = {hf.factor.name: hf.factor.snapshot(ctx) for hf in plan.factors}
+    agent = agent_mod.Agent(plan, ctx, saved, str(tmp_path), held=None, sock=None, wake=-1)
+
+    def now() -> dict[str, str]:
+        return {k: (tmp_path / "proc/sys" / k).read_text().strip() for k in values}
+
+    assert agent.handle({"op": "set", "factor": "sysctl", "level": "net.ipv4.tcp_sack=0"})["ok"]
+    assert now() == {"net/ipv4/tcp_sack": "0", "net/ipv4/tcp_timestamps": "1"}
+    reply = agent.handle({"op": "set", "factor": "sysctl",
+                          "level": "net.ipv4.tcp_timestamps=0"})
+    assert reply["ok"], reply
+    assert now() == {"net/ipv4/tcp_sack": "1", "net/ipv4/tcp_timestamps": "0"}
+    assert agent.status()["levels"] == {"sysctl": "net.ipv4.tcp_timestamps=0"}
+    assert [r["status"] for r in agent.restore_all()] == ["restored"]
+    assert now() == values
+
+
+def test_a_sysctl_level_undone_leaves_what_another_factor_holds(tmp_path):
+    """The sysctl factor's snapshot holds every key of the allow-list; going back to
+    Default (or on to another level) undoes the key its level set, not the buffer limits
+    the ``buffers`` factor holds at its level meanwhile (the buffers preset keeps them
+    raised in every configuration), and a finish that keeps ``buffers`` keeps them."""
+    from beoperf.factors import agent as agent_mod
+    from beoperf.factors.base import Context
+
+    values = {"net/core/rmem_max": "212992", "net/core/wmem_max": "212992",
+              "net/ipv4/tcp_rmem": "4096 131072 6291456",
+              "net/ipv4/tcp_wmem": "4096 16384 4194304", "net/ipv4/tcp_sack": "1"}
+    for key, value in values.items():
+        (tmp_path / "proc/sys" / key).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "proc/sys" / key).write_text(value + "\n")
+    plan = agent_mod.parse_plan({
+        "study_id": "s1", "root": str(tmp_path),
+        "factors": [{"name": "buffers", "levels": ["4M"]},
+                    {"name": "sysctl", "levels": ["net.ipv4.tcp_sack=0"]}]})
+    ctx = Context(None, str(tmp_path))
+    saved = {hf.factor.name: hf.factor.snapshot(ctx) for hf in plan.factors}
+    agent = agent_mod.Agent(plan, ctx, saved, str(tmp_path), held=None, sock=None, wake=-1)
+
+    def now(key: str) -> str:
+        return (tmp_path / "proc/sys" / key).read_text().strip()
+
+    raised = str(4 << 20)
+    assert agent.handle({"op": "set", "factor": "buffers", "level": "4M"})["ok"]
+    assert agent.handle({"op": "set", "factor": "sysctl", "level": "net.ipv4.tcp_sack=0"})["ok"]
+    assert agent.handle({"op": "default", "factor": "sysctl"})["ok"]
+    assert (now("net/ipv4/tcp_sack"), now("net/core/rmem_max")) == ("1", raised)
+    assert agent.handle({"op": "set", "factor": "sysctl", "level": "net.ipv4.tcp_sack=0"})["ok"]
+    ends = {r["factor"]: r["status"] for r in agent.restore_all(keep=["buffers"])}
+    assert ends == {"buffers": "kept", "sysctl": "restored"}
+    assert (now("net/ipv4/tcp_sack"), now("net/core/rmem_max")) == ("1", raised)
+    ends = {r["factor"]: r["status"] for r in agent.restore_all()}
+    assert ends == {"buffers": "restored", "sysctl": "not-changed"}
+    assert {k: " ".join(now(k).split()) for k in values} == values
+
+
+def test_every_study_id_the_agent_takes_gives_a_rollback_file_study_restore_reads():
+    """The agent's study ids and the study-rollback schema agree: an id the agent would
+    arm under is one ``study restore`` accepts in the file it leaves (else the way back
+    of a long id would be refused as "not a valid study-rollback document")."""
+    from beoperf import errors
+    from beoperf.factors import agent as agent_mod
+    from beoperf.model import document
+    from beoperf.model.study_rollback import StudyRollback
+
+    longest = "s" + "x" * 63
+    plan = agent_mod.parse_plan({"study_id": longest, "factors": []})
+    doc = agent_mod.rollback_document(plan, "eth0", [])
+    assert StudyRollback.from_document(document.from_json(doc, "rollback.json")).study_id \
+        == longest
+    with pytest.raises(errors.BadSpec, match="at most 64"):
+        agent_mod.check_study_id(longest + "x")
+
+
+def test_an_arm_that_fails_after_the_snapshot_leaves_no_rollback_file(tmp_path):
+    """Nothing is changed before the control socket listens: an arm that fails there (a
+    socket path too long for AF_UNIX) leaves no rollback file that would send an admin to
+    'study restore' and refuse the next arm of the study, and frees the lock."""
+    from beoperf.audit.lock import TuneLock
+    from beoperf.factors import agent as agent_mod
+
+    base = tmp_path / ("b" * 90)
+    base.mkdir(mode=0o700)
+    plan = agent_mod.parse_plan({"study_id": "s1", "factors": []})
+    with pytest.raises(OSError):
+        agent_mod.arm(plan, -1, str(base))
+    where = Path(agent_mod.study_dir("s1", str(base)))
+    assert not (where / "rollback.json").exists()
+    with TuneLock(str(base)):
+        pass
+
+
 # --------------------------------------------------------------------------- ClusterShell
 
 

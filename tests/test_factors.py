@@ -637,6 +637,25 @@ def test_governor_of_every_cpu_set_and_restored_on_a_crafted_sysfs(tmp_path):
         gov.snapshot(Context(None, root=str(tmp_path / "none")))
 
 
+def test_machine_wide_settings_are_not_changed_from_a_lab_host(host, tmp_path):
+    """The CPU governor and a systemd service are the machine's, not a network
+    namespace's: from a namespace host (a lab's), a study would change them under every
+    namespace, each host's agent under its own tune lock.  Refused there, before any read
+    (not "no cpufreq" or "no systemd": what this VM lacks would hide it), while a crafted
+    root is still a root like any other."""
+    for name in ("governor", "irqbalance"):
+        for op, extra in [("snapshot", {}), ("apply", {"level": level("performance" if
+                          name == "governor" else "off")})]:
+            with pytest.raises(DriverError, match=f"{name}: cannot change here: it is the "
+                               f"machine's, not network namespace {host.host.name}'s"):
+                host.call(op, name, ctx=ctx(None), **extra)
+    d = tmp_path / "sys/devices/system/cpu/cpu0/cpufreq"
+    d.mkdir(parents=True)
+    (d / "scaling_governor").write_text("powersave\n")
+    assert host.call("snapshot", "governor", ctx=ctx(None, root=str(tmp_path))) == \
+        {"values": {"cpu0": "powersave"}}
+
+
 def test_a_rollback_file_is_checked_whole_before_anything_is_restored():
     good = [SavedFactor("sysctl", 0, {"values": {"net.ipv4.tcp_sack": "1"}}),
             SavedFactor("firewall", 5, {"files": {"nft": {"name": "firewall.1.nft.rules",
@@ -655,6 +674,27 @@ def test_a_rollback_file_is_checked_whole_before_anything_is_restored():
         crafted = StudyRollback.from_document(rollback_doc(entries, files))
         with pytest.raises(factors.FactorError, match=why):
             factors.checked_entries(crafted)
+
+
+def test_study_restore_checks_the_files_interface_before_anything_is_restored(tmp_path):
+    """The interface is part of what a crafted file could name: refused with the entries,
+    before the lock is taken or any factor restored (not an mtu "restore-failed" after
+    which the other factors go on)."""
+    from beoperf.factors import rollback
+
+    entries = [SavedFactor("sysctl", 0, {"values": {"net.ipv4.tcp_sack": "1"}}),
+               SavedFactor("mtu", 9, {"value": "1500"})]
+    doc = rollback_doc(entries).to_json()
+    for interface, ok in [("eth0", True), ("../../etc", False), ("a b", False)]:
+        doc["body"]["interface"] = interface
+        path = tmp_path / "rollback.json"
+        path.write_text(json.dumps(doc))
+        path.chmod(0o600)
+        if ok:
+            assert [f.name for f, _ in rollback.read(str(path)).entries] == ["sysctl", "mtu"]
+        else:
+            with pytest.raises(rollback.RestoreError, match="not an interface's name"):
+                rollback.read(str(path))
 
 
 def test_the_kept_study_rollback_fixture_passes_every_check():

@@ -134,6 +134,40 @@ def test_down_after_up_killed_mid_build():
     assert not [p for ns in state["namespaces"] for p in mechanics.namespace_pids(ns)]
 
 
+def test_down_lets_what_runs_in_a_host_end_on_sigterm_first(tmp_path):
+    """A process in a lab host that cleans up on SIGTERM (as a study's agent restores
+    and removes its files from the /run the lab shares) gets to: ``lab down`` sends
+    SIGTERM, then SIGKILL only to what is still inside the namespace."""
+    require_root_netns()
+    name = lab_name()
+    marker = tmp_path / "cleaned"
+    script = ("import signal, sys, time, pathlib\n"
+              "def bye(*_):\n"
+              f"    pathlib.Path({str(marker)!r}).write_text('done')\n"
+              "    sys.exit(0)\n"
+              "signal.signal(signal.SIGTERM, bye)\n"
+              "print('ready', flush=True)\n"
+              "time.sleep(60)\n")
+    proc = None
+    try:
+        up = cli("lab", "up", "--name", name, "--hosts", "1", "--no-sshd", "--no-controller")
+        assert up.status == 0, up.stderr
+        proc = subprocess.Popen(["ip", "netns", "exec", f"beolab-{name}-0", sys.executable,
+                                 "-c", script], stdout=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        down = cli("lab", "down", "--name", name)
+        assert down.status == 0, down.stderr
+        assert proc.wait(10) == 0  # it ended by its handler, not by SIGKILL (-9)
+        assert marker.read_text() == "done"
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        cli("lab", "down", "--name", name)
+    assert_gone(name, [])
+
+
 def test_a_state_file_naming_other_namespaces_is_refused():
     require_root_netns()
     name = lab_name()

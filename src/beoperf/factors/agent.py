@@ -64,7 +64,7 @@ MESSAGE_LIMIT = 256 * 1024  # bytes of one request or reply
 PLAN_LIMIT = 1024 * 1024
 ACCEPT_TIMEOUT_S = 5.0  # a caller that connects and says nothing
 ROLLBACK, RESULT, CTL = "rollback.json", "result.json", "ctl"
-STUDY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}")
+STUDY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # within the rollback schema's
 LAPSED, LIFETIME, SIGNAL, FINISH = "lease lapsed", "lifetime", "signal", "finish"
 RESTORED, KEPT, NOT_CHANGED, RESTORE_FAILED = "restored", "kept", "not-changed", \
     "restore-failed"
@@ -111,7 +111,7 @@ def check_study_id(text: object) -> str:
     """A study id fit for a directory name; BadSpec otherwise."""
     if not isinstance(text, str) or not STUDY_ID.fullmatch(text):
         raise errors.BadSpec(f"study id {text!r}: letters, digits, '_', '.', '-' (at most "
-                             "80, the first a letter or digit)")
+                             "64, the first a letter or digit)")
     return text
 
 
@@ -316,13 +316,19 @@ class Agent:
         if level.value is None:  # the level "default": the snapshot put back
             back = self.to_default(hf)
             return {**back, "read_back": self.read().get(name)} if back["ok"] else back
+        if self.current.get(name, level.label) != level.label:
+            # at another level: back to the snapshot first, so that the host carries this
+            # level alone (sysctl A=0 then B=1 must not leave A changed under B's blocks)
+            back = self._restore_one(hf, self._level_now(hf))
+            if back["status"] != RESTORED:
+                return {"ok": False, "error": back["detail"], "restored": back}
         if name not in self.touched:
             self.touched.append(name)  # before: a failed apply may have changed something
         try:
             got = hf.factor.set_level(self.ctx, level, self.saved[name])
             settled = hf.factor.settle(self.ctx)
         except Exception as exc:  # whatever failed, the factor goes back
-            back = self._restore_one(hf)
+            back = self._restore_one(hf, level)
             return {"ok": False, "error": _why(exc), "restored": back}
         self.current[name] = level.label
         return {"ok": True, "read_back": got.get("read_back"), "detail": got,
@@ -332,7 +338,7 @@ class Agent:
         """Back to the snapshot (a no-op for a factor not changed)."""
         if hf.factor.name not in self.touched:
             return {"ok": True, "settled_s": 0.0, "changed": False}
-        back = self._restore_one(hf)
+        back = self._restore_one(hf, self._level_now(hf))
         if back["status"] != RESTORED:
             return {"ok": False, "error": back["detail"]}
         return {"ok": True, "settled_s": back.get("settled_s", 0.0), "changed": True}
@@ -358,10 +364,19 @@ class Agent:
 
     # ---- restoring
 
-    def _restore_one(self, hf: HostFactor) -> JsonObject:
+    def _level_now(self, hf: HostFactor) -> Level | None:
+        """The plan's level the factor was last set to (None: not known)."""
+        return hf.levels.get(self.current.get(hf.factor.name, ""))
+
+    def _restore_one(self, hf: HostFactor, level: Level | None) -> JsonObject:
+        """The factor back to its snapshot: what ``level`` changed (None: all of it, as
+        after a failure whose level is not known)."""
         name = hf.factor.name
         try:
-            hf.factor.restore(self.ctx, self.saved[name])
+            if level is None:
+                hf.factor.restore(self.ctx, self.saved[name])
+            else:
+                hf.factor.restore_level(self.ctx, self.saved[name], level)
             settled = hf.factor.settle(self.ctx)
         except Exception as exc:  # one factor's failure never stops the others'
             return {"factor": name, "status": RESTORE_FAILED, "detail": _why(exc)}
@@ -382,7 +397,7 @@ class Agent:
                 out.append({"factor": name, "status": KEPT,
                             "detail": f"left at {self.current.get(name, '?')}"})
             else:
-                out.append(self._restore_one(hf))
+                out.append(self._restore_one(hf, self._level_now(hf)))
         return out
 
     def end(self, why: str, restored: list[JsonObject]) -> None:
@@ -474,8 +489,13 @@ def _armed(plan: Plan, wake: int, held: lock.TuneLock, base: str) -> Agent:
     saved = {hf.factor.name: hf.factor.snapshot(ctx) for hf in plan.factors}
     doc = rollback_document(plan, ctx.interface,
                             [(hf.factor, saved[hf.factor.name]) for hf in plan.factors])
-    write_rollback(where, doc, new=True)
-    sock = _listen(os.path.join(where, CTL))
+    path = write_rollback(where, doc, new=True)
+    try:
+        sock = _listen(os.path.join(where, CTL))
+    except BaseException:  # nothing was changed: no rollback file to send an admin to
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
     now = time.monotonic()
     return Agent(plan, ctx, saved, where, held, sock, wake, lease_end=now + plan.lease_s,
                  life_end=now + plan.max_life_s)

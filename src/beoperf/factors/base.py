@@ -39,13 +39,15 @@ from beoperf.launch import job
 from beoperf.model.document import JsonObject, JsonValue
 
 __all__ = ["Context", "Level", "Factor", "FactorError", "DEFAULT", "command", "proc_path",
-           "HOST", "RUN"]
+           "HOST", "RUN", "machine_wide"]
 
 HOST, RUN = "host", "run"
 DEFAULT = "default"  # the level that is the host's own value (the snapshot's)
 COMMAND_TIMEOUT_S = 30.0
 OUTPUT_BYTES = safeio.LIMITS["ruleset"]  # of a command's output kept (whole, or an error)
 SAVED_TEXT = 4096  # characters of a saved value: longer is no value a factor writes
+NETNS_DIR = "/run/netns"  # where `ip netns` names the namespaces it made (a lab's hosts)
+NAMED_LIMIT = 4096  # names looked at there
 
 
 class FactorError(errors.Failed):
@@ -184,6 +186,13 @@ class Factor:
         """Put back the snapshot ``saved`` exactly, read back; FactorError otherwise."""
         self.check_saved(saved)
 
+    def restore_level(self, ctx: Context, saved: JsonObject, level: Level) -> None:
+        """Put back from the snapshot ``saved`` what setting ``level`` changed (a study
+        going back to Default, or on to another level); by default all of it
+        (:meth:`restore`).  A factor whose snapshot holds more than its levels change,
+        and settings another factor may hold at a level of its own, narrows it."""
+        self.restore(ctx, saved)
+
     def set_level(self, ctx: Context, level: Level, saved: JsonObject) -> JsonObject:
         """``level`` on this host: applied, or, for default, the snapshot restored."""
         if level.value is not None:
@@ -284,6 +293,38 @@ class CheckedValue(Factor):
             raise FactorError(f"{self.name}: saved {exc}") from None
         if not same(self.read(ctx), value):
             self.put(ctx, value)
+
+
+def named_namespace() -> str | None:
+    """The name ``ip netns`` gives this process's network namespace (None: it has none,
+    as the machine's own namespace has none)."""
+    try:
+        here = os.stat("/proc/self/ns/net")
+        names = sorted(os.listdir(NETNS_DIR))[:NAMED_LIMIT]
+    except OSError:
+        return None
+    for name in names:
+        try:
+            st = os.stat(os.path.join(NETNS_DIR, name))
+        except OSError:
+            continue
+        if (st.st_ino, st.st_dev) == (here.st_ino, here.st_dev):
+            return name
+    return None
+
+
+def machine_wide(ctx: Context, what: str) -> None:
+    """FactorError ("cannot change here") when ``what``, a setting of the whole machine
+    (the CPU governor, a systemd service), would be changed from inside a named network
+    namespace (a lab host): it would change the machine under every namespace, and the
+    tune lock, taken per network namespace, would not keep two such hosts apart.  A
+    crafted root (tests) is no machine's."""
+    if ctx.root != "/":
+        return
+    name = named_namespace()
+    if name is not None:
+        raise FactorError(f"{what}: cannot change here: it is the machine's, not network "
+                          f"namespace {name}'s (run the study where it is the host's own)")
 
 
 def interface_of(ctx: Context, name: str) -> str:

@@ -16,6 +16,7 @@ from beoperf.factors.base import (
     Factor,
     FactorError,
     Level,
+    machine_wide,
     proc_path,
     read_text,
     saved_text,
@@ -43,7 +44,9 @@ class Governor(Factor):
         return Level(value, value)  # whether the kernel offers it: checked where it is set
 
     def cpus(self, ctx: Context) -> list[str]:
-        """The CPUs with a cpufreq governor; FactorError when there are none."""
+        """The CPUs with a cpufreq governor; FactorError when there are none, or when
+        this is a lab host (the governor is the machine's)."""
+        machine_wide(ctx, "governor")
         found = sorted(os.path.basename(os.path.dirname(os.path.dirname(p))) for p in
                        glob.glob(cpu_file(ctx, "cpu[0-9]*", "scaling_governor")))
         cpus = [c for c in found if CPU.fullmatch(c)]
@@ -89,6 +92,7 @@ class Governor(Factor):
         return {"read_back": level.value}
 
     def restore(self, ctx: Context, saved: JsonObject) -> None:
+        machine_wide(ctx, "governor")
         for cpu, governor in self.saved_values(saved).items():
             if read_text(cpu_file(ctx, cpu, "scaling_governor")) != governor:
                 self.put(ctx, cpu, governor)

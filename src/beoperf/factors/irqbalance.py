@@ -21,6 +21,7 @@ from beoperf.factors.base import (
     FactorError,
     Level,
     command,
+    machine_wide,
     proc_path,
     saved_text,
 )
@@ -58,6 +59,7 @@ class Irqbalance(Factor):
         return Level(value, value)
 
     def systemd(self, ctx: Context) -> None:
+        machine_wide(ctx, "irqbalance")
         if not os.path.isdir(proc_path(ctx, "/run/systemd/system")):
             raise FactorError("irqbalance: cannot change here: no systemd (no "
                               "/run/systemd/system), so its state cannot be restored")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from beoperf import errors, factors, safeio
 from beoperf.audit import lock
+from beoperf.audit.base import quoted, valid_ifname
 from beoperf.factors.agent import AgentError, AgentGone, request
 from beoperf.factors.base import Context, Factor
 from beoperf.model import document
@@ -60,6 +61,9 @@ def read(path: str) -> Saved:
         checked = factors.checked_entries(body)
     except errors.BeoperfError as exc:
         raise RestoreError(f"{path}: {_printable(str(exc))}") from None
+    if body.interface is not None and not valid_ifname(body.interface):
+        raise RestoreError(f"{path}: interface {quoted(body.interface)} is not an "
+                           "interface's name")
     entries = [(factor, entry.saved) for factor, entry in reversed(checked)]
     return Saved(body.study_id, body.host, body.netns, body.interface, entries)
 

@@ -118,6 +118,17 @@ class Sysctl(SysctlFactor):
             raise FactorError(f"sysctl: {exc}") from None
         return {"read_back": put(ctx, key, value), "key": key}
 
+    def restore_level(self, ctx: Context, saved: JsonObject, level: Level) -> None:
+        """Only the key ``level`` set: the snapshot holds every key of the allow-list, and
+        another factor may hold one of them at its own level (``buffers`` the buffer
+        limits, ``congestion`` the congestion control) or keep it at the end."""
+        values = self.saved_values(saved)
+        key = (level.value or "").partition("=")[0]
+        if level.value is None:
+            self.restore(ctx, saved)
+        else:  # a key the snapshot lacks was hidden here: setting it changed nothing
+            self.restore(ctx, {"values": {key: values[key]} if key in values else {}})
+
     def persist(self, level: Level) -> tuple[str, str] | None:
         if level.value is None:
             return None

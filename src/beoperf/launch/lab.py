@@ -56,6 +56,7 @@ MIN_MTU, MAX_MTU = 68, 65535
 TBF_LATENCY = "50ms"
 CMD_TIMEOUT_S = 30.0
 READY_TIMEOUT_S = 20.0
+TERM_GRACE_S = 3.0  # for what runs in a lab host to end on SIGTERM at `lab down`
 SSHD = "/usr/sbin/sshd"
 EXEC_TEMPLATE = "ip netns exec %h"
 SSHD_CONFIG = """\
@@ -161,12 +162,29 @@ def _reap(pid: int) -> None:
 
 
 def kill_namespace(ns: str, also: Sequence[int] = ()) -> None:
-    """SIGKILL every process inside ``ns`` and wait (at most 5 s) until they are gone."""
+    """End every process inside ``ns``: SIGTERM first, so that what can clean up does (a
+    study's agent in a lab host restores and removes its files from the /run the lab
+    shares with the host), SIGKILL to what is still inside after ``TERM_GRACE_S``, then
+    wait (at most 5 s) until they are gone.  The SIGKILL goes to the namespace's
+    processes listed again, never to a PID that has left it (and may have been reused)."""
     pids = namespace_pids(ns)
+    _signal_all(pids, signal.SIGTERM)
+    _wait_gone(pids, also, TERM_GRACE_S)
+    left = namespace_pids(ns)
+    _signal_all(left, signal.SIGKILL)
+    _wait_gone([*pids, *left], also, 5)
+
+
+def _signal_all(pids: Sequence[int], signum: int) -> None:
     for pid in pids:
         with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 5
+            os.kill(pid, signum)
+
+
+def _wait_gone(pids: Sequence[int], also: Sequence[int], timeout: float) -> None:
+    """Until none of ``pids`` is alive (reaping those that are our children) or
+    ``timeout`` seconds have passed."""
+    deadline = time.monotonic() + timeout
     for pid in [*pids, *also]:
         _reap(pid)
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
