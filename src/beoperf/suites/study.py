@@ -351,7 +351,7 @@ def read_hosts(c: Checked, control: Control | None
     built = control is None
     control = control or host_control(c)
     current = control.read([f.name for f in c.factors if f.scope == "host"])
-    unusable = {}
+    unusable: dict[str, str] = {}
     for f in c.factors:
         for h in f.hosts if f.scope == "host" else ():
             value = current.get(h, {}).get(f.name)
