@@ -72,6 +72,7 @@ margin = "1%"
     (("mtu", *HOSTS, "--levels", "1500,9000", "--size", "16,32"), "one latency size"),
     (("mtu", *HOSTS, "--levels", "1500,9000", "--measure", "ring:x"), "node:METRIC"),
     (("latency-checklist", *HOSTS, "--levels", "1"), "audit"),
+    (("mtu", *HOSTS, "--levels", "1500,9000"), "cannot tell this host's address"),
     (("frob",), "invalid choice"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, says):

@@ -120,3 +120,31 @@ def test_sigterm_restores_every_host_and_still_writes_the_document(lab, tmp_path
     assert no_agent_left(hosts)
 
 
+
+
+@pytest.mark.tools("tc", "bridge")
+def test_peer_the_controller_is_one_end_and_its_address_is_its_route_to_the_peer(lab,
+                                                                                  tmp_path):
+    """`--peer HOST` from inside a lab host: this host is the client (in process) and is
+    changed too, through its own agent; its data address is the source of its route to
+    the peer, so the peer's agent changes the interface toward it, not the loopback."""
+    hosts = lab(2, sshd=False, controller=False)
+    start_serve(hosts[0])
+    out = tmp_path / "doc.json"
+    argv = hosts[1].argv([sys.executable, "-m", "beoperf", "study", "mtu", "--peer",
+                          hosts[0].name, "--levels", "1500,9000", "--repeats", "4",
+                          "--block-time", "0.5", "--exec-template", "ip netns exec %h",
+                          "--remote-command", f"{sys.executable} -m beoperf",
+                          "--data-address", f"{hosts[0].name}={hosts[0].addr4}", "--apply",
+                          "-o", str(out)])
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=400, env=child_env(),
+                          check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = Study.from_document(model.load(out))
+    assert [(h.role, h.data_address, h.interface) for h in doc.hosts] == [
+        ("controller", hosts[1].addr4, hosts[1].ifname), ("peer", hosts[0].addr4,
+                                                           hosts[0].ifname)]
+    c9000 = next(c.id for c in doc.configurations if c.levels == {"mtu": "9000"})
+    assert len([b for b in doc.blocks if b.config == c9000 and b.status == "ok"]) == 4
+    assert [h.end.state for h in doc.hosts] == ["restored", "restored"]
+    assert [mtu_of(h) for h in hosts] == [1500, 1500]

@@ -163,7 +163,27 @@ def check(spec: Spec) -> Checked:
     from beoperf.analysis import study as analysis
 
     analysis.configurations(_factor_entries(out, {}), s.design.name)  # BadSpec: too many
+    out.addresses = local_address(addresses, s.hosts)  # last: the only look at this host
     return out
+
+
+def local_address(addresses: dict[str, str], hosts: study_spec.HostsSpec) -> dict[str, str]:
+    """With --peer, this host's data address (unless given): the source address of its
+    route to the peer.  Its name ("localhost") would send the peer's agent to change the
+    loopback, and the probes along it."""
+    local = study_spec.LOCAL
+    if local not in addresses or dict(hosts.data_address).get(local) or hosts.peer is None:
+        return addresses
+    from beoperf import sysinfo
+
+    peer = addresses[hosts.peer]
+    route = sysinfo.route_interface(peer) or {}
+    source = route.get("prefsrc")
+    if not source or str(route.get("dev")) == "lo":
+        raise errors.BadSpec(f"--peer {hosts.peer}: cannot tell this host's address toward "
+                             f"{peer} (no route, or only the loopback's)",
+                             f"give --data-address {local}=ADDRESS")
+    return {**addresses, local: str(source)}
 
 
 def _planned(f: FactorSpec, names: Sequence[str]) -> PlannedFactor:
