@@ -1,7 +1,9 @@
 """`beoperf study` on `beoperf lab` hosts where nothing rests on timing: a level the path
 does not carry (the bridge capped at 1500) is skipped before any block, the plan changes
 nothing and arms no agent, kill -9 of the controller leaves each host to restore itself
-within its lease, and SIGTERM restores every host and still writes the document."""
+within its lease, SIGTERM restores every host and still writes the document, --peer
+makes this host one end; and T2, a firewall ruleset of 3,000 rules in the server whose
+effect on latency (about x2) is far beyond what the load of the parallel phase does."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 from beoperf import model
 from beoperf.model.study import Study
 from helpers import child_env
-from study_helpers import mtu_of, no_agent_left, start_serve, study, study_argv
+from study_helpers import effect, mtu_of, no_agent_left, start_serve, study, study_argv
 
 RATE = 100e6  # bit/s: the lab's tbf on every host's link
 
@@ -148,3 +150,60 @@ def test_peer_the_controller_is_one_end_and_its_address_is_its_route_to_the_peer
     assert len([b for b in doc.blocks if b.config == c9000 and b.status == "ok"]) == 4
     assert [h.end.state for h in doc.hosts] == ["restored", "restored"]
     assert [mtu_of(h) for h in hosts] == [1500, 1500]
+
+
+def ruleset(n: int) -> str:
+    """``n`` rules none of the study's packets match, on the input hook: each packet that
+    arrives is compared with every one of them."""
+    rules = "\n".join(f"    ip saddr 10.{200 + i // 65536}.{i // 256 % 256}.{i % 256} drop"
+                      for i in range(n))
+    return ("table inet beoperf_t2 {\n  chain input {\n"
+            "    type filter hook input priority 0; policy accept;\n"
+            f"{rules}\n  }}\n}}\n")
+
+
+def normalised(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines()
+            if line.strip() and not line.strip().startswith("#")]
+
+
+@pytest.mark.tools("tc", "bridge", "nft")
+def test_t2_a_firewall_ruleset_makes_latency_worse_and_is_restored(lab, tmp_path):
+    """A study file (TOML, 0600) with the firewall factor on the server: 3,000 rules none
+    of the packets match, each compared on the way in.  Latency at 16 B is "worse" with
+    an interval above 1, and the server's ruleset is as it was (comments and counters
+    aside)."""
+    hosts = lab(2, sshd=False, controller=False)
+    start_serve(hosts[0])
+    before = hosts[0].run(["nft", "-s", "list", "ruleset"]).stdout
+    rules = tmp_path / "rules.nft"
+    rules.write_text(ruleset(3000))
+    rules.chmod(0o600)
+    path = tmp_path / "t2.toml"
+    path.write_text(f"""
+[[factor]]
+name = "firewall"
+levels = ["default", "file:{rules}"]
+hosts = ["{hosts[0].name}"]
+
+[[measure]]
+name = "pingpong"
+
+[design]
+repeats = 6
+seed = 3
+""")
+    path.chmod(0o600)
+    out = tmp_path / "doc.json"
+    done = study(hosts, "run", str(path), "--mode", "pingpong", "--block-time", "0.5",
+                 "--apply", "-o", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = Study.from_document(model.load(out))
+    c_rules = next(c.id for c in doc.configurations
+                   if c.levels == {"firewall": "file:rules.nft"})
+    found = effect(doc, c_rules, "latency_us@16")
+    assert found["verdict"] == "worse" and found["low"] > 1, found
+    assert [h.end.state for h in doc.hosts] == ["restored", "not-changed"]
+    after = hosts[0].run(["nft", "-s", "list", "ruleset"]).stdout
+    assert normalised(after) == normalised(before)
+    print(f"T2: latency x{found['ratio']:.3f} [{found['low']:.3f}, {found['high']:.3f}]")
