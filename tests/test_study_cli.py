@@ -127,6 +127,12 @@ def test_the_study_file_is_read_into_the_spec(tmp_path):
     assert found.hosts.peer == "no-such-host.invalid"
     assert found.factors == (study_spec.FactorSpec("mtu", ("1500", "9000")),)
     assert found.design.margin == pytest.approx(0.01) and found.design.repeats == 6
+    # a level is one string of the list, commas and all
+    env = GOOD + '[[factor]]\nname = "mpienv"\nlevels = ["OMPI_A=1,OMPI_B=2"]\n'
+    content = study_spec.read_study_file(study_file(tmp_path, env))
+    found = study_spec.from_file(content, "s.toml", study_spec.HostsSpec(),
+                                 study_spec.DesignSpec())
+    assert found.factors[1] == study_spec.FactorSpec("mpienv", ("OMPI_A=1,OMPI_B=2",))
 
 
 def test_pairs_files_and_data_addresses():

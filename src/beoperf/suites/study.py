@@ -24,14 +24,13 @@ schedule, effects and verdicts through ``analysis.study``.
 
 from __future__ import annotations
 
-import math
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from beoperf import errors, interrupts, safeio, units
+from beoperf import errors, interrupts, safeio
 from beoperf.model.document import Document, JsonObject, make_meta, utc_now
 from beoperf.suites import study_spec
 from beoperf.suites.study_spec import FactorSpec, MeasureSpec, StudySpec
@@ -115,7 +114,6 @@ class Checked:
     addresses: dict[str, str]
     factors: list[PlannedFactor]
     measures: list[Any]  # study_measure.Measurement objects
-    measure_specs: list[MeasureSpec]
 
     @property
     def design(self) -> study_spec.DesignSpec:
@@ -158,7 +156,7 @@ def check(spec: Spec) -> Checked:
     if not s.measures:
         raise errors.BadSpec("a study needs at least one measurement (--measure NAME)")
     measures = [_measurement(m) for m in s.measures]
-    out = Checked(spec, names, pairs, addresses, factors, measures, list(s.measures))
+    out = Checked(spec, names, pairs, addresses, factors, measures)
     _check_decide_by(out)
     from beoperf.analysis import study as analysis
 
@@ -869,15 +867,6 @@ def measurer(c: Checked) -> MeasureBlock:
 # --------------------------------------------------------------------------- helpers
 
 
-def geometric_mean(values: Iterable[float]) -> float | None:
-    logs = [math.log(v) for v in values if v > 0]
-    return math.exp(sum(logs) / len(logs)) if logs else None
-
-
 def estimate_s(c: Checked, blocks: int) -> float:
     """A rough wall time of ``blocks`` blocks: each measurement's block time."""
     return blocks * c.design.block_time * max(1, len(c.measures))
-
-
-def format_estimate(seconds: float) -> str:
-    return units.format_time(seconds, 2)

@@ -361,10 +361,11 @@ def _printable(text: str) -> str:
 
 def from_file(content: Mapping[str, Any], path: str, hosts: HostsSpec,
               design: DesignSpec) -> StudySpec:
-    """The study a (checked) file describes; its [hosts] and [design] tables fill in
-    what the command line left at its defaults (``hosts`` and ``design``)."""
-    factors = tuple(FactorSpec(f["name"], split_levels(",".join(f["levels"]),
-                                                       f"{path}: factor {f['name']}"),
+    """The study a (checked) file describes.  Its [hosts] table is used unless the
+    command line names the hosts (--peer, -w); the values its [design] table gives
+    replace the command line's.  A level is one string of the list, commas and all (an
+    MPI environment's KEY=VALUE,KEY=VALUE)."""
+    factors = tuple(FactorSpec(f["name"], _levels(f["levels"], f"{path}: factor {f['name']}"),
                                tuple(f.get("hosts", ())))
                     for f in content.get("factor", ()))
     measures = tuple(MeasureSpec(m["name"], dict(m.get("params", {})))
@@ -372,6 +373,13 @@ def from_file(content: Mapping[str, Any], path: str, hosts: HostsSpec,
     return StudySpec(f"file:{os.path.abspath(path)}", _file_hosts(content.get("hosts", {}), hosts),
                      merged(factors, ()), measures, _file_design(content.get("design", {}),
                                                                   design))
+
+
+def _levels(levels: Sequence[str], source: str) -> tuple[str, ...]:
+    found = tuple(level.strip() for level in levels)
+    if len(set(found)) != len(found):
+        raise errors.BadSpec(f"{source}: a level given twice")
+    return found
 
 
 def _file_hosts(table: Mapping[str, Any], hosts: HostsSpec) -> HostsSpec:
