@@ -367,3 +367,18 @@ def test_a_factor_a_host_cannot_read_refuses_the_study_before_anything_is_armed(
     assert hosts.calls == []
     plan = Study.from_document(suite.plan(suite.Spec(mtu_spec().study), hosts))
     assert plan.warnings == ["mtu: cannot be studied: h1: no interface to change"]
+
+
+def test_each_pair_keeps_its_mss_and_the_buffers_the_kernel_granted():
+    c = suite.check(mtu_spec())
+    c.addresses = {"h0": "10.0.0.1", "h1": "10.0.0.2"}
+
+    @dataclass
+    class Sample:
+        detail: dict
+
+    sample = Sample({"pairs": {"h1>10.0.0.1": {
+        "figures": {"latency_us@16": 20.0}, "mss": 1448,
+        "granted": {"sndbuf": 131072, "rcvbuf": None}}}})
+    assert suite.pair_figures(c, sample) == {"h1>h0": {
+        "latency_us@16": 20.0, "mss_bytes": 1448.0, "granted_sndbuf_bytes": 131072.0}}

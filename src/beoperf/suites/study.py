@@ -820,8 +820,9 @@ def where_of(c: Checked) -> Any:
 
 
 def pair_figures(c: Checked, sample: Any) -> dict[str, dict[str, float]]:
-    """Each pair's figures ("client>server" -> key -> value), with the MSS its client's
-    socket reported (``mss_bytes``: what the headers leave of a frame)."""
+    """Each pair's figures ("client>server" -> key -> value), with what its client's
+    socket reported: the MSS (``mss_bytes``: what the headers leave of a frame) and the
+    buffer sizes the kernel granted (``granted_sndbuf_bytes``, ``granted_rcvbuf_bytes``)."""
     names = {address: name for name, address in c.addresses.items()}
     pairs = sample.detail.get("pairs") if isinstance(sample.detail, dict) else None
     out: dict[str, dict[str, float]] = {}
@@ -833,6 +834,10 @@ def pair_figures(c: Checked, sample: Any) -> dict[str, dict[str, float]]:
                    if isinstance(v, (int, float))}
         if isinstance(found.get("mss"), int):
             figures["mss_bytes"] = float(found["mss"])
+        granted = found.get("granted")
+        for key, value in (granted.items() if isinstance(granted, dict) else ()):
+            if isinstance(value, int):
+                figures[f"granted_{key}_bytes"] = float(value)
         out[f"{client}>{names.get(server, server)}"] = figures
     return out
 
