@@ -29,7 +29,7 @@ def test_t1b_a_switch_capped_at_1500_makes_the_9000_level_skipped(lab, tmp_path)
     start_serve(hosts[0])
     out = tmp_path / "doc.json"
     done = study(hosts, "mtu", "--levels", "1500,9000", "--repeats", "4", "--apply",
-                 "--block-time", "0.5", "-o", str(out))
+                 "--block-time", "0.5", "--settle", "0", "-o", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     doc = Study.from_document(model.load(out))
     level = doc.factor("mtu").level("9000")
@@ -67,7 +67,8 @@ def test_t3_kill_9_of_the_controller_and_each_host_restores_itself(lab, tmp_path
     start_serve(hosts[0])
     lease = 6.0
     proc = subprocess.Popen(study_argv(hosts, "mtu", "--levels", "1500,9000", "--apply",
-                                       "--lease", f"{lease:g}", "--block-time", "0.5"),
+                                       "--lease", f"{lease:g}", "--block-time", "0.5",
+                                       "--settle", "0"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=child_env())
     seen = []
@@ -102,7 +103,7 @@ def test_sigterm_restores_every_host_and_still_writes_the_document(lab, tmp_path
     start_serve(hosts[0])
     out = tmp_path / "doc.json"
     proc = subprocess.Popen(study_argv(hosts, "mtu", "--levels", "1500,9000", "--apply",
-                                       "--block-time", "0.5", "-o", str(out)),
+                                       "--block-time", "0.5", "--settle", "0", "-o", str(out)),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=child_env())
     lines = []
@@ -135,7 +136,8 @@ def test_peer_the_controller_is_one_end_and_its_address_is_its_route_to_the_peer
     out = tmp_path / "doc.json"
     argv = hosts[1].argv([sys.executable, "-m", "beoperf", "study", "mtu", "--peer",
                           hosts[0].name, "--levels", "1500,9000", "--repeats", "4",
-                          "--block-time", "0.5", "--exec-template", "ip netns exec %h",
+                          "--block-time", "0.5", "--settle", "0",
+                          "--exec-template", "ip netns exec %h",
                           "--remote-command", f"{sys.executable} -m beoperf",
                           "--data-address", f"{hosts[0].name}={hosts[0].addr4}", "--apply",
                           "-o", str(out)])
@@ -190,7 +192,7 @@ hosts = ["{hosts[0].name}"]
 name = "pingpong"
 
 [design]
-repeats = 6
+repeats = 4
 seed = 3
 """)
     path.chmod(0o600)

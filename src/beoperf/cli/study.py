@@ -144,7 +144,8 @@ def add_options(p: argparse.ArgumentParser, preset: bool) -> None:
     end.add_argument("--lease", default="60", metavar="T",
                      help="each host restores itself when not renewed for T (default 60 s)")
     end.add_argument("--settle", default="1", metavar="T",
-                     help="wait after an MTU or link change (default 1 s)")
+                     help="wait after an MTU or link change, beyond the carrier's return "
+                          "(default 1 s; 0: the carrier alone, as on veth)")
     end.add_argument("--keep", choices=("best", "none"), default="none",
                      help="best: leave the levels that helped applied (default none)")
     end.add_argument("--persist", metavar="DIR",
@@ -196,6 +197,11 @@ def add_design_options(p: argparse.ArgumentParser) -> None:
 # --------------------------------------------------------------------------- spec
 
 
+def _is_zero(text: str | None) -> bool:
+    """'0', '0s', '0 ms': no time at all (the time grammar takes positive times only)."""
+    return text is not None and text.strip().rstrip("ms").strip() in ("0", "0.0")
+
+
 def seconds(text: str | None, name: str) -> float | None:
     """A time option ('10min', '2.5', '500ms') in seconds; UsageError otherwise."""
     if text is None:
@@ -239,7 +245,7 @@ def design_of(args: argparse.Namespace) -> specs.DesignSpec:
         block_time=seconds(args.block_time, "--block-time") or specs.DEFAULT_BLOCK_S,
         seed=args.seed, margin=fraction(args.margin, "--margin"), decide_by=args.decide_by,
         lease=seconds(args.lease, "--lease") or 0.0,
-        settle=seconds(args.settle, "--settle") or 0.0)
+        settle=0.0 if _is_zero(args.settle) else seconds(args.settle, "--settle") or 0.0)
 
 
 def sizes_of(text: str | None) -> list[int]:
