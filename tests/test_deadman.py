@@ -640,8 +640,12 @@ def test_a_level_that_cuts_the_link_is_undone_by_the_agent_without_the_controlle
         hs.start_renewer()
         os.kill(hosts.state["pids"][silent.name], signal.SIGTERM)  # its sshd
         started = time.monotonic()
-        reply = hs.set_level("firewall", f"file:{rules}", [cut.addr4])[cut.addr4]
-        assert not reply.ok and reply.result.status == "timeout"
+        # waited T/3 at most: the agent restores at its lease's lapse, 2T/3 after the set
+        # at the earliest (the last renewal at most T/3 before it), and a reply written
+        # before the cut can then still arrive (TCP resends it once the link is back)
+        reply = hs.set_level("firewall", f"file:{rules}", [cut.addr4],
+                             timeout=lease / 3)[cut.addr4]
+        assert not reply.ok and reply.result.status == "timeout", reply
         ends = hs.finish()
         took = time.monotonic() - started
     finally:

@@ -234,13 +234,13 @@ class HostSet:
 
     # ---------------------------------------------------------------- levels
 
-    def set_level(self, factor: str, level: str,
-                  hosts: Iterable[str] | None = None) -> dict[str, Reply]:
+    def set_level(self, factor: str, level: str, hosts: Iterable[str] | None = None,
+                  timeout: float | None = None) -> dict[str, Reply]:
         """``factor`` to the plan's level labelled ``level`` on ``hosts`` (default: every
         armed host), all at once so that both ends of a link change together: reply data
         ``{read_back, settled_s, detail}``, or ``ok`` false with the error (the agent
         has then put that factor back)."""
-        replies = self.ctl({"op": "set", "factor": factor, "level": level}, hosts)
+        replies = self.ctl({"op": "set", "factor": factor, "level": level}, hosts, timeout)
         with self._mutex:
             for host, reply in replies.items():
                 if reply.ok:
