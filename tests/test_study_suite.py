@@ -45,6 +45,7 @@ class FakeHosts:
     mtu: dict[str, str] = field(default_factory=dict)
     calls: list[tuple] = field(default_factory=list)
     armed: bool = False
+    lapsed_hosts: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         self.mtu = {h: "1500" for h in self.names}
@@ -69,6 +70,9 @@ class FakeHosts:
         for h in hosts:
             self.mtu[h] = value or "1500"
         return {h: {"ok": True, "read_back": self.mtu[h]} for h in hosts}
+
+    def lapsed(self):
+        return list(self.lapsed_hosts)
 
     def probe(self, client, address, port):
         size = int(self.mtu[client])
@@ -196,6 +200,28 @@ def test_an_interrupted_study_restores_every_host_and_hands_over_its_document():
     assert hosts.calls[-1] == ("finish", ())
     assert hosts.mtu == {"h0": "1500", "h1": "1500"}
     assert all(h.end.state == "restored" for h in study.hosts)
+
+
+def test_a_block_during_which_a_lease_may_have_lapsed_is_left_out_and_the_study_stops():
+    """A host whose agent acknowledged no renewal within the lease while a block ran may
+    have restored its snapshot mid-block: the block's levels are not known, so it is not
+    recorded, and the study stops as partial (the blocks before it stay)."""
+    hosts = FakeHosts(["h0", "h1"])
+    inner = measurer(hosts)
+    count = [0]
+
+    def measure(config, run_levels):
+        count[0] += 1
+        if count[0] == 5:
+            hosts.lapsed_hosts = ["h1"]  # renewals failed while this block ran
+        return inner(config, run_levels)
+
+    kept = []
+    suite.run(mtu_spec(), None, kept.append, hosts, measure)
+    study = Study.from_document(kept[0])
+    assert study.status == "partial" and "h1: no renewal" in study.status_reason
+    assert len(study.blocks) == 4
+    assert hosts.calls[-1] == ("finish", ())
 
 
 def test_a_host_that_does_not_arm_is_never_changed():

@@ -133,6 +133,7 @@ class Control(Protocol):
     def set_level(self, factor: str, level: str, value: str | None,
                   hosts: Sequence[str]) -> dict[str, JsonObject]: ...
     def probe(self, client: str, address: str, port: int) -> JsonObject: ...
+    def lapsed(self) -> list[str]: ...
     def finish(self, keep: Sequence[tuple[str, str]]) -> dict[str, JsonObject]: ...
 
 
@@ -563,6 +564,11 @@ class Loop:
         if not self.path_carries(config):
             return
         got = self.measure_block(config, self.run_levels(config))
+        lapsed = self.control.lapsed()
+        if lapsed:  # its agent may have restored mid-block: the block's levels are unknown
+            raise HostLost(f"{', '.join(lapsed)}: no renewal of its lease acknowledged "
+                           "within the lease during a block (the block is left out)",
+                           "its agent restores it by itself when the lease lapses")
         self.study.blocks.append(Block(
             self.index, config.id, warmup, started, got.duration_s, apply_s, got.figures,
             got.pairs, "failed" if got.error else "ok", got.error))

@@ -118,6 +118,10 @@ class HostsControl:
                     "lost": not r.ok and r.result.status in SILENT}
                 for h, r in replies.items()}
 
+    def lapsed(self) -> list[str]:
+        """The hosts whose lease may have lapsed by now (see HostSet.lapsed_by)."""
+        return self.hs.lapsed_by(time.monotonic())
+
     def probe(self, client: str, address: str, port: int) -> JsonObject:
         reply = self.hs.probe(client, address, port, self.interface)
         if reply.result.ok and "carried" in reply.data:

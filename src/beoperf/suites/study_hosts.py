@@ -135,6 +135,9 @@ class HostSet:
         self.arm_failed: dict[str, Armed] = {}
         self.levels: dict[str, dict[str, str]] = {h: {} for h in hosts}  # acknowledged
         self.last_ack: dict[str, float] = {}  # monotonic: the last reply of each agent
+        # monotonic: when the last renewal (or the arm) each agent acknowledged was sent;
+        # its lease runs at least T from then (the agent got it later)
+        self.lease_from: dict[str, float] = {}
         self.lost: set[str] = set()  # renewals failed for longer than the lease
         self.finished: set[str] = set()
         self.renewer: Renewer | None = None
@@ -192,6 +195,7 @@ class HostSet:
         levels}], ``data_address`` or ``interface``, ``max_life_s``, ``root``): host ->
         what arming gave.  A host that failed was not changed and never will be."""
         stdin = {h: json.dumps(self.plan_for(h, p)).encode() for h, p in plans.items()}
+        sent = time.monotonic()
         results = self.run(["study", "agent", "arm", self.study_id], list(plans), stdin=stdin,
                            timeout=max(self.timeout, ARM_TIMEOUT_S))
         now = time.monotonic()
@@ -200,6 +204,7 @@ class HostSet:
             for host, armed in out.items():
                 if armed.ok:
                     self.armed[host], self.last_ack[host] = armed, now
+                    self.lease_from[host] = sent
                 else:
                     self.arm_failed[host] = armed
         return out
@@ -215,15 +220,26 @@ class HostSet:
     def renew(self) -> dict[str, Reply]:
         """One renewal of every active host's lease (timeout T/3); hosts not heard from
         for longer than T become lost (their agents restore by themselves)."""
+        sent = time.monotonic()
         replies = self.ctl({"op": "renew"}, timeout=self.lease_s / 3)
         now = time.monotonic()
         with self._mutex:
             for host, reply in replies.items():
                 if reply.ok:
                     self.lost.discard(host)  # its agent is there after all
+                    self.lease_from[host] = max(self.lease_from.get(host, sent), sent)
                 elif now - self.last_ack.get(host, now) > self.lease_s:
                     self.lost.add(host)
         return replies
+
+    def lapsed_by(self, when: float) -> list[str]:
+        """The armed, unfinished hosts whose agents may have let their lease lapse (and
+        restored their snapshot) before ``when`` (monotonic): no renewal they acknowledged
+        was sent within the lease before it.  A block measured until ``when`` on such a
+        host may have run at Default, whatever its levels were set to."""
+        with self._mutex:
+            return [h for h in self.active()
+                    if when >= self.lease_from.get(h, float("-inf")) + self.lease_s]
 
     def start_renewer(self) -> Renewer:
         """Start (once) the thread renewing the leases every T/3."""
