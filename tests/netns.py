@@ -554,4 +554,6 @@ def lab_hosts(n: int = 2, **opts) -> Iterator[LabHosts]:
         for h in [*hosts, *([ctl] if ctl else [])]:
             with contextlib.suppress(Exception):
                 h.stop_processes()
-        the_lab.down()
+        from beoperf.suites import lab as lab_suite
+
+        lab_suite.down(the_lab.name)  # as `beoperf lab down`: the agents' study directories too

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -256,3 +257,29 @@ def test_a_state_file_of_another_shape_is_refused():
         assert shown.status == 0 and "missing namespaces" in shown.stdout
     finally:
         os.unlink(path)
+
+
+def test_down_removes_the_study_directories_its_hosts_left():
+    """A study agent in a lab host keeps its directory under the /run the lab shares with
+    this host, named by the host's namespace inode; `lab down` removes those, and only
+    those (a namespace made later may get the same inode)."""
+    require_root_netns()
+    from beoperf.factors import agent
+
+    name = lab_name()
+    other = agent.study_dir("t-keep-me")  # this host's own: never touched
+    os.makedirs(other, mode=0o700, exist_ok=True)
+    try:
+        up = cli("lab", "up", "--name", name, "--hosts", "2", "--no-sshd", "--no-controller")
+        assert up.status == 0, up.stderr
+        made = subprocess.run(
+            ["ip", "netns", "exec", f"beolab-{name}-0", sys.executable, "-c",
+             "from beoperf.factors import agent; print(agent.make_study_dir('t-lab-left'))"],
+            capture_output=True, text=True, env=child_env(), check=True).stdout.strip()
+        assert os.path.isdir(made) and made != other
+        assert cli("lab", "down", "--name", name).status == 0
+        assert not os.path.exists(made)
+        assert os.path.isdir(other)
+    finally:
+        cli("lab", "down", "--name", name)
+        shutil.rmtree(other, ignore_errors=True)

@@ -39,13 +39,14 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import socket
 import stat
 import struct
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,6 +186,28 @@ def make_study_dir(study_id: str, base: str = lock.LOCK_DIR) -> str:
 
 
 # --------------------------------------------------------------------------- rollback file
+
+
+def forget_namespaces(inodes: Collection[int], base: str = lock.LOCK_DIR) -> list[str]:
+    """Remove the study directories of network namespaces that are gone (``inodes``: a
+    lab's, as `lab down` deletes them; their agents ended first): a namespace made later
+    may get the same inode, and must not find an old study's rollback file as its own.
+    The names removed."""
+    where = os.path.join(base, "study")
+    try:
+        if not stat.S_ISDIR(os.lstat(where).st_mode):
+            return []
+        os.close(lock.private_run_dir(where, "the study directory", AgentError))
+        names = os.listdir(where)
+    except (OSError, AgentError):
+        return []
+    removed = []
+    for name in names:
+        found = re.fullmatch(r"[^/]+\.net(\d+)", name)
+        if found and int(found.group(1)) in inodes:
+            shutil.rmtree(os.path.join(where, name), ignore_errors=True)  # no link followed
+            removed.append(name)
+    return removed
 
 
 def rollback_document(plan: Plan, interface: str | None,

@@ -575,6 +575,18 @@ def _listening(pid: int, port: int) -> bool:
 # ------------------------------------------------------------------ down, status
 
 
+def namespace_inodes(name: str) -> set[int]:
+    """The network namespace inodes of lab ``name``'s namespaces that exist now."""
+    require_root()
+    ours = re.compile(rf"{PREFIX}-{re.escape(check_name(name))}-(?:\d{{1,3}}|sw|ctl)")
+    found = set()
+    for ns in list_namespaces():
+        if ours.fullmatch(ns):
+            with contextlib.suppress(OSError):
+                found.add(os.stat(os.path.join("/run/netns", ns)).st_ino)
+    return found
+
+
 def down(name: str) -> list[str]:
     """Remove lab ``name``: what runs in its namespaces (by PID), the namespaces, its keys
     and state.  Idempotent; also after an ``up`` that crashed.  The namespaces removed."""

@@ -42,8 +42,15 @@ def up(spec: Spec) -> mechanics.LabState:
 
 
 def down(name: str) -> list[str]:
-    """Remove lab ``name`` (nothing to do is not an error); the namespaces removed."""
-    return mechanics.down(name)
+    """Remove lab ``name`` (nothing to do is not an error); the namespaces removed, and
+    the study directories its hosts' agents left under /run (which the lab shares with
+    this host), by their namespace's inode."""
+    from beoperf.factors import agent
+
+    inodes = mechanics.namespace_inodes(name)
+    removed = mechanics.down(name)
+    agent.forget_namespaces(inodes)
+    return removed
 
 
 def status(name: str) -> mechanics.LabState:
