@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sqlite3
@@ -587,21 +588,33 @@ def test_metrics_never_export_a_failed_latency():
 # --------------------------------------------------------------------------- loopback
 
 
+def late_probes(res) -> int:
+    """The probes a monitor run skipped as late, from its closing line (a cycle skipped
+    whole is not one of the --cycles it runs: its probes are not among those counted)."""
+    found = re.search(r"skipped \(late\) \d+ cycle\(s\) and (\d+) probe\(s\)",
+                      res.stdout + res.stderr)
+    return int(found.group(1)) if found else 0
+
+
 @pytest.mark.parametrize("transport", ["udp", "tcp"])
 def test_loopback_probes_answered_then_refused(tmp_path, transport):
     db = str(tmp_path / "m.db")
     with running_server() as srv:
-        res = cli("monitor", "127.0.0.1", "--db", db, "--transport", transport, "--port",
-                  str(srv.port), "--cycles", "3", *FAST)
-        assert res.status == 0, res.stderr
+        first = cli("monitor", "127.0.0.1", "--db", db, "--transport", transport, "--port",
+                    str(srv.port), "--cycles", "3", *FAST)
+        assert first.status == 0, first.stderr
         port = srv.port
-    res = cli("monitor", "127.0.0.1", "--db", db, "--transport", transport, "--port",
-              str(port), "--cycles", "2", *FAST)
-    assert res.status == 0, res.stderr
+    second = cli("monitor", "127.0.0.1", "--db", db, "--transport", transport, "--port",
+                 str(port), "--cycles", "2", *FAST)
+    assert second.status == 0, second.stderr
     con = sqlite3.connect(db)
     got = con.execute("SELECT run_id, outcome, count(*), count(rtt_us) FROM probes "
                       "GROUP BY 1, 2 ORDER BY 1").fetchall()
-    assert got == [(1, "ok", 12, 12), (2, "refused", 8, 0)]
+    # every probe of the cycles is stored, but for one found too late to mean anything
+    # (more than half its 50 ms window: a busy machine), which is counted, not stored
+    ok, refused = 12 - late_probes(first), 8 - late_probes(second)
+    assert got == [(1, "ok", ok, ok), (2, "refused", refused, 0)]
+    assert ok >= 9 and refused >= 6
     runs = con.execute("SELECT stop_reason FROM runs ORDER BY id").fetchall()
     assert runs == [("completed 3 cycle(s)",), ("completed 2 cycle(s)",)]
 
