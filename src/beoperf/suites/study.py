@@ -682,23 +682,36 @@ def _run_blocks(loop: Loop) -> None:
 
 
 def greedy(loop: Loop, order: Sequence[str]) -> None:
-    """Greedy (tune --procedure's way): each candidate in A C A ... C A against the
-    baseline of the moment (Default plus the levels kept so far), kept when it comes out
-    better on the deciding figure; its factor then stays at that level."""
-    from beoperf.analysis import effect
+    """Greedy (``tune --procedure``'s design, through the same loop and rule:
+    ``analysis.greedy``): each candidate in A C A ... C A against the baseline of the
+    moment (Default plus the levels kept so far), kept when it comes out better on the
+    deciding figure, beyond the margin, in the family of every candidate judged x the
+    headline figures (that of the final effects); its factor then stays at that level."""
+    from beoperf.analysis import greedy as design
     from beoperf.analysis import study as analysis
 
     figure = analysis.decide_figure(loop.study, loop.c.design.decide_by)
     candidates = list(dict.fromkeys(cid for cid in order if cid != DEFAULT_ID))
-    for cand in candidates:  # analysis.schedule's greedy order: A C A ... C A each
+
+    def measure(cand: str, _kept: Sequence[str]) -> design.Trial | None:
         for cid in [DEFAULT_ID] + [cand, DEFAULT_ID] * loop.c.design.repeats:
-            loop.block(cid, False)
+            loop.block(cid, False)  # analysis.schedule's greedy order: A C A ... C A
         if figure is None or cand in loop.dropped:
-            continue
-        found = analysis.effect_of(loop.study, cand, figure)
-        if found.effect.get("verdict") == effect.BETTER:
+            return None
+        return design.Trial(analysis.triples(loop.study, cand, figure.key)[0])
+
+    def rule() -> design.Rule:
+        return design.Rule(higher_is_better=figure is not None and figure.higher_is_better,
+                           family=analysis.family_size(loop.study),
+                           margin=loop.study.schedule.margin)
+
+    def decided(cand: str, decision: design.Decision, _kept: Sequence[str]) -> None:
+        if decision.keep:
             loop.baseline.update(loop.config(cand).levels)
-            loop.progress(f"kept {loop.config(cand).label}: {figure.key} better")
+            loop.progress(f"kept {loop.config(cand).label}: {figure.key if figure else ''} "
+                          f"{decision.effect.verdict}")
+
+    design.run(candidates, measure, rule, decided)
 
 
 def arm(loop: Loop) -> None:
