@@ -14,11 +14,13 @@ undone:
 3. each change in blocks between blocks of the state it is judged against (the baseline:
    Default, or Default plus the changes kept so far): A C A C ... C A, ``repeats`` blocks
    of the change, the change applied (and read back) before each and restored after;
-4. the decision (``beoperf.analysis.effect.blocks``): each change block against the mean
-   of its two neighbours on the log scale, Student's t interval of the mean ratio from
-   those differences alone (so the spread is the blocks' own, never a history that mixes
-   settings), widened for the number of changes in the plan (Bonferroni); kept only when
-   the interval lies below no change ("better"), else restored;
+4. the decision, the greedy design's rule that ``beoperf study --design greedy`` decides
+   by too (``beoperf.analysis.greedy``, on ``effect.sandwiched``): each change block
+   against the mean of its two neighbours on the log scale, Student's t interval of the
+   mean ratio from those differences alone (so the spread is the blocks' own, never a
+   history that mixes settings), widened for the number of changes in the plan
+   (Bonferroni); kept only when the interval lies below no change and not within the
+   margin ("better"; ``--margin``, default 10%), else restored;
 5. the combined state against Default, the same way (all kept changes applied and
    restored around each block), when at least one change was kept; when none was, the
    final state *is* Default, so the Combined row says so instead of measuring it again.
