@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from beoperf import errors
-from beoperf.analysis import effect
+from beoperf.analysis import effect, greedy
 from beoperf.analysis.effect import ALPHA, DEFAULT_MARGIN, Effect
 from beoperf.model.study import (
     DEFAULT_ID,
@@ -309,9 +309,9 @@ def _level_status(study: Study, name: str, label: str) -> str | None:
 
 def family_size(study: Study) -> int:
     """How many figures are judged at once: configurations judged x headline figures
-    (what greedy passes to ``effect_of`` as it decides, so that its decisions and the
-    final effects use one family)."""
-    return max(1, len(judged(study)) * len(study.figures()))
+    (what greedy decides with, so that its decisions and the final effects use one
+    family; ``greedy.family_of``, as ``tune --procedure``'s)."""
+    return greedy.family_of(len(judged(study)), len(study.figures()))
 
 
 def baseline_configuration(study: Study, kept: Mapping[str, str]) -> Configuration:

@@ -731,31 +731,55 @@ def _pct(fraction: float | None) -> str:
 
 
 def greedy(loop: Loop, order: Sequence[str]) -> None:
-    """Greedy (tune --procedure's way): each candidate in A C A ... C A against the
-    baseline of the moment (Default plus the levels kept so far), kept when it comes out
-    better on the deciding figure; its factor then stays at that level."""
-    from beoperf.analysis import effect
+    """Greedy (``tune --procedure``'s design, through the same loop and rule:
+    ``analysis.greedy``): each candidate in A C A ... C A against the baseline of the
+    moment (Default plus the levels kept so far), kept when it comes out better on the
+    deciding figure, beyond the margin, in the family of every candidate judged x the
+    headline figures (that of the final effects); its factor then stays at that level."""
+    from beoperf.analysis import greedy as design
     from beoperf.analysis import study as analysis
 
     d = loop.c.design
     figure = analysis.decide_figure(loop.study, d.decide_by)
     candidates = list(dict.fromkeys(cid for cid in order if cid != DEFAULT_ID))
-    for cand in candidates:  # analysis.schedule's greedy order: A C A ... C A each
+
+    def measure(cand: str, _kept: Sequence[str]) -> design.Trial | None:
         for cid in [DEFAULT_ID] + [cand, DEFAULT_ID] * d.repeats:
-            loop.block(cid, False)
+            loop.block(cid, False)  # analysis.schedule's greedy order: A C A ... C A
         if figure is None or cand in loop.dropped:
-            continue
-        family = analysis.family_size(loop.study)
-        found = analysis.effect_of(loop.study, cand, figure, family=family)
-        extra = d.repeats
-        while (d.precision is not None and extra < d.repeat_limit()
-               and not loop.out_of_time and _wider(analysis.half_width(found), d.precision)):
-            _greedy_more(loop, cand)
-            extra += 1
-            found = analysis.effect_of(loop.study, cand, figure, family=family)
-        if found.effect.get("verdict") == effect.BETTER:
+            return None
+        if d.precision is not None:
+            _greedy_precision(loop, cand, figure)
+        return design.Trial(analysis.triples(loop.study, cand, figure.key)[0])
+
+    def rule() -> design.Rule:
+        return design.Rule(higher_is_better=figure is not None and figure.higher_is_better,
+                           family=analysis.family_size(loop.study),
+                           margin=loop.study.schedule.margin)
+
+    def decided(cand: str, decision: design.Decision, _kept: Sequence[str]) -> None:
+        if decision.keep:
             loop.baseline.update(loop.config(cand).levels)
-            loop.progress(f"kept {loop.config(cand).label}: {figure.key} better")
+            loop.progress(f"kept {loop.config(cand).label}: {figure.key if figure else ''} "
+                          f"{decision.effect.verdict}")
+
+    design.run(candidates, measure, rule, decided)
+
+
+def _greedy_precision(loop: Loop, cand: str, figure: Any) -> None:
+    """--precision in greedy: one C A more at a time while the candidate's interval on
+    the deciding figure (in the family of the final effects) is wider than ±precision,
+    up to --max-repeats blocks of it or the time budget."""
+    from beoperf.analysis import study as analysis
+
+    d = loop.c.design
+    assert d.precision is not None
+    for _ in range(d.repeats, d.repeat_limit()):
+        found = analysis.effect_of(loop.study, cand, figure,
+                                   family=analysis.family_size(loop.study))
+        if loop.out_of_time or not _wider(analysis.half_width(found), d.precision):
+            return
+        _greedy_more(loop, cand)
 
 
 def _greedy_more(loop: Loop, cand: str) -> None:
