@@ -90,7 +90,8 @@ def _imprecise_lines(study: Study) -> list[Line]:
     names = sorted({f"{study.label_of(e.config)} ({analysis.figure_name(e.figure)})"
                     for e in unsure})
     return [Line(Level.IMPRECISE, f"cannot tell: {', '.join(names)}",
-                 f"more --repeats (now {study.schedule.repeats}) narrow each interval",
+                 f"more --repeats (now {study.schedule.repeats}) narrow each interval; "
+                 "--precision goes on until the deciding figure's is narrow enough",
                  topic="effects that cannot be told")]
 
 
