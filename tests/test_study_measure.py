@@ -120,7 +120,8 @@ def test_the_run_levels_the_factors_write_are_those_the_measurements_read():
 
 
 def test_a_failing_or_unreadable_command_is_a_failed_block():
-    failing = sm.get("command", {"command": "sh -c 'echo oops >&2; exit 3'"})
+    # the last line that says something (Open MPI frames its messages in rules of dashes)
+    failing = sm.get("command", {"command": "sh -c 'echo oops >&2; echo ---- >&2; exit 3'"})
     s = failing.measure(sm.Where(), {}, 10)
     assert s.error == "exit status 3: oops" and s.figures == {}
     silent = sm.get("command", {"command": "echo nothing", "figure_regex": r"x=(\d+)"})

@@ -514,9 +514,9 @@ class Command(Measurement):
         if done.stopped:
             sample.error = f"did not end within {self.timeout:g} s (stopped)"
         elif done.returncode != 0:
-            last = err.strip().splitlines()[-1:] or [""]
-            sample.error = f"exit status {done.returncode}" + (f": {last[0][:300]}"
-                                                               if last[0] else "")
+            last = _last_words(err)
+            sample.error = f"exit status {done.returncode}" + (f": {last[:300]}"
+                                                               if last else "")
         else:
             sample.figures["wall_s"] = done.elapsed_s
             self._figure(out, sample)
@@ -539,6 +539,13 @@ class Command(Measurement):
             sample.error = f"--figure-regex matched {m.group(1)!r}, not a number"
             return
         sample.figures["figure"] = value
+
+
+def _last_words(text: str) -> str:
+    """The last line of ``text`` that says something: not a rule of dashes (the frame
+    of Open MPI's messages), nor blank."""
+    said = [line.strip() for line in text.splitlines() if any(c.isalnum() for c in line)]
+    return said[-1] if said else ""
 
 
 def _environment(extra: Mapping[str, str]) -> dict[str, str] | None:
