@@ -225,26 +225,15 @@ def test_an_mpi_program_across_two_lab_hosts(measured_lab, tmp_path):
     assert broken["error"].startswith("exit status ") and broken["figures"] == {}
 
 
-HPCC_AGENT = """#!/bin/sh
-# Open MPI's rsh agent for lab hosts: $1 is the host (a namespace), the rest the command;
-# each host its own session directory (the namespaces share /tmp and one hostname)
-host="$1"; shift
-mkdir -p "{tmp}/orte-$host"
-exec ip netns exec "$host" env OMPI_MCA_orte_tmpdir_base="{tmp}/orte-$host" /bin/sh -c "$*"
-"""
-
-
 @pytest.mark.tools("hpcc", "mpirun.openmpi")
 def test_hpl_and_ring_across_two_lab_hosts(lab, tmp_path):
-    from mpi_helpers import require_mpi, write_agent
+    from mpi_helpers import require_mpi, write_agent, write_netns_agent
 
     require_mpi("openmpi")
     hosts = lab(2, sshd=False, controller=False)  # unshaped: HPCC's ring test moves GBs
-    agent = tmp_path / "agent.sh"
-    agent.write_text(HPCC_AGENT.format(tmp=tmp_path))
-    agent.chmod(0o755)
+    agent = write_netns_agent(tmp_path / "agent.sh")
     params = {"n": 400, "np": 2, "hosts": ",".join(h.name for h in hosts),
-              "agent": str(agent), "interface": "198.18.0.0/24", "launcher": "openmpi",
+              "agent": agent, "interface": "198.18.0.0/24", "launcher": "openmpi",
               "env": {"OMPI_MCA_btl": "tcp,self"}, "output": str(tmp_path / "runs"),
               "timeout": 120}
     s = measure_in(hosts[0], "hpl", params)
