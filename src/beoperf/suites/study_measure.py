@@ -514,9 +514,8 @@ class Command(Measurement):
         if done.stopped:
             sample.error = f"did not end within {self.timeout:g} s (stopped)"
         elif done.returncode != 0:
-            last = _last_words(err)
-            sample.error = f"exit status {done.returncode}" + (f": {last[:300]}"
-                                                               if last else "")
+            why = job.said(err)
+            sample.error = f"exit status {done.returncode}" + (f": {why}" if why else "")
         else:
             sample.figures["wall_s"] = done.elapsed_s
             self._figure(out, sample)
@@ -539,13 +538,6 @@ class Command(Measurement):
             sample.error = f"--figure-regex matched {m.group(1)!r}, not a number"
             return
         sample.figures["figure"] = value
-
-
-def _last_words(text: str) -> str:
-    """The last line of ``text`` that says something: not a rule of dashes (the frame
-    of Open MPI's messages), nor blank."""
-    said = [line.strip() for line in text.splitlines() if any(c.isalnum() for c in line)]
-    return said[-1] if said else ""
 
 
 def _environment(extra: Mapping[str, str]) -> dict[str, str] | None:
