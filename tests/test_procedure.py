@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from beoperf import errors, model, report
+from beoperf.analysis import effect
 from beoperf.audit import procedure, tune
 from beoperf.audit.procedure import ProcedureFailed
 from beoperf.audit.tune import Change, TuneError
@@ -288,6 +289,12 @@ def test_cli_procedure_usage_and_root(monkeypatch):
         cli_tune.run(parse("--procedure", "--peer", "127.0.0.1", "--repeats", "2"))
     with pytest.raises(UsageError, match="not allowed with"):
         parse("--procedure", "--apply")
+    with pytest.raises(UsageError, match="--margin: not a fraction"):
+        cli_tune.run(parse("--procedure", "--peer", "127.0.0.1", "--margin", "x"))
+    with pytest.raises(errors.BadSpec, match="--margin 1: give a fraction below 1"):
+        cli_tune.run(parse("--procedure", "--peer", "127.0.0.1", "--margin", "100%"))
+    assert cli_tune.spec_of(parse("--procedure", "--margin", "2%")).margin == 0.02
+    assert cli_tune.spec_of(parse("--procedure")).margin == effect.DEFAULT_MARGIN
     monkeypatch.setattr(suite.os, "geteuid", lambda: 1000)
     with pytest.raises(errors.NotPermitted, match="run it as root"):
         cli_tune.run(parse("--procedure", "--peer", "127.0.0.1"))
@@ -362,7 +369,7 @@ def test_netns_procedure_and_rollback(netns_pair, tmp_path):
 
     res = client.run(tune_argv("--procedure", "--peer", server.addr4, "--profile-file",
                                str(profile), "--repeats", "6", "--json", "--rollback-file",
-                               str(rb)), check=False, timeout=120)
+                               str(rb), "--margin", "5%"), check=False, timeout=120)
     assert res.returncode == 0, res.stderr
     raw = json.loads(res.stdout)
     validate("procedure", raw)
@@ -373,6 +380,9 @@ def test_netns_procedure_and_rollback(netns_pair, tmp_path):
     assert all(len(r["repeats_us"]) == 6 and len(r["against_us"]) == 7 and r["mean_us"] > 0
                for r in doc["rows"][1:-1])
     assert len(doc["rows"][0]["repeats_us"]) >= 7
+    # --margin reaches the rule (analysis.greedy) of every decision and the method
+    assert doc["test"]["margin"] == 0.05 and "±5%" in doc["test"]["statement"]
+    assert {r["effect"]["margin"] for r in doc["rows"][1:] if r.get("effect")} == {0.05}
     assert doc["rollback_file"] == str(rb) and rb.exists()
     kept = {r["key"] for r in doc["rows"] if r["verdict"] == "kept"}
     assert ns_values(client) == ["0" if k in kept else "1" for k in SYSCTLS]

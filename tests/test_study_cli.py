@@ -69,6 +69,11 @@ margin = "1%"
     (("mtu", *HOSTS, "--levels", "1500,9000", "--measure", "bogus"), "--measure bogus"),
     (("mtu", *HOSTS, "--levels", "1500,9000", "--figure-regex", "x"), "--measure-command"),
     (("mtu", *HOSTS, "--levels", "1500,9000", "--decide-by", "nothing@1"), "--decide-by"),
+    (("mtu", *HOSTS, "--levels", "1500,9000", "--precision", "lots"), "--precision"),
+    (("mtu", *HOSTS, "--levels", "1500,9000", "--precision", "150%"), "--precision"),
+    (("mtu", *HOSTS, "--levels", "1500,9000", "--max-repeats", "9"), "with --precision"),
+    (("mtu", *HOSTS, "--levels", "1500,9000", "--precision", "1%", "--max-repeats", "3"),
+     "--max-repeats 3"),
     (("mtu", *HOSTS, "--levels", "1500,9000", "--size", "16,32"), "one latency size"),
     (("mtu", *HOSTS, "--levels", "1500,9000", "--measure", "ring:x"), "node:METRIC"),
     (("latency-checklist", *HOSTS, "--levels", "1"), "audit"),
@@ -94,6 +99,7 @@ def test_a_group_writable_study_file_is_refused(tmp_path):
 @pytest.mark.parametrize("text, says", [
     (GOOD.replace('name = "mtu"', 'name = "mtu"\ncolour = "blue"'), "factor/0"),
     (GOOD.replace('repeats = 6', 'repeats = 2'), "design/repeats"),
+    (GOOD.replace('repeats = 6', 'repeats = 6\nprecision = "a lot"'), "design/precision"),
     (GOOD.replace('name = "pingpong"', 'name = "fortune"'), "measure/0/name"),
     (GOOD.replace('levels = ["1500", "9000"]', 'levels = 9000'), "factor/0/levels"),
     (GOOD.replace('[hosts]', '[hosts]\nnodes = "a,b"'), "hosts"),
@@ -127,6 +133,12 @@ def test_the_study_file_is_read_into_the_spec(tmp_path):
     assert found.hosts.peer == "no-such-host.invalid"
     assert found.factors == (study_spec.FactorSpec("mtu", ("1500", "9000")),)
     assert found.design.margin == pytest.approx(0.01) and found.design.repeats == 6
+    assert found.design.precision is None
+    precise = GOOD.replace('repeats = 6', 'repeats = 6\nprecision = "0.5%"\nmax_repeats = 20')
+    content = study_spec.read_study_file(study_file(tmp_path, precise))
+    found = study_spec.from_file(content, "s.toml", study_spec.HostsSpec(),
+                                 study_spec.DesignSpec())
+    assert found.design.precision == pytest.approx(0.005) and found.design.max_repeats == 20
     # a level is one string of the list, commas and all
     env = GOOD + '[[factor]]\nname = "mpienv"\nlevels = ["OMPI_A=1,OMPI_B=2"]\n'
     content = study_spec.read_study_file(study_file(tmp_path, env))
@@ -150,3 +162,24 @@ def test_pairs_files_and_data_addresses():
     assert study_spec.data_addresses(study_spec.HostsSpec(nodes="n[1-3]",
                                                           data_address=given), names) == {
         "n1": "10.0.0.1", "n2": "fe80::1%eth0", "n3": "n3"}
+
+
+def preset_args(*argv):
+    from beoperf.cli import build_parser
+
+    rest = ("mtu", *HOSTS, "--levels", "1500,9000")
+    return build_parser("study", argv or rest).parse_args(["study", *(argv or rest)])
+
+
+@pytest.mark.parametrize("argv, decide_by", [
+    (("mtu", *HOSTS, "--levels", "1500,9000"), "goodput_bps@1M"),
+    (("buffers", *HOSTS, "--levels", "default,4M"), "goodput_bps@4M"),
+    (("mtu", *HOSTS, "--levels", "1500,9000", "--mode", "pingpong"), None),
+    (("mtu", *HOSTS, "--levels", "1500,9000", "--decide-by", "latency_us@16"),
+     "latency_us@16"),
+])
+def test_mtu_and_buffers_decide_by_the_stream_goodput(argv, decide_by):
+    from beoperf.cli import study as cli_study
+
+    spec = cli_study.study_of(preset_args(*argv))
+    assert spec.design.decide_by == decide_by

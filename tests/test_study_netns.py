@@ -42,8 +42,12 @@ def test_t1_the_path_carries_9000_and_the_header_ratio_is_found(lab, tmp_path):
     hosts = lab(2, rate=RATE, sshd=False, controller=False)
     start_serve(hosts[0])
     out = tmp_path / "doc.json"
+    # --precision 0.95%: a noisy machine (a CI run's 6 blocks gave an interval 2.3
+    # points wide) gets more rounds until the interval is within ±0.95% of the ratio
+    # (1.98 points wide at 1.04), up to 18
     done = study(hosts, "mtu", "--levels", "1500,9000", "--repeats", "6", "--margin", "1%",
-                 "--seed", "7", "--block-time", "1", "--apply", "-o", str(out))
+                 "--precision", "0.95%", "--seed", "7", "--block-time", "1", "--apply",
+                 "-o", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     doc = Study.from_document(model.load(out))
     assert doc.status == "complete"
@@ -61,4 +65,5 @@ def test_t1_the_path_carries_9000_and_the_header_ratio_is_found(lab, tmp_path):
     assert [mtu_of(h) for h in hosts] == [1500, 1500]
     assert no_agent_left(hosts)
     print(f"T1: ratio {found['ratio']:.4f} [{found['low']:.4f}, {found['high']:.4f}], "
-          f"headers predict {expected:.4f}; {done.stderr.count('block ')} blocks")
+          f"headers predict {expected:.4f}; {done.stderr.count('block ')} blocks, "
+          f"{found['runs']} of MTU 9000")

@@ -408,3 +408,79 @@ def test_each_pair_keeps_its_mss_and_the_buffers_the_kernel_granted():
         "granted": {"sndbuf": 131072, "rcvbuf": None}}}})
     assert suite.pair_figures(c, sample) == {"h1>h0": {
         "latency_us@16": 20.0, "mss_bytes": 1448.0, "granted_sndbuf_bytes": 131072.0}}
+
+
+def precision_spec(precision, max_repeats=None, name="one-at-a-time", levels=("1500", "9000")):
+    spec = mtu_spec(levels=levels)
+    design = specs.DesignSpec(name=name, repeats=6, margin=0.01, seed=7, precision=precision,
+                              max_repeats=max_repeats)
+    return suite.Spec(specs.StudySpec(spec.study.name, spec.study.hosts, spec.study.factors,
+                                      spec.study.measures, design), apply=True)
+
+
+def analysis_half_width(entry):
+    """Half the interval over the ratio, from the stored figures."""
+    e = entry.effect
+    return (e["high"] - e["low"]) / (2 * e["ratio"])
+
+
+def goodput_effect(study, config):
+    return next(e for e in study.effects if e.config == config
+                and e.figure == "goodput_bps@1M" and e.pair is None)
+
+
+def test_precision_adds_rounds_until_the_interval_is_within_it():
+    """Blocks 0.8% noisy: 6 rounds leave the interval wider than ±1%; --precision 1% goes
+    on a round at a time until it is within, each round recorded in the order."""
+    plain = run(mtu_spec(), FakeHosts(["h0", "h1"]), noise=0.008)
+    c9000 = next(c.id for c in plain.configurations if c.levels == {"mtu": "9000"})
+    wide = goodput_effect(plain, c9000).effect
+    assert analysis_half_width(goodput_effect(plain, c9000)) > 0.01, wide  # the option's case
+    study = run(precision_spec(0.01), FakeHosts(["h0", "h1"]), noise=0.008)
+    assert study.status == "complete"
+    blocks = sum(1 for b in study.blocks if b.config == c9000 and not b.warmup)
+    assert 6 < blocks <= 18
+    found = goodput_effect(study, c9000)
+    assert found.blocks == blocks
+    assert analysis_half_width(found) <= 0.01, found.effect
+    assert found.effect["low"] < goodput(9000) / goodput(1500) < found.effect["high"]
+    # the order written down is the order measured, the added rounds included
+    assert study.schedule.order == [b.config for b in study.blocks]
+    assert (study.schedule.precision, study.schedule.max_repeats) == (0.01, 18)
+    assert "wider than ±1%, up to 18 blocks" in study.method.statement
+    assert not any("--precision" in w for w in study.warnings)
+
+
+def test_precision_already_met_adds_nothing_and_an_unmet_one_is_said():
+    quiet = run(precision_spec(0.01), FakeHosts(["h0", "h1"]), noise=0.001)
+    c9000 = next(c.id for c in quiet.configurations if c.levels == {"mtu": "9000"})
+    assert sum(1 for b in quiet.blocks if b.config == c9000) == 6
+    noisy = run(precision_spec(0.001, max_repeats=8), FakeHosts(["h0", "h1"]), noise=0.02)
+    assert sum(1 for b in noisy.blocks if b.config == c9000) == 8
+    said = [w for w in noisy.warnings if "--precision" in w]
+    assert len(said) == 1 and said[0].startswith("MTU 9000: the interval on goodput_bps@1M")
+    assert "after 8 blocks" in said[0] and "--max-repeats 8" in said[0]
+
+
+def test_greedy_with_precision_measures_a_candidate_until_it_can_decide():
+    hosts = FakeHosts(["h0", "h1"])
+    study = run(precision_spec(0.01, name="greedy", levels=("1500", "4000", "9000")), hosts,
+                noise=0.008)
+    assert study.status == "complete"
+    for label in ("4000", "9000"):
+        cid = next(c.id for c in study.configurations if c.levels == {"mtu": label})
+        found = goodput_effect(study, cid)
+        assert found.blocks > 6
+        assert analysis_half_width(found) <= 0.01
+    assert study.schedule.order == [b.config if b.config in ("c1", "c2") else "c0"
+                                    for b in study.blocks]
+
+
+@pytest.mark.parametrize("design, says", [
+    (specs.DesignSpec(max_repeats=10), "--max-repeats: give it with --precision"),
+    (specs.DesignSpec(precision=0.0), "--precision 0: give a fraction above 0"),
+    (specs.DesignSpec(precision=0.01, max_repeats=5), "--max-repeats 5: give --repeats (6)"),
+])
+def test_bad_precision_options_are_one_line(design, says):
+    with pytest.raises(errors.BadSpec, match=says.replace("(", r"\(").replace(")", r"\)")):
+        specs.check_design(design)

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from beoperf import errors
-from beoperf.analysis import effect
+from beoperf.analysis import effect, greedy
 from beoperf.analysis.effect import ALPHA, DEFAULT_MARGIN, Effect
 from beoperf.model.study import (
     DEFAULT_ID,
@@ -153,6 +153,42 @@ def schedule_combined(config: str, repeats: int, default: str = DEFAULT_ID) -> l
     return [config, default] * repeats
 
 
+def extra_round(configs: Sequence[str], last: str | None, seed: int, number: int,
+                default: str = DEFAULT_ID) -> list[str]:
+    """One more round for --precision, to append to an order that ends on Default: the
+    configurations in a random order (the seed's, drawn anew for round ``number``), each
+    followed by Default, never starting with ``last`` (the configuration the order's
+    last round ended with) when there are two or more."""
+    perm = _round(list(configs), last, random.Random(f"{seed}/{number}"))
+    return [cid for c in perm for cid in (c, default)]
+
+
+def half_width(entry: EffectEntry) -> float | None:
+    """Half the width of an effect's interval over its ratio (0.01: the ratio ±1%, an
+    interval 2 points wide around a ratio near 1; 2.9 to 3.5 around 3.2 is ±9%); None
+    when it has no interval."""
+    low, high, ratio = (entry.effect.get(k) for k in ("low", "high", "ratio"))
+    if not all(isinstance(v, (int, float)) for v in (low, high, ratio)) or not ratio:
+        return None
+    return (float(high) - float(low)) / (2.0 * float(ratio))  # type: ignore[arg-type]
+
+
+def too_wide(study: Study, figure: Figure, precision: float,
+             leave_out: Sequence[str] = ()) -> dict[str, float | None]:
+    """config -> its interval's half width on ``figure`` (None: no interval yet), for the
+    judged configurations whose interval is wider than ±``precision`` (the family of
+    ``effects``, so the width is the one the document states)."""
+    found, _family = effects(study)
+    out: dict[str, float | None] = {}
+    for entry in found:
+        if entry.figure != figure.key or entry.pair is not None or entry.config in leave_out:
+            continue
+        width = half_width(entry)
+        if width is None or width > precision:
+            out[entry.config] = width
+    return out
+
+
 def _round(others: Sequence[str], last: str | None, rng: random.Random) -> list[str]:
     perm = list(others)
     for _ in range(MAX_REDRAWS):
@@ -273,9 +309,9 @@ def _level_status(study: Study, name: str, label: str) -> str | None:
 
 def family_size(study: Study) -> int:
     """How many figures are judged at once: configurations judged x headline figures
-    (what greedy passes to ``effect_of`` as it decides, so that its decisions and the
-    final effects use one family)."""
-    return max(1, len(judged(study)) * len(study.figures()))
+    (what greedy decides with, so that its decisions and the final effects use one
+    family; ``greedy.family_of``, as ``tune --procedure``'s)."""
+    return greedy.family_of(len(judged(study)), len(study.figures()))
 
 
 def baseline_configuration(study: Study, kept: Mapping[str, str]) -> Configuration:
@@ -604,7 +640,8 @@ def method_of(study: Study, family: int, alpha: float = ALPHA) -> Method:
              f"in rounds of a random order (seed {s.seed}), a Default block after each")
     confidence = 1.0 - alpha / max(1, family)
     statement = (
-        f"Each configuration measured in {s.repeats} blocks, each between two baseline "
+        f"Each configuration measured in {s.repeats} blocks"
+        f"{' or more' if s.precision is not None else ''}, each between two baseline "
         f"blocks ({order}; the first {s.warmup} Default blocks dropped as warm-up). A "
         "block's figure is compared with the mean of its two neighbours on the log scale, "
         "which cancels a drift that is linear over the three blocks; the mean of those log "
@@ -615,6 +652,13 @@ def method_of(study: Study, family: int, alpha: float = ALPHA) -> Method:
         f"{100 * DEFAULT_MARGIN:g}%); otherwise 'better' or 'worse' when it excludes no "
         "change, else 'cannot tell'. The combination of what helped is judged against "
         "Default as a family of its own.")
+    if s.precision is not None:
+        statement += (f" With --precision: after the {s.repeats} planned blocks, a "
+                      "round more at a time of the levels whose interval on the deciding "
+                      f"figure was wider than ±{100 * s.precision:g}%, up to "
+                      f"{s.max_repeats} blocks of a configuration; the stop looks at an "
+                      "interval's width, never at where it lies, so it does not steer the "
+                      "verdict.")
     if study.design == "factorial":
         statement += (" Main effects: every configuration's log ratios regressed on "
                       "indicators of the levels it sets (least squares, no interaction "

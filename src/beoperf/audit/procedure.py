@@ -14,11 +14,13 @@ undone:
 3. each change in blocks between blocks of the state it is judged against (the baseline:
    Default, or Default plus the changes kept so far): A C A C ... C A, ``repeats`` blocks
    of the change, the change applied (and read back) before each and restored after;
-4. the decision (``beoperf.analysis.effect.blocks``): each change block against the mean
-   of its two neighbours on the log scale, Student's t interval of the mean ratio from
-   those differences alone (so the spread is the blocks' own, never a history that mixes
-   settings), widened for the number of changes in the plan (Bonferroni); kept only when
-   the interval lies below no change ("better"), else restored;
+4. the decision, the greedy design's rule that ``beoperf study --design greedy`` decides
+   by too (``beoperf.analysis.greedy``, on ``effect.sandwiched``): each change block
+   against the mean of its two neighbours on the log scale, Student's t interval of the
+   mean ratio from those differences alone (so the spread is the blocks' own, never a
+   history that mixes settings), widened for the number of changes in the plan
+   (Bonferroni); kept only when the interval lies below no change and not within the
+   margin ("better"; ``--margin``, default 10%), else restored;
 5. the combined state against Default, the same way (all kept changes applied and
    restored around each block), when at least one change was kept; when none was, the
    final state *is* Default, so the Combined row says so instead of measuring it again.
@@ -37,7 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from beoperf import errors
-from beoperf.analysis import effect
+from beoperf.analysis import effect, greedy
 from beoperf.analysis.effect import BETTER, Effect
 from beoperf.audit import tune
 from beoperf.audit.tune import Change, TuneError
@@ -67,11 +69,20 @@ class ProcedureFailed(TuneError):
 
 
 def decide(candidate: Sequence[float], around: Sequence[float], family: int = 1,
-           keep_all: bool = False) -> tuple[bool, Effect]:
+           keep_all: bool = False, margin: float = effect.DEFAULT_MARGIN) -> tuple[bool, Effect]:
     """(keep, effect): kept when the change's blocks are shown to be faster than their
-    neighbours (or ``keep_all``)."""
-    found = effect.blocks(candidate, around, higher_is_better=False, family=family)
-    return keep_all or found.verdict == BETTER, found
+    neighbours by more than the margin (or ``keep_all``): the greedy design's rule
+    (``analysis.greedy``), which ``beoperf study --design greedy`` decides by too."""
+    found = rule(family, keep_all, margin).decide(greedy.Trial.of_blocks(candidate, around))
+    return found.keep, found.effect
+
+
+def rule(family: int, keep_all: bool = False,
+         margin: float = effect.DEFAULT_MARGIN) -> greedy.Rule:
+    """The procedure's decision rule: latency (lower is better), the plan's changes as
+    the family."""
+    return greedy.Rule(higher_is_better=False, family=family, margin=margin,
+                       keep_all=keep_all)
 
 
 def decision_text(keep: bool, found: Effect, against: str, keep_all: bool = False) -> str:
@@ -190,33 +201,29 @@ def _against(kept: Sequence[Change]) -> str:
     return "Default" if not kept else "Default + " + ", ".join(c.key for c in kept)
 
 
-def _try_one(change: Change, measure: Measure, repeats: int, family: int, keep_all: bool,
-             kept: Sequence[Change]) -> tuple[Row, bool]:
-    """The change's blocks between blocks of the current state, the decision, and the
-    change left applied when kept."""
+def _row(change: Change, changed: list[float], around: list[float], decision: greedy.Decision,
+         kept: Sequence[Change], keep_all: bool) -> Row:
+    """A change's row: its blocks, the decision, and the blocks of the state it was
+    judged against."""
     against = _against(kept)
-    changed, around = interleaved(lambda: _apply([change]), lambda: _unapply([change]),
-                                  measure, repeats)
-    keep, found = decide(changed, around, family, keep_all)
-    if keep:
-        tune.set_checked(change, change.target)
-    row = Row(f"{change.key}={change.target}", changed, key=change.key,
-              previous=change.current, target=change.target,
-              verdict="kept" if keep else "reverted", p=found.p,
-              change_pct=found.change_pct,
-              decision=decision_text(keep, found, against, keep_all),
-              against=against, against_us=around, effect=found.to_dict())
-    return row, keep
+    found = decision.effect
+    return Row(f"{change.key}={change.target}", changed, key=change.key,
+               previous=change.current, target=change.target,
+               verdict="kept" if decision.keep else "reverted", p=found.p,
+               change_pct=found.change_pct,
+               decision=decision_text(decision.keep, found, against, keep_all),
+               against=against, against_us=around, effect=found.to_dict())
 
 
-def _combined(kept: Sequence[Change], measure: Measure, repeats: int) -> Row:
+def _combined(kept: Sequence[Change], measure: Measure, repeats: int,
+              margin: float = effect.DEFAULT_MARGIN) -> Row:
     """The kept changes together against Default: Default blocks (the kept changes
     restored) around blocks with them applied; applied again at the end."""
     _unapply(kept)
     changed, around = interleaved(lambda: _apply(kept), lambda: _unapply(kept), measure,
                                   repeats)
     _apply(kept)
-    found = effect.blocks(changed, around, higher_is_better=False)
+    found = effect.blocks(changed, around, higher_is_better=False, margin=margin)
     span = found.interval_pct()
     decision = (f"{found.verdict}: {found.change_pct:+.1f}%, {span[0]:+.1f}..{span[1]:+.1f}% "
                 f"against Default, {found.runs} blocks" if span and found.change_pct
@@ -226,37 +233,62 @@ def _combined(kept: Sequence[Change], measure: Measure, repeats: int) -> Row:
                against_us=around, effect=found.to_dict())
 
 
+@dataclass
+class _Steps:
+    """What the greedy loop has done so far: the changes applied now (to undo on a
+    failure), those kept, the rows, the Default blocks, and the last change's blocks."""
+
+    touched: list[Change] = field(default_factory=list)
+    kept: list[Change] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    default_blocks: list[float] = field(default_factory=list)
+    last: tuple[list[float], list[float]] = ([], [])
+
+
 def run_changes(changes: list[Change], measure: Measure, repeats: int,
-                keep_all: bool = False, report: Report | None = None) -> Outcome:
-    """Steps 3 to 5 (warm up first; the snapshot must exist already); ProcedureFailed after
-    restoring every change touched (restoring one that is not applied is harmless)."""
-    kept: list[Change] = []
-    touched: list[Change] = []
-    default_blocks: list[float] = []
-    rows: list[Row] = []
+                keep_all: bool = False, report: Report | None = None,
+                margin: float = effect.DEFAULT_MARGIN) -> Outcome:
+    """Steps 3 to 5 (warm up first; the snapshot must exist already) through the greedy
+    design's loop and rule (``analysis.greedy``, as ``beoperf study --design greedy``);
+    ProcedureFailed after restoring every change touched (restoring one that is not
+    applied is harmless)."""
+    steps = _Steps()
+    the_rule = rule(greedy.family_of(len(changes)), keep_all, margin)
+
+    def trial(change: Change, kept: Sequence[Change]) -> greedy.Trial:
+        steps.touched = [*kept, change]
+        steps.last = interleaved(lambda: _apply([change]), lambda: _unapply([change]),
+                                 measure, repeats)
+        return greedy.Trial.of_blocks(*steps.last)
+
+    def decided(change: Change, decision: greedy.Decision, kept: Sequence[Change]) -> None:
+        if decision.keep:
+            tune.set_checked(change, change.target)
+            steps.kept.append(change)
+        row = _row(change, *steps.last, decision, kept, keep_all)
+        if not kept:
+            steps.default_blocks += row.against_us or []
+        steps.rows.append(row)
+        steps.touched = list(steps.kept)
+        if report:
+            report(f"{row.label}: {row.mean_us:.2f} us; {row.decision}")
+
     try:
-        for change in changes:
-            touched = [*kept, change]
-            row, keep = _try_one(change, measure, repeats, len(changes), keep_all, kept)
-            if not kept:
-                default_blocks += row.against_us or []
-            rows.append(row)
-            if keep:
-                kept.append(change)
-            touched = list(kept)
-            if report:
-                report(f"{row.label}: {row.mean_us:.2f} us; {row.decision}")
-        combined = _combined(kept, measure, repeats) if kept else None
+        kept = greedy.run(changes, trial, lambda: the_rule, decided)
+        combined = _combined(kept, measure, repeats, margin) if kept else None
     except errors.BeoperfError as exc:
-        where = touched[-1].key if touched and touched[-1] not in kept else "combined state"
+        touched = steps.touched
+        where = touched[-1].key if touched and touched[-1] not in steps.kept \
+            else "combined state"
         raise _undo(touched, f"{where}: {exc}", exc) from None
     except BaseException:  # Ctrl-C or anything unexpected: undo, then let it go on
-        tune.restore(reversed(touched))
+        tune.restore(reversed(steps.touched))
         raise
+    default_blocks = steps.default_blocks
     if combined is not None:
         default_blocks += combined.against_us or []
     default = Row("Default", default_blocks)
-    out = Outcome(rows=[default, *rows], kept=kept)
+    out = Outcome(rows=[default, *steps.rows], kept=kept)
     out.rows.append(combined if combined is not None else unchanged_row(default))
     with_impact(out.rows)
     return out
@@ -265,7 +297,8 @@ def run_changes(changes: list[Change], measure: Measure, repeats: int,
 # --------------------------------------------------------------------------- the document
 
 
-def describe_test(changes: int, repeats: int | None = None) -> JsonObject:
+def describe_test(changes: int, repeats: int | None = None,
+                  margin: float = effect.DEFAULT_MARGIN) -> JsonObject:
     """The method as data, with the one line the renderers print (``{repeats}`` in it
     until the number of blocks is given)."""
     blocks = "{repeats}" if repeats is None else str(repeats)
@@ -274,16 +307,19 @@ def describe_test(changes: int, repeats: int | None = None) -> JsonObject:
         "against (A C A C ... A); per block the log ratio to the mean of its neighbours; "
         "Student's t interval of the mean ratio from those blocks alone, "
         f"{1 - effect.ALPHA:.0%} widened for the {changes} change(s) of the plan "
-        f"(Bonferroni); kept only when the interval lies below no change (better); "
-        f"{WARMUP} warm-up measurements first, dropped.")
+        f"(Bonferroni); kept only when the interval lies below no change (better) and "
+        f"not within ±{100 * margin:g}% (no difference shown); "
+        f"{WARMUP} warm-up measurements first, dropped (the greedy design of "
+        "'beoperf study', same rule).")
     return {"name": "interleaved blocks, Student's t on the log ratio to the neighbours",
             "alpha": effect.ALPHA, "correction": "Bonferroni over the plan's changes",
-            "changes": changes, "warmup": WARMUP, "statement": statement}
+            "changes": changes, "warmup": WARMUP, "margin": margin, "statement": statement}
 
 
 def body(out: Outcome, *, profile: str, interface: str | None, peer: str, port: int,
-         repeats: int, keep_all: bool, rollback_file: str | None) -> JsonObject:
+         repeats: int, keep_all: bool, rollback_file: str | None,
+         margin: float = effect.DEFAULT_MARGIN) -> JsonObject:
     """The body of the "procedure" document (no rows: nothing was there to change)."""
-    test = describe_test(max(0, len(out.rows) - 2), repeats)
+    test = describe_test(max(0, len(out.rows) - 2), repeats, margin)
     return Procedure(profile, interface, peer, port, SIZE, repeats, keep_all, test,
                      list(out.rows), [c.key for c in out.kept], rollback_file).body()

@@ -191,7 +191,14 @@ def add_design_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--margin", metavar="FRACTION", default="10%",
                    help="a change within it counts as none (default %(default)s)")
     g.add_argument("--decide-by", metavar="FIGURE",
-                   help="the figure that decides what helped (default the first)")
+                   help="the figure that decides what helped (default the first; the "
+                        "mtu and buffers presets: the stream goodput)")
+    g.add_argument("--precision", metavar="FRACTION",
+                   help="after --repeats, go on a round at a time while a level's 95%% "
+                        "interval on the deciding figure is wider than ±FRACTION (e.g. 1%%)")
+    g.add_argument("--max-repeats", type=int, metavar="N",
+                   help="with --precision: at most N blocks of a configuration (default "
+                        f"{specs.PRECISION_ROUNDS} x --repeats)")
 
 
 # --------------------------------------------------------------------------- spec
@@ -244,6 +251,8 @@ def design_of(args: argparse.Namespace) -> specs.DesignSpec:
         time_budget=seconds(args.time_budget, "--time-budget"),
         block_time=seconds(args.block_time, "--block-time") or specs.DEFAULT_BLOCK_S,
         seed=args.seed, margin=fraction(args.margin, "--margin"), decide_by=args.decide_by,
+        precision=None if args.precision is None else fraction(args.precision, "--precision"),
+        max_repeats=args.max_repeats,
         lease=seconds(args.lease, "--lease") or 0.0,
         settle=0.0 if _is_zero(args.settle) else seconds(args.settle, "--settle") or 0.0)
 
@@ -324,8 +333,26 @@ def study_of(args: argparse.Namespace) -> specs.StudySpec:
                                found.design)
     levels = specs.split_levels(args.levels, "--levels") if args.levels else ()
     factors, ms = specs.preset(args.preset, levels, extra, measures, curve=args.curve)
-    return specs.StudySpec(args.preset, hosts, factors, tuple(pingpong_params(args, list(ms))),
-                           design)
+    ms = tuple(pingpong_params(args, list(ms)))
+    return specs.StudySpec(args.preset, hosts, factors, ms, preset_design(args.preset, design, ms))
+
+
+def preset_design(name: str, design: specs.DesignSpec,
+                  measures: Sequence[specs.MeasureSpec]) -> specs.DesignSpec:
+    """The mtu and buffers presets decide (--keep best, greedy, --precision) by the
+    stream goodput, what the papers change MTU and buffers for, unless --decide-by names
+    another figure or the goodput is not measured (--only latency)."""
+    from dataclasses import replace
+
+    from beoperf.suites.study_measure import size_key
+
+    if design.decide_by is not None or name not in ("mtu", "buffers"):
+        return design
+    for m in measures:
+        size = m.params.get("goodput_size") if m.name == "pingpong" else None
+        if isinstance(size, int) and size > 0:
+            return replace(design, decide_by=f"goodput_bps@{size_key(size)}")
+    return design
 
 
 def spec_of(args: argparse.Namespace) -> suite.Spec:

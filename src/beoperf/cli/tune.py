@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from beoperf import report, safeio
+from beoperf import report, safeio, units
 from beoperf.cli import CliError, ExitStatus, UsageError
 from beoperf.cli.audit import add_interface_options, command_line
 from beoperf.cli.progress import CountBar
@@ -80,6 +80,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "the state it is judged against (default %(default)s)")
     p.add_argument("--keep-all", action="store_true",
                    help="--procedure: keep every change, shown to help or not")
+    p.add_argument("--margin", metavar="FRACTION", default="10%",
+                   help="--procedure: a change whose interval lies within it counts as "
+                        "none and is not kept, as in 'beoperf study' (default %(default)s)")
     p.add_argument("--rollback-file", metavar="PATH",
                    help="where --apply saves the previous values "
                         "(default ./beoperf-rollback-<UTC>.json)")
@@ -107,6 +110,14 @@ def profile_rules(path: str | None) -> Any:
         raise UsageError(f"--profile-file: {exc}", "nothing was changed") from None
 
 
+def margin_of(text: str) -> float:
+    """--margin as a fraction ('5%', '0.05'); a usage error otherwise."""
+    try:
+        return units.parse_fraction(text)
+    except ValueError as exc:
+        raise UsageError(f"--margin: {exc}") from None
+
+
 def spec_of(args: argparse.Namespace, rules: Any = None) -> suite.Spec:
     """The spec; --apply and --procedure get their rollback file's default path here, so
     that the CLI can say where it is."""
@@ -115,7 +126,7 @@ def spec_of(args: argparse.Namespace, rules: Any = None) -> suite.Spec:
     return suite.Spec(profile=args.profile, rules=rules, source=args.profile_file,
                       interface=args.interface, peer=args.peer, port=args.port,
                       repeats=args.repeats, keep_all=args.keep_all, rollback_file=path,
-                      command_line=command_line(args))
+                      command_line=command_line(args), margin=margin_of(args.margin))
 
 
 def write_persist(directory: str, plan: Document) -> int:

@@ -226,8 +226,9 @@ class Configuration:
 @dataclass
 class Schedule:
     """How the blocks were ordered: the seed, warm-up blocks (dropped), repeats per
-    configuration, the time budget, the agents' lease, the margin of "no difference" and
-    the order of configuration ids, warm-up included."""
+    configuration, the time budget, the agents' lease, the margin of "no difference",
+    the order of configuration ids, warm-up included (the rounds --precision added at
+    the end), and --precision with its --max-repeats (None: the planned repeats only)."""
 
     seed: int
     warmup: int
@@ -236,12 +237,15 @@ class Schedule:
     lease_s: float | None = None
     margin: float = 0.1
     order: list[str] = field(default_factory=list)
+    precision: float | None = None
+    max_repeats: int | None = None
 
     @classmethod
     def from_dict(cls, o: JsonObject, where: str = "schedule") -> Schedule:
         return cls(_i(o, "seed", where), _i(o, "warmup", where), _i(o, "repeats", where),
                    _on(o, "time_budget_s", where), _on(o, "lease_s", where),
-                   _n(o, "margin", where), narrow.texts(o.get("order", []), f"{where}.order"))
+                   _n(o, "margin", where), narrow.texts(o.get("order", []), f"{where}.order"),
+                   _on(o, "precision", where), narrow.opt_int_at(o, "max_repeats"))
 
 
 @dataclass
@@ -485,6 +489,9 @@ class Study:
         out = asdict(self)
         out["pairs"] = [[c, s] for c, s in self.pairs]
         out["curves"] = [c.body() for c in self.curves]
+        for key in ("precision", "max_repeats"):  # written only with --precision
+            if out["schedule"][key] is None:
+                del out["schedule"][key]
         order = ("name", "design", "applied", "status", "status_reason", "hosts", "pairs",
                  "factors", "measurements", "configurations", "schedule", "blocks", "curves",
                  "effects", "combined", "main_effects", "impact", "drift", "verdicts", "kept",

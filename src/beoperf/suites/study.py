@@ -294,7 +294,8 @@ def new_study(c: Checked, current: Mapping[str, Mapping[str, Any]], seed: int) -
     return Study(
         name=c.spec.study.name, design=d.name, applied=c.spec.apply,
         status="planned", schedule=Schedule(seed, WARMUP, d.repeats, d.time_budget,
-                                            d.lease, d.margin, order),
+                                            d.lease, d.margin, order, d.precision,
+                                            d.repeat_limit() if d.precision else None),
         method=Method(method_statement(d), margin=d.margin, warmup=WARMUP),
         hosts=_hosts_entries(c, reach_of(c), current), pairs=list(c.pairs),
         factors=entries, measurements=_measurement_entries(c), configurations=configs)
@@ -305,7 +306,11 @@ def method_statement(d: study_spec.DesignSpec) -> str:
             "each block between two Default blocks in a randomised order; the log ratio "
             "of a block to the mean of its neighbours, Student's t 95% interval "
             f"(Bonferroni over the figures and configurations judged); within "
-            f"±{d.margin:.0%} counts as no difference")
+            f"±{d.margin:.0%} counts as no difference"
+            + ("" if d.precision is None else
+               f"; then a round more at a time while a level's interval on the deciding "
+               f"figure is wider than ±{_pct(d.precision)}, up to {d.repeat_limit()} "
+               "blocks"))
 
 
 def seed_of(c: Checked) -> int:
@@ -408,7 +413,8 @@ def host_control(c: Checked) -> Control:
     texts = {f.name: f.levels for f in c.spec.study.factors}
     levels = {host: {f.name: list(texts[f.name]) for f in c.factors
                      if f.scope == "host" and host in f.hosts} for host in c.names}
-    blocks = 2 * c.design.repeats * (1 + sum(len(f.levels) for f in c.factors)) + WARMUP
+    blocks = (2 * c.design.repeat_limit() * (1 + sum(len(f.levels) for f in c.factors))
+              + WARMUP)
     return study_control.HostsControl(
         c.names, study_name=c.spec.study.name, exec_template=h.exec_template,
         remote_command=h.remote_command, fanout=h.fanout, timeout=h.timeout,
@@ -677,28 +683,113 @@ def _run_blocks(loop: Loop) -> None:
         return
     for cid in order[WARMUP:]:
         loop.block(cid, False)
+    extend(loop)
     if loop.c.design.name == "one-at-a-time":
         combined(loop)
 
 
-def greedy(loop: Loop, order: Sequence[str]) -> None:
-    """Greedy (tune --procedure's way): each candidate in A C A ... C A against the
-    baseline of the moment (Default plus the levels kept so far), kept when it comes out
-    better on the deciding figure; its factor then stays at that level."""
-    from beoperf.analysis import effect
+def extend(loop: Loop) -> None:
+    """--precision: after the planned rounds, one more round at a time of the levels whose
+    interval on the deciding figure is wider than ±precision, until none is, each has
+    --max-repeats blocks, or the time budget is spent; a level still too wide is said in
+    a warning (its verdict stands, on the blocks it has)."""
     from beoperf.analysis import study as analysis
 
-    figure = analysis.decide_figure(loop.study, loop.c.design.decide_by)
-    candidates = list(dict.fromkeys(cid for cid in order if cid != DEFAULT_ID))
-    for cand in candidates:  # analysis.schedule's greedy order: A C A ... C A each
-        for cid in [DEFAULT_ID] + [cand, DEFAULT_ID] * loop.c.design.repeats:
+    d = loop.c.design
+    figure = analysis.decide_figure(loop.study, d.decide_by)
+    if d.precision is None or figure is None:
+        return
+    order = loop.study.schedule.order
+    for number in range(d.repeats, d.repeat_limit()):
+        wide = analysis.too_wide(loop.study, figure, d.precision, sorted(loop.dropped))
+        if not wide or loop.out_of_time:
+            break
+        last = next((c for c in reversed(order) if c != DEFAULT_ID), None)
+        more = analysis.extra_round(sorted(wide), last, loop.study.schedule.seed, number)
+        order.extend(more)
+        loop.progress(f"round {number + 1}: " + ", ".join(
+            f"{loop.config(c).label} ±{_pct(w)}" for c, w in wide.items())
+            + f" on {figure.key}, wider than ±{_pct(d.precision)} (--precision)")
+        for cid in more:
             loop.block(cid, False)
+    for cid, width in analysis.too_wide(loop.study, figure, d.precision,
+                                        sorted(loop.dropped)).items():
+        loop.study.warnings.append(
+            f"{loop.config(cid).label}: the interval on {figure.key} is "
+            f"{'not known' if width is None else '±' + _pct(width)} after "
+            f"{len(analysis.triples(loop.study, cid, figure.key)[0])} blocks, wider than "
+            f"--precision ±{_pct(d.precision)} (--max-repeats {d.repeat_limit()}"
+            f"{' or the time budget' if loop.out_of_time else ''} reached)")
+
+
+def _wider(width: float | None, precision: float) -> bool:
+    return width is None or width > precision
+
+
+def _pct(fraction: float | None) -> str:
+    return "?" if fraction is None else f"{100 * fraction:.2g}%"
+
+
+def greedy(loop: Loop, order: Sequence[str]) -> None:
+    """Greedy (``tune --procedure``'s design, through the same loop and rule:
+    ``analysis.greedy``): each candidate in A C A ... C A against the baseline of the
+    moment (Default plus the levels kept so far), kept when it comes out better on the
+    deciding figure, beyond the margin, in the family of every candidate judged x the
+    headline figures (that of the final effects); its factor then stays at that level."""
+    from beoperf.analysis import greedy as design
+    from beoperf.analysis import study as analysis
+
+    d = loop.c.design
+    figure = analysis.decide_figure(loop.study, d.decide_by)
+    candidates = list(dict.fromkeys(cid for cid in order if cid != DEFAULT_ID))
+
+    def measure(cand: str, _kept: Sequence[str]) -> design.Trial | None:
+        for cid in [DEFAULT_ID] + [cand, DEFAULT_ID] * d.repeats:
+            loop.block(cid, False)  # analysis.schedule's greedy order: A C A ... C A
         if figure is None or cand in loop.dropped:
-            continue
-        found = analysis.effect_of(loop.study, cand, figure)
-        if found.effect.get("verdict") == effect.BETTER:
+            return None
+        if d.precision is not None:
+            _greedy_precision(loop, cand, figure)
+        return design.Trial(analysis.triples(loop.study, cand, figure.key)[0])
+
+    def rule() -> design.Rule:
+        return design.Rule(higher_is_better=figure is not None and figure.higher_is_better,
+                           family=analysis.family_size(loop.study),
+                           margin=loop.study.schedule.margin)
+
+    def decided(cand: str, decision: design.Decision, _kept: Sequence[str]) -> None:
+        if decision.keep:
             loop.baseline.update(loop.config(cand).levels)
-            loop.progress(f"kept {loop.config(cand).label}: {figure.key} better")
+            loop.progress(f"kept {loop.config(cand).label}: {figure.key if figure else ''} "
+                          f"{decision.effect.verdict}")
+
+    design.run(candidates, measure, rule, decided)
+
+
+def _greedy_precision(loop: Loop, cand: str, figure: Any) -> None:
+    """--precision in greedy: one C A more at a time while the candidate's interval on
+    the deciding figure (in the family of the final effects) is wider than ±precision,
+    up to --max-repeats blocks of it or the time budget."""
+    from beoperf.analysis import study as analysis
+
+    d = loop.c.design
+    assert d.precision is not None
+    for _ in range(d.repeats, d.repeat_limit()):
+        found = analysis.effect_of(loop.study, cand, figure,
+                                   family=analysis.family_size(loop.study))
+        if loop.out_of_time or not _wider(analysis.half_width(found), d.precision):
+            return
+        _greedy_more(loop, cand)
+
+
+def _greedy_more(loop: Loop, cand: str) -> None:
+    """One more C A of a greedy candidate (--precision), recorded in the order after the
+    candidate's last block."""
+    order = loop.study.schedule.order
+    at = len(order) - order[::-1].index(cand) + 1 if cand in order else len(order)
+    order[at:at] = [cand, DEFAULT_ID]
+    for cid in (cand, DEFAULT_ID):
+        loop.block(cid, False)
 
 
 def arm(loop: Loop) -> None:

@@ -33,6 +33,7 @@ CHECKLIST_OPTIONAL = ("irqbalance", "firewall")  # left out where a host cannot 
 MIN_REPEATS = 4  # as tune --procedure: with fewer, t's interval is too wide to decide
 MAX_REPEATS = 1000
 DEFAULT_REPEATS = 6
+PRECISION_ROUNDS = 3  # --precision without --max-repeats: at most 3 x --repeats
 DEFAULT_LEASE_S = 60.0
 MIN_LEASE_S = 3.0
 DEFAULT_SETTLE_S = 1.0
@@ -91,7 +92,9 @@ class DesignSpec:
     """How the configurations are measured: the design, blocks per configuration, the
     time budget, a block's measuring time, the seed of the order, the margin within which
     a change counts as none, the figure that decides what helped, the lease of every
-    host's dead-man agent and the extra settle time after a change."""
+    host's dead-man agent, the extra settle time after a change, and --precision: after
+    the planned repeats, go on a round at a time while a level's interval on the deciding
+    figure is wider than ±precision, up to max_repeats (default 3 x repeats)."""
 
     name: str = "one-at-a-time"
     repeats: int = DEFAULT_REPEATS
@@ -102,6 +105,17 @@ class DesignSpec:
     decide_by: str | None = None
     lease: float = DEFAULT_LEASE_S
     settle: float = DEFAULT_SETTLE_S
+    precision: float | None = None
+    max_repeats: int | None = None
+
+    def repeat_limit(self) -> int:
+        """The most blocks of a configuration: the planned repeats, or with --precision
+        --max-repeats (default PRECISION_ROUNDS x repeats, within MAX_REPEATS)."""
+        if self.precision is None:
+            return self.repeats
+        if self.max_repeats is not None:
+            return self.max_repeats
+        return min(MAX_REPEATS, PRECISION_ROUNDS * self.repeats)
 
 
 @dataclass(frozen=True)
@@ -313,12 +327,26 @@ def check_design(design: DesignSpec) -> None:
                              "change can be shown to help)")
     if not 0 <= design.margin < 1:
         raise errors.BadSpec(f"--margin {design.margin}: give a fraction below 1 (e.g. 1%)")
+    _check_precision(design)
     if design.lease < MIN_LEASE_S:
         raise errors.BadSpec(f"--lease {design.lease:g}: give at least {MIN_LEASE_S:g} s")
     for name, value in (("--block-time", design.block_time), ("--settle", design.settle),
                         ("--time-budget", design.time_budget)):
         if value is not None and not (0 <= value < 1e7):
             raise errors.BadSpec(f"{name} {value:g}: give seconds, at least 0")
+
+
+def _check_precision(design: DesignSpec) -> None:
+    if design.precision is not None and not 0 < design.precision < 1:
+        raise errors.BadSpec(f"--precision {design.precision:g}: give a fraction above 0 "
+                             "and below 1 (e.g. 1%)")
+    if design.max_repeats is not None:
+        if design.precision is None:
+            raise errors.BadSpec("--max-repeats: give it with --precision (without it "
+                                 "every configuration gets --repeats blocks)")
+        if not design.repeats <= design.max_repeats <= MAX_REPEATS:
+            raise errors.BadSpec(f"--max-repeats {design.max_repeats}: give --repeats "
+                                 f"({design.repeats}) to {MAX_REPEATS}")
 
 
 # --------------------------------------------------------------------------- study file
@@ -397,11 +425,13 @@ def _file_hosts(table: Mapping[str, Any], hosts: HostsSpec) -> HostsSpec:
 def _file_design(table: Mapping[str, Any], design: DesignSpec) -> DesignSpec:
     keys = {"name": "name", "repeats": "repeats", "time_budget": "time_budget",
             "margin": "margin", "seed": "seed", "lease": "lease", "block_time": "block_time",
-            "settle": "settle", "decide_by": "decide_by"}
+            "settle": "settle", "decide_by": "decide_by", "precision": "precision",
+            "max_repeats": "max_repeats"}
     given = {field_: table[key] for key, field_ in keys.items() if key in table}
-    if isinstance(given.get("margin"), str):
-        try:
-            given["margin"] = units.parse_fraction(given["margin"])
-        except ValueError as exc:
-            raise errors.BadSpec(f"[design] margin: {exc}") from None
+    for key in ("margin", "precision"):
+        if isinstance(given.get(key), str):
+            try:
+                given[key] = units.parse_fraction(given[key])
+            except ValueError as exc:
+                raise errors.BadSpec(f"[design] {key}: {exc}") from None
     return replace(design, **given)

@@ -10,7 +10,9 @@
   issue 9), refuses one written on another host or network namespace (unless forced),
   checks every entry against the allow-list, and only then takes the lock and restores.
 * :func:`procedure` (root): the measured procedure against a peer's ``beoperf serve``
-  (``beoperf.audit.procedure``), returning the "procedure" document.
+  (``beoperf.audit.procedure``), returning the "procedure" document.  It is the greedy
+  design of ``beoperf study`` on this node alone: the same loop and decision rule
+  (``analysis.greedy``), measured here by ping-pong without dead-man agents.
 
 The lock is taken before the settings are read (what the audit reads becomes the
 snapshot's "previous" values).  Progress lines go to the ``progress`` callback.
@@ -25,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from beoperf import errors
+from beoperf.analysis.effect import DEFAULT_MARGIN
 from beoperf.audit import procedure as measured
 from beoperf.audit import tune
 from beoperf.audit.base import PROFILES, load_profile, run_audit
@@ -73,8 +76,9 @@ class Spec:
     """A tune: the profile (a built-in one's name, or ``rules`` of one's own read from
     ``source``), the interface (None: the route to ``peer``, else the default route's),
     where apply and procedure save the previous values (``rollback_file``), and for the
-    procedure the peer's ``beoperf serve`` port, the repeats per configuration and
-    whether every change is kept."""
+    procedure the peer's ``beoperf serve`` port, the repeats per configuration, whether
+    every change is kept and the margin within which a change counts as none (the
+    greedy study's ``--margin``)."""
 
     profile: str = "latency"
     rules: Mapping[str, Any] | None = None
@@ -86,6 +90,7 @@ class Spec:
     keep_all: bool = False
     rollback_file: str | None = None
     command_line: tuple[str, ...] = ()
+    margin: float = DEFAULT_MARGIN
 
 
 @dataclass(frozen=True)
@@ -252,6 +257,8 @@ def check_procedure(spec: Spec) -> None:
                              "(with fewer no change can be shown to help)")
     if not 0 < spec.port < 65536:
         raise errors.BadSpec(f"--port {spec.port}: give 1..65535")
+    if not 0 <= spec.margin < 1:
+        raise errors.BadSpec(f"--margin {spec.margin:g}: give a fraction below 1 (e.g. 5%)")
 
 
 def procedure_failed(exc: measured.ProcedureFailed, path: str) -> errors.BeoperfError:
@@ -273,7 +280,7 @@ def _procedure_body(spec: Spec, name: str, interface: str | None, out: measured.
     assert spec.peer is not None
     return measured.body(out, profile=name, interface=interface, peer=spec.peer,
                          port=spec.port, repeats=spec.repeats, keep_all=spec.keep_all,
-                         rollback_file=path)
+                         rollback_file=path, margin=spec.margin)
 
 
 def procedure(spec: Spec, progress: Progress | None = None,
@@ -305,7 +312,7 @@ def procedure(spec: Spec, progress: Progress | None = None,
                      f"{spec.repeats} blocks each between blocks of the current state")
         try:
             out = measured.run_changes(found.changes, measure, spec.repeats,
-                                       spec.keep_all, progress)
+                                       spec.keep_all, progress, spec.margin)
         except measured.ProcedureFailed as exc:
             raise procedure_failed(exc, path) from None
     body = _procedure_body(spec, name, interface, out, path)
