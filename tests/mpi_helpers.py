@@ -147,3 +147,18 @@ TMPDIR=$tmp exec ip netns exec "$ns" env TMPDIR="$tmp" sh -c "$*"
 """)
     path.chmod(0o755)
     return str(path)
+
+
+def write_netns_agent(path: Path) -> str:
+    """Open MPI's rsh agent for hosts named by their network namespace (HPCC's hosts are
+    the lab hosts' names): ``AGENT HOST COMMAND...`` runs COMMAND inside namespace HOST,
+    each host with a session directory of its own beside ``path`` (the namespaces share
+    /tmp and one host name)."""
+    path.write_text(f"""#!/bin/sh
+host="$1"; shift
+mkdir -p "{path.parent}/orte-$host"
+exec ip netns exec "$host" env OMPI_MCA_orte_tmpdir_base="{path.parent}/orte-$host" \\
+    /bin/sh -c "$*"
+""")
+    path.chmod(0o755)
+    return str(path)

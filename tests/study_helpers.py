@@ -32,9 +32,13 @@ def study_argv(lab_hosts, *args: str) -> list[str]:
             *addresses]
 
 
-def study(lab_hosts, *args: str, timeout: float = 400) -> subprocess.CompletedProcess:
-    return subprocess.run(study_argv(lab_hosts, *args), capture_output=True, text=True,
-                          timeout=timeout, env=child_env(), check=False)
+def study(lab_hosts, *args: str, timeout: float = 400,
+          inside=None) -> subprocess.CompletedProcess:
+    """`beoperf study ...` run to its end, here or ``inside`` a namespace host (the lab's
+    -ctl, whose address the MPI daemons on the hosts can call back)."""
+    argv = study_argv(lab_hosts, *args)
+    return subprocess.run(inside.argv(argv) if inside else argv, capture_output=True,
+                          text=True, timeout=timeout, env=child_env(), check=False)
 
 
 def mtu_of(host) -> int:

@@ -348,6 +348,29 @@ def test_an_hpcc_of_another_mpi_than_the_launchers_is_caught(tmp_path):
         "mpich? (a program of another MPI starts as separate single processes)"]
 
 
+def test_a_launcher_that_failed_is_named_with_what_it_said(tmp_path):
+    """A run whose mpirun failed before hpcc wrote anything: its failure quotes the
+    headline of Open MPI's message, not the rule of dashes that closes it."""
+    from beoperf.launch import binary, plan
+    from beoperf.suites import cluster as suite
+
+    rundir = tmp_path / "runs" / "np2-r1"
+    rundir.mkdir(parents=True)
+    study = suite.Study(suite.Spec(output=str(tmp_path), np=(2,)), tmp_path, None,
+                        binary.Linked("/usr/bin/hpcc", "openmpi", None, None), [], "this host")
+    config = plan.Config(2, "this host", 2, (), hpcc.Input(N, 80, 1, 2))
+    record = {"launcher": "openmpi", "argv": ["mpirun.openmpi"], "env": {},
+              "environment": {}, "notes": []}
+    rule = "-" * 74
+    stderr = (f"{rule}\nORTE was unable to reliably start one or more daemons.\n"
+              f"This usually is caused by:\n\n* not finding the required libraries\n{rule}\n")
+    body = suite._body(study, config, 1, "np2-r1", record,
+                       suite.Finished(1, 0.2, "", stderr), rundir)
+    assert body["status"] == "failed"
+    assert body["failures"][0] == ("openmpi exited with status 1: ORTE was unable to "
+                                   "reliably start one or more daemons.")
+
+
 def test_what_the_launcher_cannot_express_fails_before_anything_runs(tmp_path):
     """srun has no agent: refused while planning, no directory made."""
     env_free = {"SLURM_JOB_ID": "", "SLURM_JOB_NODELIST": ""}

@@ -210,3 +210,38 @@ def test_every_launcher_takes_the_same_request():
         assert "UCX_TLS" in argv + " ".join(made[name].env), name
         assert argv.endswith(" ".join(CMD)) and "a" in argv, name
     assert os.environ.get("UCX_TLS") != "tcp"  # nothing was set here
+
+
+OMPI_EXIT = """\
+--------------------------------------------------------------------------
+Primary job  terminated normally, but 1 process returned
+a non-zero exit code. Per user-direction, the job has been aborted.
+--------------------------------------------------------------------------
+--------------------------------------------------------------------------
+mpirun.openmpi detected that one or more processes exited with non-zero status, thus causing
+the job to be terminated. The first process to do so was:
+
+  Process name: [[25743,1],0]
+  Exit code:    3
+--------------------------------------------------------------------------
+"""
+
+
+@pytest.mark.parametrize("stderr, why", [
+    (OMPI_EXIT, "mpirun.openmpi detected that one or more processes exited with non-zero "
+                "status, thus causing"),
+    ("Traceback (most recent call last):\n  File \"app.py\", line 3\nValueError: bad\n"
+     + OMPI_EXIT, "ValueError: bad"),
+    ("oops\n----\n\n", "oops"),
+    ("-" * 74 + "\nORTE was unable to reliably start one or more daemons.\nThis usually is "
+     "caused by:\n\n* not finding the required libraries\n" + "-" * 74 + "\n",
+     "ORTE was unable to reliably start one or more daemons."),
+    ("", ""), ("\n  \n" + "-" * 74 + "\n" + "-" * 74 + "\n", ""),
+    ("x" * 500, "x" * 300),
+])
+def test_a_failed_commands_error_is_the_line_that_says_why(stderr, why):
+    """Not the rule of dashes that closes Open MPI's messages (a study's failed mpirun
+    once read 'exit status 3: ------...'), nor the advice below their headline."""
+    from beoperf.launch import job
+
+    assert job.said(stderr) == why

@@ -2,20 +2,26 @@
 does not carry (the bridge capped at 1500) is skipped before any block, the plan changes
 nothing and arms no agent, kill -9 of the controller leaves each host to restore itself
 within its lease, SIGTERM restores every host and still writes the document, --peer
-makes this host one end; and T2, a firewall ruleset of 3,000 rules in the server whose
-effect on latency (about x2) is far beyond what the load of the parallel phase does."""
+makes this host one end; T2, a firewall ruleset of 3,000 rules in the server whose
+effect on latency (about x2) is far beyond what the load of the parallel phase does; and
+T5, MPI across the lab hosts as the measurement: a command (mpirun of an mpi4py program)
+with an mpienv factor, and HPL alone with an np factor (their figures are checked for
+what reached the ranks, never for their timing)."""
 
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
 
-from beoperf import model
+from beoperf import model, report
 from beoperf.model.study import Study
 from helpers import child_env
 from study_helpers import effect, mtu_of, no_agent_left, start_serve, study, study_argv
@@ -212,3 +218,144 @@ max_repeats = 10
     after = hosts[0].run(["nft", "-s", "list", "ruleset"]).stdout
     assert normalised(after) == normalised(before)
     print(f"T2: latency x{found['ratio']:.3f} [{found['low']:.3f}, {found['high']:.3f}]")
+
+
+EAGER = "OMPI_MCA_btl_tcp_eager_limit"
+LAB_NET = "198.18.0.0/24"  # the lab hosts' addresses: MPI's daemons and ranks use it alone
+# Each rank gives its host (its network namespace) and the eager limit it was given (Open
+# MPI's own, 65536, when unset); rank 0 prints them, and the figure when the ranks agree.
+# Ranks that disagree, or share a host, end the job with status 3: a failed block.
+RANKS_APP = textwrap.dedent("""\
+    import os, sys
+    from mpi4py import MPI
+    c = MPI.COMM_WORLD
+    seen = c.allgather((os.readlink("/proc/self/ns/net"),
+                        os.environ.get("OMPI_MCA_btl_tcp_eager_limit", "65536")))
+    hosts, limits = {n for n, _ in seen}, {v for _, v in seen}
+    if c.Get_rank() == 0:
+        print(f"{c.Get_size()} ranks on {len(hosts)} hosts saw eager limits {sorted(limits)}")
+        if len(limits) == 1:
+            print(f"eager_limit: {min(limits)}")
+    sys.exit(0 if len(hosts) == c.Get_size() and len(limits) == 1 else 3)
+    """)
+
+
+def private_file(path, text: str):
+    path.write_text(text)
+    path.chmod(0o600)
+    return str(path)
+
+
+@pytest.mark.tools("tc", "bridge", "mpirun.openmpi")
+def test_t5_an_mpi_command_across_the_lab_with_an_mpienv_factor(lab, tmp_path):
+    """`study run FILE --measure-command 'mpirun ...' --figure-regex RE`: the factor
+    (the file's) is Open MPI's TCP eager limit, the command an mpi4py program on both lab
+    hosts, launched from the lab's controller namespace.  Every block ran (exit status 0:
+    a non-zero one is a failed block), has its wall time and the figure, and the figure is
+    the limit every rank was given: the level's value at the level, Open MPI's own at
+    Default (the factor took effect in the ranks, not only in the document)."""
+    from mpi_helpers import require_mpi, write_agent
+
+    require_mpi("openmpi")
+    hosts = lab(2, sshd=False)  # with -ctl: mpirun's daemons call it back over the bridge
+    app = tmp_path / "ranks.py"
+    app.write_text(RANKS_APP)
+    command = shlex.join([
+        shutil.which("mpirun.openmpi") or "mpirun.openmpi", "--allow-run-as-root",
+        "-np", "2", "--host", ",".join(h.addr4 for h in hosts),
+        "--mca", "plm_rsh_agent", write_agent(tmp_path / "agent", hosts),
+        "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", LAB_NET,
+        "--mca", "oob_tcp_if_include", LAB_NET, sys.executable, str(app)])
+    level = f"{EAGER}=16384"
+    path = private_file(tmp_path / "t5.toml", f"""
+[[factor]]
+name = "mpienv"
+levels = ["{level}"]
+
+[design]
+repeats = 4
+seed = 5
+""")
+    out = tmp_path / "doc.json"
+    done = study(hosts, "run", path, "--measure-command", command, "--figure-regex",
+                 r"eager_limit: (\d+)", "--figure-unit", "B", "--apply", "-o", str(out),
+                 inside=hosts.ctl, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = Study.from_document(model.load(out))
+    assert doc.status == "complete", doc.status_reason
+    [measured] = doc.measurements
+    assert measured.name == "command" and measured.params["command"] == command
+    c_env = next(c.id for c in doc.configurations if c.levels == {"mpienv": level})
+    c_default = next(c.id for c in doc.configurations if not c.levels)
+    seen: dict[str, set[float]] = {}
+    for b in doc.blocks:
+        assert b.status == "ok" and b.error is None, b
+        assert set(b.figures) == {"wall_s", "figure"} and b.figures["wall_s"] > 0, b
+        seen.setdefault(b.config, set()).add(b.figures["figure"])
+    assert seen == {c_default: {65536.0}, c_env: {16384.0}}, seen
+    counted = [b.config for b in doc.blocks if not b.warmup]
+    assert counted.count(c_env) == 4 and counted.count(c_default) >= 4, counted
+    assert [h.end.state for h in doc.hosts] == ["not-changed", "not-changed"]
+    assert no_agent_left(hosts)
+
+
+@pytest.mark.tools("tc", "bridge", "hpcc", "mpirun.openmpi")
+def test_t5_hpl_alone_across_the_lab_with_an_np_factor(lab, tmp_path):
+    """`study run FILE`, the file's measurement HPL alone (one HPCC run per block through
+    the cluster suite) with N = 200 (`--measure hpl` takes HPCC's N = 1000: a block of 2
+    ranks across the lab took 7-15 s), the factor np at 2, one rank a host, against the
+    measurement's 1 (Default, the cheaper, is measured most).  Every block has a positive
+    HPL_Tflops, each block's kept run has the block's np on its hosts, and the document
+    loads and renders as text, markdown and HTML."""
+    from mpi_helpers import require_mpi, write_netns_agent
+
+    require_mpi("openmpi")
+    hosts = lab(2, sshd=False)
+    runs, agent = tmp_path / "runs", write_netns_agent(tmp_path / "agent.sh")
+    path = private_file(tmp_path / "hpl.toml", f"""
+[[factor]]
+name = "np"
+levels = ["2"]
+
+[[measure]]
+name = "hpl"
+[measure.params]
+n = 200
+np = 1
+agent = "{agent}"
+interface = "{LAB_NET}"
+launcher = "openmpi"
+output = "{runs}"
+timeout = 60
+
+[design]
+repeats = 4
+seed = 2
+""")
+    out = tmp_path / "doc.json"
+    done = study(hosts, "run", path, "--apply", "-o", str(out), inside=hosts.ctl,
+                 timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = Study.from_document(model.load(out))
+    assert doc.status == "complete", doc.status_reason
+    c_np2 = next(c.id for c in doc.configurations if c.levels == {"np": "2"})
+    assert all(b.status == "ok" and b.figures["HPL_Tflops"] > 0 for b in doc.blocks), \
+        doc.blocks
+    assert [b.config for b in doc.blocks if not b.warmup].count(c_np2) == 4
+    # the runs kept, one a block in the order of the blocks (numbered by the study)
+    kept = sorted(runs.glob("block-*/runs/np*-r1.json"),
+                  key=lambda p: int(p.parent.parent.name.rsplit("-", 1)[1]))
+    bodies = [json.loads(p.read_text())["body"] for p in kept]
+    assert [b["np"] for b in bodies] == [2 if b.config == c_np2 else 1 for b in doc.blocks]
+    assert all(b["nodes"] == [h.name for h in hosts] for b in bodies if b["np"] == 2)
+    assert [h.end.state for h in doc.hosts] == ["not-changed", "not-changed"]
+    assert no_agent_left(hosts)
+    document = model.load(out)
+    for fmt in ("text", "markdown"):
+        assert "HPL_Tflops" in report.render(document, fmt)
+    html = tmp_path / "report.html"
+    shown = subprocess.run([sys.executable, "-m", "beoperf", "report", str(out), "-o",
+                            str(html)], capture_output=True, text=True, env=child_env(),
+                           timeout=120, check=False)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert html.read_text().count('data-plot="study-blocks"') == 1  # one figure

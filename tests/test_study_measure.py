@@ -90,15 +90,38 @@ def test_bad_parameters_are_bad_specs(name, params, words):
 def test_command_wall_time_figure_and_run_levels():
     cmd = sm.get("command", {"command": "sh -c 'sleep 0.2; echo \"np {np} $FOO: 3.25\"'",
                              "figure_regex": r"bar: ([0-9.]+)"})
-    s = cmd.measure(sm.Where(), {"np": 4, "mpienv": {"FOO": "bar"}}, 10)
+    s = cmd.measure(sm.Where(), {"np": 4, "env": {"FOO": "bar"}}, 10)
     assert s.error is None, s.error
     assert s.figures["figure"] == 3.25
     assert 0.2 <= s.figures["wall_s"] <= s.duration_s
     assert s.detail["exit_status"] == 0 and s.detail["argv"][2].startswith("sleep 0.2; echo \"np 4")
 
 
+def test_the_run_levels_the_factors_write_are_those_the_measurements_read():
+    """A study's run levels are what the run-scope factors' configure() writes, in the
+    configuration's order: the mpienv level's variables reach the command, HPL's and the
+    ring's MPI environment (a study once ran every mpienv level with the MPI's default:
+    the factor wrote "env", the measurements read "mpienv")."""
+    from beoperf import factors
+
+    run_levels: dict = {}
+    for name, text in (("mpienv", "FOO=bar;BAZ=7"), ("np", "3")):
+        factor = factors.get(name)
+        [level] = factor.parse([text])
+        run_levels = factor.configure(run_levels, level)
+    cmd = sm.get("command", {"command": "sh -c 'echo \"np {np}: $FOO $BAZ\"'",
+                             "figure_regex": r"np 3: bar (\d+)"})
+    s = cmd.measure(sm.Where(), run_levels, 10)
+    assert s.error is None, s.error
+    assert s.figures["figure"] == 7 and s.detail["env"] == {"FOO": "bar", "BAZ": "7"}
+    where = sm.Where(hosts=("a", "b"))
+    assert ("BAZ", "7") in sm.get("hpl", {}).spec(where, run_levels, "/tmp/o").env
+    assert ("BAZ", "7") in sm.get("ring", {}).spec(where, run_levels, 7).common.mpi.env
+
+
 def test_a_failing_or_unreadable_command_is_a_failed_block():
-    failing = sm.get("command", {"command": "sh -c 'echo oops >&2; exit 3'"})
+    # the last line that says something (Open MPI frames its messages in rules of dashes)
+    failing = sm.get("command", {"command": "sh -c 'echo oops >&2; echo ---- >&2; exit 3'"})
     s = failing.measure(sm.Where(), {}, 10)
     assert s.error == "exit status 3: oops" and s.figures == {}
     silent = sm.get("command", {"command": "echo nothing", "figure_regex": r"x=(\d+)"})
@@ -192,36 +215,25 @@ def test_an_mpi_program_across_two_lab_hosts(measured_lab, tmp_path):
         "198.18.0.0/24", sys.executable, str(app)])
     env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     params = {"command": command, "figure_regex": r"total: ([0-9.]+)", "timeout": 60}
-    s = measure_in(a, "command", params, run_levels={"np": 2, "mpienv": env})
+    s = measure_in(a, "command", params, run_levels={"np": 2, "env": env})
     assert s["error"] is None, s["error"]
     assert s["figures"]["figure"] == 31.5  # (1 + 2) x 10.5: both ranks took part
     assert 0 < s["figures"]["wall_s"] <= s["duration_s"]
     broken = measure_in(a, "command", params | {"command": command.replace(str(app),
                                                                           "/nonexistent.py")},
-                        run_levels={"np": 2, "mpienv": env})
+                        run_levels={"np": 2, "env": env})
     assert broken["error"].startswith("exit status ") and broken["figures"] == {}
-
-
-HPCC_AGENT = """#!/bin/sh
-# Open MPI's rsh agent for lab hosts: $1 is the host (a namespace), the rest the command;
-# each host its own session directory (the namespaces share /tmp and one hostname)
-host="$1"; shift
-mkdir -p "{tmp}/orte-$host"
-exec ip netns exec "$host" env OMPI_MCA_orte_tmpdir_base="{tmp}/orte-$host" /bin/sh -c "$*"
-"""
 
 
 @pytest.mark.tools("hpcc", "mpirun.openmpi")
 def test_hpl_and_ring_across_two_lab_hosts(lab, tmp_path):
-    from mpi_helpers import require_mpi, write_agent
+    from mpi_helpers import require_mpi, write_agent, write_netns_agent
 
     require_mpi("openmpi")
     hosts = lab(2, sshd=False, controller=False)  # unshaped: HPCC's ring test moves GBs
-    agent = tmp_path / "agent.sh"
-    agent.write_text(HPCC_AGENT.format(tmp=tmp_path))
-    agent.chmod(0o755)
+    agent = write_netns_agent(tmp_path / "agent.sh")
     params = {"n": 400, "np": 2, "hosts": ",".join(h.name for h in hosts),
-              "agent": str(agent), "interface": "198.18.0.0/24", "launcher": "openmpi",
+              "agent": agent, "interface": "198.18.0.0/24", "launcher": "openmpi",
               "env": {"OMPI_MCA_btl": "tcp,self"}, "output": str(tmp_path / "runs"),
               "timeout": 120}
     s = measure_in(hosts[0], "hpl", params)
@@ -253,7 +265,7 @@ def test_node_and_ring_figures_and_parameters():
         sm.get("node", {"metric": "dgemm"})
     with pytest.raises(errors.BadSpec, match="random_rings"):
         sm.get("ring", {"random_rings": [1]})
-    spec = sm.get("ring", {}).spec(sm.Where(hosts=("a", "b")), {"mpienv": {"X": "1"}}, 7)
+    spec = sm.get("ring", {}).spec(sm.Where(hosts=("a", "b")), {"env": {"X": "1"}}, 7)
     assert spec.common.hosts == "a,b" and ("X", "1") in spec.common.mpi.env
     assert spec.common.time_budget == 7
 
@@ -276,7 +288,7 @@ def test_hpcc_figures_and_parameters():
                                 ("hpl", {"env": ["x"]}, "env: an object")):
         with pytest.raises(errors.BadSpec, match=words):
             sm.get(name, params)
-    spec = hpl.spec(sm.Where(hosts=("a", "b")), {"np": 4, "mpienv": {"X": "1"}}, "/tmp/o")
+    spec = hpl.spec(sm.Where(hosts=("a", "b")), {"np": 4, "env": {"X": "1"}}, "/tmp/o")
     assert spec.np == (4,) and spec.hosts == "a,b" and ("X", "1") in spec.env
 
 
@@ -301,7 +313,7 @@ def test_pingpong_over_mpi_between_two_lab_hosts(measured_lab, tmp_path):
     params = {"mpi_agent": write_agent(tmp_path / "agent", measured_lab.hosts),
               "mpi_interface": "198.18.0.0/24", "mpi_implementation": "openmpi"}
     s = measure_in(client, "pingpong", params, pairs=[(client.addr4, server.addr4)],
-                   run_levels={"transport": "mpi", "mpienv": {"OMPI_MCA_btl": "tcp,self"}})
+                   run_levels={"transport": "mpi", "env": {"OMPI_MCA_btl": "tcp,self"}})
     assert s["error"] is None, s["error"]
     assert s["figures"]["latency_us@16"] > 0
     # MPI over the same tbf link: never above the rate (10% for the bucket and the

@@ -299,3 +299,30 @@ def probe(argv: list[str] | tuple[str, ...], timeout: float,
         return None
     return done.stdout_text(), done.stderr_text()
 
+
+
+RULE_CHARS = 10  # a line of at least this many dashes alone frames an Open MPI message
+
+
+def said(text: str, limit: int = 300) -> str:
+    """The one line of a failed command's error output that says why, for a one-line
+    error: the last line outside Open MPI's framed messages (a rank's own error, such
+    as a traceback's last line), else the first line of the last framed message (its
+    headline, not the advice below it, nor the rule of dashes that closes it); '' when
+    nothing is said (blank lines, rules).  Cut to ``limit`` characters."""
+    outside: list[str] = []
+    headlines: list[str] = []
+    framed = fresh = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if len(line) >= RULE_CHARS and set(line) == {"-"}:
+            framed, fresh = not framed, not framed
+        elif not any(c.isalnum() for c in line):
+            continue  # blank, or a short rule: says nothing
+        elif framed and fresh:
+            headlines.append(line)
+            fresh = False
+        elif not framed:
+            outside.append(line)
+    found = outside[-1] if outside else headlines[-1] if headlines else ""
+    return found[:limit]

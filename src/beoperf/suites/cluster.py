@@ -266,9 +266,9 @@ def _run_of(study: Study, config: plan.Config, repeat: int, label: str,
     if finished.why_stopped:
         around.append(finished.why_stopped)
     elif finished.status:
-        last = (finished.stderr.strip().splitlines() or [""])[-1][:300]
+        why = job.said(finished.stderr)
         around.append(f"{launch.launcher} exited with status {finished.status}"
-                      + (f": {last}" if last else ""))
+                      + (f": {why}" if why else ""))
     run, output, problem = _summary_of(rundir)
     if output is not None:
         output.stdout, output.stderr_tail = finished.stdout[-4096:], finished.stderr[-4096:]

@@ -5,9 +5,10 @@ A measurement is built from its parameters (:meth:`Measurement.from_params`, Bad
 bad one), names its figures before anything runs (:meth:`Measurement.figures`: the
 study's analysis needs their units and directions), and measures one block
 (:meth:`Measurement.measure`) given where (:class:`Where`), the run-scope levels of the
-block's configuration (``run_levels``: sndbuf, rcvbuf, congestion, mpienv, np,
-transport) and the block's time.  A block that fails is a :class:`Sample` with ``error``
-set and no figures: never an exception, so that a study records it and goes on.
+block's configuration (``run_levels``, as the run-scope factors' ``configure`` writes
+them: sndbuf, rcvbuf, congestion, env (mpienv's), np, transport) and the block's time.  A
+block that fails is a :class:`Sample` with ``error`` set and no figures: never an
+exception, so that a study records it and goes on.
 
 * ``pingpong``: latency at a size (``latency_us@16``), stream goodput at a size with the
   system's congestion control (``goodput_bps@1M``), and optionally the curve.  The client
@@ -198,9 +199,11 @@ def _run_int(run_levels: Mapping[str, JsonValue], key: str) -> int | None:
 
 
 def _run_env(run_levels: Mapping[str, JsonValue]) -> dict[str, str]:
-    env = run_levels.get("mpienv") or {}
+    """The MPI environment of the run levels: the ``env`` the mpienv factor's
+    ``configure`` writes (factors.base.Factor.configure names the keys)."""
+    env = run_levels.get("env") or {}
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-        raise errors.BadSpec("run level mpienv: an object of KEY: value texts")
+        raise errors.BadSpec("run level env (mpienv): an object of KEY: value texts")
     return {k: str(v) for k, v in env.items()}
 
 
@@ -511,9 +514,8 @@ class Command(Measurement):
         if done.stopped:
             sample.error = f"did not end within {self.timeout:g} s (stopped)"
         elif done.returncode != 0:
-            last = err.strip().splitlines()[-1:] or [""]
-            sample.error = f"exit status {done.returncode}" + (f": {last[0][:300]}"
-                                                               if last[0] else "")
+            why = job.said(err)
+            sample.error = f"exit status {done.returncode}" + (f": {why}" if why else "")
         else:
             sample.figures["wall_s"] = done.elapsed_s
             self._figure(out, sample)

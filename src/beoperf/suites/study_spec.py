@@ -392,7 +392,7 @@ def from_file(content: Mapping[str, Any], path: str, hosts: HostsSpec,
     """The study a (checked) file describes.  Its [hosts] table is used unless the
     command line names the hosts (--peer, -w); the values its [design] table gives
     replace the command line's.  A level is one string of the list, commas and all (an
-    MPI environment's KEY=VALUE,KEY=VALUE)."""
+    MPI environment's KEY=VALUE;KEY=VALUE, whose values may hold commas)."""
     factors = tuple(FactorSpec(f["name"], _levels(f["levels"], f"{path}: factor {f['name']}"),
                                tuple(f.get("hosts", ())))
                     for f in content.get("factor", ()))
