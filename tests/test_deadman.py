@@ -337,9 +337,18 @@ def test_sigterm_restores_at_once_and_sigkill_leaves_the_file_study_restore_uses
     restore = kill.run([*BEOPERF.split(), "study", "restore", path], check=False,
                        env=child_env())
     assert restore.returncode == 0, restore.stderr
-    assert restore.stdout.splitlines() == ["mtu: restored (back to the snapshot)",
-                                           "sysctl: restored (back to the snapshot)"]
+    assert restore.stdout.splitlines()[:2] == ["mtu: restored (back to the snapshot)",
+                                               "sysctl: restored (back to the snapshot)"]
     assert factors.values(kill) == before[kill.name]
+    # restored from: renamed, so that a second restore cannot put back an old snapshot
+    assert not Path(path).exists() and Path(path + ".restored").is_file()
+    assert restore.stdout.splitlines()[2].startswith(f"{path}: renamed {path}.restored")
+    kill.run(["ip", "link", "set", "dev", kill.ifname, "mtu", "9000"])  # the admin's own
+    again = kill.run([*BEOPERF.split(), "study", "restore", path], check=False,
+                     env=child_env())
+    assert again.returncode != 0 and "Traceback" not in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1, again.stderr
+    assert factors.values(kill)["mtu"] == "9000"  # not put back a second time
     ends = hs.finish()
     assert ends[term.name].state == "restored-by-agent"
     assert "signal" in ends[term.name].detail
@@ -667,3 +676,48 @@ def test_a_level_that_cuts_the_link_is_undone_by_the_agent_without_the_controlle
     assert _wait(lambda: silent.link()["mtu"] == 1500, lease) is not None  # its agent did
 
 
+
+
+def test_an_agent_that_cannot_accept_lapses_on_time_without_a_busy_loop(tmp_path):
+    """A connection waits that accept() cannot take (out of descriptors): past its lease
+    the agent returns "lease lapsed" (it used to answer "a request waited" for ever, until
+    its lifetime), and before it, it does not spin on the readable socket."""
+    import errno
+    import socket as socket_mod
+
+    from beoperf.factors import agent as agent_mod
+    from beoperf.factors.base import Context
+
+    class NoDescriptors:
+        def __init__(self, real):
+            self.real, self.accepts = real, 0
+
+        def fileno(self):
+            return self.real.fileno()
+
+        def accept(self):
+            self.accepts += 1
+            raise OSError(errno.EMFILE, "Too many open files")
+
+    listener = socket_mod.socket(socket_mod.AF_UNIX, socket_mod.SOCK_STREAM)
+    listener.bind(str(tmp_path / "ctl"))
+    listener.listen(4)
+    waiting = socket_mod.socket(socket_mod.AF_UNIX, socket_mod.SOCK_STREAM)
+    waiting.connect(str(tmp_path / "ctl"))  # the socket is readable from now on
+    wake_r, wake_w = os.pipe()
+    try:
+        plan = agent_mod.parse_plan({"study_id": "s1", "root": str(tmp_path), "factors": []})
+        sock = NoDescriptors(listener)
+        agent = agent_mod.Agent(plan, Context(None, str(tmp_path)), {}, str(tmp_path),
+                                held=None, sock=sock, wake=wake_r)
+        start = time.monotonic()
+        agent.lease_end, agent.life_end = start + 0.5, start + 30
+        why = agent.serve()
+        took = time.monotonic() - start
+    finally:
+        for s in (waiting, listener):
+            s.close()
+        os.close(wake_r)
+        os.close(wake_w)
+    assert why == agent_mod.LAPSED and 0.5 <= took < 5, (why, took)
+    assert sock.accepts <= 0.5 / agent_mod.ACCEPT_BACKOFF_S + 3, sock.accepts

@@ -101,7 +101,11 @@ def _restore(args: argparse.Namespace) -> int:
     ends = study_agent.restore(args.file, args.force)
     for end in ends:
         print(f"{end['factor']}: {end['status']} ({end['detail']})")
-    return 0 if all(e["status"] == "restored" for e in ends) else 1
+    if all(e["status"] == "restored" for e in ends):
+        print(f"{args.file}: renamed {args.file}{study_agent.RESTORED} (restored from; a "
+              "second restore would put back an old snapshot)")
+        return 0
+    return 1
 
 
 def _no_action(_args: argparse.Namespace) -> int:

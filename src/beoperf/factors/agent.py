@@ -64,6 +64,7 @@ MAX_SETTLE_S = 60.0
 MESSAGE_LIMIT = 256 * 1024  # bytes of one request or reply
 PLAN_LIMIT = 1024 * 1024
 ACCEPT_TIMEOUT_S = 5.0  # a caller that connects and says nothing
+ACCEPT_BACKOFF_S = 0.05  # after a failed accept (out of descriptors): no busy loop
 ROLLBACK, RESULT, CTL = "rollback.json", "result.json", "ctl"
 STUDY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # within the rollback schema's
 LAPSED, LIFETIME, SIGNAL, FINISH = "lease lapsed", "lifetime", "signal", "finish"
@@ -273,21 +274,25 @@ class Agent:
             if left <= 0:
                 if self.life_end <= now:
                     return LIFETIME
-                if not select.select([self.sock.fileno()], [], [], 0)[0]:
+                # a request that waited while a long one ran (a renewal?) is answered;
+                # none, or one that cannot be accepted (out of descriptors), is a lapse
+                if not (select.select([self.sock.fileno()], [], [], 0)[0]
+                        and self._answer_one()):
                     return LAPSED
-                left = 0  # a request waited while a long one ran (a renewal?): answer it
+                continue
             ready = select.select([self.sock.fileno(), self.wake], [], [], left)[0]
             if self.wake in ready:
                 _drain(self.wake)
-            if self.sock.fileno() in ready and self.stop is None:
-                self._answer_one()
+            if self.sock.fileno() in ready and self.stop is None and not self._answer_one():
+                time.sleep(ACCEPT_BACKOFF_S)  # accept failed: not a busy loop until the lapse
         return self.stop
 
-    def _answer_one(self) -> None:
+    def _answer_one(self) -> bool:
+        """One request answered (False: accept failed, e.g. out of descriptors)."""
         try:
             conn, _ = self.sock.accept()
         except OSError:
-            return
+            return False
         with conn:
             conn.settimeout(ACCEPT_TIMEOUT_S)
             try:
@@ -303,6 +308,7 @@ class Agent:
                 reply = {"ok": False, "error": f"the agent failed: {type(exc).__name__}: {exc}"}
             with contextlib.suppress(OSError):
                 conn.sendall(json.dumps(reply).encode()[:MESSAGE_LIMIT])
+        return True
 
     def handle(self, request: object) -> JsonObject:
         """One request's reply."""

@@ -7,7 +7,8 @@ its shape checked, every saved value checked against its factor's allow-list
 (``Factor.check_saved``) before anything is written, and it must have been written on
 this host and in this network namespace unless ``force``.  The restore holds the host's
 tune lock, so it never runs beside a live agent (which restores by itself), and goes in
-reverse apply order.
+reverse apply order.  A file every entry of which was restored is renamed FILE.restored,
+so that running the command twice cannot put back an old snapshot.
 """
 
 from __future__ import annotations
@@ -77,7 +78,22 @@ def restore(path: str, force: bool = False, root: str = "/",
     _no_agent(saved.study_id, base)
     ctx = Context(saved.interface, root, os.path.dirname(os.path.abspath(path)))
     with lock.TuneLock(base):
-        return [_one(factor, ctx, entry) for factor, entry in reversed(saved.entries)]
+        ends = [_one(factor, ctx, entry) for factor, entry in reversed(saved.entries)]
+        if all(e["status"] == "restored" for e in ends):
+            retire(path)
+    return ends
+
+
+def retire(path: str) -> str:
+    """A rollback file fully restored from, renamed to FILE.restored (the agent removes
+    its own when it has restored): a second ``study restore FILE`` would otherwise put
+    back a snapshot older than whatever the host has had set since.  The new name."""
+    done = path + RESTORED
+    os.replace(path, done)  # (renames a symlink itself, never what it points to)
+    return done
+
+
+RESTORED = ".restored"
 
 
 def _same_place(saved: Saved, force: bool) -> None:

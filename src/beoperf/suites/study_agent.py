@@ -91,6 +91,10 @@ def probe(address: str, port: int, interface: str | None) -> JsonObject:
     return {"ok": facts["error"] is None, **facts}
 
 
+RESTORED = rollback.RESTORED  # the suffix of a rollback file fully restored from
+
+
 def restore(path: str, force: bool = False) -> list[JsonObject]:
-    """``beoperf study restore FILE``: each factor's end."""
+    """``beoperf study restore FILE``: each factor's end (the file renamed FILE.restored
+    when every one was restored)."""
     return rollback.restore(path, force)
