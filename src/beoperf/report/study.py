@@ -89,9 +89,12 @@ def _imprecise_lines(study: Study) -> list[Line]:
         return []
     names = sorted({f"{study.label_of(e.config)} ({analysis.figure_name(e.figure)})"
                     for e in unsure})
-    return [Line(Level.IMPRECISE, f"cannot tell: {', '.join(names)}",
-                 f"more --repeats (now {study.schedule.repeats}) narrow each interval; "
-                 "--precision goes on until the deciding figure's is narrow enough",
+    s = study.schedule
+    todo = (f"more --repeats (now {s.repeats}) narrow each interval; --precision goes "
+            "on until the deciding figure's is narrow enough" if s.precision is None else
+            f"more --repeats (now {s.repeats}) or --max-repeats (now {s.max_repeats}) "
+            "narrow each interval")
+    return [Line(Level.IMPRECISE, f"cannot tell: {', '.join(names)}", todo,
                  topic="effects that cannot be told")]
 
 
