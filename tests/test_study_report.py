@@ -200,3 +200,17 @@ def test_a_factorial_study_shows_its_main_effects_in_every_format():
     rows = list(csv.DictReader(io.StringIO(report.render(doc, "csv").split("\n\n")[0])))
     assert {r["config"] for r in rows} >= {"mtu=9000", "firewall=flush"}
     assert 'data-key="body.main_effects.1.effect.ratio"' in report.render(doc, "html")
+
+
+def test_a_study_with_precision_says_it_and_validates(doc):
+    body = copy.deepcopy(doc.body)
+    assert "precision" not in body["schedule"]  # written only with --precision
+    body["schedule"].update(precision=0.005, max_repeats=18)
+    precise = Document("study", body, doc.meta)
+    document.validate("study", precise.to_json())
+    assert "±0.5%, up to 18 blocks of a configuration" in report.render(precise, "html")
+    assert Study.from_document(precise).body()["schedule"]["max_repeats"] == 18
+    effects = body["effects"]
+    effects[0]["effect"].update(verdict="cannot tell")
+    todo = [ln.todo for ln in lines_of(precise) if ln.level == Level.IMPRECISE]
+    assert todo and "--max-repeats (now 18)" in todo[0]

@@ -195,7 +195,11 @@ def study_html(doc: Document, **_options: Any) -> str:
     facts = pairs([("design", s.design), ("status", s.status + (f" ({s.status_reason})"
                                                                   if s.status_reason else "")),
                    ("applied", s.applied), ("pairs", ", ".join(f"{a} > {b}" for a, b in s.pairs)),
-                   ("repeats", s.schedule.repeats), ("seed", s.schedule.seed),
+                   ("repeats", s.schedule.repeats),
+                   ("precision", None if s.schedule.precision is None else
+                    f"±{100 * s.schedule.precision:g}%, up to {s.schedule.max_repeats} "
+                    "blocks of a configuration"),
+                   ("seed", s.schedule.seed),
                    ("margin", f"±{100 * s.method.margin:g}%"),
                    ("kept", ", ".join(f"{k.factor} {k.level}" for k in s.kept) or None)])
     return join([
