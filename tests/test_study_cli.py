@@ -183,3 +183,17 @@ def test_mtu_and_buffers_decide_by_the_stream_goodput(argv, decide_by):
 
     spec = cli_study.study_of(preset_args(*argv))
     assert spec.design.decide_by == decide_by
+
+
+def test_the_spec_default_margin_is_the_effects_and_the_agent_needs_no_numpy():
+    import subprocess
+    import sys
+
+    from beoperf.analysis import effect
+
+    assert study_spec.DEFAULT_MARGIN == effect.DEFAULT_MARGIN
+    code = ("import sys; import beoperf.cli.study, beoperf.cli.study_agent; "
+            "print('numpy' in sys.modules)")
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True)
+    assert found.stdout.strip() == "False"

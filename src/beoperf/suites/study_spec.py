@@ -21,7 +21,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from beoperf import errors, safeio, units
-from beoperf.analysis.effect import DEFAULT_MARGIN
 from beoperf.engines.protocol import DEFAULT_PORT
 from beoperf.launch import hosts as hostnames
 from beoperf.model import document
@@ -33,6 +32,10 @@ CHECKLIST_OPTIONAL = ("irqbalance", "firewall")  # left out where a host cannot 
 MIN_REPEATS = 4  # as tune --procedure: with fewer, t's interval is too wide to decide
 MAX_REPEATS = 1000
 DEFAULT_REPEATS = 6
+# analysis.effect.DEFAULT_MARGIN, written here so that `beoperf study agent ...` (a Python
+# start per request through the exec template) does not import numpy; a test holds the two
+# equal
+DEFAULT_MARGIN = 0.10
 PRECISION_ROUNDS = 3  # --precision without --max-repeats: at most 3 x --repeats
 DEFAULT_LEASE_S = 60.0
 MIN_LEASE_S = 3.0
