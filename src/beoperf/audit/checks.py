@@ -632,3 +632,8 @@ def nic_irqs(ifname: str, text: str | None = None) -> list[int]:
         if sep and head.strip().isdigit() and pattern.search(rest):
             irqs.append(int(head))
     return irqs
+
+
+# the checks of the hardware under the interface (PCIe link, bond, duplex and speed),
+# registered after these, so that the audit lists them last
+from beoperf.audit import links  # noqa: E402, F401

@@ -14,6 +14,9 @@ from beoperf.report.answer import Level, Line, answer, lines_of, listed, plural,
 
 MARKS = {"pass": "ok", "warn": "WARN", "fail": "FAIL", "unknown": "?"}  # as tables show them
 MAX_COLUMN = 40
+# the checks of the hardware (the NIC's bus, the bond, the Ethernet link): changed by hand,
+# never by beoperf tune, so each of their warnings is a line of its own with its reason
+HARDWARE_CHECKS = ("pcie", "bond", "link")
 
 
 def show_value(value: Any) -> str:
@@ -87,9 +90,14 @@ def text(doc: Document, **_options: Any) -> str:
 
 
 def _alone_line(level: Level, f: Finding) -> Line:
-    """A failure with no single value to set: its value, reason and command."""
-    todo = (f"{f.command} (by hand: beoperf tune does not change it)" if f.command
-            else "change it by hand: beoperf tune cannot set it and restore it exactly")
+    """A failure with no single value to set, or a finding of the hardware: its value,
+    reason and command."""
+    if f.command:
+        todo = f"{f.command} (by hand: beoperf tune does not change it)"
+    elif f.check in HARDWARE_CHECKS:
+        todo = "look at the hardware the reason names: beoperf tune does not change it"
+    else:
+        todo = "change it by hand: beoperf tune cannot set it and restore it exactly"
     return Line(level, f"{f.key} = {show_value(f.value)}: {f.reason}", todo)
 
 
@@ -106,7 +114,8 @@ def _group_line(status: str, level: Level, keys: list[str], profile: str, plan: 
 def what_is_wrong(doc: Document) -> list[Line]:
     """The settings that fail, then those that warn (each group one line, with what
     plans the changes), a failure with no single value to set (a path that does not carry
-    the MTU, an interface down) on a line of its own with its reason and command, the
+    the MTU, an interface down) and a warning or failure of the hardware (the NIC's bus, a
+    bond, the Ethernet link) each on a line of its own with its reason and command, the
     settings not read; all pass: says so."""
     run = AuditRun.from_document(doc)
     findings = run.findings
@@ -118,7 +127,8 @@ def what_is_wrong(doc: Document) -> list[Line]:
     out = []
     for status, level in (("fail", Level.FAIL), ("warn", Level.WARN)):
         found = [f for f in findings if f.status == status]
-        alone = [f for f in found if f.target is None and status == "fail"]
+        alone = [f for f in found if (f.target is None and status == "fail")
+                 or f.check in HARDWARE_CHECKS]
         out += [_alone_line(level, f) for f in alone]
         grouped = [f.key for f in found if f not in alone]
         if grouped:
