@@ -143,8 +143,11 @@ ON_OFF = Words(("on", "off"))
 # --------------------------------------------------------------------------- tools
 
 
-def run_tool(argv: list[str], timeout: float = TOOL_TIMEOUT_S) -> str:
-    """stdout of a read-only command (LC_ALL=C, 5 s timeout); Unavailable on any failure."""
+def run_tool(argv: list[str], timeout: float = TOOL_TIMEOUT_S,
+             accept: tuple[int, ...] = (0,)) -> str:
+    """stdout of a read-only command (LC_ALL=C, 5 s timeout); Unavailable on any failure,
+    an exit status outside ``accept`` among them (``systemctl is-active`` answers
+    "inactive" with status 3: a caller that reads the answer accepts it)."""
     if shutil.which(argv[0]) is None:
         raise Unavailable(f"{argv[0]} not installed")
     env = {**os.environ, "LC_ALL": "C", "LANG": "C"}
@@ -155,7 +158,7 @@ def run_tool(argv: list[str], timeout: float = TOOL_TIMEOUT_S) -> str:
         raise Unavailable(f"{' '.join(argv)} timed out after {timeout:g} s") from exc
     except OSError as exc:
         raise Unavailable(f"{argv[0]}: {exc.strerror or exc}") from exc
-    if proc.returncode != 0:
+    if proc.returncode not in accept:
         lines = (proc.stderr or proc.stdout).strip().splitlines()
         detail = lines[0].strip() if lines else f"exit status {proc.returncode}"
         raise Unavailable(f"{' '.join(argv)}: {detail}")

@@ -436,29 +436,99 @@ def _process_running(name: str) -> bool:
     return False
 
 
+SYSTEMD_RUN = "/run/systemd/system"  # there when systemd is the init (as sd_booted() tells)
+# what `systemctl is-enabled` answers for a unit that starts at boot
+ENABLED_AT_BOOT = ("enabled", "enabled-runtime", "generated", "alias")
+# the services that load a firewall's rules: while enabled, flushed rules come back at boot
+FIREWALL_UNITS = ("firewalld", "ufw", "nftables", "iptables", "ip6tables",
+                  "netfilter-persistent")
+NO_SYSTEMD = "no systemd (no /run/systemd/system): what starts at boot is not known"
+
+
+def unit_state(unit: str, verb: str) -> str | Unknown:
+    """``systemctl VERB UNIT``'s one-word answer (is-active: active, inactive, failed ...;
+    is-enabled: enabled, disabled, static, masked ...; "not-found" for no such unit), or
+    Unknown when systemctl cannot answer.  Its exit status says "not active/enabled" (1 to
+    4): the word is read all the same."""
+    try:
+        out = run_tool(["systemctl", verb, unit], accept=(0, 1, 2, 3, 4))
+    except Unavailable as exc:
+        return Unknown(str(exc))
+    words = out.split()
+    return words[0] if words else "not-found"
+
+
+def _is(state: str | Unknown, yes: tuple[str, ...]) -> bool | Unknown:
+    return state if isinstance(state, Unknown) else state in yes
+
+
 @register
 class Irqbalance(Check):
+    """irqbalance running now and enabled at boot: while enabled, a reboot starts it again
+    and it moves the NIC interrupts pinned since."""
+
     name = "irqbalance"
     KEYS = ("irqbalance.active", "irqbalance.enabled")
     advice_reason = ("stopping a service is not restored exactly (its enabled state and the "
                      "IRQ affinities it wrote); do it by hand")
 
     def collect(self) -> dict:
-        if os.path.isdir("/run/systemd/system"):
-            return {"irqbalance.active": self._systemctl("is-active") == "active",
-                    "irqbalance.enabled": self._systemctl("is-enabled") == "enabled"}
-        note = Unknown("no systemd: cannot tell whether irqbalance is enabled")
-        return {"irqbalance.active": _process_running("irqbalance"), "irqbalance.enabled": note}
-
-    @staticmethod
-    def _systemctl(verb: str) -> str:
-        try:
-            return run_tool(["systemctl", verb, "irqbalance"]).strip()
-        except Unavailable as exc:  # is-active exits non-zero when inactive
-            return "inactive" if "inactive" in str(exc) or "disabled" in str(exc) else str(exc)
+        if os.path.isdir(SYSTEMD_RUN):
+            return {"irqbalance.active": _is(unit_state("irqbalance", "is-active"),
+                                             ("active",)),
+                    "irqbalance.enabled": _is(unit_state("irqbalance", "is-enabled"),
+                                              ENABLED_AT_BOOT)}
+        return {"irqbalance.active": _process_running("irqbalance"),
+                "irqbalance.enabled": Unknown(NO_SYSTEMD)}
 
     def fix(self, key: str, rule: dict) -> tuple[str | None, str | None]:
+        if key == "irqbalance.enabled":
+            return ("systemctl disable irqbalance",
+                    "a disabled unit stays off at boot (systemctl mask irqbalance: also when "
+                    "another unit asks for it)")
         return "systemctl stop irqbalance", "systemctl disable irqbalance"
+
+
+@register
+class FirewallServices(Check):
+    """The firewall services running now and enabled at boot (firewalld, ufw, nftables,
+    iptables ...): rules flushed for a measurement come back with a service that starts at
+    boot.  Each value is the units, space-separated, or "none"."""
+
+    name = "firewall-services"
+    KEYS = ("firewall.services_active", "firewall.services_enabled")
+    advice_reason = "firewall services are stopped and disabled by hand, never by tune"
+
+    def collect(self) -> dict:
+        if not os.path.isdir(SYSTEMD_RUN):
+            return dict.fromkeys(self.KEYS, Unknown(NO_SYSTEMD))
+        return {"firewall.services_active": self._units("is-active", ("active",)),
+                "firewall.services_enabled": self._units("is-enabled", ENABLED_AT_BOOT)}
+
+    @staticmethod
+    def _units(verb: str, yes: tuple[str, ...]) -> str | Unknown:
+        found = []
+        for unit in FIREWALL_UNITS:
+            state = unit_state(unit, verb)
+            if isinstance(state, Unknown):
+                return state
+            if state in yes:
+                found.append(unit)
+        return " ".join(found) or "none"
+
+    def fix(self, key: str, rule: dict) -> tuple[str | None, str | None]:
+        return None, None  # the units are the finding's value: the command is in judge
+
+    def judge_one(self, key: str, value: Any, rule: dict | None) -> Finding:
+        found = super().judge_one(key, value, rule)
+        if found.status not in ("warn", "fail") or not isinstance(value, str):
+            return found
+        units = value
+        if key == "firewall.services_enabled":
+            return dataclasses.replace(found, command=f"systemctl disable {units}",
+                                       persist="a disabled unit stays off at boot")
+        return dataclasses.replace(found, command=f"systemctl stop {units}",
+                                   persist=f"systemctl disable {units}")
 
 
 @register
