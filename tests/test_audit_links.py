@@ -27,21 +27,25 @@ def by_key(findings) -> dict[str, base.Finding]:
 def nic(root: Path, name: str = "eth1", driver: str = "ixgbe", speed: str = "10000",
         duplex: str = "full", link: dict[str, str] | None = None, slot: str = "0000:01:00.0"
         ) -> Path:
-    """A crafted /sys for one NIC under ``root``: its class/net entry, its PCI device (with
-    ``link``'s files: current_link_speed ...) and its driver, linked as the kernel links
-    them; returns the device's directory."""
+    """A crafted /sys for one NIC under ``root``, laid out and linked as the kernel does:
+    its PCI device (with ``link``'s files: current_link_speed ...) and driver, the
+    interface under the device (``net/NAME``: speed, duplex, a ``device`` link back) and
+    class/net/NAME linking to it; returns the device's directory."""
     device = root / "sys/devices/pci0000:00/0000:00:01.0" / slot
-    device.mkdir(parents=True)
+    device.mkdir(parents=True, exist_ok=True)
     drivers = root / "sys/bus/pci/drivers" / driver
     drivers.mkdir(parents=True, exist_ok=True)
-    (device / "driver").symlink_to(drivers)
+    if not (device / "driver").is_symlink():
+        (device / "driver").symlink_to(drivers)
     for file, text in (link or {}).items():
         (device / file).write_text(text + "\n")
-    net = root / "sys/class/net" / name
+    net = device / "net" / name
     net.mkdir(parents=True)
     (net / "device").symlink_to(device)
     (net / "speed").write_text(speed + "\n")
     (net / "duplex").write_text(duplex + "\n")
+    (root / "sys/class/net").mkdir(parents=True, exist_ok=True)
+    (root / "sys/class/net" / name).symlink_to(net)
     return device
 
 
@@ -110,6 +114,27 @@ def test_a_bus_that_carries_the_line_rate_passes_and_a_slower_training_warns(tmp
     assert got["pcie.bandwidth_gbps"].value == pytest.approx(8 * 4 * 128 / 130, abs=0.01)
     assert got["pcie.trained"].status == "warn"
     assert "8 GT/s x4, below its maximum 8 GT/s x8 (width)" in got["pcie.trained"].reason
+
+
+@pytest.mark.parametrize("second, status", [("10000", "warn"), ("-1", "pass")])
+def test_the_ports_of_one_nic_share_its_link(tmp_path, second, status):
+    """A dual-port 10 Gbit/s NIC on PCIe 2.0 x4 (16 Gbit/s each way): each port alone fits,
+    both up at line rate do not (20 Gbit/s): warn; with the second port down: pass.  A
+    virtual function (SR-IOV, a physfn link) of the same device is not a port."""
+    gen2x4 = pcie_link("5.0 GT/s PCIe", "4", "5.0 GT/s PCIe", "4")
+    nic(tmp_path, "eth1", link=gen2x4, slot="0000:01:00.0")
+    nic(tmp_path, "eth2", speed=second, link=gen2x4, slot="0000:01:00.1")
+    vf = nic(tmp_path, "eth1v0", slot="0000:01:00.2")
+    (vf / "physfn").symlink_to(tmp_path / "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0")
+    nic(tmp_path, "eth9", slot="0000:02:00.0")  # another NIC
+    got = run(links.PcieLink, tmp_path)["pcie.bandwidth_gbps"]
+    assert got.status == status and got.value == pytest.approx(16.0)
+    if status == "warn":
+        assert "eth1 10 + eth2 10 = 20 Gbit/s, more than its 16.00" in got.reason
+    check = links.PcieLink("eth1")
+    check.root = str(tmp_path)
+    ports = check.ports(str(tmp_path / "sys/class/net/eth1/device"))
+    assert sorted(ports) == ["eth1", "eth2"]
 
 
 def test_a_link_at_its_maximum_passes(tmp_path):

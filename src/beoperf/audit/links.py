@@ -52,6 +52,11 @@ def read_small(path: str) -> str:
         raise Unavailable(str(exc)) from None
 
 
+def _mbps(text: str | None) -> int | None:
+    """A sysfs speed (Mb/s; -1 or empty when the link is down) as a positive int, or None."""
+    return int(text) if text and text.isdigit() and 0 < int(text) < 10**7 else None
+
+
 def _or_none(path: str) -> str | None:
     try:
         return read_small(path)
@@ -162,21 +167,56 @@ class PcieLink(HardwareCheck):
             return {"problem": f"{self.interface}'s device has no PCIe link files (not PCIe: "
                                "legacy PCI, whose bus width and clock sysfs does not show, or "
                                "another bus)"}
-        speed = _or_none(os.path.join(self.netdir(), "speed"))
         return {"link": PcieFacts(parse_pcie_speed(texts["current_link_speed"]),
                                   parse_pcie_width(texts["current_link_width"]),
                                   parse_pcie_speed(texts["max_link_speed"]),
                                   parse_pcie_width(texts["max_link_width"])),
                 "texts": texts,
-                "line_mbps": int(speed) if speed and speed.isdigit() and int(speed) > 0
-                else None}
+                "line_mbps": _mbps(_or_none(os.path.join(self.netdir(), "speed"))),
+                "ports": self.ports(device)}
+
+    def ports(self, device: str) -> dict[str, int | None]:
+        """The interfaces of every function of the NIC behind ``device`` (its ports: the
+        functions of one PCI device, bus:device.0 to .7, share its link) -> their speeds
+        (Mb/s; None when down).  Virtual functions (SR-IOV: a physfn link) are left out:
+        their traffic is their port's."""
+        real = os.path.realpath(device)
+        parent, slot = os.path.split(real)
+        match = re.fullmatch(r"([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2})\.[0-7]", slot)
+        if not match:
+            return {}
+        out: dict[str, int | None] = {}
+        for function in (f"{match.group(1)}.{n}" for n in range(8)):
+            where = os.path.join(parent, function)
+            if os.path.exists(os.path.join(where, "physfn")) or \
+                    not os.path.isdir(os.path.join(where, "net")):
+                continue
+            for name in sorted(os.listdir(os.path.join(where, "net")))[:MAX_SLAVES]:
+                if valid_ifname(name):
+                    out[name] = _mbps(_or_none(os.path.join(where, "net", name, "speed")))
+        return out
 
     def judge(self, facts: dict, profile: dict) -> list[Finding]:
         if "problem" in facts:
             return [self.unknown(key, facts["problem"]) for key in self.KEYS]
         link: PcieFacts = facts["link"]
-        return [self._bandwidth(link, facts["line_mbps"], facts["texts"]),
-                self._trained(link, facts["texts"])]
+        bandwidth = self._bandwidth(link, facts["line_mbps"], facts["texts"])
+        if bandwidth.status == "pass":
+            bandwidth = self._shared(bandwidth, facts["ports"])
+        return [bandwidth, self._trained(link, facts["texts"])]
+
+    def _shared(self, found: Finding, ports: dict[str, int | None]) -> Finding:
+        """A link that carries this port but not all the NIC's ports up at once: warn."""
+        up = {name: mbps for name, mbps in ports.items() if mbps}
+        total = sum(up.values()) / 1000
+        usable = float(found.value)
+        if len(up) < 2 or usable >= total:
+            return found
+        shown = " + ".join(f"{name} {mbps / 1000:g}" for name, mbps in sorted(up.items()))
+        return Finding(self.name, found.key, found.value, "warn",
+                       f"{found.reason}; but the NIC's {len(up)} ports up share the slot: "
+                       f"{shown} = {total:g} Gbit/s, more than its {usable:.2f}: all at "
+                       "line rate at once, the bus caps them")
 
     def _bandwidth(self, link: PcieFacts, line_mbps: int | None, texts: dict) -> Finding:
         key = "pcie.bandwidth_gbps"
