@@ -212,6 +212,7 @@ def from_benchmark(path: str) -> Profile:
     profile.notes.append(f"the messages of the {fmt} run itself ("
                          + ("osu_bw windows: one way, back to back" if stream else
                             "one round trip per repetition: 2 messages") + ")")
+    profile.notes += [f"{path}: {w}" for w in run.warnings]  # what the importer said
     if assumed:
         profile.notes.append("the file does not record its loop counts: OSU's defaults are "
                              "assumed (-i/-x not given)")
