@@ -359,7 +359,8 @@ def _import_netpipe5(path: Path, rows: Rows) -> _Import:
 # Intel MPI Benchmarks: the PingPong table
 
 _IMB_BENCHMARK = re.compile(r"^\s*#\s*Benchmarking\s+(\S+)")
-_IMB_BANNER = re.compile(r"Intel\s*\(R\)\s*MPI\s+Benchmark(?:s|\s+Suite)\s+(V?[\w.]+)")
+_IMB_BANNER = re.compile(r"Intel\s*\(R\)\s*MPI\s+Benchmark(?:s|\s+Suite)\s+"
+                         r"(V?[\w.]+(?:\s+Update\s+\d+)?)")  # "2019 Update 2" whole
 _IMB_FAILED = ("time-out", "out-of-mem", "int-overflow")
 _IMB_COLUMNS = {"#bytes": "size", "#repetitions": "reps", "t[usec]": "t", "t_avg[usec]": "t_avg",
                 "t_max[usec]": "t_max", "t_min[usec]": "t_min", "Mbytes/sec": "mbytes"}
