@@ -57,3 +57,22 @@ def test_predict_shows_the_warnings_of_the_profile_and_of_the_networks(two_osu_t
     assert res.status == 0, res.stderr
     assert f"note: {osu_warning(two_osu_tests)}" in res.stdout  # the profile's file
     assert "the file also holds PingPing, Sendrecv; imported PingPong" in res.stdout  # a network
+
+
+def test_a_streams_time_per_message_is_not_compared_as_a_latency():
+    """osu_bw's small-message time is size / bandwidth (a time per message), not a
+    latency: against osu_latency there is no latency verdict; between two streams there
+    is (the same figure on both sides)."""
+    latency, bw = FIXTURES / "osu_latency-7.2-datatype.txt", FIXTURES / "osu_bw-7.4.txt"
+    res = cli("compare", str(latency), str(bw), "--format", "json")
+    assert res.status == 0, res.stderr
+    row = next(r for r in res.json["body"]["rows"] if not r["baseline"])
+    assert row["latency_test"]["verdict"] == "cannot tell"
+    assert row["latency_test"]["ratio"] is None and row["latency_change_pct"] is None
+    assert row["latency_test"]["reason"] == ("not compared: a stream run's time per message "
+                                             "against a pingpong run's latency")
+    assert row["peak_test"]["ratio"] is not None  # throughput still is
+    streams = cli("compare", str(bw), str(FIXTURES / "osu_mbw_mr-7.4-openmpi-shm.txt"),
+                  "--format", "json")
+    other = next(r for r in streams.json["body"]["rows"] if not r["baseline"])
+    assert other["latency_test"]["ratio"] is not None
