@@ -207,6 +207,14 @@ def test_osu_7_2_datatype_line_after_the_header():
     assert run.meta["version"] == "v7.2" and run.warnings == []
 
 
+def test_osu_bw_7_2_datatype_line_after_the_header():
+    """A real ReFrame run of osu_bw 7.2 at one size (-m 1048576:1048576)."""
+    run = load_any(fixture("osu_bw-7.2-reframe-one-size.txt"))
+    size, = run.sizes
+    assert size.size == 1048576 and size.throughput_bps["from_mean"] == 11090.27 * 8e6
+    assert run.source["format"] == "osu-bw" and run.meta["version"] == "v7.2"
+
+
 def test_osu_table_followed_by_a_job_log_is_read_to_the_tables_end():
     """A real flux job's output: the OSU 5.8 table, then its jobspec and event log."""
     path = fixture("osu_latency-5.8-flux-joblog.txt")
