@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -423,6 +424,12 @@ def test_values_of_tests_not_run_are_never_averaged_shown_or_compared(tmp_path):
     assert point["metrics"]["RandomAccess_LCG_N"]["mean"] == 65536
     shown = cli("cluster", "show", str(tmp_path / "s" / "scaling.json"), "--all")
     assert shown.status == 0 and "e-310" not in shown.stdout
+    one = cli("cluster", "show", str(tmp_path / "s" / "hpcc-1.5.0-np2-crafted-lcg-not-run.json"))
+    assert one.status == 0 and "e-310" not in one.stdout
+    assert re.search(r"^StarRandomAccess_LCG\s+not run\s+GUP/s$", one.stdout, re.M)
+    rows = cli("cluster", "show", str(tmp_path / "s" / "hpcc-1.5.0-np2-crafted-lcg-not-run.json"),
+               "--format", "csv").stdout
+    assert ",StarRandomAccess_LCG_GUPs,not run,GUP/s," in rows
     compared = cli("compare", real, crafted, "--format", "json")
     assert compared.status == 0, compared.stderr
     row, = (r for r in compared.json["body"]["rows"]

@@ -315,6 +315,15 @@ def is_uninitialised(value: object) -> bool:
     return isinstance(value, float) and 0.0 < abs(value) < sys.float_info.min
 
 
+def missing_text(raw: str | None) -> str:
+    """How a summary value that is no figure reads: 'not run' for a number HPCC printed
+    for a test that did not run (-1, 6.95e-310), its text for a NaN or an infinity, '-'
+    when absent."""
+    if raw is None:
+        return "-"
+    return "not run" if isinstance(parse_value(raw), int | float) else raw
+
+
 @dataclass
 class HpccRun:
     """One run of HPCC as its output file tells it.  The figures of a test that did not

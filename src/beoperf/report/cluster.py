@@ -253,7 +253,7 @@ def run_table(doc: Document, all_keys: bool) -> Table:
     for key in keys:
         entry = metrics[key]
         value = entry.value
-        shown = (entry.raw if entry.raw is not None else "-") if value is None else \
+        shown = hpcc.missing_text(entry.raw) if value is None else \
             (num(value) if isinstance(value, float) else str(value))
         rows.append([key if all_keys else hpcc.short_name(key), shown, entry.unit])
     return ["metric", "value", "unit"], rows, {1}
@@ -280,7 +280,7 @@ def cluster_csv(doc: Document, **_options: Any) -> str:
     b = ClusterRun.from_document(doc)
     for key, entry in b.metrics.items():
         value = entry.value if entry.value is not None else \
-            (entry.raw if entry.raw is not None else "")
+            ("" if entry.raw is None else hpcc.missing_text(entry.raw))
         writer.writerow((b.label, b.np, b.status, key, value, entry.unit, hpcc.info(key).role))
     return out.getvalue()
 
