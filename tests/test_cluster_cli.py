@@ -435,3 +435,23 @@ def test_values_of_tests_not_run_are_never_averaged_shown_or_compared(tmp_path):
     row, = (r for r in compared.json["body"]["rows"]
             if r["metric"] == "StarRandomAccess_LCG_GUPs")
     assert row["values"] == [2.12082, None] and row["ratios"] == [None, None]
+
+
+def test_a_denormal_stored_by_an_older_import_is_not_run(tmp_path):
+    """A cluster document as imports before issue 28 wrote it: a figure HPCC never wrote
+    kept as the number it printed (crafted from the real np2 file's document)."""
+    real = FIXTURES / "hpcc-1.5.0-np2.txt"
+    assert cli("cluster", "import", str(real), "-o", str(tmp_path / "s")).status == 0
+    path = tmp_path / "s" / "hpcc-1.5.0-np2.json"
+    doc = json.loads(path.read_text())
+    doc["body"]["metrics"]["StarRandomAccess_LCG_GUPs"]["value"] = 6.95313e-310
+    old = tmp_path / "old-crafted.json"
+    old.write_text(json.dumps(doc))
+    shown = cli("cluster", "show", str(old))
+    assert shown.status == 0 and "e-310" not in shown.stdout
+    assert re.search(r"^StarRandomAccess_LCG\s+not run\s+GUP/s$", shown.stdout, re.M)
+    compared = cli("compare", str(path), str(old), "--format", "json")
+    assert compared.status == 0, compared.stderr
+    row, = (r for r in compared.json["body"]["rows"]
+            if r["metric"] == "StarRandomAccess_LCG_GUPs")
+    assert row["values"] == [2.12082, None]
