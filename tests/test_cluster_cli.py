@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -392,3 +393,65 @@ def test_compact_json_documents_are_recognised(tmp_path):
                                   separators=(",", ":")))
     result = cli("compare", str(compact), "--format", "csv")
     assert result.status == 0 and result.stdout.startswith("metric,unit,column")
+
+
+def test_import_of_runs_none_passed_exits_non_zero(tmp_path):
+    """Crafted fixtures (tests/fixtures/hpcc/README.md): HPL not run, HPL failed with NaN."""
+    files = [str(FIXTURES / f"hpcc-1.5.0-np2-crafted-{n}.txt") for n in ("hpl-not-run",
+                                                                          "hpl-nan")]
+    result = cli("cluster", "import", *files, "-o", str(tmp_path / "s"))
+    assert result.status == 1
+    assert result.error_lines == [result.stderr.strip().splitlines()[-1]]
+    assert "none of the 2 imported run(s) passed" in result.stderr
+    assert "HPL did not run (HPL_N=-1, HPL_Tflops=-1)" in result.stderr
+    assert "HPL failed: HPL_RnormI=-nan" in result.stderr
+    assert "did not run?" not in result.stdout + result.stderr
+    assert (tmp_path / "s" / "scaling.json").is_file()  # written all the same
+    ok = cli("cluster", "import", files[0], str(FIXTURES / "hpcc-1.5.0-np2.txt"))
+    assert ok.status == 0, ok.stderr  # one run passed
+
+
+def test_values_of_tests_not_run_are_never_averaged_shown_or_compared(tmp_path):
+    real, crafted = (str(FIXTURES / n) for n in ("hpcc-1.5.0-np2.txt",
+                                                 "hpcc-1.5.0-np2-crafted-lcg-not-run.txt"))
+    result = cli("cluster", "import", real, crafted, "-o", str(tmp_path / "s"))
+    assert result.status == 0, result.stderr
+    point, = model.load(tmp_path / "s" / "scaling.json").body["points"]
+    assert point["runs"] == 2
+    for key in ("RandomAccess_LCG_N", "StarRandomAccess_LCG_GUPs"):
+        assert point["metrics"][key]["n"] == 1, key  # the real run's alone
+    assert point["metrics"]["StarRandomAccess_LCG_GUPs"]["mean"] == 2.12082
+    assert point["metrics"]["RandomAccess_LCG_N"]["mean"] == 65536
+    shown = cli("cluster", "show", str(tmp_path / "s" / "scaling.json"), "--all")
+    assert shown.status == 0 and "e-310" not in shown.stdout
+    one = cli("cluster", "show", str(tmp_path / "s" / "hpcc-1.5.0-np2-crafted-lcg-not-run.json"))
+    assert one.status == 0 and "e-310" not in one.stdout
+    assert re.search(r"^StarRandomAccess_LCG\s+not run\s+GUP/s$", one.stdout, re.M)
+    rows = cli("cluster", "show", str(tmp_path / "s" / "hpcc-1.5.0-np2-crafted-lcg-not-run.json"),
+               "--format", "csv").stdout
+    assert ",StarRandomAccess_LCG_GUPs,not run,GUP/s," in rows
+    compared = cli("compare", real, crafted, "--format", "json")
+    assert compared.status == 0, compared.stderr
+    row, = (r for r in compared.json["body"]["rows"]
+            if r["metric"] == "StarRandomAccess_LCG_GUPs")
+    assert row["values"] == [2.12082, None] and row["ratios"] == [None, None]
+
+
+def test_a_denormal_stored_by_an_older_import_is_not_run(tmp_path):
+    """A cluster document as imports before issue 28 wrote it: a figure HPCC never wrote
+    kept as the number it printed (crafted from the real np2 file's document)."""
+    real = FIXTURES / "hpcc-1.5.0-np2.txt"
+    assert cli("cluster", "import", str(real), "-o", str(tmp_path / "s")).status == 0
+    path = tmp_path / "s" / "hpcc-1.5.0-np2.json"
+    doc = json.loads(path.read_text())
+    doc["body"]["metrics"]["StarRandomAccess_LCG_GUPs"]["value"] = 6.95313e-310
+    old = tmp_path / "old-crafted.json"
+    old.write_text(json.dumps(doc))
+    shown = cli("cluster", "show", str(old))
+    assert shown.status == 0 and "e-310" not in shown.stdout
+    assert re.search(r"^StarRandomAccess_LCG\s+not run\s+GUP/s$", shown.stdout, re.M)
+    compared = cli("compare", str(path), str(old), "--format", "json")
+    assert compared.status == 0, compared.stderr
+    row, = (r for r in compared.json["body"]["rows"]
+            if r["metric"] == "StarRandomAccess_LCG_GUPs")
+    assert row["values"] == [2.12082, None]

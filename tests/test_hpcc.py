@@ -172,3 +172,58 @@ def test_n_fills_the_memory_in_multiples_of_nb():
     n = hpcc.n_for_memory(0.5 * 4 * gib, 80)
     assert n % 80 == 0 and 8 * n * n <= 2 * gib < 8 * (n + 80) ** 2
     assert hpcc.n_for_memory(100, 80) == 80  # never below one block
+
+
+# --------------------------------------------------------------------------- sentinels
+# Crafted variants of hpcc-1.5.0-np2.txt (see the README here): what HPCC prints for a test
+# that did not run (HPCC_Init's -1 sizes, memory it never wrote) and for HPL failing.
+
+
+def crafted(name: str) -> hpcc.HpccRun:
+    run, = hpcc.parse_runs(text(f"hpcc-1.5.0-np2-crafted-{name}.txt"))
+    return run
+
+
+def test_hpl_not_run_is_not_run_never_passed_with_a_residual():
+    run = crafted("hpl-not-run")
+    assert run.not_run == ["HPL"]
+    assert hpcc.hpl_residual(run) is None  # -1 / (-1 x (1 + 6.95e-310) x -1) was -1.0
+    assert hpcc.failures(run) == ["HPL did not run (HPL_N=-1, HPL_Tflops=-1)"]
+    hpl = [k for k in run.summary if hpcc.benchmark_of(k) == "HPL"]
+    assert "HPL_N" in hpl and "HPL_BnormI" in hpl and "HPL_dMACH_EPS" not in hpl
+    assert all(run.summary[k] is None for k in hpl)
+    assert run.raw["HPL_N"] == "-1" and run.raw["HPL_BnormI"] == "6.95313e-310"
+    assert run.summary["PTRANS_GBs"] == hpcc.parse_runs(NP2.read_text())[0].summary[
+        "PTRANS_GBs"]  # the tests that ran keep their figures
+
+
+def test_a_test_not_run_has_no_values_and_the_run_still_passes():
+    run = crafted("lcg-not-run")
+    assert run.not_run == ["RandomAccess_LCG"] and hpcc.failures(run) == []
+    for key in ("RandomAccess_LCG_N", "StarRandomAccess_LCG_GUPs",
+                "SingleRandomAccess_LCG_GUPs"):
+        assert run.summary[key] is None
+    assert run.raw["StarRandomAccess_LCG_GUPs"] == "6.95313e-310"
+    assert run.summary["MPIRandomAccess_LCG_GUPs"] == 0.000538258  # another test: it ran
+
+
+def test_an_uninitialised_figure_alone_is_not_a_value():
+    run, = hpcc.parse_runs(re.sub(r"StarFFT_Gflops=\S+", "StarFFT_Gflops=6.95313e-310",
+                                  NP2.read_text()))
+    assert run.summary["StarFFT_Gflops"] is None and run.not_run == ["FFT"]
+    assert run.summary["SingleFFT_Gflops"] is not None
+
+
+def test_hpl_that_ran_and_gave_nan_failed_it_did_not_not_run():
+    run = crafted("hpl-nan")
+    assert run.not_run == [] and run.summary["HPL_N"] == 400
+    reasons = hpcc.failures(run)
+    assert "HPL failed: HPL_RnormI=-nan (not a number)" in reasons
+    assert "HPL printed FAILED for its residual check" in reasons  # '-nan ...... FAILED'
+    assert not any("did not run" in r for r in reasons)
+
+
+def test_every_real_fixture_ran_every_test():
+    for path in sorted(FIXTURES.glob("hpcc-*.txt")):
+        if "crafted" not in path.name:
+            assert all(r.not_run == [] for r in hpcc.parse_runs(path.read_text())), path

@@ -196,6 +196,38 @@ def test_osu_latency_tail_percentiles_and_trailing_lines():
     assert analysis.latency_p99_us is not None
 
 
+def test_osu_7_2_datatype_line_after_the_header():
+    """OSU 7.1-7.3 print '# Datatype: MPI_CHAR.' after '# Size' (a real 7.2 run, issue 28)."""
+    path = fixture("osu_latency-7.2-datatype.txt")
+    run = load_any(path)
+    rows = table_rows(path, "# Datatype", 2)
+    assert len(rows) == len(run.sizes) == 23
+    for s, (size, latency) in zip(run.sizes, rows, strict=True):
+        assert s.size == size and s.time_us["mean"] == latency
+    assert run.meta["version"] == "v7.2" and run.warnings == []
+
+
+def test_osu_bw_7_2_datatype_line_after_the_header():
+    """A real ReFrame run of osu_bw 7.2 at one size (-m 1048576:1048576)."""
+    run = load_any(fixture("osu_bw-7.2-reframe-one-size.txt"))
+    size, = run.sizes
+    assert size.size == 1048576 and size.throughput_bps["from_mean"] == 11090.27 * 8e6
+    assert run.source["format"] == "osu-bw" and run.meta["version"] == "v7.2"
+
+
+def test_osu_table_followed_by_a_job_log_is_read_to_the_tables_end():
+    """A real flux job's output: the OSU 5.8 table, then its jobspec and event log."""
+    path = fixture("osu_latency-5.8-flux-joblog.txt")
+    run = load_any(path)
+    rows = table_rows(path, "# Size", 2)
+    assert run.meta["zero_byte_time_us"] == rows[0][1]
+    assert [(s.size, s.time_us["mean"]) for s in run.sizes] == [tuple(r) for r in rows[1:]]
+    last = len(rows) + 2  # the title and the header come first
+    total = len(path.read_text().splitlines())
+    assert run.warnings == [f"the OSU table ends at line {last}; the {total - last} line(s) "
+                            "after it are other output, not read"]
+
+
 def test_osu_bw_is_a_stream_with_si_megabytes():
     path = fixture("osu_bw-7.4.txt")
     run = load_any(path)
@@ -211,7 +243,8 @@ def test_osu_bw_is_a_stream_with_si_megabytes():
 
 ALL_FIXTURES = ["nptcp-loopback.out", "netpipe5-mpi.out", "imb-2021-pingpong.txt",
                 "imb-3.2-pingpong-windows.txt", "osu_latency-5.6.3.txt",
-                "osu_latency-7.4-tail.txt", "osu_bw-7.4.txt"]
+                "osu_latency-7.4-tail.txt", "osu_bw-7.4.txt", "osu_latency-7.2-datatype.txt",
+                "osu_latency-5.8-flux-joblog.txt"]
 
 
 @pytest.mark.parametrize("name", ALL_FIXTURES)
@@ -390,7 +423,8 @@ BAD: dict[str, tuple[bytes | str, str]] = {
     "osu-non-numeric": ("# OSU MPI Latency Test v7.4\n# Size  Latency (us)\n1  0.5\n2  fast\n",
                         ":4: 'fast' is not a number"),
     "osu-mixed": ("# OSU MPI Latency Test v7.4\n# Size  Latency (us)\n1  0.5\n"
-                  "[node01:1234] warning: something\n", ":4: 3 columns in an OSU table of 2"),
+                  "[node01:1234] warning: something\n2  0.6\n",
+                  ":4: 3 columns in an OSU table of 2"),
     "osu-unknown-column": ("# OSU MPI Latency Test v7.4\n# Size  Latency (us)  Jitter (us)\n",
                            "unknown OSU column 'Jitter \\(us\\)'"),
     "osu-empty": ("# OSU MPI Latency Test v7.4\n# Size  Latency (us)\n", "without any data rows"),

@@ -101,3 +101,15 @@ def test_imb_file_with_several_benchmarks_imports_the_first_it_knows():
     run = load_any(IMB)
     assert run.source["format"] == "imb-pingping"
     assert "the file also holds Sendrecv, Exchange; imported PingPing" in run.warnings
+
+
+def test_imb_2019_update_version_is_kept_whole(tmp_path):
+    """Crafted: the real 2021.11 file under a 2019 banner ('#    Intel(R) MPI Benchmarks
+    2019 Update 6, MPI-1 part' in published output; IMB 2019 Update 2's imb.cpp names
+    itself "Intel(R) MPI Benchmarks 2019 Update 2")."""
+    text = IMB.read_text()
+    assert "Intel(R) MPI Benchmarks 2021.11, MPI-1 part" in text
+    path = tmp_path / "imb-2019u2-crafted.txt"
+    path.write_text(text.replace("2021.11, MPI-1 part", "2019 Update 2, MPI-1 part"))
+    assert load_any(path).meta["version"] == "2019 Update 2"
+    assert load_any(IMB).meta["version"] == "2021.11"

@@ -6,6 +6,7 @@ namespace links is tests/test_predict_netns.py."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,30 @@ def test_osu_files_take_osu_default_loops():
     assert {e.pattern for e in bw.entries} == {"stream"}
     assert {e.size: e.count for e in bw.entries}[1] == 100 * 64
     assert any("defaults are assumed" in n for n in lat.notes)
+
+
+@pytest.mark.parametrize("name, what", [
+    ("osu_bibw-7.4-openmpi-shm.txt", "osu_bibw"),
+    ("osu_mbw_mr-7.4-openmpi-shm.txt", "osu_mbw_mr"),
+    ("imb-2021-pingping-sendrecv-exchange-openmpi-shm.txt", "IMB PingPing"),
+])
+def test_benchmarks_that_are_not_a_ping_pong_or_osu_bw_are_refused_as_profiles(name, what):
+    with pytest.raises(ProfileError) as err:
+        read_profile(str(FIXTURES / name))
+    message = str(err.value)
+    assert message.startswith(f"{FIXTURES / name}: {what}") and "\n" not in message
+    assert "IMB PingPong, osu_latency or osu_bw" in message
+
+
+def test_predict_refuses_an_imb_exchange_profile(tmp_path):
+    """The real IMB file cut to its Exchange benchmark (as tests/test_importers_mpi.py)."""
+    text = (FIXTURES / "imb-2021-pingping-sendrecv-exchange-openmpi-shm.txt").read_text()
+    blocks = re.split(r"(?=^#-+\n# Benchmarking )", text, flags=re.M)
+    path = tmp_path / "imb-exchange.txt"
+    path.write_text(blocks[0] + next(b for b in blocks if "# Benchmarking Exchange" in b))
+    res = cli("predict", "--profile", str(path), "--model", "alpha=10us,bw=1G")
+    assert res.status != 0 and res.stdout == ""
+    assert len(res.error_lines) == 1 and "IMB Exchange (two messages out" in res.stderr
 
 
 def printf(fmt: str, *args: object) -> str:

@@ -37,7 +37,13 @@ from dataclasses import asdict, dataclass, field
 from typing import TypedDict
 
 from beoperf.analysis import effect
-from beoperf.analysis.curve import LATENCY_MAX_SIZE, Collapse, CurveAnalysis, analyze_run
+from beoperf.analysis.curve import (
+    LATENCY_MAX_SIZE,
+    Collapse,
+    CurveAnalysis,
+    analyze_run,
+    latency_name,
+)
 from beoperf.analysis.effect import DEFAULT_MARGIN, Effect, Replicate, Spread
 from beoperf.model import comparison, jsonvalue, narrow
 from beoperf.model.document import Document, DocumentError, JsonObject, JsonValue
@@ -198,7 +204,8 @@ def _row(g: _Group, base: _Group, margin: float) -> Row:
         return row
     lat, mean = row.latency_size, row.latency_mean_us
     prior = spread_of([*g.runs, *base.runs])
-    lat_test = _effect(g.runs, base.runs, lat, prior, HEADLINE_FAMILY, margin, rate=False)
+    lat_test = (_effect(g.runs, base.runs, lat, prior, HEADLINE_FAMILY, margin, rate=False)
+                if _mode(g) == _mode(base) else _unlike_modes(g, base, margin))
     peak_test = _peak_effect(g.runs, base.runs, common, prior, margin)
     per_size = [_effect(g.runs, base.runs, s, prior, len(common), margin, rate=False)
                 for s in common]
@@ -211,6 +218,19 @@ def _row(g: _Group, base: _Group, margin: float) -> Row:
     row.impact_pct = ((base_mean - mean) / base_mean * 100.0
                       if base_mean and mean is not None else None)
     return row
+
+
+def _mode(g: _Group) -> str:
+    return str(g.runs[0].parameters.get("mode") or "pingpong")
+
+
+def _unlike_modes(g: _Group, base: _Group, margin: float) -> Effect:
+    """No latency verdict between runs of two modes: a stream's small-message time is a
+    time per message (size over its bandwidth, osu_bw's), not a ping-pong's one-way time,
+    and a bidir run's is an exchange's."""
+    return Effect(effect.CANNOT_TELL, family=HEADLINE_FAMILY, margin=margin,
+                  reason=f"not compared: a {_mode(g)} run's {latency_name(_mode(g))} against "
+                         f"a {_mode(base)} run's {latency_name(_mode(base))}")
 
 
 SETTINGS = ("mode", "transport", "sndbuf", "rcvbuf", "nocache", "integrity", "nodelay",

@@ -147,7 +147,17 @@ def run_import(args: argparse.Namespace) -> int:
     if args.plots:
         write_plots(doc, Path(args.output) / "plots")
     print_doc(doc, args.format, args.all_keys)
+    _none_passed(doc)
     return ExitStatus.OK
+
+
+def _none_passed(doc: Document) -> None:
+    """Failed (exit 1) when no imported run passed: nothing in the study is a figure to
+    use (the documents are written and printed all the same)."""
+    runs = doc.body["runs"]
+    if runs and not any(r["status"] == "ok" for r in runs):
+        why = "; ".join(dict.fromkeys(f for r in runs for f in r["failures"]))
+        raise errors.Failed(f"none of the {len(runs)} imported run(s) passed ({why})")
 
 
 def run_show(args: argparse.Namespace) -> int:

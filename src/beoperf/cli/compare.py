@@ -99,11 +99,14 @@ def run(args: argparse.Namespace) -> int:
                         labels=tuple(args.label) if args.label is not None else None,
                         baseline=args.baseline, margin=parse_margin(args.margin),
                         command_line=tuple(args.argv))
-    doc = compare.run(spec)
+    notes: list[str] = []
+    doc = compare.run(spec, notes)
     if doc.kind != "comparison" and args.format == "impact":
         raise UsageError("--format impact is for ping-pong runs; node documents: table, "
                          "markdown, csv or json")
     sys.stdout.write(report.render(doc, args.format))
     if args.format == "csv":  # the table stays machine-readable; the test goes to stderr
         print(doc.body["test"]["statement"], file=sys.stderr)
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
     return ExitStatus.OK

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from beoperf import safeio
 from beoperf.cli import CliError, ExitStatus
 from beoperf.model.pingpong import RunResult
-from beoperf.suites.results import check_label_count, labels_for, load_result
+from beoperf.suites.results import check_label_count, import_warnings, labels_for, load_result
 
 EXAMPLES = """examples:
   beoperf plot runs/n01-n02.json                       # ./throughput.png, signature.png, ...
@@ -82,4 +83,6 @@ def run(args: argparse.Namespace) -> int:
                        "check that -o DIR is a writable directory") from None
     for path in paths:
         print(path)
+    for note in import_warnings(args.results, runs):
+        print(f"warning: {note}", file=sys.stderr)
     return ExitStatus.OK

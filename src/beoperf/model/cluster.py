@@ -348,9 +348,12 @@ class ClusterRun:
                      for k, v in narrow.obj(b.get("metrics"), "metrics").items()})
 
     def number(self, key: str) -> float | None:
-        """A metric as a number (None: absent, text or not finite)."""
+        """A metric as a number (None: absent, text, not finite, or a denormal HPCC never
+        wrote, as documents imported before issue 28 stored it)."""
         entry = self.metrics.get(key)
-        return entry.number() if entry is not None else None
+        value = entry.number() if entry is not None else None
+        unwritten = hpcc.is_uninitialised(value) and hpcc.info(key).role != "build"
+        return None if unwritten else value
 
 
 @dataclass

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 
 ROLES = ("aggregate", "per-process", "single", "latency", "time", "check", "parameter",
@@ -267,7 +268,7 @@ class HpccFormatError(ValueError):
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _INT = re.compile(r"[-+]?\d+")
 _THRESHOLD = re.compile(r"scaled residuals are less than\s+([0-9.eE+-]+)")
-_HPL_CHECK = re.compile(r"^\|\|Ax-b\|\|_oo/\(eps\*.*=\s*([0-9.eE+-]+|nan|inf)\s*\.+\s*"
+_HPL_CHECK = re.compile(r"^\|\|Ax-b\|\|_oo/\(eps\*.*=\s*([0-9.eE+-]+|[-+]?nan|[-+]?inf)\s*\.+\s*"
                         r"(PASSED|FAILED)", re.MULTILINE)
 _VERSION_LINE = re.compile(r"HPC Challenge Benchmark version ([0-9][0-9.]*\S*)")
 _HOSTNAME = re.compile(r"^Hostname: '([^'\n]{0,253})'", re.MULTILINE)
@@ -285,9 +286,50 @@ def parse_value(text: str) -> int | float | str | None:
     return value if math.isfinite(value) else None
 
 
+# The tests HPCC runs, each with the summary key of its size: HPCC_Init sets the sizes to
+# -1 and fills them in as a test runs, so a size of -1 is a test that did not run, and its
+# figures are HPCC's initial -1 or memory never written (denormals such as 6.95e-310: the
+# LCG RandomAccess figures and HPL_BnormI are never initialised).  A key belongs to the
+# first test whose pattern it matches.
+TEST_SIZES = {"HPL": "HPL_N", "DGEMM": "DGEMM_N", "PTRANS": "PTRANS_n",
+              "MPIRandomAccess_LCG": "MPIRandomAccess_LCG_N",
+              "MPIRandomAccess": "MPIRandomAccess_N", "RandomAccess_LCG": "RandomAccess_LCG_N",
+              "RandomAccess": "RandomAccess_N", "STREAM": "STREAM_VectorSize",
+              "MPIFFT": "MPIFFT_N", "FFT": "FFT_N"}
+_TEST_OF = [(name, re.compile(pattern)) for name, pattern in (
+    ("HPL", r"HPL_"), ("DGEMM", r".*DGEMM_"), ("PTRANS", r"PTRANS_"),
+    ("MPIRandomAccess_LCG", r"MPIRandomAccess_LCG_"), ("MPIRandomAccess", r"MPIRandomAccess_"),
+    ("RandomAccess_LCG", r".*RandomAccess_LCG_"), ("RandomAccess", r".*RandomAccess_"),
+    ("STREAM", r".*STREAM_"), ("MPIFFT", r"MPIFFT_"), ("FFT", r"(Star|Single)?FFT_"))]
+
+
+def benchmark_of(key: str) -> str | None:
+    """The HPCC test a summary key belongs to (None: a build, harness or input key)."""
+    if info(key).role == "build":
+        return None
+    return next((name for name, pattern in _TEST_OF if pattern.match(key)), None)
+
+
+def is_uninitialised(value: object) -> bool:
+    """A denormal double: memory HPCC printed without ever writing it (6.95e-310)."""
+    return isinstance(value, float) and 0.0 < abs(value) < sys.float_info.min
+
+
+def missing_text(raw: str | None) -> str:
+    """How a summary value that is no figure reads: 'not run' for a number HPCC printed
+    for a test that did not run (-1, 6.95e-310), its text for a NaN or an infinity, '-'
+    when absent."""
+    if raw is None:
+        return "-"
+    return "not run" if isinstance(parse_value(raw), int | float) else raw
+
+
 @dataclass
 class HpccRun:
-    """One run of HPCC as its output file tells it."""
+    """One run of HPCC as its output file tells it.  The figures of a test that did not
+    run (its size -1) and uninitialised performance figures are None in summary, their
+    text kept in raw, and the test named in not_run (also when only part of it, one
+    figure never written, did not run)."""
 
     summary: dict[str, int | float | str | None]
     raw: dict[str, str]  # the values as printed (non-finite numbers keep their text here)
@@ -295,6 +337,7 @@ class HpccRun:
     hpl_checks: list[tuple[float | None, bool]] = field(default_factory=list)
     version: str | None = None
     hostname: str | None = None
+    not_run: list[str] = field(default_factory=list)
 
     def number(self, key: str) -> float | None:
         value = self.summary.get(key)
@@ -356,10 +399,39 @@ def _chunks(text: str) -> list[tuple[list[str], list[tuple[int, str]]]]:
     return runs
 
 
+def _tests_not_run(values: dict[str, Value]) -> list[str]:
+    """The tests whose size is HPCC's initial -1 (HPL also by its -1 TFLOP/s)."""
+    out = []
+    for name, size_key in TEST_SIZES.items():
+        size = values.get(size_key)
+        ran = not isinstance(size, int | float) or size > 0
+        if name == "HPL":
+            tflops = values.get("HPL_Tflops")
+            ran = ran and not (isinstance(tflops, int | float) and tflops < 0)
+        if not ran:
+            out.append(name)
+    return out
+
+
+def _blank_not_run(values: dict[str, Value]) -> list[str]:
+    """Set to None what a run did not measure (see HpccRun); the tests not run."""
+    tests = _tests_not_run(values)
+    not_run = list(tests)
+    for key, value in values.items():
+        test = benchmark_of(key)
+        if test in tests or (test is not None and info(key).role in PERFORMANCE
+                             and is_uninitialised(value)):
+            values[key] = None
+            if test not in not_run:  # a figure never written: that part did not run
+                not_run.append(test)
+    return not_run
+
+
 def _run_of(before: list[str], summary: list[tuple[int, str]], source: str) -> HpccRun:
     values, raw = parse_summary(summary, source)
     body = "\n".join(before)
     run = HpccRun(values, raw)
+    run.not_run = _blank_not_run(values)
     found = _THRESHOLD.search(body)
     if found:
         try:
@@ -408,11 +480,13 @@ def looks_like_hpcc(text: str) -> bool:
 # --------------------------------------------------------------------------- checks
 
 
+RESIDUAL_KEYS = ("HPL_RnormI", "HPL_AnormI", "HPL_XnormI", "HPL_BnormI", "HPL_eps", "HPL_N")
+
+
 def hpl_residual(run: HpccRun) -> float | None:
     """HPL's scaled residual recomputed from the summary; None if a figure is missing or
     the denominator is zero (HPL did not run)."""
-    found = [run.number(k) for k in ("HPL_RnormI", "HPL_AnormI", "HPL_XnormI", "HPL_BnormI",
-                                     "HPL_eps", "HPL_N")]
+    found = [run.number(k) for k in RESIDUAL_KEYS]
     need = [v for v in found if v is not None]
     if len(need) < len(found):
         return None
@@ -423,15 +497,34 @@ def hpl_residual(run: HpccRun) -> float | None:
     return rnorm / denominator
 
 
+def _no_residual(run: HpccRun) -> str:
+    """Why HPL's residual cannot be computed: it did not run, it failed (a NaN or an
+    infinity among its figures), or the summary lacks a figure."""
+    if "HPL" in run.not_run:
+        return (f"HPL did not run (HPL_N={run.raw.get('HPL_N', '?')}, "
+                f"HPL_Tflops={run.raw.get('HPL_Tflops', '?')})")
+    bad = [f"{k}={run.raw[k]}" for k in RESIDUAL_KEYS
+           if k in run.raw and run.summary.get(k) is None]
+    if bad:
+        return f"HPL failed: {', '.join(bad)} (not a number)"
+    missing = [k for k in RESIDUAL_KEYS if k not in run.summary]
+    if missing:
+        return f"HPL residual cannot be computed: the summary has no {', '.join(missing)}"
+    return "HPL residual cannot be computed from the summary (a zero norm)"
+
+
 def failures(run: HpccRun) -> list[str]:
-    """Why a run does not count (empty: it passed): Success must be 1 and HPL's residual
-    check passed, by the summary's figures and by HPL's own verdict when printed."""
+    """Why a run does not count (empty: it passed): Success must be 1, HPL must have run
+    and its residual check passed, by the summary's figures and by HPL's own verdict when
+    printed."""
     reasons = []
     if run.summary.get("Success") != 1:
         reasons.append(f"Success={run.raw.get('Success', '?')}: a test failed its own check")
     residual = hpl_residual(run)
     if residual is None:
-        reasons.append("HPL residual cannot be computed from the summary (HPL did not run?)")
+        reasons.append(_no_residual(run))
+    elif residual < 0:
+        reasons.append(f"HPL scaled residual {residual:.4g} is negative: not HPL's figures")
     elif not residual < run.threshold:
         reasons.append(f"HPL scaled residual {residual:.4g} is not below {run.threshold:g}")
     if any(not passed for _, passed in run.hpl_checks):

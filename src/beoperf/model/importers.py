@@ -359,7 +359,8 @@ def _import_netpipe5(path: Path, rows: Rows) -> _Import:
 # Intel MPI Benchmarks: the PingPong table
 
 _IMB_BENCHMARK = re.compile(r"^\s*#\s*Benchmarking\s+(\S+)")
-_IMB_BANNER = re.compile(r"Intel\s*\(R\)\s*MPI\s+Benchmark(?:s|\s+Suite)\s+(V?[\w.]+)")
+_IMB_BANNER = re.compile(r"Intel\s*\(R\)\s*MPI\s+Benchmark(?:s|\s+Suite)\s+"
+                         r"(V?[\w.]+(?:\s+Update\s+\d+)?)")  # "2019 Update 2" whole
 _IMB_FAILED = ("time-out", "out-of-mem", "int-overflow")
 _IMB_COLUMNS = {"#bytes": "size", "#repetitions": "reps", "t[usec]": "t", "t_avg[usec]": "t_avg",
                 "t_max[usec]": "t_max", "t_min[usec]": "t_min", "Mbytes/sec": "mbytes"}
@@ -578,7 +579,11 @@ def _osu_columns(path: Path, number: int, header: str) -> list[str]:
     return columns
 
 
-def _osu_table(path: Path, lines: list[str], start: int) -> tuple[list[str], Rows, int]:
+def _osu_table(path: Path, lines: list[str], start: int,
+               warnings: list[str] | None = None) -> tuple[list[str], Rows, int]:
+    """The columns, rows and header index of the OSU table after the title at start: comment
+    lines before the first row are skipped, and the table ends at a comment, or at a line
+    that is not a row (the rest of a job log, which a warning in warnings mentions)."""
     header = next((i for i in range(start + 1, len(lines)) if _OSU_HEADER.match(lines[i])), None)
     if header is None:
         raise ResultFormatError(f"{path}: OSU output without its '# Size ...' header (truncated?)")
@@ -589,6 +594,14 @@ def _osu_table(path: Path, lines: list[str], start: int) -> tuple[list[str], Row
         if not tokens:
             continue
         if tokens[0].startswith("#"):
+            if rows:
+                break
+            continue  # OSU 7.1-7.3 print '# Datatype: MPI_CHAR.' after the header
+        if rows and not _NUMERIC.match(tokens[0]) and not _osu_rows_follow(lines, i,
+                                                                          len(columns) + 1):
+            if warnings is not None:
+                warnings.append(f"the OSU table ends at line {i}; the {len(lines) - i} "
+                                "line(s) after it are other output, not read")
             break
         if len(tokens) != len(columns) + 1:
             raise ResultFormatError(f"{path}:{i + 1}: {len(tokens)} columns in an OSU table of "
@@ -597,6 +610,18 @@ def _osu_table(path: Path, lines: list[str], start: int) -> tuple[list[str], Row
                                                                   strict=True)]
         rows.append((i + 1, values))
     return columns, rows, header
+
+
+def _osu_rows_follow(lines: list[str], start: int, width: int) -> bool:
+    """Whether a table row (width numbers) comes after line start before the next comment:
+    other output mixed into the table, not the end of it."""
+    for line in lines[start + 1:]:
+        tokens = line.split()
+        if tokens and tokens[0].startswith("#"):
+            return False
+        if len(tokens) == width and all(_NUMERIC.match(t) for t in tokens):
+            return True
+    return False
 
 
 def _osu_value(path: Path, number: int, token: str, column: str) -> float:
@@ -616,7 +641,8 @@ _OSU_MODE = {"osu-latency": "pingpong", "osu-bw": "stream", "osu-bibw": "bidir",
 
 def _import_osu(path: Path, lines: list[str], start: int, fmt: str, version: str | None,
                 tables: int) -> _Import:
-    columns, rows, header = _osu_table(path, lines, start)
+    warnings: list[str] = []
+    columns, rows, header = _osu_table(path, lines, start, warnings)
     latency = fmt == "osu-latency"
     if ("mean" if latency else "bw") not in columns:
         raise ResultFormatError(f"{path}:{header + 1}: OSU "
@@ -625,7 +651,7 @@ def _import_osu(path: Path, lines: list[str], start: int, fmt: str, version: str
     tail = "p50" in columns
     found = _Import(fmt=fmt, mode=_OSU_MODE[fmt], transport="mpi",
                     statistic=_osu_statistic(fmt, tail), units=_osu_units(fmt, columns),
-                    meta={"tool": "OSU micro-benchmarks"})
+                    meta={"tool": "OSU micro-benchmarks"}, warnings=warnings)
     if version:
         found.meta["version"] = version
     if tables > 1:

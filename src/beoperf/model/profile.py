@@ -20,7 +20,9 @@ Read from (``read_profile``, the format sniffed from the content or named):
   sanity case, whose time the benchmark also measured.  IMB records its repetitions (a
   round trip each: 2 messages); OSU files do not, so OSU's default loop counts are
   assumed (osu_latency: 10,000 iterations up to 8 KiB, 1,000 above; osu_bw: 100 / 20
-  iterations of a 64-message window) and a note says so;
+  iterations of a 64-message window) and a note says so.  The other IMB and OSU tests
+  (PingPing, Sendrecv, Exchange, osu_bibw, osu_mbw_mr) are refused: their messages
+  cross or overlap, and their loops are not these;
 * ``mpip``: an mpiP report: the point-to-point send call sites of its "Callsite Message
   Sent statistics" (the all-ranks line of each site: count and mean size), or when that
   section is absent its "Aggregate Sent Message Size" table (the top twenty sites only).
@@ -184,6 +186,17 @@ def _whole(text: str) -> int:
 # --------------------------------------------------------------------------- IMB, OSU
 
 
+# the benchmarks whose messages a profile can be made of (their loops are known)
+BENCHMARK_PROFILES = ("imb-pingpong", "osu-latency", "osu-bw")
+OTHER_BENCHMARKS = {
+    "imb-pingping": "IMB PingPing (both ends send at once)",
+    "imb-sendrecv": "IMB Sendrecv (a periodic chain, a message out and one in)",
+    "imb-exchange": "IMB Exchange (two messages out and two in a sample)",
+    "osu-bibw": "osu_bibw (windows of messages both ways at once)",
+    "osu-mbw-mr": "osu_mbw_mr (windows of several pairs at once)",
+}
+
+
 def from_benchmark(path: str) -> Profile:
     """The messages an IMB PingPong or OSU osu_latency / osu_bw run sent."""
     from beoperf.model.importers import load_any
@@ -196,6 +209,10 @@ def from_benchmark(path: str) -> Profile:
     if not fmt.startswith(("imb", "osu")):
         raise ProfileError(f"{path}: a {fmt or 'beoperf'} result, not an IMB or OSU run "
                            "(give --profile-format csv for a message list)")
+    if fmt not in BENCHMARK_PROFILES:
+        what = OTHER_BENCHMARKS.get(fmt, fmt)
+        raise ProfileError(f"{path}: {what}, not a profile: a benchmark profile is IMB "
+                           "PingPong, osu_latency or osu_bw output (whose loops are known)")
     profile = Profile(path, "imb" if fmt.startswith("imb") else "osu")
     stream = run.parameters.get("mode") == "stream"
     assumed = False
@@ -212,6 +229,7 @@ def from_benchmark(path: str) -> Profile:
     profile.notes.append(f"the messages of the {fmt} run itself ("
                          + ("osu_bw windows: one way, back to back" if stream else
                             "one round trip per repetition: 2 messages") + ")")
+    profile.notes += [f"{path}: {w}" for w in run.warnings]  # what the importer said
     if assumed:
         profile.notes.append("the file does not record its loop counts: OSU's defaults are "
                              "assumed (-i/-x not given)")

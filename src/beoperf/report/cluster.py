@@ -25,6 +25,7 @@ from beoperf.model.cluster import (
     HpccColumn,
     HpccComparison,
     HpccFacts,
+    HpccValue,
     ReferencePoint,
     ScalingPoint,
     ScalingStudy,
@@ -252,11 +253,19 @@ def run_table(doc: Document, all_keys: bool) -> Table:
     rows = []
     for key in keys:
         entry = metrics[key]
-        value = entry.value
-        shown = (entry.raw if entry.raw is not None else "-") if value is None else \
-            (num(value) if isinstance(value, float) else str(value))
-        rows.append([key if all_keys else hpcc.short_name(key), shown, entry.unit])
+        rows.append([key if all_keys else hpcc.short_name(key), _shown(entry), entry.unit])
     return ["metric", "value", "unit"], rows, {1}
+
+
+def _shown(entry: HpccValue) -> str:
+    """A run's value as the table shows it: 'not run' for what HPCC did not measure (a
+    denormal it never wrote, stored so by imports before issue 28), a NaN's text."""
+    value = entry.value
+    if value is None:
+        return hpcc.missing_text(entry.raw)
+    if hpcc.is_uninitialised(value):
+        return "not run"
+    return num(value) if isinstance(value, float) else str(value)
 
 
 @renderer("cluster", "text")
@@ -280,7 +289,7 @@ def cluster_csv(doc: Document, **_options: Any) -> str:
     b = ClusterRun.from_document(doc)
     for key, entry in b.metrics.items():
         value = entry.value if entry.value is not None else \
-            (entry.raw if entry.raw is not None else "")
+            ("" if entry.raw is None else hpcc.missing_text(entry.raw))
         writer.writerow((b.label, b.np, b.status, key, value, entry.unit, hpcc.info(key).role))
     return out.getvalue()
 

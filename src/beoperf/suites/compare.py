@@ -12,7 +12,7 @@ from beoperf.analysis.effect import DEFAULT_MARGIN
 from beoperf.model.document import Document, make_meta
 from beoperf.model.pingpong import RunResult
 from beoperf.suites import node_compare
-from beoperf.suites.results import check_label_count, labels_for, load_result
+from beoperf.suites.results import check_label_count, import_warnings, labels_for, load_result
 
 __all__ = ["DEFAULT_MARGIN", "Spec", "run", "describe_test"]
 
@@ -47,7 +47,9 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def run(spec: Spec) -> Document:
+def run(spec: Spec, notes: list[str] | None = None) -> Document:
+    """The comparison document; what the importers said of the files read (other tools'
+    output) is appended to notes, for the command to show."""
     if not 0 <= spec.margin < 1:
         raise errors.BadSpec(f"--margin {spec.margin}: expected a fraction such as "
                              "0.1, or 10%", "see 'beoperf COMMAND --help'")
@@ -56,6 +58,8 @@ def run(spec: Spec) -> Document:
         return node_compare.run(spec.files, spec.labels, spec.baseline, spec.margin,
                                 spec.command_line)
     runs = [load_result(f) for f in spec.files]
+    if notes is not None:
+        notes += import_warnings(spec.files, runs)
     names = labels_for(spec.labels, spec.files, runs)
     table = compare.rows(runs, baseline_index(spec, names), spec.margin, names)
     return compare.document(table, spec.margin, make_meta(list(spec.command_line)))

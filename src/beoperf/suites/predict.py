@@ -63,9 +63,12 @@ def _measured(path: str) -> predict.NetModel:
     label = run.label()
     name = f"{Path(path).stem} ({label})" if label != Path(path).stem else label
     try:
-        return predict.from_run(run, name, path)
+        model = predict.from_run(run, name, path)
     except predict.PredictError as exc:
         raise input_error(path, exc) from None
+    if run.source is not None:  # another tool's file: what its importer said, among warnings
+        model.notes += run.warnings
+    return model
 
 
 def _scaled(path: str, rate_from: str, rate_to: str) -> predict.NetModel:

@@ -39,6 +39,14 @@ def load_result(path: str) -> RunResult:
     return run
 
 
+def import_warnings(paths: Sequence[str], runs: Sequence[RunResult]) -> list[str]:
+    """What the importer of another tool's file said about it (other tables left out, a job
+    log after the table, ...), one line per warning naming the file; none for beoperf's own
+    documents, whose warnings are the measurement's and are shown with its figures."""
+    return [f"{path}: {warning}" for path, run in zip(paths, runs, strict=True)
+            if run.source is not None for warning in run.warnings]
+
+
 def check_label_count(labels: Sequence[str] | None, paths: Sequence[str]) -> None:
     """--label is all or nothing: one per file, in order."""
     if labels is not None and len(labels) != len(paths):
