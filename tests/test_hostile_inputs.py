@@ -1,0 +1,130 @@
+"""Crafted input a hostile tester tries (issue 28, item 9): every reader linear in its
+input, node sets bounded before they are expanded, and figures that would overflow or
+vanish answered with one line, never a traceback.
+
+Timings are ratios measured in one run (a crafted file against a normal one of the same
+size), never absolute speeds; a reader that is too slow is stopped by SIGALRM (Python's
+regex engine checks signals), so a regression fails here instead of hanging the suite.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from beoperf import errors, safeio
+from beoperf.model.importers import load_any
+from beoperf.model.pingpong import ResultFormatError
+from beoperf.suites.cluster_import import read_runs
+from helpers import cli
+
+FIXTURES = Path(__file__).parent / "fixtures"
+LIMIT = 256 * 1024  # the result-file limit in these tests (64 MiB in use): files fill it
+SLOWER = 10  # a crafted file may read this many times slower than a normal one, no more
+
+
+class _TooSlow(Exception):
+    pass
+
+
+def _stop(signum, frame):
+    raise _TooSlow
+
+
+def _seconds(read: Callable[[Path], object], path: Path, within: float = 60.0) -> float:
+    """Seconds read(path) takes (its one-line refusal is an answer too); inf if it is
+    still reading after WITHIN seconds."""
+    previous = signal.signal(signal.SIGALRM, _stop)
+    signal.setitimer(signal.ITIMER_REAL, within)
+    start = time.perf_counter()
+    try:
+        read(path)
+    except (ResultFormatError, errors.InputError):
+        pass
+    except _TooSlow:
+        return math.inf
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    return time.perf_counter() - start
+
+
+def _fill(path: Path, lines: list[str]) -> Path:
+    """LINES written to PATH, the last one padded so that the file is LIMIT bytes."""
+    text = "\n".join(lines)
+    text = text + " " * (LIMIT - 1 - len(text)) + "\n"
+    assert len(text) == LIMIT
+    path.write_text(text)
+    return path
+
+
+def _netpipe3(path: Path) -> Path:
+    """A normal NetPIPE 3 np.out of LIMIT bytes."""
+    lines, size, total = [], 1, 0
+    while total < LIMIT - 64:
+        seconds = 1e-5 + size * 1e-9
+        lines.append(f"{size:8d} {size * 8.0 / seconds / 2**20:f} {seconds:12.8f}")
+        total += len(lines[-1]) + 1
+        size += 1
+    return _fill(path, lines)
+
+
+def _normal_and_crafted(normal: Path, crafted: Path, read) -> tuple[float, float]:
+    base = min(_seconds(read, normal) for _ in range(2))
+    return base, _seconds(read, crafted, within=max(SLOWER * base, 1.0))
+
+
+@pytest.fixture
+def small_limit(monkeypatch):
+    monkeypatch.setitem(safeio.LIMITS, "result", LIMIT)
+
+
+@pytest.mark.parametrize("line", [
+    "1" + " " * LIMIT + "x",  # a whitespace run between two tokens
+    "1 1" + " " * LIMIT,  # a whitespace run at the end of a line
+], ids=["inner-run", "trailing-run"])
+def test_netpipe_reader_is_linear_on_one_long_line(tmp_path, small_limit, line):
+    normal = _netpipe3(tmp_path / "np.out")
+    crafted = tmp_path / "crafted.out"
+    crafted.write_text(line[:LIMIT - 1] + "\n")
+    assert crafted.stat().st_size == LIMIT and len(load_any(normal).sizes) > 1000
+    base, hostile = _normal_and_crafted(normal, crafted, load_any)
+    assert hostile <= SLOWER * base, (hostile, base)
+    result = cli("plot", str(crafted), "-o", str(tmp_path / "plots"))
+    assert result.status != 0 and len(result.error_lines) == 1
+    assert len(result.stderr) < 300  # the crafted token is not printed whole
+
+
+def _hpccoutf(path: Path, extra: str) -> Path:
+    """A real HPCC output file with EXTRA, cut to fill it to LIMIT bytes, inserted where
+    the reader looks (after the run's header, before its summary)."""
+    real = (FIXTURES / "hpcc" / "hpcc-1.5.0-np2.txt").read_text()
+    head, begin, tail = real.partition("Begin of Summary section.")
+    path.write_text(head + extra[:LIMIT - len(real) - 1] + "\n" + begin + tail)
+    assert path.stat().st_size == LIMIT
+    return path
+
+
+def test_hpcc_reader_is_linear_on_one_long_line(tmp_path, small_limit):
+    real = (FIXTURES / "hpcc" / "hpcc-1.5.0-np2.txt").read_text()
+    ordinary = "\n".join(line for line in real.splitlines()[:40] if line.strip()) + "\n"
+    normal = _hpccoutf(tmp_path / "hpccoutf.txt", ordinary * (LIMIT // len(ordinary)))
+    dots = "||Ax-b||_oo/(eps*(||A||_oo*||x||_oo+||b||_oo)*N)= 1" + "." * LIMIT
+    crafted = _hpccoutf(tmp_path / "crafted-hpccoutf.txt", dots)
+    assert len(read_runs(str(normal))[0]) == 1
+    base, hostile = _normal_and_crafted(normal, crafted, lambda p: read_runs(str(p)))
+    assert hostile <= SLOWER * base, (hostile, base)
+
+
+def test_hpl_check_lines_still_read():
+    from beoperf.model.hpcc import _HPL_CHECK
+    text = ("||Ax-b||_oo/(eps*(||A||_oo*||x||_oo+||b||_oo)*N)=        0.0042 ...... PASSED\n"
+            "||Ax-b||_oo/(eps*(||A||_oo*||x||_oo+||b||_oo)*N)= 1.5e+03......FAILED\n"
+            "||Ax-b||_oo/(eps*(||A||_oo*||x||_oo+||b||_oo)*N)= nan ...... FAILED\n")
+    assert _HPL_CHECK.findall(text) == [("0.0042", "PASSED"), ("1.5e+03", "FAILED"),
+                                        ("nan", "FAILED")]
