@@ -9,6 +9,7 @@ regex engine checks signals), so a regression fails here instead of hanging the 
 
 from __future__ import annotations
 
+import json
 import math
 import signal
 import time
@@ -206,3 +207,90 @@ def test_a_hostfile_at_the_limit_reads_in_linear_time(tmp_path):
                  str(_hostfile(tmp_path / "over", MAX_NODES + 1)))
     assert result.status == 2 and len(result.error_lines) == 1
     assert f"line {MAX_NODES + 1}: over the limit of {MAX_NODES} hosts" in result.stderr
+
+
+# --------------------------------------------------------------------------- figures out of range
+
+HPCC = FIXTURES / "hpcc"
+
+
+def _summary_edited(source: Path, target: Path, **values: str) -> Path:
+    """SOURCE (an HPCC output file) with summary keys set to VALUES, written to TARGET."""
+    lines = source.read_text().splitlines()
+    for i, line in enumerate(lines):
+        key = line.partition("=")[0]
+        if key in values:
+            lines[i] = f"{key}={values[key]}"
+    target.write_text("\n".join(lines) + "\n")
+    return target
+
+
+def _one_line(result, status: int, message: str) -> None:
+    assert result.status == status, result.stderr
+    assert len(result.error_lines) == 1 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_hpcc_with_no_processes_is_one_line(tmp_path):
+    bad = _summary_edited(HPCC / "hpcc-1.5.0-np2.txt", tmp_path / "zero.txt", CommWorldProcs="0")
+    result = cli("cluster", "import", str(bad), "-o", str(tmp_path / "out"))
+    _one_line(result, 1, "zero.txt: run 1: CommWorldProcs=0 is not a process count")
+
+
+def test_a_scaling_whose_ratios_overflow_is_still_written(tmp_path):
+    small = _summary_edited(HPCC / "hpcc-1.5.0-np1.txt", tmp_path / "small.txt",
+                            HPL_Tflops="1e-300")
+    big = _summary_edited(HPCC / "hpcc-1.5.0-np2.txt", tmp_path / "big.txt",
+                          HPL_Tflops="1e308")
+    result = cli("cluster", "import", str(small), str(big), "-o", str(tmp_path / "out"),
+                 "--format", "json")
+    assert result.status == 0, result.stderr
+    doc = json.loads((tmp_path / "out" / "scaling.json").read_text())
+    assert {p.name for p in (tmp_path / "out").iterdir()} == {"small.json", "big.json",
+                                                              "scaling.json"}
+    at_two = doc["body"]["points"][1]
+    assert at_two["np"] == 2 and at_two["metrics"]["HPL_Tflops"]["mean"] == 1e308
+    assert at_two["speedup"]["HPL_Tflops"] is None  # 1e308 / 1e-300: no figure, no inf
+    assert at_two["efficiency"]["HPL_Tflops"] is None
+    assert at_two["efficiency"]["StarDGEMM_Gflops"] > 0  # the others are still there
+
+
+def test_an_mpip_mean_that_overflows_is_one_line(tmp_path):
+    from test_predict import mpip_report
+
+    report = mpip_report().replace("*    4000 2.621e+05 2.621e+05", "*    4000 2.621e+05     1e999")
+    assert "1e999" in report
+    (tmp_path / "app.mpiP").write_text(report)
+    result = cli("predict", "--profile", str(tmp_path / "app.mpiP"), "--model",
+                 "alpha=20us,bw=1Gbit/s")
+    _one_line(result, 1, "Isend site 3: a message size that is not a finite number")
+
+
+def test_a_reference_csv_with_a_bare_carriage_return(tmp_path):
+    ours = tmp_path / "ours.csv"
+    ours.write_bytes(b"metric,unit,np2\nHPL,TFLOP/s,0.5\rPTRANS,GB/s,1\n")  # CR: a line end
+    result = cli("cluster", "import", str(HPCC / "hpcc-1.5.0-np2.txt"), "--reference-file",
+                 str(ours))
+    assert result.status == 0, result.stderr
+    rows = [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
+    assert "HPL" in rows and "PTRANS" in rows
+    huge = tmp_path / "huge.csv"
+    huge.write_text('metric,unit,np2\nHPL,TFLOP/s,"' + "1" * 200_000 + '"\n')
+    result = cli("cluster", "import", str(HPCC / "hpcc-1.5.0-np2.txt"), "--reference-file",
+                 str(huge))
+    _one_line(result, 1, "huge.csv: line 2: not CSV")
+
+
+@pytest.mark.parametrize("fixture, row, value, message", [
+    ("osu_latency-5.6.3.txt", "1 ", "1e-320", "1 B: throughput (bit/s), from_mean, comes to inf"),
+    ("osu_bw-7.4.txt", "1 ", "1e-320", "1 B: time (us), mean, comes to inf"),
+])
+def test_an_osu_figure_out_of_range_is_one_line(tmp_path, fixture, row, value, message):
+    lines = (FIXTURES / fixture).read_text().splitlines()
+    edited = [f"{row}{value}" if line.startswith(row) else line for line in lines]
+    bad = tmp_path / "bad.txt"
+    bad.write_text("\n".join(edited) + "\n")
+    good = str(FIXTURES / fixture)
+    for argv in (("plot", str(bad), "-o", str(tmp_path / "plots")), ("compare", good, str(bad)),
+                 ("predict", "--profile", good, "--network", str(bad))):
+        _one_line(cli(*argv), 1, f"bad.txt: {message}")

@@ -401,6 +401,10 @@ def parse_runs(text: str, source: str = "hpccoutf.txt") -> list[HpccRun]:
         if "Success" not in run.summary or "CommWorldProcs" not in run.summary:
             raise HpccFormatError(f"{source}: run {i}: the summary has no Success or "
                                   "CommWorldProcs: not HPCC 1.4-1.5 output")
+        procs = run.summary["CommWorldProcs"]
+        if not isinstance(procs, int) or procs < 1:  # every ratio of a scaling divides by it
+            raise HpccFormatError(f"{source}: run {i}: CommWorldProcs="
+                                  f"{run.raw['CommWorldProcs'][:20]} is not a process count")
     return runs
 
 

@@ -175,6 +175,7 @@ def _to_run(path: Path, found: _Import) -> RunResult:
         raise ResultFormatError(f"{path}: {found.fmt} output without any data rows (truncated?)")
     previous = 0
     for s in found.sizes:
+        _check_figures(path, s)
         if s.size <= previous:
             raise ResultFormatError(f"{path}: message sizes not ascending ({s.size} B after "
                                     f"{previous} B; two runs in one file?)")
@@ -189,6 +190,18 @@ def _to_run(path: Path, found: _Import) -> RunResult:
                           "lacks": [*lacks(found.sizes)], "units": found.units}
     return RunResult(parameters=parameters, local={}, remote={}, meta=meta, sizes=found.sizes,
                      status="complete", warnings=found.warnings, source=source)
+
+
+def _check_figures(path: Path, s: SizeResult) -> None:
+    """ResultFormatError unless every time and throughput of S is a positive finite
+    number: a latency of 1e-320 us, or a bandwidth of 1e-320 MB/s, is no measurement, and
+    its throughput or time overflows."""
+    for what, figures in (("time (us)", s.time_us), ("throughput (bit/s)", s.throughput_bps)):
+        for key, value in figures.items():
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ResultFormatError(f"{path}: {s.size} B: {what}, {key}, comes to "
+                                        f"{value:g}: the file's figure is out of range, "
+                                        "not a measurement")
 
 
 def _quoted(text: str, limit: int = 60) -> str:
@@ -222,7 +235,10 @@ def _positive(path: Path, number: int, value: float, what: str) -> float:
 
 
 def _bits_per_second(size: int, time_us: float) -> float:
-    return size * 8.0 / (time_us * 1e-6)
+    """Size over time; inf where the time underflows (1e-320 us is 0 s), which
+    _check_figures then refuses."""
+    seconds = time_us * 1e-6
+    return size * 8.0 / seconds if seconds > 0 else math.inf
 
 
 # ---------------------------------------------------------------------------

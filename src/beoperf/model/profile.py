@@ -287,7 +287,7 @@ def _mpip_callsites(lines: list[str], source: str) -> list[tuple]:
     for line in lines:
         m = row.match(line)
         if m:
-            out.append((m[1], int(m[2]), int(m[3]), float(m[5]), float(m[6]), float(m[4])))
+            out.append(_mpip_row(m, (5, 6, 4), source))
     return out
 
 
@@ -298,8 +298,22 @@ def _mpip_top(lines: list[str], source: str) -> list[tuple]:
     for line in lines:
         m = row.match(line)
         if m:
-            out.append((m[1], int(m[2]), int(m[3]), float(m[5]), None, None))
+            out.append(_mpip_row(m, (5,), source))
     return out
+
+
+def _mpip_row(m: re.Match[str], sizes: tuple[int, ...], source: str) -> tuple:
+    """(call, site, count, mean, min, max) of a matched row (min and max None if SIZES is
+    the mean alone); ProfileError if a figure is not a finite number (1e999 overflows)
+    or a count is beyond any run (a 5,000-digit count is no int Python will make)."""
+    where = f"{source}: {m[1][:40]} site {m[2][:20]}"
+    if len(m[2]) > 18 or len(m[3]) > 18:
+        raise ProfileError(f"{where}: a site or count of over 18 digits")
+    figures = [float(m[i]) for i in sizes]
+    if not all(math.isfinite(f) for f in figures):
+        raise ProfileError(f"{where}: a message size that is not a finite number")
+    mean, low, high = (figures + [None, None])[:3]
+    return m[1], int(m[2]), int(m[3]), mean, low, high
 
 
 # --------------------------------------------------------------------------- any
