@@ -294,3 +294,49 @@ def test_an_osu_figure_out_of_range_is_one_line(tmp_path, fixture, row, value, m
     for argv in (("plot", str(bad), "-o", str(tmp_path / "plots")), ("compare", good, str(bad)),
                  ("predict", "--profile", good, "--network", str(bad))):
         _one_line(cli(*argv), 1, f"bad.txt: {message}")
+
+
+# --------------------------------------------------------------------------- options and documents
+
+
+@pytest.mark.parametrize("argv", [("pingpong", ""), ("pingpong", "  "),
+                                  ("replay", "PROFILE", "")])
+def test_an_empty_host_is_refused_not_read_as_loopback(tmp_path, argv):
+    profile = tmp_path / "app.csv"
+    profile.write_text("size,count\n64,10\n")
+    result = cli(*(str(profile) if a == "PROFILE" else a for a in argv))
+    _one_line(result, 2, "HOST is empty")
+
+
+def test_cluster_show_escapes_control_characters(tmp_path):
+    assert cli("cluster", "import", str(HPCC / "hpcc-1.5.0-np2.txt"), "-o",
+               str(tmp_path / "out")).status == 0
+    path = tmp_path / "out" / "scaling.json"
+    doc = json.loads(path.read_text())
+    doc["body"]["label"] = "lab\x1b[2J\x1b]0;owned\x07"
+    path.write_text(json.dumps(doc))
+    for fmt in ("text", "markdown", "csv"):
+        result = cli("cluster", "show", str(path), "--format", fmt)
+        assert result.status == 0, result.stderr
+        assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "lab\\x1b[2J\\x1b]0;owned\\x07" in cli("cluster", "show", str(path)).stdout
+
+
+def test_a_replay_of_a_count_of_10_15_is_timed_on_a_bounded_part(tmp_path, monkeypatch):
+    from beoperf.model.profile import Entry
+    from beoperf.sweep import replay
+
+    huge = Entry(64, 10**15, "pingpong", 1)
+    assert replay.plan(huge)[1] <= replay.MAX_TIMED_MESSAGES
+    assert replay.plan(Entry(64, 1000, "stream", 1)) == (1000, 1000)  # small: all of it
+    assert replay.plan(Entry(1 << 30, 100, "stream", 1))[1] == 8  # 8 GiB of 1 GiB messages
+    monkeypatch.setattr(replay, "MAX_TIMED_MESSAGES", 1000)  # a loopback replay in a test
+    profile = tmp_path / "app.csv"
+    profile.write_text("size,count\n64,1000000000000000\n1K,10\n")
+    result = cli("replay", str(profile), "--repeats", "1")
+    assert result.status == 0, result.stderr
+    assert "1 class(es) timed on part of their count" in result.stdout
+    assert "64 B x 1,000,000,000,000,000" in result.stdout
+    rows = {line.split()[0]: line.split()[-1] for line in result.stdout.splitlines()
+            if line.strip()[:1].isdigit()}
+    assert rows["64"] == "1,000" and rows["1024"] == "10"  # messages timed
