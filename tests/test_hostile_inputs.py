@@ -28,6 +28,7 @@ from beoperf.model.fleet import answer_counts
 from beoperf.model.importers import load_any
 from beoperf.model.nodeset import MAX_NODES
 from beoperf.model.pingpong import ResultFormatError
+from beoperf.model.profile import ProfileError, read_profile
 from beoperf.suites.cluster_import import read_runs
 from helpers import cli
 
@@ -52,7 +53,7 @@ def _seconds(read: Callable[[Path], object], path: Path, within: float = 60.0) -
     start = time.perf_counter()
     try:
         read(path)
-    except (ResultFormatError, errors.InputError):
+    except (ResultFormatError, errors.InputError, ProfileError):
         pass
     except _TooSlow:
         return math.inf
@@ -135,6 +136,23 @@ def test_hpcc_reader_is_linear_on_one_long_line(tmp_path, small_limit):
     crafted = _hpccoutf(tmp_path / "crafted-hpccoutf.txt", dots)
     assert len(read_runs(str(normal))[0]) == 1
     base, hostile = _normal_and_crafted(normal, crafted, lambda p: read_runs(str(p)))
+    assert hostile <= SLOWER * base, (hostile, base)
+
+
+def test_mpip_reader_is_linear_on_one_long_line(tmp_path, monkeypatch):
+    from test_predict import mpip_report
+
+    monkeypatch.setattr("beoperf.model.profile.LIMIT", LIMIT)
+    report = mpip_report()
+    row = next(line for line in report.splitlines() if line.startswith("Isend"))
+    normal = tmp_path / "normal.mpiP"
+    normal.write_text(report + (row + "\n") * ((LIMIT - len(report)) // (len(row) + 1)))
+    heading = "@--- " + " " * (LIMIT - len(report) - 14) + "x"  # a run of spaces, then text
+    crafted = tmp_path / "crafted.mpiP"
+    crafted.write_text("@ mpiP\n" + heading + "\n" + report)
+    assert crafted.stat().st_size == LIMIT and normal.stat().st_size > LIMIT - len(row) - 1
+    assert len(read_profile(str(normal)).entries) == 2
+    base, hostile = _normal_and_crafted(normal, crafted, lambda p: read_profile(str(p)))
     assert hostile <= SLOWER * base, (hostile, base)
 
 
