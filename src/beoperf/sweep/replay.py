@@ -9,6 +9,9 @@ CLOCK_MONOTONIC), on a session of its pattern's mode:
 * bidir: count exchanges (both ends send one message at once);
 * stream: count messages one way, back to back (the receiver times them).
 
+A class counting more than MAX_TIMED_MESSAGES messages (or MAX_TIMED_BYTES bytes) sends
+that many instead, and its time is scaled to its count the same way; a warning names it.
+
 Before each class's timed trial one untimed repetition of its size warms the path (as
 the sweep's warm-up does: the model it is compared with is of warm messages).  The whole
 profile runs ``repeats`` times, class after class; every repeat's time is kept.
