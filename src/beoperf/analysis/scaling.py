@@ -107,9 +107,20 @@ def _point_stats(runs: list[ClusterRun]) -> dict[str, Summary]:
 
 
 def ratios(role: str, m: float, m0: float, p: int, p0: int) -> tuple[float | None, float | None]:
-    """(speedup, efficiency) of figure m at p processes against m0 at p0 (table above)."""
+    """(speedup, efficiency) of figure m at p processes against m0 at p0 (table above);
+    None where it is not defined or not a finite number (1e308 against 1e-300 overflows,
+    and a document holds no infinity)."""
     if not (m0 > 0 and m > 0):
         return None, None
+    speedup, efficiency = _ratios(role, m, m0, p, p0)
+    return _finite(speedup), _finite(efficiency)
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _ratios(role: str, m: float, m0: float, p: int, p0: int) -> tuple[float | None, float | None]:
     if role == "aggregate":
         return m / m0, (m / m0) / (p / p0)
     if role == "per-process":

@@ -22,6 +22,15 @@ def check_seconds(name: str, value: float) -> None:
         raise UsageError(f"{name} {value}: give seconds between 0.001 and {MAX_SECONDS:.0f}")
 
 
+def peer_host(text: str) -> str:
+    """A HOST argument (argparse type): an empty one is refused, not read as "no HOST",
+    which would measure this host's loopback in silence (pingpong '')."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("HOST is empty: name the peer, or give no HOST to "
+                                         "measure this host's loopback")
+    return text
+
+
 class Parser(argparse.ArgumentParser):
     """argparse whose errors are one line and an exception, not usage + exit."""
 

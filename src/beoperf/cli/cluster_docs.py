@@ -98,7 +98,7 @@ def with_references(doc: Document, names: list[str], files: list[str]) -> Docume
 
 
 def print_doc(doc: Document, fmt: str, all_keys: bool) -> None:
-    sys.stdout.write(report.render(doc, fmt, all_keys=all_keys))
+    sys.stdout.write(report.for_terminal(report.render(doc, fmt, all_keys=all_keys)))
 
 
 def metrics_of(text: str | None) -> list[str] | None:
@@ -208,5 +208,5 @@ def run_hpcc_compare(args: argparse.Namespace) -> int:
                                 reference_files=tuple(args.reference_file),
                                 command_line=tuple(args.argv))
     doc = cluster_compare.run(spec)
-    sys.stdout.write(report.render(doc, COMPARE_FORMATS[args.format]))
+    sys.stdout.write(report.for_terminal(report.render(doc, COMPARE_FORMATS[args.format])))
     return ExitStatus.OK

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from beoperf import errors, interrupts, report, safeio, units
-from beoperf.cli import ExitStatus, UsageError, mpi_options, runs
+from beoperf.cli import ExitStatus, UsageError, mpi_options, peer_host, runs
 from beoperf.cli.progress import Progress
 from beoperf.model.document import Document
 from beoperf.model.pingpong import RunResult
@@ -37,7 +37,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "their precision.",
                        epilog=EXAMPLES + "\n" + mpi_options.EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("host", nargs="?", help="peer running 'beoperf serve' (default: own loopback)")
+    p.add_argument("host", nargs="?", type=peer_host,
+                   help="peer running 'beoperf serve' (default: own loopback)")
     p.add_argument("--port", type=int, default=pingpong.DEFAULT_PORT)
     fam = p.add_mutually_exclusive_group()
     fam.add_argument("-4", dest="family", action="store_const", const=socket.AF_INET,

@@ -7,7 +7,7 @@ import socket
 import sys
 
 from beoperf import interrupts, report, units
-from beoperf.cli import CliError, ExitStatus, UsageError, check_seconds
+from beoperf.cli import CliError, ExitStatus, UsageError, check_seconds, peer_host
 from beoperf.model.profile import FORMATS
 from beoperf.suites import replay
 
@@ -33,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "'beoperf serve' peer and time every message class.",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("profile", metavar="PROFILE", help="the application's messages")
-    p.add_argument("host", nargs="?", metavar="HOST",
+    p.add_argument("host", nargs="?", metavar="HOST", type=peer_host,
                    help="the peer running 'beoperf serve' (default: an embedded server on "
                         "loopback)")
     p.add_argument("-p", "--port", type=int, default=replay.DEFAULT_PORT)

@@ -51,7 +51,7 @@ from ClusterShell.Worker.Worker import WorkerError
 
 from beoperf.launch import clush
 from beoperf.launch.base import LaunchSpec
-from beoperf.model import narrow
+from beoperf.model import narrow, nodeset
 from beoperf.model.document import DocumentError, JsonObject
 
 DEFAULT_FANOUT = clush.DEFAULT_FANOUT
@@ -236,9 +236,9 @@ def _agent_missing(spec: LaunchSpec) -> dict[str, HostResult]:
 
 def _one_host(name: str) -> None:
     """ValueError unless ``name`` is one host to ClusterShell (not 'a,b' or 'n[1-2]')."""
-    try:
-        ok = list(NodeSet(name)) == [name]
-    except NodeSetException:
+    try:  # counted first: 'n[1-100000000]' is not expanded to find it is not one host
+        ok = nodeset.count(name) == 1 and list(NodeSet(name)) == [name]
+    except (NodeSetException, nodeset.NodeSetSizeError):
         ok = False
     if not ok:
         raise ValueError(f"host {name!r} is not one host name")

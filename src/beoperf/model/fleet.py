@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from beoperf.model import document, narrow
+from beoperf.model import document, narrow, nodeset
 from beoperf.model.document import Document, DocumentError, JsonObject, JsonValue
 
 KIND = "fleet-audit"
@@ -117,9 +117,11 @@ def make(body_: JsonObject, meta: JsonObject) -> Document:
 
 def answer_counts(body_: Mapping[str, Any]) -> tuple[int, int]:
     """(nodes that answered, nodes asked) of a fleet audit body."""
-    from ClusterShell.NodeSet import NodeSet
-
-    return len(NodeSet(body_["answered"])), len(NodeSet(body_["nodes"]))
+    try:
+        return (len(nodeset.parse(body_["answered"], "the document's answered nodes")),
+                len(nodeset.parse(body_["nodes"], "the document's nodes")))
+    except nodeset.NodeSetSizeError as exc:
+        raise DocumentError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- typed body

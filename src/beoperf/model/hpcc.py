@@ -268,8 +268,12 @@ class HpccFormatError(ValueError):
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _INT = re.compile(r"[-+]?\d+")
 _THRESHOLD = re.compile(r"scaled residuals are less than\s+([0-9.eE+-]+)")
-_HPL_CHECK = re.compile(r"^\|\|Ax-b\|\|_oo/\(eps\*.*=\s*([0-9.eE+-]+|[-+]?nan|[-+]?inf)\s*\.+\s*"
-                        r"(PASSED|FAILED)", re.MULTILINE)
+# HPL's check line, "||Ax-b||_oo/(eps*(...)*N)=   0.0042 ...... PASSED". Each part is
+# possessive or atomic, so that nothing is tried twice: with "[0-9.eE+-]+" then "\.+" a
+# long run of dots was split every way (a 218 KB crafted hpccoutf took minutes).
+_HPL_CHECK = re.compile(r"^\|\|Ax-b\|\|_oo/\(eps\*[^=\n]*+=\s*+"
+                        r"((?>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf))"
+                        r"\s*+\.++\s*+(PASSED|FAILED)", re.MULTILINE)
 _VERSION_LINE = re.compile(r"HPC Challenge Benchmark version ([0-9][0-9.]*\S*)")
 _HOSTNAME = re.compile(r"^Hostname: '([^'\n]{0,253})'", re.MULTILINE)
 
@@ -469,6 +473,10 @@ def parse_runs(text: str, source: str = "hpccoutf.txt") -> list[HpccRun]:
         if "Success" not in run.summary or "CommWorldProcs" not in run.summary:
             raise HpccFormatError(f"{source}: run {i}: the summary has no Success or "
                                   "CommWorldProcs: not HPCC 1.4-1.5 output")
+        procs = run.summary["CommWorldProcs"]
+        if not isinstance(procs, int) or procs < 1:  # every ratio of a scaling divides by it
+            raise HpccFormatError(f"{source}: run {i}: CommWorldProcs="
+                                  f"{run.raw['CommWorldProcs'][:20]} is not a process count")
     return runs
 
 

@@ -175,6 +175,7 @@ def _to_run(path: Path, found: _Import) -> RunResult:
         raise ResultFormatError(f"{path}: {found.fmt} output without any data rows (truncated?)")
     previous = 0
     for s in found.sizes:
+        _check_figures(path, s)
         if s.size <= previous:
             raise ResultFormatError(f"{path}: message sizes not ascending ({s.size} B after "
                                     f"{previous} B; two runs in one file?)")
@@ -191,13 +192,33 @@ def _to_run(path: Path, found: _Import) -> RunResult:
                      status="complete", warnings=found.warnings, source=source)
 
 
+def _check_figures(path: Path, s: SizeResult) -> None:
+    """ResultFormatError unless every time and throughput of S is a positive finite
+    number: a latency of 1e-320 us, or a bandwidth of 1e-320 MB/s, is no measurement, and
+    its throughput or time overflows."""
+    for what, figures in (("time (us)", s.time_us), ("throughput (bit/s)", s.throughput_bps)):
+        for key, value in figures.items():
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ResultFormatError(f"{path}: {s.size} B: {what}, {key}, comes to "
+                                        f"{value:g}: the file's figure is out of range, "
+                                        "not a measurement")
+
+
+def _quoted(text: str, limit: int = 60) -> str:
+    """TEXT quoted for an error message, cut to LIMIT characters: a crafted file's one
+    token may be megabytes long, and the message must stay one readable line."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
 def _number(path: Path, number: int, token: str, what: str) -> float:
     try:
         value = float(token)
     except ValueError:
-        raise ResultFormatError(f"{path}:{number}: {token!r} is not a number in {what}") from None
+        raise ResultFormatError(f"{path}:{number}: {_quoted(token)} is not a number in "
+                                f"{what}") from None
     if not math.isfinite(value):
-        raise ResultFormatError(f"{path}:{number}: {token!r} is not a finite number in {what}")
+        raise ResultFormatError(f"{path}:{number}: {_quoted(token)} is not a finite number "
+                                f"in {what}")
     return value
 
 
@@ -214,13 +235,17 @@ def _positive(path: Path, number: int, value: float, what: str) -> float:
 
 
 def _bits_per_second(size: int, time_us: float) -> float:
-    return size * 8.0 / (time_us * 1e-6)
+    """Size over time; inf where the time underflows (1e-320 us is 0 s), which
+    _check_figures then refuses."""
+    seconds = time_us * 1e-6
+    return size * 8.0 / seconds if seconds > 0 else math.inf
 
 
 # ---------------------------------------------------------------------------
 # NetPIPE 3.x and 5.x np.out
 
-_NP5_WORKLOAD = re.compile(r"\s+[-+.\deE]+\s+(?:GB/sec|GFlops)\s*$")
+_NP5_WORKLOAD_UNITS = ("GB/sec", "GFlops")
+_NP5_WORKLOAD_FIGURE = re.compile(r"[-+.\deE]+")
 _NP5_INTEGRITY = re.compile(r"^\s*\d+\s+bytes\s+\d+\s+times\s+\d+\s+failures\s*$")
 _NP_SCREEN = re.compile(r"^\s*\d+:\s+\d+\s+bytes\s+\d+\s+times\s+-->")
 _NUMERIC = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
@@ -239,7 +264,7 @@ def _sniff_netpipe(path: Path, lines: list[str]) -> Callable[[], _Import] | None
     if _NP5_INTEGRITY.match(data[0][1]):
         raise ResultFormatError(f"{path}: NetPIPE integrity-check output (no timings), "
                                 "not a performance result")
-    if not all(_NUMERIC.match(t) for t in _NP5_WORKLOAD.sub("", data[0][1]).split()):
+    if not all(_NUMERIC.match(t) for t in _np_tokens(data[0][1])):
         return None
     rows = _numeric_rows(path, data)
     kind = _netpipe_kind(path, rows)
@@ -248,11 +273,23 @@ def _sniff_netpipe(path: Path, lines: list[str]) -> Callable[[], _Import] | None
     return lambda: _import_netpipe3(path, rows)
 
 
+def _np_tokens(line: str) -> list[str]:
+    """The numbers of a NetPIPE line, without NetPIPE 5's workload figure ("2.5 GB/sec",
+    "1.2 GFlops") at its end. Split into tokens, not matched by a regex over the line: a
+    regex with whitespace runs on both sides of the figure backtracked quadratically on
+    one long crafted line (100 KB took minutes)."""
+    tokens = line.split()
+    if (len(tokens) >= 3 and tokens[-1] in _NP5_WORKLOAD_UNITS
+            and _NP5_WORKLOAD_FIGURE.fullmatch(tokens[-2])):
+        return tokens[:-2]
+    return tokens
+
+
 def _numeric_rows(path: Path, data: list[tuple[int, str]]) -> Rows:
     rows: Rows = []
     width = None
     for n, line in data:
-        tokens = _NP5_WORKLOAD.sub("", line).split()
+        tokens = _np_tokens(line)
         values = [_number(path, n, t, "a NetPIPE data line") for t in tokens]
         if width is None:
             width = len(values)
@@ -557,8 +594,8 @@ def _sniff_osu(path: Path, lines: list[str]) -> Callable[[], _Import] | None:
     name = " ".join(match.group(1).split())
     kind = _OSU_SUPPORTED.match(name)
     if not kind:
-        raise ResultFormatError(f"{path}: {name!r} is not supported (OSU osu_latency, osu_bw, "
-                                "osu_bibw and osu_mbw_mr are)")
+        raise ResultFormatError(f"{path}: {_quoted(name)} is not supported (OSU osu_latency, "
+                                "osu_bw, osu_bibw and osu_mbw_mr are)")
     return lambda: _import_osu(path, lines, start, _OSU_KIND[kind.group(1)], match.group(2),
                                len(titles))
 
@@ -575,7 +612,7 @@ def _osu_columns(path: Path, number: int, header: str) -> list[str]:
                 text = text[m.end():].lstrip()
                 break
         else:
-            raise ResultFormatError(f"{path}:{number}: unknown OSU column {text!r}")
+            raise ResultFormatError(f"{path}:{number}: unknown OSU column {_quoted(text)}")
     return columns
 
 
@@ -627,8 +664,8 @@ def _osu_rows_follow(lines: list[str], start: int, width: int) -> bool:
 def _osu_value(path: Path, number: int, token: str, column: str) -> float:
     if column == "validation":
         if token not in ("Pass", "Fail"):
-            raise ResultFormatError(f"{path}:{number}: {token!r} is not Pass/Fail in the OSU "
-                                    "Validation column")
+            raise ResultFormatError(f"{path}:{number}: {_quoted(token)} is not Pass/Fail in "
+                                    "the OSU Validation column")
         return 1.0 if token == "Pass" else 0.0
     return _number(path, number, token, "the OSU table")
 

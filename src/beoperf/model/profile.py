@@ -238,8 +238,16 @@ def from_benchmark(path: str) -> Profile:
 
 # --------------------------------------------------------------------------- mpiP
 
-_SECTION = re.compile(r"^@--- (.*?) -*\s*$")
 _NUMBER = r"[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?"
+
+
+def _heading(line: str) -> str | None:
+    """The name in an mpiP heading, '@--- MPI Time (seconds) ------' (None: not one).
+    Taken apart with str methods: the regex it replaces, '(.*?) -*\\s*$', tried every
+    split of a long run of spaces (one 200 KB line took minutes)."""
+    if not line.startswith("@--- "):
+        return None
+    return line[5:].rstrip().rstrip("-").strip()
 
 
 def _sections(text: str) -> dict[str, list[str]]:
@@ -247,9 +255,9 @@ def _sections(text: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     current: list[str] | None = None
     for line in text.splitlines():
-        m = _SECTION.match(line)
-        if m:
-            current = out.setdefault(m[1].strip(), [])
+        heading = _heading(line)
+        if heading is not None:
+            current = out.setdefault(heading, [])
             continue
         if current is not None and line.strip() and not line.startswith("---"):
             current.append(line)
@@ -305,7 +313,7 @@ def _mpip_callsites(lines: list[str], source: str) -> list[tuple]:
     for line in lines:
         m = row.match(line)
         if m:
-            out.append((m[1], int(m[2]), int(m[3]), float(m[5]), float(m[6]), float(m[4])))
+            out.append(_mpip_row(m, (5, 6, 4), source))
     return out
 
 
@@ -316,8 +324,22 @@ def _mpip_top(lines: list[str], source: str) -> list[tuple]:
     for line in lines:
         m = row.match(line)
         if m:
-            out.append((m[1], int(m[2]), int(m[3]), float(m[5]), None, None))
+            out.append(_mpip_row(m, (5,), source))
     return out
+
+
+def _mpip_row(m: re.Match[str], sizes: tuple[int, ...], source: str) -> tuple:
+    """(call, site, count, mean, min, max) of a matched row (min and max None if SIZES is
+    the mean alone); ProfileError if a figure is not a finite number (1e999 overflows)
+    or a count is beyond any run (a 5,000-digit count is no int Python will make)."""
+    where = f"{source}: {m[1][:40]} site {m[2][:20]}"
+    if len(m[2]) > 18 or len(m[3]) > 18:
+        raise ProfileError(f"{where}: a site or count of over 18 digits")
+    figures = [float(m[i]) for i in sizes]
+    if not all(math.isfinite(f) for f in figures):
+        raise ProfileError(f"{where}: a message size that is not a finite number")
+    mean, low, high = (figures + [None, None])[:3]
+    return m[1], int(m[2]), int(m[3]), mean, low, high
 
 
 # --------------------------------------------------------------------------- any

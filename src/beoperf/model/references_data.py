@@ -120,18 +120,28 @@ def _metric(name: str, unit: str, source: str, line: int) -> tuple[str, str]:
 
 
 def _rows(text: str, source: str) -> list[list[str]]:
+    """The CSV's rows; a line may end in LF, CRLF or a bare CR (an old Mac's files),
+    and what the csv module refuses is a ReferenceError naming the line, not a traceback."""
     rows: list[list[str]] = []
-    for row in csv.reader(io.StringIO(text)):
-        if len(rows) >= MAX_ROWS:
-            raise ReferenceError(f"{source}: over {MAX_ROWS} rows")
-        if any(len(cell) > MAX_CELL for cell in row):
-            raise ReferenceError(f"{source}: line {len(rows) + 1}: a cell over {MAX_CELL} "
-                                 "characters")
-        if row and not (len(row) == 1 and not row[0].strip()):
-            rows.append(row)
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        for row in reader:
+            _check_row(row, rows, source)
+    except csv.Error as exc:
+        raise ReferenceError(f"{source}: line {reader.line_num}: not CSV ({exc})") from None
     if not rows:
         raise ReferenceError(f"{source}: empty file")
     return rows
+
+
+def _check_row(row: list[str], rows: list[list[str]], source: str) -> None:
+    if len(rows) >= MAX_ROWS:
+        raise ReferenceError(f"{source}: over {MAX_ROWS} rows")
+    if any(len(cell) > MAX_CELL for cell in row):
+        raise ReferenceError(f"{source}: line {len(rows) + 1}: a cell over {MAX_CELL} "
+                             "characters")
+    if row and not (len(row) == 1 and not row[0].strip()):
+        rows.append(row)
 
 
 def parse_csv(text: str, source: str, system: str | None = None,

@@ -66,6 +66,15 @@ def render(doc: Document, fmt: str = "text", **options: Any) -> str:
     return RENDERERS[(doc.kind, fmt)](doc, **options)
 
 
+def for_terminal(text: str) -> str:
+    """TEXT with every control character but newline and tab shown escaped ('\\x1b'): a
+    document may be crafted, and its labels, host names and notes must not reach a
+    terminal as escape sequences (clear the screen, retitle the window ...)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
+
+
 def formats(kind: str) -> list[str]:
     """The formats a kind can be rendered in on its own (the HTML report's pieces, a
     section, its title and warnings, are not documents of their own)."""

@@ -25,6 +25,7 @@ from beoperf.launch.base import LaunchSpec
 from beoperf.launch.remote import HostResult
 from beoperf.model import audit as audit_doc
 from beoperf.model import fleet as fleet_doc
+from beoperf.model import nodeset
 from beoperf.model.document import (
     Document,
     DocumentError,
@@ -198,7 +199,9 @@ def run(spec: Spec, progress: Progress | None = None) -> Document:
     started = utc_now()
     check_profile_name(spec.profile)
     try:
-        nodes = NodeSet(spec.nodes)
+        nodes = nodeset.parse(spec.nodes, "-w/--nodes")
+    except nodeset.NodeSetSizeError as exc:
+        raise errors.BadSpec(str(exc)) from None
     except NodeSetParseError as exc:
         raise errors.BadSpec(f"-w/--nodes {spec.nodes!r}: {exc}") from None
     results = remote.run(launch_spec(spec, nodes), timeout=spec.timeout, fanout=spec.fanout,

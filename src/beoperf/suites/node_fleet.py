@@ -22,7 +22,9 @@ from beoperf.analysis import node as analysis
 from beoperf.launch import remote
 from beoperf.launch.base import LaunchSpec
 from beoperf.launch.remote import HostResult
+from beoperf.model import fleet as fleet_doc
 from beoperf.model import node as node_doc
+from beoperf.model import nodeset
 from beoperf.model.document import Document, DocumentError, JsonObject, make_meta, utc_now
 from beoperf.model.node import NodeFleet, NodeRun
 from beoperf.suites.fleet import DEFAULT_REMOTE, fleet_launch, parse_document, sort_documents
@@ -76,7 +78,9 @@ def run(spec: Spec, progress: Callable[[str], None] | None = None) -> Document:
     """The node-fleet document of ``spec.nodes`` (nodes that did not answer included)."""
     started = utc_now()
     try:
-        nodes = NodeSet(spec.nodes)
+        nodes = nodeset.parse(spec.nodes, "-w/--nodes")
+    except nodeset.NodeSetSizeError as exc:
+        raise errors.BadSpec(str(exc)) from None
     except NodeSetParseError as exc:
         raise errors.BadSpec(f"-w/--nodes {spec.nodes!r}: {exc}") from None
     if not spec.threshold > 0:
@@ -105,4 +109,5 @@ def _conditions(run: NodeRun) -> JsonObject:
 
 
 def answer_counts(body: JsonObject) -> tuple[int, int]:
-    return len(NodeSet(body["answered"])), len(NodeSet(body["nodes"]))
+    """(nodes that answered, nodes asked), each node set counted before it is expanded."""
+    return fleet_doc.answer_counts(body)

@@ -9,6 +9,9 @@ CLOCK_MONOTONIC), on a session of its pattern's mode:
 * bidir: count exchanges (both ends send one message at once);
 * stream: count messages one way, back to back (the receiver times them).
 
+A class counting more than MAX_TIMED_MESSAGES messages (or MAX_TIMED_BYTES bytes) sends
+that many instead, and its time is scaled to its count the same way; a warning names it.
+
 Before each class's timed trial one untimed repetition of its size warms the path (as
 the sweep's warm-up does: the model it is compared with is of warm messages).  The whole
 profile runs ``repeats`` times, class after class; every repeat's time is kept.
@@ -33,6 +36,11 @@ from beoperf.model.profile import PATTERNS, Entry, Profile
 from beoperf.sweep.driver import open_transport
 
 MAX_TRIAL_REPS = 1 << 26  # below the server's per-run limit (1 << 27)
+# What one class's timed trial sends at most, per repeat: a profile may count 10^15
+# messages (decades of sending); a class over either is timed on this many and its time
+# scaled to its count, with a warning.
+MAX_TIMED_MESSAGES = 1 << 22
+MAX_TIMED_BYTES = 1 << 33
 METHOD = ("Each message class is one timed trial in C (CLOCK_MONOTONIC) after one untimed "
           "warm-up message: pingpong as round trips (two messages each), bidir as "
           "exchanges, stream as messages one way back to back; the profile runs once per "
@@ -62,12 +70,31 @@ Opener = Callable[[SessionParams], Transport]
 than a peer to open, e.g. MPI's session of the job)."""
 
 
+def timed_messages(e: Entry) -> int:
+    """Messages of the class that are sent and timed (its count, or the cap)."""
+    cap = max(2, min(MAX_TIMED_MESSAGES, MAX_TIMED_BYTES // e.size))
+    return min(e.count, cap)
+
+
 def plan(e: Entry) -> tuple[int, int]:
-    """(repetitions of the trial, messages they move) for one class."""
+    """(repetitions of the trial, messages they move) for one class; its time is the
+    trial's scaled by count / messages moved."""
+    messages = timed_messages(e)
     if e.pattern == "pingpong":
-        reps = math.ceil(e.count / 2)
+        reps = math.ceil(messages / 2)
         return reps, 2 * reps
-    return e.count, e.count
+    return messages, messages
+
+
+def capped_warning(entries: list[Entry]) -> str | None:
+    """The line that says which classes are timed on part of their count (None: none)."""
+    capped = [e for e in entries if timed_messages(e) < e.count]
+    if not capped:
+        return None
+    named = ", ".join(f"{e.size} B x {e.count:,}" for e in capped[:3])
+    return (f"{len(capped)} class(es) timed on part of their count, their time scaled to "
+            f"it (at most {MAX_TIMED_MESSAGES:,} messages or {MAX_TIMED_BYTES >> 30} GiB "
+            f"a class per repeat): {named}{' ...' if len(capped) > 3 else ''}")
 
 
 class _Session:
@@ -132,6 +159,9 @@ def replay(peer: Peer, profile: Profile, *, repeats: int = 3, transport: str = "
                              f"{crowded[0].concurrency})", "replay those with concurrency 1, "
                              "or predict them only")
     out = ReplayOutcome([ClassReplay(e) for e in profile.entries])
+    capped = capped_warning(profile.entries)
+    if capped:
+        out.warnings.append(capped)
     try:
         for pattern in PATTERNS:
             mine = [c for c in out.classes if c.entry.pattern == pattern]
