@@ -416,7 +416,7 @@ def host_control(c: Checked) -> Control:
     blocks = (2 * c.design.repeat_limit() * (1 + sum(len(f.levels) for f in c.factors))
               + WARMUP)
     return study_control.HostsControl(
-        c.names, study_name=c.spec.study.name, exec_template=h.exec_template,
+        c.names, study_name=c.spec.study.name, agent=h.agent,
         remote_command=h.remote_command, fanout=h.fanout, timeout=h.timeout,
         lease_s=c.design.lease, interface=h.interface,
         routes=study_control.partners(c.names, c.pairs, c.addresses), levels=levels,
@@ -909,7 +909,7 @@ def where_of(c: Checked) -> Any:
 
     h = c.spec.study.hosts
     reach = {name: study_measure.Reach(LOCAL_TEMPLATE if name == study_spec.LOCAL
-                                       else h.exec_template, h.remote_command)
+                                       else h.agent, h.remote_command)
              for name in c.names}
     return study_measure.Where(tuple((client, c.addresses[server]) for client, server
                                      in c.pairs), reach, bool(h.peer), h.port,
