@@ -224,6 +224,36 @@ def test_a_block_during_which_a_lease_may_have_lapsed_is_left_out_and_the_study_
     assert hosts.calls[-1] == ("finish", ())
 
 
+def test_a_level_answered_after_the_lease_could_lapse_stops_the_study_before_a_block():
+    """A level that cuts a host off (a firewall level dropping everything over ssh) is
+    answered only once its agent has restored the host, after the lease: the answer is
+    ok but the level is not in place.  The study stops as partial at once, naming the
+    level, and measures no block of it (T3b, tests/test_study_cut.py, end to end)."""
+    hosts = FakeHosts(["h0", "h1"])
+    set_level = hosts.set_level
+
+    def cut_off(factor, label, value, names):
+        if label == "9000":
+            hosts.lapsed_hosts = ["h1"]  # renewals failed while the set waited
+        return set_level(factor, label, value, names)
+
+    hosts.set_level = cut_off
+    measured = []
+    inner = measurer(hosts)
+
+    def measure(config, run_levels):
+        measured.append(config.label)
+        return inner(config, run_levels)
+
+    kept = []
+    suite.run(mtu_spec(), None, kept.append, hosts, measure)
+    study = Study.from_document(kept[0])
+    assert study.status == "partial"
+    assert "h1: no renewal" in study.status_reason and "MTU 9000" in study.status_reason
+    assert "MTU 9000" not in measured and measured[-1] != "MTU 9000"
+    assert hosts.calls[-1] == ("finish", ())
+
+
 def test_a_host_that_does_not_arm_is_never_changed():
     hosts = FakeHosts(["h0", "h1"])
     hosts.arm = lambda names: {"h0": {"ok": True}, "h1": {"ok": False, "error": "busy"}}

@@ -45,6 +45,8 @@ EXAMPLES = """examples:
   beoperf study mtu -w beolab-x-[0-1] --exec-template 'ip netns exec %h' \\
       --data-address beolab-x-0=198.18.0.1 --data-address beolab-x-1=198.18.0.2 \\
       --levels 1500,9000 --margin 1% --apply
+  beoperf study mtu -w 198.18.0.1,198.18.0.2 --levels 1500,9000 --apply \\
+      --ssh-command 'ip netns exec beolab-x-ctl ssh -i ...'  # the lab's ssh agent line
 
 Without --apply nothing is changed: each host's current values are read and the plan is
 printed.  With --apply (root on every host): each host's dead-man agent takes the tune
@@ -57,7 +59,8 @@ Exit status: 0 done (all hosts restored, or what helped kept with --keep best); 
 input, nothing contacted; 1 a host refused (busy, Slurm jobs, not root) or a change
 failed, after every host was restored; 6 a host was lost (it restores itself when its
 lease lapses); 130/143 Ctrl-C/SIGTERM, after every host was restored.  The document is
-written with -o in every case.
+written with -o in every case but a refusal before any host is armed (bad input, a
+Slurm node running a job, a factor a host cannot study: one line, nothing changed).
 """
 
 
@@ -114,6 +117,10 @@ def add_options(p: argparse.ArgumentParser, preset: bool) -> None:
     hosts.add_argument("--exec-template", metavar="TEMPLATE",
                        help="reach each host by a local command with %%h, its name "
                             "(e.g. 'ip netns exec %%h'), not ssh")
+    hosts.add_argument("--ssh-command", metavar="CMD",
+                       help="reach each host by this ssh-like command, the host's name "
+                            "after it (e.g. 'ssh -p 2222', or the ssh agent line "
+                            "'beoperf lab up' prints), not plain ssh")
     hosts.add_argument("--remote-command", default=specs.HostsSpec.remote_command,
                        metavar="CMD", help="how beoperf starts on a host (default '%(default)s')")
     hosts.add_argument("--fanout", type=int, default=specs.HostsSpec.fanout, metavar="N",
@@ -237,12 +244,25 @@ def hosts_of(args: argparse.Namespace) -> specs.HostsSpec:
         raise UsageError(f"--fanout {args.fanout}: give at least 1")
     if args.exec_template is not None and "%h" not in args.exec_template:
         raise UsageError("--exec-template must contain %h, the host's name")
+    if args.ssh_command is not None:
+        check_ssh_command(args)
     pairs = specs.read_pairs(args.pairs) if args.pairs else ()
     return specs.HostsSpec(peer=args.peer, nodes=args.nodes, exec_template=args.exec_template,
                            remote_command=args.remote_command, fanout=args.fanout,
                            timeout=args.timeout, pairs=pairs,
                            data_address=specs.parse_data_addresses(args.data_address),
-                           interface=args.interface, port=args.port, force=args.force)
+                           interface=args.interface, port=args.port, force=args.force,
+                           ssh_command=args.ssh_command)
+
+
+def check_ssh_command(args: argparse.Namespace) -> None:
+    """--ssh-command: one ssh-like command, the host's name put after it (an exec
+    template, whose words it runs as its own arguments, is --exec-template)."""
+    if args.exec_template is not None:
+        raise UsageError("give --exec-template or --ssh-command, not both")
+    if not args.ssh_command.split() or "%" in args.ssh_command:
+        raise UsageError(f"--ssh-command {args.ssh_command!r}: give an ssh-like command; "
+                         "the host's name goes after it (no %h: that is --exec-template)")
 
 
 def design_of(args: argparse.Namespace) -> specs.DesignSpec:

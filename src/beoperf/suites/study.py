@@ -416,7 +416,7 @@ def host_control(c: Checked) -> Control:
     blocks = (2 * c.design.repeat_limit() * (1 + sum(len(f.levels) for f in c.factors))
               + WARMUP)
     return study_control.HostsControl(
-        c.names, study_name=c.spec.study.name, exec_template=h.exec_template,
+        c.names, study_name=c.spec.study.name, agent=h.agent,
         remote_command=h.remote_command, fanout=h.fanout, timeout=h.timeout,
         lease_s=c.design.lease, interface=h.interface,
         routes=study_control.partners(c.names, c.pairs, c.addresses), levels=levels,
@@ -480,20 +480,30 @@ class Loop:
         return dict(config.levels)
 
     def set(self, f: PlannedFactor, label: str | None) -> None:
+        """``f`` to ``label`` (None: Default) on its hosts.  HostLost when a host gave no
+        answer, or when its lease may have lapsed by the time the answer came (a level
+        that cut the host off is answered once its agent has restored it: the level is
+        then not in place, and nothing is measured on it)."""
         value = None if label is None else f.level(label).value
         replies = self.control.set_level(f.name, label or "default", value, f.hosts)
         self.now[f.name] = label
         self.changed |= {h for h, r in replies.items() if r.get("ok") and value is not None}
+        what = label_of(f.name, label) if label else f"{label_of(f.name, '')}back to Default"
         lost = [h for h, r in replies.items() if r.get("lost")]
         if lost:
             raise HostLost(f"{', '.join(lost)}: no answer while setting {f.name}",
                            "it restores itself when its lease lapses")
+        lapsed = self.control.lapsed()
+        if lapsed:
+            raise HostLost(f"{', '.join(lapsed)}: no renewal of its lease acknowledged "
+                           f"within the lease while setting {what} (did the change cut "
+                           "it off?)", "its agent restores it by itself when the lease "
+                           "lapses")
         failed = {h: r for h, r in replies.items() if not r.get("ok")}
         if failed:
             host, reply = next(iter(failed.items()))
             raise LevelFailed(f.name, label, f"{host}: {reply.get('error')}")
         self._granted(f, label, replies)
-        what = label_of(f.name, label) if label else f"{label_of(f.name, '')}back to Default"
         self.progress(f"applied {what} on {', '.join(f.hosts)}")
 
     def _granted(self, f: PlannedFactor, label: str | None, replies: Mapping[str, Any]) -> None:
@@ -909,7 +919,7 @@ def where_of(c: Checked) -> Any:
 
     h = c.spec.study.hosts
     reach = {name: study_measure.Reach(LOCAL_TEMPLATE if name == study_spec.LOCAL
-                                       else h.exec_template, h.remote_command)
+                                       else h.agent, h.remote_command)
              for name in c.names}
     return study_measure.Where(tuple((client, c.addresses[server]) for client, server
                                      in c.pairs), reach, bool(h.peer), h.port,

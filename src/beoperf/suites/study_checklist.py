@@ -34,7 +34,7 @@ def tune_plans(hosts: HostsSpec, names: Sequence[str]) -> dict[str, Any]:
     argv = remote.node_argv(hosts.remote_command, args)
     groups: dict[str | None, list[str]] = {}
     for name in names:
-        groups.setdefault(LOCAL_TEMPLATE if name == LOCAL else hosts.exec_template,
+        groups.setdefault(LOCAL_TEMPLATE if name == LOCAL else hosts.agent,
                           []).append(name)
     specs = [LaunchSpec(argv=argv, hosts=tuple(h), agent=a) for a, h in groups.items()]
     results = remote.run_each(specs, hosts.timeout, hosts.fanout)

@@ -52,14 +52,14 @@ def snapshot_value(saved: Any) -> Any:
 class HostsControl:
     """The hosts of one study, through their dead-man agents."""
 
-    def __init__(self, names: Sequence[str], *, study_name: str, exec_template: str | None,
+    def __init__(self, names: Sequence[str], *, study_name: str, agent: str | None,
                  remote_command: str, fanout: int, timeout: float, lease_s: float,
                  interface: str | None, routes: Mapping[str, str | None],
                  levels: Mapping[str, Mapping[str, Sequence[str]]], estimate_s: float,
                  settle_s: float = 1.0) -> None:
         self.names = list(names)
         self.hs = study_hosts.HostSet(
-            new_study_id(study_name), self.names, agent=exec_template,
+            new_study_id(study_name), self.names, agent=agent,
             remote_command=remote_command, local=[LOCAL] if LOCAL in names else (),
             fanout=fanout, timeout=timeout, lease_s=lease_s)
         self.interface, self.routes, self.levels = interface, dict(routes), levels

@@ -348,29 +348,42 @@ class HostSet:
         return HostEnd(host, state, detail, restored, command, result)
 
     def _waited(self, hosts: list[str]) -> dict[str, HostEnd]:
-        """The silent hosts, asked again once their leases have surely lapsed (and, for
-        those still silent, again until one more grace has passed: a host whose agent
-        has just restored the link may take a moment to answer)."""
+        """The hosts whose renewals failed (or that did not answer the finish): asked at
+        once (within T/3: a host whose agent has already restored it after a level cut it
+        off answers as soon as the link is back), then, those still silent, again once
+        their leases have surely lapsed, and until one more grace has passed (a host
+        whose agent has just restored the link may take a moment to answer)."""
+        ends: dict[str, HostEnd] = {}
+        replies: dict[str, Reply] = {}
+        self._ask(hosts, ends, replies, self.lease_s / 3)
+        if len(ends) == len(hosts):
+            return ends
         with self._mutex:
             last = max(self.last_ack.get(h, 0.0) for h in hosts)
         lapsed = last + self.lease_s + self.grace_s
         time.sleep(max(0.0, lapsed - time.monotonic()))
-        ends: dict[str, HostEnd] = {}
-        replies: dict[str, Reply] = {}
         while True:
-            for host, reply in self.status([h for h in hosts if h not in ends]).items():
-                replies[host] = reply
-                end = self._end_of(host, reply)
-                if end is None and reply.data.get("armed") is True:  # alive: finish it
-                    finished = self.ctl({"op": "finish", "keep": []}, [host])[host]
-                    end = self._end_of(host, finished)
-                end = end or self._agent_lost(host, reply)
-                if end is not None:
-                    ends[host] = end
+            self._ask(hosts, ends, replies)
             if len(ends) == len(hosts) or time.monotonic() >= lapsed + self.grace_s:
                 break
             time.sleep(min(1.0, self.grace_s / 2))
         return ends | {h: self._unreachable(h, replies[h]) for h in hosts if h not in ends}
+
+    def _ask(self, hosts: list[str], ends: dict[str, HostEnd], replies: dict[str, Reply],
+             timeout: float | None = None) -> None:
+        """One status round of the ``hosts`` not in ``ends``: the ends it tells (an agent
+        still armed is finished now) into ``ends``, every reply into ``replies``."""
+        request: JsonObject = {"op": "status"}
+        for host, reply in self.ctl(request, [h for h in hosts if h not in ends],
+                                    timeout).items():
+            replies[host] = reply
+            end = self._end_of(host, reply)
+            if end is None and reply.data.get("armed") is True:  # alive: finish it
+                finished = self.ctl({"op": "finish", "keep": []}, [host])[host]
+                end = self._end_of(host, finished)
+            end = end or self._agent_lost(host, reply)
+            if end is not None:
+                ends[host] = end
 
     def _agent_lost(self, host: str, reply: Reply) -> HostEnd | None:
         """A host that answers but whose agent ended without a result (killed with

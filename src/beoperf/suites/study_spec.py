@@ -74,8 +74,10 @@ class MeasureSpec:
 @dataclass(frozen=True)
 class HostsSpec:
     """Who takes part and how they are reached: ``--peer`` (this host and the peer) or a
-    node set (``-w``), reached over ssh or through ``exec_template``; the pairs measured
-    (client, server), the address each host is measured at, and the interface."""
+    node set (``-w``), reached over ssh, through ``exec_template`` (a local command naming
+    the host with %h) or ``ssh_command`` (an ssh-like command the host's name follows);
+    the pairs measured (client, server), the address each host is measured at, and the
+    interface."""
 
     peer: str | None = None
     nodes: str | None = None
@@ -88,6 +90,13 @@ class HostsSpec:
     interface: str | None = None
     port: int = DEFAULT_PORT
     force: bool = False
+    ssh_command: str | None = None
+
+    @property
+    def agent(self) -> str | None:
+        """How the remote-host layer reaches a host (``LaunchSpec.agent``): the exec
+        template, the ssh-like command, or None (ClusterShell's ssh)."""
+        return self.exec_template or self.ssh_command
 
 
 @dataclass(frozen=True)
