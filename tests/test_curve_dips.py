@@ -126,3 +126,19 @@ def test_the_summary_and_its_answer_name_each_dip():
     assert "at 6144 B: down to" in dipped and "beyond the 95% intervals" in dipped
     assert "throughput dip" not in text(run_of(bond_times(dip_depth=1.0, noise=0.0), 0.01,
                                                None))
+
+
+def test_the_html_report_shades_each_dip_on_the_curves(tmp_path):
+    """`beoperf report` shows the dips among its answers and shades them (orange, labelled
+    with their depth) on the throughput, signature and saturation graphs."""
+    from helpers import cli
+
+    run = run_of(bond_times(noise=0.0), 0.01, None)
+    run.meta = {"peer": "crafted bond"}
+    run.to_document().save(tmp_path / "bond.json")
+    res = cli("report", str(tmp_path / "bond.json"), "-o", str(tmp_path / "r.html"))
+    assert res.status == 0, res.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert page.count("<title>dip ") == 3 * 4  # four dips on each of the three graphs
+    assert "throughput dip (beyond the intervals)" in page
+    assert "throughput dip at 16384..24576 B (2 sizes)" in page
