@@ -16,6 +16,18 @@ Definitions (the README and `beoperf pingpong --help` repeat them):
   Every figure below is computed on the healthy sizes only, those in no
   collapse (a collapse is a stall, not a property of the link's model);
   the collapsed sizes stay in the result and on the graphs, flagged.
+- throughput dip: a run of consecutive healthy sizes each of whose throughput,
+  even at the top of its 95% interval, is below the bottom of the interval of
+  some smaller size and of some larger size: the curve falls and comes back,
+  by more than the intervals of the sizes allow (noise inside them is never
+  a dip, however deep in percent). A dip is reported with its first and last
+  size and its depth (the lowest median throughput in it over the lower median
+  of the nearest sizes on either side whose intervals lie above all of it);
+  sizes without an interval (imports) are not judged. A bond in balance-rr
+  mode reorders segments and dips at some sizes (the bonding study: 6, 16,
+  24, 64 and 256 KB at about 80% of 200 Mbit/s). The intervals are the run's
+  own (``ci95_median_us``, widened by the run's pass autocorrelation): the
+  sizes compared are of one run.
 - latency: the per-size median one-way time of the middle size among the
   sizes up to LATENCY_MAX_SIZE bytes (or the smallest size, if none is that
   small), ordered by that median (the lower middle for an even count): the
@@ -111,6 +123,42 @@ class Collapse:
 
 
 @dataclass
+class Dip:
+    """Consecutive sizes whose throughput falls below a smaller and a larger size's by
+    more than their intervals allow (see the module docstring); throughputs in bit/s."""
+
+    first_size: int
+    last_size: int
+    points: int  # sizes in the range
+    lowest_size: int
+    lowest_bps: float
+    before_size: int  # the nearest smaller size clearly above the whole dip
+    before_bps: float
+    after_size: int  # the nearest larger size clearly above the whole dip
+    after_bps: float
+
+    @property
+    def depth(self) -> float:
+        """The lowest median throughput in the dip over the lower of the two around it."""
+        return self.lowest_bps / min(self.before_bps, self.after_bps)
+
+    def text(self) -> str:
+        """One line for a warning: where, how deep, against which sizes."""
+        where = (f"at {self.first_size} B" if self.points == 1 else
+                 f"at {self.first_size}..{self.last_size} B ({self.points} sizes)")
+        return (f"throughput dip {where}: down to {_mbit(self.lowest_bps)} Mbit/s "
+                f"({self.depth:.0%}) between {_mbit(self.before_bps)} Mbit/s at "
+                f"{self.before_size} B and {_mbit(self.after_bps)} Mbit/s at "
+                f"{self.after_size} B, beyond the 95% intervals")
+
+
+def _mbit(bps: float) -> str:
+    """A rate in Mbit/s, three significant figures below 100, whole numbers above."""
+    mbit = bps / 1e6
+    return f"{mbit:.0f}" if mbit >= 100 else f"{mbit:.3g}"
+
+
+@dataclass
 class CurveAnalysis:
     """The figures of one sweep; all but `collapses` come from the healthy sizes only."""
 
@@ -129,6 +177,7 @@ class CurveAnalysis:
     thresholds: list[int] = field(default_factory=list)
     slopes: list[float | None] = field(default_factory=list)  # per size; None where collapsed
     collapses: list[Collapse] = field(default_factory=list)
+    dips: list[Dip] = field(default_factory=list)  # among the healthy sizes
     model_problem: str | None = None  # why the Hockney fit is not a model
     pieces_problem: str | None = None  # why the piecewise fit is not one
     rejected: Fit | None = None  # the Hockney fit that was not given, for the record
@@ -167,6 +216,58 @@ def collapses(sizes: np.ndarray, bps: np.ndarray,
                               lowest_bps=float(bps[low])))
         i = j + 1
     return found
+
+
+def dips(sizes: np.ndarray, bps: np.ndarray, low: np.ndarray,
+         high: np.ndarray) -> list[Dip]:
+    """The throughput dips of a sweep (sizes ascending; ``low`` and ``high``: each size's
+    throughput interval, NaN where it has none), in size order."""
+    known = np.nonzero(np.isfinite(low) & np.isfinite(high))[0]
+    if known.size < 3:
+        return []
+    lo, hi = low[known], high[known]
+    before = np.concatenate([[-np.inf], np.maximum.accumulate(lo)[:-1]])
+    after = np.concatenate([np.maximum.accumulate(lo[::-1])[::-1][1:], [-np.inf]])
+    flagged = hi < np.minimum(before, after)
+    found, i = [], 0
+    while i < known.size:
+        if not flagged[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < known.size and flagged[j + 1]:
+            j += 1
+        found.append(_dip(sizes, bps, known, lo, hi, i, j))
+        i = j + 1
+    return found
+
+
+def _dip(sizes: np.ndarray, bps: np.ndarray, known: np.ndarray, lo: np.ndarray,
+         hi: np.ndarray, i: int, j: int) -> Dip:
+    """The dip of the judged sizes i..j (indices into ``known``), against the nearest
+    smaller and larger sizes clearly above all of it (each exists: the size of the range
+    with the highest top has one on either side)."""
+    top = float(hi[i:j + 1].max())
+    left = int(known[int(np.nonzero(lo[:i] > top)[0][-1])])
+    right = int(known[j + 1 + int(np.nonzero(lo[j + 1:] > top)[0][0])])
+    inside = known[i:j + 1]
+    low = int(inside[int(np.argmin(bps[inside]))])
+    return Dip(first_size=int(sizes[known[i]]), last_size=int(sizes[known[j]]),
+               points=j - i + 1, lowest_size=int(sizes[low]), lowest_bps=float(bps[low]),
+               before_size=int(sizes[left]), before_bps=float(bps[left]),
+               after_size=int(sizes[right]), after_bps=float(bps[right]))
+
+
+def throughput_interval(bps: np.ndarray, median_us: np.ndarray,
+                        band_us: list[tuple[float, float] | None]) -> tuple[np.ndarray, np.ndarray]:
+    """Each size's throughput interval from its time interval (NaN where none): the rate
+    is inversely proportional to the time, so the time's top gives the rate's bottom."""
+    low, high = np.full(len(bps), np.nan), np.full(len(bps), np.nan)
+    for k, band in enumerate(band_us):
+        if band is not None and 0 < band[0] <= median_us[k] <= band[1]:
+            low[k] = bps[k] * median_us[k] / band[1]
+            high[k] = bps[k] * median_us[k] / band[0]
+    return low, high
 
 
 def time_name(mode: str | None) -> str:
@@ -359,18 +460,38 @@ def analyze_run(run: RunResult) -> CurveAnalysis | None:
     if not run.sizes:
         return None
     sizes = run.sizes
+    times = tuple(s.central_time_us() for s in sizes)
     return _analyze_figures(
-        tuple(s.size for s in sizes), tuple(s.central_time_us() for s in sizes),
+        tuple(s.size for s in sizes), times,
         tuple(s.time_us.get("p99") for s in sizes), tuple(s.central_bps() for s in sizes),
         tuple(s.ci95_halfwidth_us for s in sizes),
-        time_name((getattr(run, "parameters", None) or {}).get("mode")))
+        time_name((getattr(run, "parameters", None) or {}).get("mode")),
+        tuple(_own_band(s.ci95_median_us, t, _inflation(run)) for s, t in zip(sizes, times,
+                                                                            strict=True)))
+
+
+def _inflation(run: RunResult) -> float:
+    """How much the run's pass autocorrelation widens its intervals (1: not at all)."""
+    value = (getattr(run, "sweep", None) or {}).get("interval_inflation")
+    return float(value) if isinstance(value, (int, float)) and value >= 1.0 else 1.0
+
+
+def _own_band(band: list[float] | None, median: float,
+              inflation: float) -> tuple[float, float] | None:
+    """A size's interval of its median within the run, widened by ``inflation`` on the
+    log scale (as ``compare`` does); None without a usable one."""
+    if not band or len(band) != 2 or not 0 < band[0] <= median <= band[1]:
+        return None
+    return (median * (band[0] / median) ** inflation, median * (band[1] / median) ** inflation)
 
 
 @functools.lru_cache(maxsize=ANALYSES_KEPT)
 def _analyze_figures(sizes: tuple[int, ...], times: tuple[float, ...],
                      p99: tuple[float | None, ...], bps: tuple[float, ...],
-                     ci95: tuple[float | None, ...], what: str) -> CurveAnalysis:
-    return analyze(list(sizes), list(times), list(p99), list(bps), list(ci95), what)
+                     ci95: tuple[float | None, ...], what: str,
+                     bands: tuple[tuple[float, float] | None, ...]) -> CurveAnalysis:
+    return analyze(list(sizes), list(times), list(p99), list(bps), list(ci95), what,
+                   list(bands))
 
 
 def _moved_per_message(n: np.ndarray, t_us: np.ndarray, bps: np.ndarray) -> float:
@@ -384,9 +505,12 @@ def _moved_per_message(n: np.ndarray, t_us: np.ndarray, bps: np.ndarray) -> floa
 
 def analyze(sizes: list[int], median_us: list[float], p99_us: list[float | None],
             bps: list[float], ci95_us: list[float | None] | None = None,
-            what: str = "one-way time") -> CurveAnalysis:
+            what: str = "one-way time",
+            bands_us: list[tuple[float, float] | None] | None = None) -> CurveAnalysis:
     """Everything above for one sweep (sizes ascending); `ci95_us` is each size's CI
-    half-width of the median, when known; `what` names a sample (:func:`time_name`)."""
+    half-width of the median, when known; `what` names a sample (:func:`time_name`);
+    `bands_us` each size's [low, high] interval of its median time within the run, when
+    known (the dips are judged on them)."""
     n_all = np.asarray(sizes, dtype=float)
     thr_all = np.asarray(bps, dtype=float)
     found = collapses(n_all, thr_all)
@@ -409,6 +533,8 @@ def analyze(sizes: list[int], median_us: list[float], p99_us: list[float | None]
     broken = pieces_problem(n, t, pieces) if breaks else None
     if broken:
         breaks = []
+    low, high = throughput_interval(thr, t, [b for b, k in zip(bands_us or [None] * len(n_all),
+                                                              keep, strict=True) if k])
     all_slopes: list[float | None] = [None] * len(n_all)
     for i, slope in zip(at, slopes, strict=True):
         all_slopes[int(i)] = float(slope)
@@ -420,4 +546,5 @@ def analyze(sizes: list[int], median_us: list[float], p99_us: list[float | None]
         saturation_size=sat, saturation_interval=interval, n_half=n_half(n, thr),
         hockney=None if problem else fit, pieces=pieces if breaks else [],
         thresholds=[int(n[b]) for b in breaks], slopes=all_slopes, collapses=found,
+        dips=dips(n, thr, low, high),
         model_problem=problem, pieces_problem=broken, rejected=fit if problem else None)

@@ -205,7 +205,7 @@ RECOMPUTED = re.compile(r"did not reach (the requested precision|±)|longer than
 
 @answer("pingpong")
 def what_is_wrong(doc: Document) -> list[Line]:
-    """Why the run stopped, corrupted messages, throughput collapses, the transport's and
+    """Why the run stopped, corrupted messages, throughput collapses and dips, the transport's and
     the shaper's warnings, the sizes short of their precision (one line, from the sizes:
     documents of any version read alike) and the notes of the history."""
     run = run_of(doc)
@@ -246,7 +246,11 @@ def _collapses(run: RunResult) -> list[Line]:
     first = latency_name(jsonvalue.text(run.parameters, "mode"))
     return [Line(Level.WARN, f"{c.text()}; {a.collapse_note(first)}",
                  "look for drops or a shaper at those sizes (--integrity, tc -s qdisc)")
-            for c in a.collapses]
+            for c in a.collapses] + [
+        Line(Level.WARN, d.text(), "measure those sizes again; if the dip stays, look at "
+                                   "what changes there: a bond in balance-rr reorders "
+                                   "segments, a protocol switch (eager/rendezvous), the MSS")
+        for d in a.dips]
 
 
 def precision_lines(run: RunResult) -> list[Line]:

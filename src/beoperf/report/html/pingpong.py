@@ -269,16 +269,23 @@ class _Data:
         return [_key(i, path) for i in self.idx]
 
     def collapse_spans(self, in_time: bool) -> list[svg.Span]:
+        """The collapses shaded red, the dips (beoperf.analysis.curve) orange."""
         out = []
         for c in (self.a.collapses if self.a else []):
-            inside = [k for k, s in enumerate(self.sizes) if c.first_size <= s <= c.last_size]
-            if not inside:
-                continue
-            xs = [self.time[k] for k in inside] if in_time else [self.sizes[k] for k in inside]
-            pad = 1.15 if in_time else 1.3
-            out.append(svg.Span(min(xs) / pad, max(xs) * pad,
-                                f"throughput collapse 1/{c.factor:.0f}"))
+            out += self._span(c.first_size, c.last_size, in_time, 1.15 if in_time else 1.3,
+                              f"throughput collapse 1/{c.factor:.0f}", "span")
+        for d in (self.a.dips if self.a else []):
+            out += self._span(d.first_size, d.last_size, in_time, 1.05 if in_time else 1.1,
+                              f"dip {d.depth:.0%}", "event")
         return out
+
+    def _span(self, first: int, last: int, in_time: bool, pad: float, label: str,
+              cls: str) -> list[svg.Span]:
+        inside = [k for k, s in enumerate(self.sizes) if first <= s <= last]
+        if not inside:
+            return []
+        xs = [self.time[k] for k in inside] if in_time else [self.sizes[k] for k in inside]
+        return [svg.Span(min(xs) / pad, max(xs) * pad, label, cls)]
 
     def saturation_mark(self, x_of: Callable[[int], float],
                         y_of: Callable[[int], float]) -> list[tuple[float, float, str]]:
@@ -399,6 +406,8 @@ def graphs(run: RunResult, a: CurveAnalysis | None, anchor: str) -> Markup:
         lines += [svg.Line("fitted model (piecewise)", [], [], [], color=1)] if model else []
         extra = [("bandsw", "min..p90")] if d.band else []
         extra += [("spansw", "throughput collapse")] if a is not None and a.collapses else []
+        extra += [("eventsw", "throughput dip (beyond the intervals)")] \
+            if a is not None and a.dips else []
         return join([svg.legend(lines, extra), text])
 
     return join([figure(throughput_chart(d), caption(False), f"{anchor}-throughput",
