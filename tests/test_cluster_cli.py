@@ -455,3 +455,90 @@ def test_a_denormal_stored_by_an_older_import_is_not_run(tmp_path):
     row, = (r for r in compared.json["body"]["rows"]
             if r["metric"] == "StarRandomAccess_LCG_GUPs")
     assert row["values"] == [2.12082, None]
+
+
+# --------------------------------------------------------------------------- crafted scaling
+
+
+def crafted(tmp_path: Path, name: str, source: str = "hpcc-1.5.0-np2.txt",
+            **summary: object) -> str:
+    """A fixture (hpcc-1.5.0-np2.txt) with these summary values (key=value lines
+    replaced), written as hpcc-1.5.0-np2-crafted-NAME.txt (tests/fixtures/hpcc/README.md)."""
+    text = (FIXTURES / source).read_text()
+    for key, value in summary.items():
+        text, count = re.subn(rf"^{key}=.*$", f"{key}={value}", text, flags=re.MULTILINE)
+        assert count == 1, key
+    path = tmp_path / f"hpcc-1.5.0-np2-crafted-{name}.txt"
+    path.write_text(text)
+    return str(path)
+
+
+def test_hpl_scales_by_its_own_grid_not_the_jobs_processes(tmp_path):
+    # HPL on a 1 x 1 grid inside jobs of 2 and 4 processes: one process both times, so
+    # x0.967 from np 2 to np 4 is no step of HPL's scaling; then a 2 x 2 grid at np 8
+    files = [crafted(tmp_path, "grid-1x1", HPL_nprow=1, HPL_npcol=1, HPL_Tflops="0.001"),
+             crafted(tmp_path, "np4-grid-1x1", CommWorldProcs=4, HPL_nprow=1, HPL_npcol=1,
+                     HPL_Tflops="0.000967"),
+             crafted(tmp_path, "np8-grid-2x2", CommWorldProcs=8, HPL_nprow=2, HPL_npcol=2,
+                     HPL_Tflops="0.0035")]
+    result = cli("cluster", "import", *files, "--format", "json")
+    assert result.status == 0, result.stderr
+    body = result.json["body"]
+    assert not [s for s in body["stopped_scaling"] if s["metric"] == "HPL_Tflops"]
+    by_np = {p["np"]: p for p in body["points"]}
+    # speedup and efficiency against HPL's 1 process: x3.5 on 4 processes
+    assert by_np[8]["speedup"]["HPL_Tflops"] == pytest.approx(3.5)
+    assert by_np[8]["efficiency"]["HPL_Tflops"] == pytest.approx(3.5 / 4)
+    # figures of the whole job keep the job's count: PTRANS's own 1 x 2 grid at every np
+    # did not grow, MPI RandomAccess (all the processes, the same figure) stopped at np 4
+    assert by_np[8]["speedup"]["PTRANS_GBs"] == pytest.approx(1.0)
+    assert [(s["metric"], s["np"]) for s in body["stopped_scaling"]
+            if s["metric"] in ("PTRANS_GBs", "MPIRandomAccess_GUPs")] == [
+        ("MPIRandomAccess_GUPs", 4)]
+    text = cli("cluster", "import", *files).stdout
+    assert re.search(r"HPL processes +HPL_nprow x HPL_npcol +1 +1 +4", text), text
+    assert "np 2 (HPL on 1)" in text
+
+
+def test_hpl_stopping_on_its_own_grid_says_its_counts(tmp_path):
+    files = [crafted(tmp_path, "grid-1x1", HPL_nprow=1, HPL_npcol=1, HPL_Tflops="0.001"),
+             crafted(tmp_path, "np8-grid-2x2", CommWorldProcs=8, HPL_nprow=2, HPL_npcol=2,
+                     HPL_Tflops="0.0012")]
+    result = cli("cluster", "import", *files)
+    assert result.status == 0, result.stderr
+    assert ("HPL at np 8: HPL on 1 -> 4 processes (HPL_nprow x HPL_npcol; the job's 2 -> 8)"
+            ": x1.2 (ideal x4)") in result.stdout
+
+
+def test_a_count_without_a_figure_does_not_hide_a_collapse(tmp_path):
+    # MPI FFT not written at np 4 (the run passed); from np 2 to np 10 it kept x0.287
+    files = [crafted(tmp_path, "np2", HPL_npcol=2),
+             crafted(tmp_path, "np4-no-mpifft", CommWorldProcs=4, HPL_npcol=4,
+                     MPIFFT_Gflops="-nan", MPIFFT_Procs=4),
+             crafted(tmp_path, "np10", CommWorldProcs=10, HPL_nprow=2, HPL_npcol=5,
+                     HPL_Tflops="0.00024", MPIFFT_Gflops=f"{4.57941 * 0.287:.6g}",
+                     MPIFFT_Procs=10)]
+    result = cli("cluster", "import", *files, "--format", "json")
+    assert result.status == 0, result.stderr
+    body = result.json["body"]
+    assert [p["np"] for p in body["points"] if "MPIFFT_Gflops" not in p["metrics"]] == [4]
+    hits = {s["metric"]: s for s in body["stopped_scaling"]}
+    assert (hits["MPIFFT_Gflops"]["from_np"], hits["MPIFFT_Gflops"]["np"]) == (2, 10)
+    assert hits["MPIFFT_Gflops"]["why"] == ("2 -> 10 processes: x0.287 (ideal x5); "
+                                            "no figure at np 4")
+    assert {p["np"]: p["runs"] for p in body["points"]} == {2: 1, 4: 1, 10: 1}
+    text = cli("cluster", "import", *files).stdout
+    assert "MPIFFT at np 10: 2 -> 10 processes: x0.287 (ideal x5); no figure at np 4" in text
+
+
+def test_a_count_where_no_run_passed_does_not_hide_a_collapse(tmp_path):
+    # the issue's case: HPL did not run at np 4 (that run fails), x0.287 from np 2 to 10
+    files = [crafted(tmp_path, "np2", HPL_npcol=2),
+             crafted(tmp_path, "np4-hpl-not-run", "hpcc-1.5.0-np2-crafted-hpl-not-run.txt",
+                     CommWorldProcs=4),
+             crafted(tmp_path, "np10", CommWorldProcs=10, HPL_nprow=2, HPL_npcol=5,
+                     HPL_Tflops=f"{0.000240592 * 0.287:.6g}", MPIFFT_Procs=10)]
+    result = cli("cluster", "import", *files)
+    assert result.status == 0, result.stderr
+    assert ("HPL at np 10: 2 -> 10 processes: x0.287 (ideal x5); no figure at np 4"
+            in result.stdout), result.stdout
