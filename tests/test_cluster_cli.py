@@ -542,3 +542,40 @@ def test_a_count_where_no_run_passed_does_not_hide_a_collapse(tmp_path):
     assert result.status == 0, result.stderr
     assert ("HPL at np 10: 2 -> 10 processes: x0.287 (ideal x5); no figure at np 4"
             in result.stdout), result.stdout
+
+
+def crafted_host(tmp_path: Path, name: str, source: str, host: str, np_: int) -> str:
+    """A fixture with another Hostname line and CommWorldProcs (crafted, as above)."""
+    path = Path(crafted(tmp_path, name, source, CommWorldProcs=np_))
+    text, count = re.subn(r"^Hostname: '.*'$", f"Hostname: '{host}'", path.read_text(),
+                          flags=re.MULTILINE)
+    assert count == 1
+    path.write_text(text)
+    return str(path)
+
+
+def test_runs_of_several_hosts_and_versions_pooled_in_a_series_are_said(tmp_path):
+    files = [crafted_host(tmp_path, "host-a-np1", "hpcc-1.5.0-np1.txt", "node-a", 1),
+             crafted_host(tmp_path, "host-b-np2", "hpcc-1.5.0-np2.txt", "node-b", 2),
+             crafted_host(tmp_path, "host-c-np4", "hpcc-1.4.2-np2.txt", "node-c\x1b[2J", 4)]
+    result = cli("cluster", "import", *files, "--format", "json")
+    assert result.status == 0, result.stderr
+    assert result.json["body"]["warnings"] == [
+        "series import: runs of 3 hosts pooled in one series: node-a (np 1); node-b (np 2); "
+        "node-c?[2J (np 4); its speedups and stopped-scaling verdicts compare them",
+        "series import: runs of 2 HPCC versions pooled in one series: 1.4.2 (np 4); "
+        "1.5.0 (np 1, 2); its speedups and stopped-scaling verdicts compare them"]
+    text = cli("cluster", "import", *files).stdout
+    assert text.count("WARN      series import: runs of") == 2
+    assert "\x1b" not in text
+    # the same files from one host and one version: no warning
+    same = cli("cluster", "import", *(str(FIXTURES / n) for n in (
+        "hpcc-1.5.0-np1.txt", "hpcc-1.5.0-np2.txt")), "--format", "json")
+    assert same.json["body"]["warnings"] == []
+
+
+def test_a_scaling_document_of_version_1_loads_without_warnings(tmp_path):
+    old = Path(__file__).parent / "fixtures" / "documents" / "scaling-v1-issue14.json"
+    doc = model.load(old)
+    assert doc.schema_version == 2 and doc.body["warnings"] == []
+    assert cli("cluster", "show", str(old)).status == 0

@@ -290,6 +290,46 @@ def reference_rows(systems: Sequence[System]) -> list[JsonObject]:
     return [r.to_dict() for r in reference_points(systems)]
 
 
+MAX_NAMED = 6  # hosts or versions named in one warning
+
+
+def _printable(text: str) -> str:
+    """A name read from a file, safe to print (control characters as '?')."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def _pooled(series: str, what: str, found: dict[str, set[int]]) -> str | None:
+    """The warning for one series whose runs name several values of ``what``."""
+    if len(found) < 2:
+        return None
+    named = [f"{_printable(name)} (np {', '.join(map(str, sorted(counts)))})"
+             for name, counts in sorted(found.items())]
+    more = len(named) - MAX_NAMED
+    shown = "; ".join(named[:MAX_NAMED]) + (f"; and {more} more" if more > 0 else "")
+    return (f"series {_printable(series)}: runs of {len(found)} {what} pooled in one "
+            f"series: {shown}; its speedups and stopped-scaling verdicts compare them")
+
+
+def pooled_warnings(runs: list[RunRef]) -> list[str]:
+    """Per series, a warning when its runs name more than one host (HPCC's Hostname: the
+    host of rank 0) or HPCC version, naming each with its process counts.  The runs are
+    kept in their series (rank 0's host may differ between runs on one cluster, and a
+    series may be meant to compare versions): the warning says what the figures mix."""
+    out = []
+    for series in sorted({r.run.series for r in runs}):
+        mine = [r.run for r in runs if r.run.series == series]
+        for what, names in (("hosts", [r.hpcc.hostname for r in mine]),
+                            ("HPCC versions", [r.hpcc.version for r in mine])):
+            found: dict[str, set[int]] = {}
+            for run, name in zip(mine, names, strict=True):
+                if name is not None:
+                    found.setdefault(name, set()).add(run.np)
+            warning = _pooled(series, what, found)
+            if warning:
+                out.append(warning)
+    return out
+
+
 def study(runs: list[RunRef], label: str, systems: Sequence[System] = ()) -> ScalingStudy:
     """The scaling study from run documents (any order)."""
     points = _points(runs)
@@ -300,7 +340,8 @@ def study(runs: list[RunRef], label: str, systems: Sequence[System] = ()) -> Sca
                         roles={k: hpcc.info(k).role for k in sorted(keys)},
                         stopped_scaling=stopped_scaling(points),
                         rules=Rules(STEP_GAIN, EFFICIENCY, RULES_STATEMENT),
-                        references=reference_points(systems))
+                        references=reference_points(systems),
+                        warnings=pooled_warnings(runs))
 
 
 def scaling_body(runs: list[RunRef], label: str,

@@ -395,7 +395,10 @@ def scaling_answer(doc: Document) -> list[Line]:
     stopped scaling."""
     b = ScalingStudy.from_document(doc)
     failed = [r for r in b.runs if r.status != "ok"]
-    out = []
+    out = [Line(Level.WARN, w, "import the files of each machine or HPCC version as a "
+                               "study of its own (hosts that are nodes of one cluster may "
+                               "stay together)", "runs pooled from several hosts or versions")
+           for w in b.warnings]
     if failed:
         why = listed([f"{r.label} ({'; '.join(r.failures) or 'no reason'})"
                       for r in failed], 4)
