@@ -213,7 +213,7 @@ def test_an_imported_failed_run_is_kept_out(tmp_path):
 
 
 @pytest.mark.parametrize("content, message", [
-    (b"", "no HPCC summary section"), (b"\xff\xfe" * 10, "no HPCC summary section"),
+    (b"", "not HPCC output"), (b"\xff\xfe" * 10, "not HPCC output"),
     (b"Begin of Summary section.\nSuccess=1\n", "has no end"),
 ])
 def test_import_refuses_what_is_not_hpcc_output(tmp_path, content, message):
@@ -579,3 +579,47 @@ def test_a_scaling_document_of_version_1_loads_without_warnings(tmp_path):
     doc = model.load(old)
     assert doc.schema_version == 2 and doc.body["warnings"] == []
     assert cli("cluster", "show", str(old)).status == 0
+
+
+READS = ("cluster import reads HPC Challenge 1.4-1.5 output (hpccoutf.txt), compare and "
+         "cluster show also beoperf cluster and scaling documents; NetPIPE, IMB and OSU "
+         "files and beoperf ping-pong results go to compare, plot and predict")
+SHOWN = ("cluster show and plot read beoperf cluster and scaling documents (JSON, as "
+         "cluster hpcc and cluster import write them)")
+OTHER = Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["cluster", "import", str(OTHER / "osu_latency-7.4-tail.txt")],
+     'osu_latency-7.4-tail.txt: not HPCC output (no "Begin of Summary section." line); '
+     + READS),
+    (["cluster", "import", str(OTHER / "imb-2021-pingpong.txt")],
+     'imb-2021-pingpong.txt: not HPCC output (no "Begin of Summary section." line); '
+     + READS),
+    (["cluster", "import", str(OTHER / "documents" / "pingpong-v1-after-issue9.json")],
+     "pingpong-v1-after-issue9.json: a beoperf pingpong document, not HPCC output; " + READS),
+    (["compare", str(FIXTURES / "hpcc-1.5.0-np2.txt"), str(OTHER / "netpipe5-mpi.out")],
+     'netpipe5-mpi.out: not HPCC output (no "Begin of Summary section." line); ' + READS),
+    (["cluster", "show", str(OTHER / "osu_latency-7.4-tail.txt")],
+     "osu_latency-7.4-tail.txt: invalid JSON (Expecting value at line 1 column 1); " + SHOWN),
+    (["cluster", "plot", str(OTHER / "documents" / "pingpong-v1-after-issue9.json"), "-o",
+      "unused"],
+     "pingpong-v1-after-issue9.json: a pingpong document, not a cluster or scaling one; "
+     + SHOWN),
+    (["cluster", "show", str(FIXTURES / "hpcc-1.5.0-np2.txt")],
+     "hpcc-1.5.0-np2.txt: HPC Challenge output, not a document: import it first "
+     "(beoperf cluster import FILE -o DIR)"),
+])
+def test_a_file_of_another_format_says_which_formats_are_read(argv, message):
+    result = cli(*argv)
+    assert result.status == 1 and len(result.error_lines) == 1, result.stderr
+    assert result.stderr.strip().endswith(message), result.stderr
+
+
+def test_hpcc_output_that_ended_before_its_summary_says_so(tmp_path):
+    head = tmp_path / "hpccoutf.txt"
+    head.write_text("".join((FIXTURES / "hpcc-1.5.0-np2.txt").read_text()
+                            .splitlines(keepends=True)[:40]))
+    result = cli("cluster", "import", str(head))
+    assert result.status == 1 and len(result.error_lines) == 1
+    assert "HPCC output without a summary section" in result.stderr
