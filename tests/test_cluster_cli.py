@@ -623,3 +623,23 @@ def test_hpcc_output_that_ended_before_its_summary_says_so(tmp_path):
     result = cli("cluster", "import", str(head))
     assert result.status == 1 and len(result.error_lines) == 1
     assert "HPCC output without a summary section" in result.stderr
+
+
+def test_runs_of_one_count_on_different_hpl_grids_are_not_scaled(tmp_path):
+    files = [crafted(tmp_path, "grid-1x1", HPL_nprow=1, HPL_npcol=1),
+             crafted(tmp_path, "np4-grid-1x1", CommWorldProcs=4, HPL_nprow=1, HPL_npcol=1),
+             crafted(tmp_path, "np4-grid-2x2", CommWorldProcs=4, HPL_nprow=2, HPL_npcol=2,
+                     HPL_Tflops="0.0001")]
+    result = cli("cluster", "import", *files, "--format", "json")
+    assert result.status == 0, result.stderr
+    body = result.json["body"]
+    assert body["warnings"] == [
+        "series import, np 4: HPL ran on different process counts in its runs (HPL_nprow 1"
+        "..2, HPL_npcol 1..2): its mean mixes them and is not scaled"]
+    point = [p for p in body["points"] if p["np"] == 4][0]
+    assert "HPL_Tflops" not in point["efficiency"]
+    assert not [s for s in body["stopped_scaling"] if s["metric"] == "HPL_Tflops"]
+    assert re.search(r"HPL processes +HPL_nprow x HPL_npcol +1 +\?",
+                     cli("cluster", "import", *files).stdout)
+    assert "to do: give the runs of one count one grid" in cli("cluster", "import",
+                                                               *files).stdout

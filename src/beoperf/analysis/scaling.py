@@ -330,6 +330,25 @@ def pooled_warnings(runs: list[RunRef]) -> list[str]:
     return out
 
 
+def mixed_count_warnings(points: list[ScalingPoint]) -> list[str]:
+    """A warning per point and figure whose runs ran it on different process counts (HPL
+    on a 1 x 1 grid in one run, 2 x 2 in another): its mean is shown, never scaled."""
+    out = []
+    for point in points:
+        for key, factors in hpcc.OWN_PROCESSES.items():
+            if key not in point.metrics or own_processes(point, key) is not None:
+                continue
+            ranges = ", ".join(f"{f} {_span(point.metrics.get(f))}" for f in factors)
+            out.append(f"series {_printable(point.series)}, np {point.np}: "
+                       f"{hpcc.short_name(key)} ran on different process counts in its runs "
+                       f"({ranges}): its mean mixes them and is not scaled")
+    return out
+
+
+def _span(st: Summary | None) -> str:
+    return "?" if st is None else f"{st.min:g}" if st.min == st.max else f"{st.min:g}..{st.max:g}"
+
+
 def study(runs: list[RunRef], label: str, systems: Sequence[System] = ()) -> ScalingStudy:
     """The scaling study from run documents (any order)."""
     points = _points(runs)
@@ -341,7 +360,7 @@ def study(runs: list[RunRef], label: str, systems: Sequence[System] = ()) -> Sca
                         stopped_scaling=stopped_scaling(points),
                         rules=Rules(STEP_GAIN, EFFICIENCY, RULES_STATEMENT),
                         references=reference_points(systems),
-                        warnings=pooled_warnings(runs))
+                        warnings=pooled_warnings(runs) + mixed_count_warnings(points))
 
 
 def scaling_body(runs: list[RunRef], label: str,
