@@ -213,7 +213,7 @@ def test_an_imported_failed_run_is_kept_out(tmp_path):
 
 
 @pytest.mark.parametrize("content, message", [
-    (b"", "no HPCC summary section"), (b"\xff\xfe" * 10, "no HPCC summary section"),
+    (b"", "not HPCC output"), (b"\xff\xfe" * 10, "not HPCC output"),
     (b"Begin of Summary section.\nSuccess=1\n", "has no end"),
 ])
 def test_import_refuses_what_is_not_hpcc_output(tmp_path, content, message):
@@ -455,3 +455,191 @@ def test_a_denormal_stored_by_an_older_import_is_not_run(tmp_path):
     row, = (r for r in compared.json["body"]["rows"]
             if r["metric"] == "StarRandomAccess_LCG_GUPs")
     assert row["values"] == [2.12082, None]
+
+
+# --------------------------------------------------------------------------- crafted scaling
+
+
+def crafted(tmp_path: Path, name: str, source: str = "hpcc-1.5.0-np2.txt",
+            **summary: object) -> str:
+    """A fixture (hpcc-1.5.0-np2.txt) with these summary values (key=value lines
+    replaced), written as hpcc-1.5.0-np2-crafted-NAME.txt (tests/fixtures/hpcc/README.md)."""
+    text = (FIXTURES / source).read_text()
+    for key, value in summary.items():
+        text, count = re.subn(rf"^{key}=.*$", f"{key}={value}", text, flags=re.MULTILINE)
+        assert count == 1, key
+    path = tmp_path / f"hpcc-1.5.0-np2-crafted-{name}.txt"
+    path.write_text(text)
+    return str(path)
+
+
+def test_hpl_scales_by_its_own_grid_not_the_jobs_processes(tmp_path):
+    # HPL on a 1 x 1 grid inside jobs of 2 and 4 processes: one process both times, so
+    # x0.967 from np 2 to np 4 is no step of HPL's scaling; then a 2 x 2 grid at np 8
+    files = [crafted(tmp_path, "grid-1x1", HPL_nprow=1, HPL_npcol=1, HPL_Tflops="0.001"),
+             crafted(tmp_path, "np4-grid-1x1", CommWorldProcs=4, HPL_nprow=1, HPL_npcol=1,
+                     HPL_Tflops="0.000967"),
+             crafted(tmp_path, "np8-grid-2x2", CommWorldProcs=8, HPL_nprow=2, HPL_npcol=2,
+                     HPL_Tflops="0.0035")]
+    result = cli("cluster", "import", *files, "--format", "json")
+    assert result.status == 0, result.stderr
+    body = result.json["body"]
+    assert not [s for s in body["stopped_scaling"] if s["metric"] == "HPL_Tflops"]
+    by_np = {p["np"]: p for p in body["points"]}
+    # speedup and efficiency against HPL's 1 process: x3.5 on 4 processes
+    assert by_np[8]["speedup"]["HPL_Tflops"] == pytest.approx(3.5)
+    assert by_np[8]["efficiency"]["HPL_Tflops"] == pytest.approx(3.5 / 4)
+    # figures of the whole job keep the job's count: PTRANS's own 1 x 2 grid at every np
+    # did not grow, MPI RandomAccess (all the processes, the same figure) stopped at np 4
+    assert by_np[8]["speedup"]["PTRANS_GBs"] == pytest.approx(1.0)
+    assert [(s["metric"], s["np"]) for s in body["stopped_scaling"]
+            if s["metric"] in ("PTRANS_GBs", "MPIRandomAccess_GUPs")] == [
+        ("MPIRandomAccess_GUPs", 4)]
+    text = cli("cluster", "import", *files).stdout
+    assert re.search(r"HPL processes +HPL_nprow x HPL_npcol +1 +1 +4", text), text
+    assert "np 2 (HPL on 1)" in text
+
+
+def test_hpl_stopping_on_its_own_grid_says_its_counts(tmp_path):
+    files = [crafted(tmp_path, "grid-1x1", HPL_nprow=1, HPL_npcol=1, HPL_Tflops="0.001"),
+             crafted(tmp_path, "np8-grid-2x2", CommWorldProcs=8, HPL_nprow=2, HPL_npcol=2,
+                     HPL_Tflops="0.0012")]
+    result = cli("cluster", "import", *files)
+    assert result.status == 0, result.stderr
+    assert ("HPL at np 8: HPL on 1 -> 4 processes (HPL_nprow x HPL_npcol; the job's 2 -> 8)"
+            ": x1.2 (ideal x4)") in result.stdout
+
+
+def test_a_count_without_a_figure_does_not_hide_a_collapse(tmp_path):
+    # MPI FFT not written at np 4 (the run passed); from np 2 to np 10 it kept x0.287
+    files = [crafted(tmp_path, "np2", HPL_npcol=2),
+             crafted(tmp_path, "np4-no-mpifft", CommWorldProcs=4, HPL_npcol=4,
+                     MPIFFT_Gflops="-nan", MPIFFT_Procs=4),
+             crafted(tmp_path, "np10", CommWorldProcs=10, HPL_nprow=2, HPL_npcol=5,
+                     HPL_Tflops="0.00024", MPIFFT_Gflops=f"{4.57941 * 0.287:.6g}",
+                     MPIFFT_Procs=10)]
+    result = cli("cluster", "import", *files, "--format", "json")
+    assert result.status == 0, result.stderr
+    body = result.json["body"]
+    assert [p["np"] for p in body["points"] if "MPIFFT_Gflops" not in p["metrics"]] == [4]
+    hits = {s["metric"]: s for s in body["stopped_scaling"]}
+    assert (hits["MPIFFT_Gflops"]["from_np"], hits["MPIFFT_Gflops"]["np"]) == (2, 10)
+    assert hits["MPIFFT_Gflops"]["why"] == ("2 -> 10 processes: x0.287 (ideal x5); "
+                                            "no figure at np 4")
+    assert {p["np"]: p["runs"] for p in body["points"]} == {2: 1, 4: 1, 10: 1}
+    text = cli("cluster", "import", *files).stdout
+    assert "MPIFFT at np 10: 2 -> 10 processes: x0.287 (ideal x5); no figure at np 4" in text
+
+
+def test_a_count_where_no_run_passed_does_not_hide_a_collapse(tmp_path):
+    # the issue's case: HPL did not run at np 4 (that run fails), x0.287 from np 2 to 10
+    files = [crafted(tmp_path, "np2", HPL_npcol=2),
+             crafted(tmp_path, "np4-hpl-not-run", "hpcc-1.5.0-np2-crafted-hpl-not-run.txt",
+                     CommWorldProcs=4),
+             crafted(tmp_path, "np10", CommWorldProcs=10, HPL_nprow=2, HPL_npcol=5,
+                     HPL_Tflops=f"{0.000240592 * 0.287:.6g}", MPIFFT_Procs=10)]
+    result = cli("cluster", "import", *files)
+    assert result.status == 0, result.stderr
+    assert ("HPL at np 10: 2 -> 10 processes: x0.287 (ideal x5); no figure at np 4"
+            in result.stdout), result.stdout
+
+
+def crafted_host(tmp_path: Path, name: str, source: str, host: str, np_: int) -> str:
+    """A fixture with another Hostname line and CommWorldProcs (crafted, as above)."""
+    path = Path(crafted(tmp_path, name, source, CommWorldProcs=np_))
+    text, count = re.subn(r"^Hostname: '.*'$", f"Hostname: '{host}'", path.read_text(),
+                          flags=re.MULTILINE)
+    assert count == 1
+    path.write_text(text)
+    return str(path)
+
+
+def test_runs_of_several_hosts_and_versions_pooled_in_a_series_are_said(tmp_path):
+    files = [crafted_host(tmp_path, "host-a-np1", "hpcc-1.5.0-np1.txt", "node-a", 1),
+             crafted_host(tmp_path, "host-b-np2", "hpcc-1.5.0-np2.txt", "node-b", 2),
+             crafted_host(tmp_path, "host-c-np4", "hpcc-1.4.2-np2.txt", "node-c\x1b[2J", 4)]
+    result = cli("cluster", "import", *files, "--format", "json")
+    assert result.status == 0, result.stderr
+    assert result.json["body"]["warnings"] == [
+        "series import: runs of 3 hosts pooled in one series: node-a (np 1); node-b (np 2); "
+        "node-c?[2J (np 4); its speedups and stopped-scaling verdicts compare them",
+        "series import: runs of 2 HPCC versions pooled in one series: 1.4.2 (np 4); "
+        "1.5.0 (np 1, 2); its speedups and stopped-scaling verdicts compare them"]
+    text = cli("cluster", "import", *files).stdout
+    assert text.count("WARN      series import: runs of") == 2
+    assert "\x1b" not in text
+    # the same files from one host and one version: no warning
+    same = cli("cluster", "import", *(str(FIXTURES / n) for n in (
+        "hpcc-1.5.0-np1.txt", "hpcc-1.5.0-np2.txt")), "--format", "json")
+    assert same.json["body"]["warnings"] == []
+
+
+def test_a_scaling_document_of_version_1_loads_without_warnings(tmp_path):
+    old = Path(__file__).parent / "fixtures" / "documents" / "scaling-v1-issue14.json"
+    doc = model.load(old)
+    assert doc.schema_version == 2 and doc.body["warnings"] == []
+    assert cli("cluster", "show", str(old)).status == 0
+
+
+READS = ("cluster import reads HPC Challenge 1.4-1.5 output (hpccoutf.txt), compare and "
+         "cluster show also beoperf cluster and scaling documents; NetPIPE, IMB and OSU "
+         "files and beoperf ping-pong results go to compare, plot and predict")
+SHOWN = ("cluster show and plot read beoperf cluster and scaling documents (JSON, as "
+         "cluster hpcc and cluster import write them)")
+OTHER = Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["cluster", "import", str(OTHER / "osu_latency-7.4-tail.txt")],
+     'osu_latency-7.4-tail.txt: not HPCC output (no "Begin of Summary section." line); '
+     + READS),
+    (["cluster", "import", str(OTHER / "imb-2021-pingpong.txt")],
+     'imb-2021-pingpong.txt: not HPCC output (no "Begin of Summary section." line); '
+     + READS),
+    (["cluster", "import", str(OTHER / "documents" / "pingpong-v1-after-issue9.json")],
+     "pingpong-v1-after-issue9.json: a beoperf pingpong document, not HPCC output; " + READS),
+    (["compare", str(FIXTURES / "hpcc-1.5.0-np2.txt"), str(OTHER / "netpipe5-mpi.out")],
+     'netpipe5-mpi.out: not HPCC output (no "Begin of Summary section." line); ' + READS),
+    (["cluster", "show", str(OTHER / "osu_latency-7.4-tail.txt")],
+     "osu_latency-7.4-tail.txt: invalid JSON (Expecting value at line 1 column 1); " + SHOWN),
+    (["cluster", "plot", str(OTHER / "documents" / "pingpong-v1-after-issue9.json"), "-o",
+      "unused"],
+     "pingpong-v1-after-issue9.json: a pingpong document, not a cluster or scaling one; "
+     + SHOWN),
+    (["cluster", "show", str(FIXTURES / "hpcc-1.5.0-np2.txt")],
+     "hpcc-1.5.0-np2.txt: HPC Challenge output, not a document: import it first "
+     "(beoperf cluster import FILE -o DIR)"),
+])
+def test_a_file_of_another_format_says_which_formats_are_read(argv, message):
+    result = cli(*argv)
+    assert result.status == 1 and len(result.error_lines) == 1, result.stderr
+    assert result.stderr.strip().endswith(message), result.stderr
+
+
+def test_hpcc_output_that_ended_before_its_summary_says_so(tmp_path):
+    head = tmp_path / "hpccoutf.txt"
+    head.write_text("".join((FIXTURES / "hpcc-1.5.0-np2.txt").read_text()
+                            .splitlines(keepends=True)[:40]))
+    result = cli("cluster", "import", str(head))
+    assert result.status == 1 and len(result.error_lines) == 1
+    assert "HPCC output without a summary section" in result.stderr
+
+
+def test_runs_of_one_count_on_different_hpl_grids_are_not_scaled(tmp_path):
+    files = [crafted(tmp_path, "grid-1x1", HPL_nprow=1, HPL_npcol=1),
+             crafted(tmp_path, "np4-grid-1x1", CommWorldProcs=4, HPL_nprow=1, HPL_npcol=1),
+             crafted(tmp_path, "np4-grid-2x2", CommWorldProcs=4, HPL_nprow=2, HPL_npcol=2,
+                     HPL_Tflops="0.0001")]
+    result = cli("cluster", "import", *files, "--format", "json")
+    assert result.status == 0, result.stderr
+    body = result.json["body"]
+    assert body["warnings"] == [
+        "series import, np 4: HPL ran on different process counts in its runs (HPL_nprow 1"
+        "..2, HPL_npcol 1..2): its mean mixes them and is not scaled"]
+    point = [p for p in body["points"] if p["np"] == 4][0]
+    assert "HPL_Tflops" not in point["efficiency"]
+    assert not [s for s in body["stopped_scaling"] if s["metric"] == "HPL_Tflops"]
+    assert re.search(r"HPL processes +HPL_nprow x HPL_npcol +1 +\?",
+                     cli("cluster", "import", *files).stdout)
+    assert "to do: give the runs of one count one grid" in cli("cluster", "import",
+                                                               *files).stdout

@@ -25,12 +25,16 @@ REAL = hpcc.parse_runs((FIXTURES / "hpcc-1.5.0-np2.txt").read_text())[0]
 
 def body_with(np_: int, figures: dict[str, float], series: str = "s", label: str = "",
               success: int = 1) -> dict:
-    """A cluster body: the real run's summary with these figures and process count."""
+    """A cluster body: the real run's summary with these figures and process count (HPL,
+    PTRANS and MPI FFT on all the processes, a 1 x np grid, unless figures say)."""
     run = hpcc.HpccRun(dict(REAL.summary), dict(REAL.raw), REAL.threshold,
                        list(REAL.hpl_checks), REAL.version)
-    run.summary.update(figures, CommWorldProcs=np_, Success=success)
+    counts = {"HPL_nprow": 1, "HPL_npcol": np_, "PTRANS_nprow": 1, "PTRANS_npcol": np_,
+              "MPIFFT_Procs": np_}
+    run.summary.update(counts, CommWorldProcs=np_, Success=success)
+    run.summary.update(figures)
     run.raw.update({k: str(v) for k, v in run.summary.items() if k in figures or
-                    k in ("CommWorldProcs", "Success")})
+                    k in counts or k in ("CommWorldProcs", "Success")})
     return cluster.cluster_body(run, label=label or f"np{np_}", output=None, series=series,
                                 repeat=1)
 
@@ -272,6 +276,22 @@ def test_each_metric_is_drawn_with_its_ideal_and_the_references(tmp_path):
     assert len(scaling_plots.keys(doc)) == len([k for k in hpcc.performance_keys()
                                                 if k in bodies[0]["metrics"]
                                                 and not (REAL.summary[k] or 0) < 0])
+
+
+def test_the_ideal_of_hpl_follows_its_own_grid():
+    from beoperf.report import scaling_plots
+
+    # HPL on 1 x 1 in jobs of 2 and 4 processes, on 2 x 2 in a job of 8
+    grids = {2: (1, 1, 0.001), 4: (1, 1, 0.00097), 8: (2, 2, 0.0035)}
+    doc = Document("scaling", study([
+        body_with(n, {"HPL_nprow": p, "HPL_npcol": q, "HPL_Tflops": t})
+        for n, (p, q, t) in grids.items()]))
+    ideal = {line.get_label(): line for line in
+             scaling_plots.figure(doc, "HPL_Tflops").axes[0].get_lines()}["s: ideal scaling"]
+    assert list(ideal.get_xdata()) == [2, 4, 8]
+    assert list(ideal.get_ydata()) == pytest.approx([0.001, 0.001, 0.004])
+    stopped = [s for s in doc.body["stopped_scaling"] if s["metric"] == "HPL_Tflops"]
+    assert stopped == []  # x0.97 on the same one process is no step; x3.6 on 4 is
 
 
 def test_documents_round_trip(tmp_path):

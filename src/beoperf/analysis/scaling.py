@@ -28,6 +28,14 @@ A metric *stopped scaling* at p (from the count q before it in its series) when
 
 Only the first count where that happens is named, per metric and series.  The rules
 read the means; the spread is in the table beside them.
+
+p is the metric's *own* process count, as HPCC reports it (hpcc.OWN_PROCESSES): HPL and
+PTRANS on their P x Q grid, MPI FFT on MPIFFT_Procs, every other figure on the job's
+CommWorldProcs.  HPL on a 1 x 1 grid inside a 4-process job is a 1-process figure: a
+step between two counts of the job where the metric's own count did not grow is no
+scaling step and is not judged.  A count of the series where a metric has no figure (it
+was not measured, or no run passed there) is skipped: the step is judged from the last
+count that has one, and the verdict names the counts between.
 """
 
 from __future__ import annotations
@@ -59,7 +67,9 @@ RULES_STATEMENT = (
     f"aggregate metrics (HPL, PTRANS, MPI FFT, MPI RandomAccess) stopped scaling where a "
     f"step to more processes gained less than {STEP_GAIN:g} of the ideal (linear) gain; "
     f"per-process, single-process and latency metrics where they kept less than "
-    f"{EFFICIENCY:g} of their figure at the smallest count (latency: the inverse)")
+    f"{EFFICIENCY:g} of their figure at the smallest count (latency: the inverse); "
+    f"each by the processes the figure ran on (HPL and PTRANS: their P x Q grid, MPI FFT: "
+    f"MPIFFT_Procs, the others: the job's), a count without the figure named and skipped")
 
 
 @dataclass(frozen=True)
@@ -163,22 +173,37 @@ def chain_of(points: list[ScalingPoint], series: str) -> list[ScalingPoint]:
     return [p for p in points if p.series == series and p.runs > 0]
 
 
+def own_processes(point: ScalingPoint, key: str) -> int | None:
+    """The processes ``key``'s figure at this point ran on, as HPCC reports them (HPL's
+    P x Q, PTRANS's, MPIFFT_Procs: hpcc.OWN_PROCESSES), else the job's count; None when
+    the runs of the point disagree or report no positive count."""
+    factors = hpcc.OWN_PROCESSES.get(key)
+    if factors is None or not all(f in point.metrics for f in factors):
+        return point.np
+    count = 1
+    for factor in factors:
+        st = point.metrics[factor]
+        if st.min != st.max or not st.min >= 1 or not float(st.min).is_integer():
+            return None
+        count *= int(st.min)
+    return count
+
+
 def _relative(points: list[ScalingPoint]) -> None:
     """Speedup and efficiency of each point against its series' smallest count that
-    measured the metric."""
+    measured the metric, by the metric's own process counts."""
     for series in {p.series for p in points}:
         chain = chain_of(points, series)
         for key in hpcc.performance_keys():
             base = base_point(chain, key)
             if base is None:
                 continue
-            role = hpcc.info(key).role
+            role, p0 = hpcc.info(key).role, own_processes(base, key)
             for point in chain[chain.index(base):]:
-                st = point.metrics.get(key)
-                if st is None:
+                st, p = point.metrics.get(key), own_processes(point, key)
+                if st is None or p is None or p0 is None:
                     continue
-                speedup, efficiency = ratios(role, st.mean, base.metrics[key].mean,
-                                             point.np, base.np)
+                speedup, efficiency = ratios(role, st.mean, base.metrics[key].mean, p, p0)
                 point.speedup[key] = speedup
                 point.efficiency[key] = efficiency
 
@@ -188,25 +213,58 @@ def processes(n: int) -> str:
     return f"{n} process" + ("es" if n != 1 else "")
 
 
-def _stopped_in(chain: list[ScalingPoint], key: str, role: str) -> Stopped | None:
-    for before, point in zip(chain, chain[1:], strict=False):
-        m, m_before = (point.metrics.get(key), before.metrics.get(key))
-        if m is None or m_before is None or not m_before.mean > 0:
+def _counts_text(key: str, before: ScalingPoint, point: ScalingPoint, q: int, p: int) -> str:
+    """'2 -> 4 processes', or, when the metric ran on a part of the job, its own counts
+    and where they come from."""
+    if (q, p) == (before.np, point.np):
+        return f"{before.np} -> {point.np} processes"
+    return (f"{hpcc.short_name(key)} on {q} -> {p} processes ({hpcc.own_count_name(key)}; "
+            f"the job's {before.np} -> {point.np})")
+
+
+def _gap_text(series_points: list[ScalingPoint], before: ScalingPoint,
+              point: ScalingPoint) -> str:
+    """'; no figure at np 4, 8' for the counts of the series between two that have one."""
+    between = [p.np for p in series_points if before.np < p.np < point.np]
+    return f"; no figure at np {', '.join(map(str, between))}" if between else ""
+
+
+def _aggregate_step(key: str, before: ScalingPoint, point: ScalingPoint,
+                    series_points: list[ScalingPoint]) -> Stopped | None:
+    """The step from ``before`` to ``point`` if it gained less than STEP_GAIN of the
+    ideal, by the metric's own counts (not judged when that count did not grow)."""
+    q, p = own_processes(before, key), own_processes(point, key)
+    m, m_before = point.metrics[key].mean, before.metrics[key].mean
+    if q is None or p is None or not p > q or not m_before > 0:
+        return None
+    gain = (m / m_before - 1) / (p / q - 1)
+    if gain >= STEP_GAIN:
+        return None
+    return Stopped(key, point.series, point.np, before.np, point.efficiency.get(key), gain,
+                   f"{_counts_text(key, before, point, q, p)}: x{m / m_before:.3g} (ideal "
+                   f"x{p / q:.3g}){_gap_text(series_points, before, point)}")
+
+
+def _stopped_in(chain: list[ScalingPoint], key: str, role: str,
+                series_points: list[ScalingPoint] | None = None) -> Stopped | None:
+    """The first count of the chain where ``key`` stopped scaling: each count with a
+    figure against the last one before it that has a figure (a count without one, in
+    ``series_points`` or the chain, is named, never a reason to skip the step)."""
+    measured = [p for p in chain if key in p.metrics]
+    around = series_points if series_points is not None else chain
+    for before, point in zip(measured, measured[1:], strict=False):
+        if role == "aggregate":
+            hit = _aggregate_step(key, before, point, around)
+            if hit:
+                return hit
             continue
         efficiency = point.efficiency.get(key)
-        if role == "aggregate":
-            gain = (m.mean / m_before.mean - 1) / (point.np / before.np - 1)
-            if gain < STEP_GAIN:
-                return Stopped(key, point.series, point.np, before.np, efficiency, gain,
-                               f"{before.np} -> {point.np} processes: "
-                               f"x{m.mean / m_before.mean:.3g} (ideal "
-                               f"x{point.np / before.np:.3g})")
-        elif efficiency is not None and efficiency < EFFICIENCY:
-            base = base_point(chain, key)
-            assert base is not None
+        if efficiency is not None and efficiency < EFFICIENCY:
+            base = measured[0]
             kept = "kept" if role != "latency" else "kept (latency: inverse)"
             return Stopped(key, point.series, point.np, base.np, efficiency, None,
-                           f"{kept} {efficiency:.0%} of its figure at {processes(base.np)}")
+                           f"{kept} {efficiency:.0%} of its figure at {processes(base.np)}"
+                           f"{_gap_text(around, before, point)}")
     return None
 
 
@@ -215,8 +273,9 @@ def stopped_scaling(points: list[ScalingPoint]) -> list[Stopped]:
     found = []
     for series in sorted({p.series for p in points}):
         chain = chain_of(points, series)
+        mine = [p for p in points if p.series == series]
         for key in hpcc.performance_keys():
-            hit = _stopped_in(chain, key, hpcc.info(key).role)
+            hit = _stopped_in(chain, key, hpcc.info(key).role, mine)
             if hit:
                 found.append(hit)
     return found
@@ -242,6 +301,65 @@ def reference_rows(systems: Sequence[System]) -> list[JsonObject]:
     return [r.to_dict() for r in reference_points(systems)]
 
 
+MAX_NAMED = 6  # hosts or versions named in one warning
+
+
+def _printable(text: str) -> str:
+    """A name read from a file, safe to print (control characters as '?')."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def _pooled(series: str, what: str, found: dict[str, set[int]]) -> str | None:
+    """The warning for one series whose runs name several values of ``what``."""
+    if len(found) < 2:
+        return None
+    named = [f"{_printable(name)} (np {', '.join(map(str, sorted(counts)))})"
+             for name, counts in sorted(found.items())]
+    more = len(named) - MAX_NAMED
+    shown = "; ".join(named[:MAX_NAMED]) + (f"; and {more} more" if more > 0 else "")
+    return (f"series {_printable(series)}: runs of {len(found)} {what} pooled in one "
+            f"series: {shown}; its speedups and stopped-scaling verdicts compare them")
+
+
+def pooled_warnings(runs: list[RunRef]) -> list[str]:
+    """Per series, a warning when its runs name more than one host (HPCC's Hostname: the
+    host of rank 0) or HPCC version, naming each with its process counts.  The runs are
+    kept in their series (rank 0's host may differ between runs on one cluster, and a
+    series may be meant to compare versions): the warning says what the figures mix."""
+    out = []
+    for series in sorted({r.run.series for r in runs}):
+        mine = [r.run for r in runs if r.run.series == series]
+        for what, names in (("hosts", [r.hpcc.hostname for r in mine]),
+                            ("HPCC versions", [r.hpcc.version for r in mine])):
+            found: dict[str, set[int]] = {}
+            for run, name in zip(mine, names, strict=True):
+                if name is not None:
+                    found.setdefault(name, set()).add(run.np)
+            warning = _pooled(series, what, found)
+            if warning:
+                out.append(warning)
+    return out
+
+
+def mixed_count_warnings(points: list[ScalingPoint]) -> list[str]:
+    """A warning per point and figure whose runs ran it on different process counts (HPL
+    on a 1 x 1 grid in one run, 2 x 2 in another): its mean is shown, never scaled."""
+    out = []
+    for point in points:
+        for key, factors in hpcc.OWN_PROCESSES.items():
+            if key not in point.metrics or own_processes(point, key) is not None:
+                continue
+            ranges = ", ".join(f"{f} {_span(point.metrics.get(f))}" for f in factors)
+            out.append(f"series {_printable(point.series)}, np {point.np}: "
+                       f"{hpcc.short_name(key)} ran on different process counts in its runs "
+                       f"({ranges}): its mean mixes them and is not scaled")
+    return out
+
+
+def _span(st: Summary | None) -> str:
+    return "?" if st is None else f"{st.min:g}" if st.min == st.max else f"{st.min:g}..{st.max:g}"
+
+
 def study(runs: list[RunRef], label: str, systems: Sequence[System] = ()) -> ScalingStudy:
     """The scaling study from run documents (any order)."""
     points = _points(runs)
@@ -252,7 +370,8 @@ def study(runs: list[RunRef], label: str, systems: Sequence[System] = ()) -> Sca
                         roles={k: hpcc.info(k).role for k in sorted(keys)},
                         stopped_scaling=stopped_scaling(points),
                         rules=Rules(STEP_GAIN, EFFICIENCY, RULES_STATEMENT),
-                        references=reference_points(systems))
+                        references=reference_points(systems),
+                        warnings=pooled_warnings(runs) + mixed_count_warnings(points))
 
 
 def scaling_body(runs: list[RunRef], label: str,

@@ -66,14 +66,22 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_references)
 
 
+SHOWN = ("cluster show and plot read beoperf cluster and scaling documents (JSON, as "
+         "cluster hpcc and cluster import write them)")
+
+
 def load_study(path: str) -> Document:
     """A cluster or scaling document; InputError for anything else."""
     try:
         doc = model.load(path)
     except DocumentError as exc:
-        raise errors.InputError(str(exc)) from None
+        if cluster_compare.is_hpcc(path):
+            raise errors.InputError(f"{path}: HPC Challenge output, not a document: import "
+                                    "it first (beoperf cluster import FILE -o DIR)") from None
+        raise errors.InputError(f"{exc}; {SHOWN}") from None
     if doc.kind not in ("cluster", "scaling"):
-        raise errors.InputError(f"{path}: a {doc.kind} document, not a cluster or scaling one")
+        raise errors.InputError(f"{path}: a {doc.kind} document, not a cluster or scaling "
+                                f"one; {SHOWN}")
     return doc
 
 

@@ -13,7 +13,8 @@ A *scaling* document gathers runs: per series (one ranks-per-node setting) and p
 count, each metric's mean, sample standard deviation, minimum and maximum over the runs
 that passed, the speedup and parallel efficiency against the series' smallest count,
 the metrics that stopped scaling, the runs left out and why, and the reference systems
-put beside it (``references``).  ``beoperf.analysis.scaling`` computes it.
+put beside it (``references``), and warnings (version 2: runs from several hosts or HPCC
+versions pooled in one series).  ``beoperf.analysis.scaling`` computes it.
 
 An *hpcc-comparison* document (``beoperf compare`` of HPCC results, or with
 ``--reference``) puts runs and reference systems side by side, per metric, with the ratio
@@ -31,7 +32,7 @@ from beoperf.model.document import Document, DocumentError, JsonObject, JsonValu
 CLUSTER_KIND = "cluster"
 CLUSTER_VERSION = 1
 SCALING_KIND = "scaling"
-SCALING_VERSION = 1
+SCALING_VERSION = 2  # 2: warnings (runs of several hosts or HPCC versions pooled)
 COMPARISON_KIND = "hpcc-comparison"
 COMPARISON_VERSION = 2  # 2: a verdict and interval per column (issue 25)
 STATUSES = ("ok", "failed")
@@ -689,6 +690,7 @@ class ScalingStudy:
     stopped_scaling: list[Stopped]
     rules: Rules
     references: list[ReferencePoint]
+    warnings: list[str] = field(default_factory=list)
 
     def body(self) -> JsonObject:
         return {"label": self.label, "runs": [r.to_dict() for r in self.runs],
@@ -696,7 +698,8 @@ class ScalingStudy:
                 "roles": dict(self.roles),
                 "stopped_scaling": [h.to_dict() for h in self.stopped_scaling],
                 "rules": self.rules.to_dict(),
-                "references": [r.to_dict() for r in self.references]}
+                "references": [r.to_dict() for r in self.references],
+                "warnings": list(self.warnings)}
 
     def to_document(self, meta: JsonObject) -> Document:
         return Document(SCALING_KIND, self.body(), meta)
@@ -717,7 +720,8 @@ class ScalingStudy:
                                     narrow.objects(b.get("stopped_scaling"), "stopped_scaling")],
                    rules=Rules.from_dict(narrow.obj(b.get("rules"), "rules")),
                    references=[ReferencePoint.from_dict(r)
-                               for r in narrow.objects(b.get("references"), "references")])
+                               for r in narrow.objects(b.get("references"), "references")],
+                   warnings=narrow.texts(b.get("warnings"), "warnings"))
 
     def series_names(self) -> list[str]:
         """The series in the order their first point is stored."""
@@ -725,7 +729,16 @@ class ScalingStudy:
 
 
 document.register(CLUSTER_KIND, CLUSTER_VERSION)
-document.register(SCALING_KIND, SCALING_VERSION)
+
+
+def _scaling_v1_to_v2(doc: dict) -> dict:
+    """Version 2 adds the warnings on runs pooled from several hosts or HPCC versions: a
+    study made before has none recorded (its runs are not in it to check)."""
+    doc["body"].setdefault("warnings", [])
+    return doc
+
+
+document.register(SCALING_KIND, SCALING_VERSION, upgrades={1: _scaling_v1_to_v2})
 
 
 def _comparison_v1_to_v2(doc: dict) -> dict:

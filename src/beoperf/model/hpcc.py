@@ -240,6 +240,21 @@ def performance_keys() -> list[str]:
     return [k for k, info in KEYS.items() if info.role in PERFORMANCE]
 
 
+# The aggregate figures of tests that run on a part of the job, with the summary keys
+# whose product is that part (HPCC reports it): HPL and PTRANS on their own P x Q grid
+# (from hpccinf.txt; the other processes wait), MPI FFT on the largest count it can split
+# its vector over (MPIFFT_Procs).  Every other figure is of all CommWorldProcs processes
+# (Star*, ping-pong and ring, MPI RandomAccess) or of one (Single*).
+OWN_PROCESSES = {"HPL_Tflops": ("HPL_nprow", "HPL_npcol"),
+                 "PTRANS_GBs": ("PTRANS_nprow", "PTRANS_npcol"),
+                 "MPIFFT_Gflops": ("MPIFFT_Procs",)}
+
+
+def own_count_name(key: str) -> str:
+    """How the summary names a figure's own process count: 'HPL_nprow x HPL_npcol'."""
+    return " x ".join(OWN_PROCESSES.get(key, ("CommWorldProcs",)))
+
+
 def key_of(name: str) -> str | None:
     """The summary key a name means: the key itself, or its short name ('HPL',
     'MPIFFT', 'StarSTREAM_Triad'), any case; None if neither."""

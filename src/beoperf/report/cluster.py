@@ -80,7 +80,19 @@ def means_table(study: ScalingStudy, series: str, all_keys: bool) -> Table:
     for key in _keys(study, all_keys):
         rows.append([hpcc.short_name(key), study.units.get(key, ""),
                      *(cell(p.metrics.get(key)) for p in points)])
+        rows += own_count_row(key, points)
     return header, rows, set(range(2, len(header)))
+
+
+def own_count_row(key: str, points: list[ScalingPoint]) -> list[list[str]]:
+    """A row under a figure that ran on a part of the job (HPL on its P x Q grid): the
+    processes it ran on, which its speedup and efficiency are taken against."""
+    counts = [scaling.own_processes(p, key) if key in p.metrics else p.np for p in points]
+    if all(c == p.np for c, p in zip(counts, points, strict=True)):
+        return []
+    return [[f"  {hpcc.short_name(key)} processes", hpcc.own_count_name(key),
+             *("?" if c is None else str(c) if key in p.metrics else "-"
+               for c, p in zip(counts, points, strict=True))]]
 
 
 def _efficiency_cell(point: ScalingPoint, key: str) -> str:
@@ -101,7 +113,10 @@ def efficiency_table(study: ScalingStudy, series: str) -> Table | None:
         base = scaling.base_point(points, key)
         if base is None or base is points[-1]:
             continue
-        rows.append([hpcc.short_name(key), hpcc.info(key).role, f"np {base.np}",
+        own = scaling.own_processes(base, key)
+        against = f"np {base.np}" + (f" ({hpcc.short_name(key)} on {own})"
+                                     if own_count_row(key, points) else "")
+        rows.append([hpcc.short_name(key), hpcc.info(key).role, against,
                      *(_efficiency_cell(p, key) if p.np > base.np else ""
                        for p in points[1:])])
     return header, rows, set(range(3, len(header)))
@@ -374,13 +389,23 @@ def run_answer(doc: Document) -> list[Line]:
     return [Line(Level.OK, f"the HPCC run passed its checks{checked}")]
 
 
+def _todo_of(warning: str) -> tuple[str, str]:
+    """What to do about a scaling document's warning, and its topic."""
+    if "different process counts" in warning:
+        return ("give the runs of one count one grid (hpccinf.txt's P x Q), or import them "
+                "as studies of their own", "one count run on several grids")
+    return ("import the files of each machine or HPCC version as a study of its own (hosts "
+            "that are nodes of one cluster may stay together)",
+            "runs pooled from several hosts or versions")
+
+
 @answer("scaling")
 def scaling_answer(doc: Document) -> list[Line]:
     """The runs that failed (left out of the statistics), one line; each metric that
     stopped scaling."""
     b = ScalingStudy.from_document(doc)
     failed = [r for r in b.runs if r.status != "ok"]
-    out = []
+    out = [Line(Level.WARN, w, *_todo_of(w)) for w in b.warnings]
     if failed:
         why = listed([f"{r.label} ({'; '.join(r.failures) or 'no reason'})"
                       for r in failed], 4)

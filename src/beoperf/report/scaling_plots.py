@@ -6,8 +6,9 @@ One figure per metric (``<KEY>.png``), drawn from the scaling document alone:
   standard deviation as error bars and the range of the runs (min..max) as a pale bar
   behind each point;
 - ideal scaling from the series' smallest count as a dashed line: proportional to the
-  process count for aggregate figures (HPL, PTRANS, MPI FFT, MPI RandomAccess), flat for
-  per-process, single-process and latency figures;
+  processes the figure ran on for aggregate figures (HPL, PTRANS, MPI FFT, MPI
+  RandomAccess; HPL's on its P x Q grid, beoperf.analysis.scaling.own_processes), flat
+  for per-process, single-process and latency figures;
 - the reference systems as points at their own process counts (one marker shape each).
 
 The process count is on a log2 axis labelled with the counts themselves; the value axis
@@ -22,6 +23,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+from beoperf.analysis import scaling
 from beoperf.model import hpcc
 from beoperf.model.cluster import ScalingPoint, ScalingStudy
 from beoperf.model.document import Document
@@ -53,12 +55,17 @@ def _series(study: ScalingStudy, key: str) -> dict[str, list[ScalingPoint]]:
 
 
 def _ideal(points: list[ScalingPoint], key: str) -> tuple[list[int], list[float]]:
+    """The ideal at each count of the job: an aggregate grows with the processes the
+    figure itself ran on (HPL's P x Q grid: scaling.own_processes), the rest stay."""
     base = points[0]
-    m0, p0 = base.metrics[key].mean, base.np
-    xs = [p.np for p in points]
-    if hpcc.info(key).role == "aggregate":
-        return xs, [m0 * x / p0 for x in xs]
-    return xs, [m0 for _ in xs]
+    m0, p0 = base.metrics[key].mean, scaling.own_processes(base, key)
+    if hpcc.info(key).role != "aggregate":
+        return [p.np for p in points], [m0 for _ in points]
+    own = [(p.np, scaling.own_processes(p, key)) for p in points]
+    if p0 is None:
+        return [], []
+    return ([x for x, n in own if n is not None],
+            [m0 * n / p0 for _, n in own if n is not None])
 
 
 def _runs_text(points: list[ScalingPoint]) -> str:

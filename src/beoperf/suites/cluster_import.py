@@ -11,13 +11,14 @@ there (``LABEL.json`` and ``scaling.json``); the scaling document is returned ei
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from beoperf import errors, interrupts, safeio
 from beoperf.analysis import scaling
-from beoperf.model import cluster, hpcc
-from beoperf.model.document import Document, JsonObject, make_meta
+from beoperf.model import cluster, document, hpcc
+from beoperf.model.document import Document, DocumentError, JsonObject, make_meta
 from beoperf.suites.cluster_refs import systems_for
 
 MAX_FILES = 10000
@@ -34,11 +35,43 @@ class Spec:
     command_line: tuple[str, ...] = ()
 
 
+READS = ("cluster import reads HPC Challenge 1.4-1.5 output (hpccoutf.txt), compare and "
+         "cluster show also beoperf cluster and scaling documents; NetPIPE, IMB and OSU "
+         "files and beoperf ping-pong results go to compare, plot and predict")
+
+
+def not_hpcc(text: str) -> str:
+    """Why a file without a summary section is not read, and what is: HPCC output that
+    ended before its summary, a beoperf document of another use, or another format."""
+    if hpcc.RUN_HEADER in text:
+        return (f"HPCC output without a summary section (\"{hpcc.BEGIN}\"): the run ended "
+                "before it, nothing to import")
+    kind = _document_kind(text)
+    if kind:
+        return f"a beoperf {kind} document, not HPCC output; {READS}"
+    return f"not HPCC output (no \"{hpcc.BEGIN}\" line); {READS}"
+
+
+def _document_kind(text: str) -> str | None:
+    """The kind of a beoperf document's text (None: not one)."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        found = document.from_json(json.loads(text))
+    except (ValueError, DocumentError, RecursionError):
+        return None
+    return found.kind
+
+
 def read_runs(path: str) -> tuple[list[hpcc.HpccRun], bytes]:
-    """The runs of one HPCC output file, read bounded; InputError naming the file."""
+    """The runs of one HPCC output file, read bounded; InputError naming the file (and,
+    for a file of another format, the formats read)."""
     try:
         data = safeio.read_bytes(path, safeio.LIMITS["result"], "HPCC output")
-        return hpcc.parse_runs(data.decode("utf-8", errors="replace"), path), data
+        text = data.decode("utf-8", errors="replace")
+        if not hpcc.looks_like_hpcc(text):
+            raise errors.InputError(f"{path}: {not_hpcc(text)}")
+        return hpcc.parse_runs(text, path), data
     except (safeio.FileInputError, hpcc.HpccFormatError) as exc:
         raise errors.InputError(str(exc)) from None
 

@@ -13,7 +13,7 @@ from beoperf.model import hpcc
 from beoperf.model.cluster import ClusterRun, HpccComparison, ScalingStudy, Summary
 from beoperf.model.document import Document
 from beoperf.report import renderer
-from beoperf.report.cluster import efficiency_table, reference_table
+from beoperf.report.cluster import efficiency_table, own_count_row, reference_table
 from beoperf.report.html.markup import (
     Markup,
     bullet_list,
@@ -103,6 +103,7 @@ def _means(b: ScalingStudy, series: str) -> Markup:
         rows.append([hpcc.short_name(key), b.units.get(key, ""),
                      *(_mean_cell(p.metrics.get(key), f"body.points.{i}.metrics.{key}")
                        for i, p in indexed)])
+        rows += own_count_row(key, [p for _, p in indexed])
     return table(head, rows, numeric=range(2, len(head)), caption=f"Series {series}: "
                  + UNITS_NOTE)
 
