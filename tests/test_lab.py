@@ -231,6 +231,8 @@ def test_up_lines_say_how_to_reach_the_hosts():
     assert ("ip netns exec beolab-x-ctl ssh -i /run/beoperf/lab/x/userkey -l root -o "
             "BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null") in text
     assert "--data-address beolab-x-0=198.18.0.1 --data-address beolab-x-1=198.18.0.2" in text
+    assert "--ssh-command 'ip netns exec beolab-x-ctl ssh -i" in text
+    assert "-w 198.18.0.1,198.18.0.2" in text
     assert "100 Mbit/s" in text and "burst 64 KiB" in text
     assert "beoperf study mtu" in text and "beoperf lab down --name x" in text
     assert mechanics.tbf_burst(1e8) == 64 * 1024

@@ -81,6 +81,9 @@ def up_lines(state: mechanics.LabState) -> list[str]:
              f"-w {shlex.quote(nodeset)}"]
     if state["ssh_agent"]:
         lines.append(f"  ssh agent (from {ctl}):  {state['ssh_agent']}")
+        lines.append(f"  a study over ssh (from {ctl}):  --ssh-command "
+                     f"{shlex.quote(state['ssh_agent'])} -w "
+                     + shlex.quote(",".join(h["addr4"] for h in hosts)))
     pairs = " ".join(f"--data-address {h['name']}={h['addr4']}" for h in hosts)
     lines.append(f"  data addresses:  {pairs}")
     if ctl and len(hosts) >= 2:
