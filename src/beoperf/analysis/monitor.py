@@ -21,6 +21,7 @@ import numpy as np
 
 from beoperf.analysis import monitor_bandwidth as bandwidth
 from beoperf.analysis import monitor_events as events
+from beoperf.analysis import monitor_local as local
 from beoperf.analysis.monitor_cycles import (
     GAP_PERIODS,
     Context,
@@ -60,8 +61,7 @@ from beoperf.model.monitor import (
     Summary,
 )
 
-DAY_S, WEEK_S = 86400.0, 7 * 86400.0
-MONDAY_OFFSET_S = 3 * DAY_S  # the epoch was a Thursday: ISO weeks start 3 days earlier
+DAY_S = 86400.0
 FAILURES = OUTCOMES[1:]  # outcome codes 1..4 (0 is "ok")
 
 
@@ -181,23 +181,16 @@ def period_rows(ctx: Context, bw: bandwidth.CycleBandwidth, edges: np.ndarray,
     return out
 
 
-def day_edges(lo: float, hi: float) -> tuple[np.ndarray, list[str]]:
-    """UTC day boundaries covering [lo, hi) and the days' names (2026-11-02)."""
-    edges = np.arange(np.floor(lo / DAY_S) * DAY_S, hi + DAY_S, DAY_S)
-    edges = edges[: np.searchsorted(edges, hi, side="left") + 1]
-    return edges, [iso(t)[:10] for t in edges[:-1]]
+def day_edges(lo: float, hi: float, tz: dt.tzinfo = dt.UTC) -> tuple[np.ndarray, list[str]]:
+    """Day boundaries (local midnights of ``tz``) covering [lo, hi) and the days' names
+    (2026-11-02)."""
+    return local.day_edges(lo, hi, tz)
 
 
-def week_edges(lo: float, hi: float) -> tuple[np.ndarray, list[str]]:
-    """ISO week (Monday 00:00 UTC) boundaries covering [lo, hi) and names (2026-W45)."""
-    first = np.floor((lo + MONDAY_OFFSET_S) / WEEK_S) * WEEK_S - MONDAY_OFFSET_S
-    edges = np.arange(first, hi + WEEK_S, WEEK_S)
-    edges = edges[: np.searchsorted(edges, hi, side="left") + 1]
-    names = []
-    for t in edges[:-1]:
-        year, week, _ = dt.datetime.fromtimestamp(t, dt.UTC).isocalendar()
-        names.append(f"{year}-W{week:02d}")
-    return edges, names
+def week_edges(lo: float, hi: float, tz: dt.tzinfo = dt.UTC) -> tuple[np.ndarray, list[str]]:
+    """ISO week (local Monday 00:00 of ``tz``) boundaries covering [lo, hi) and names
+    (2026-W45)."""
+    return local.week_edges(lo, hi, tz)
 
 
 def best_and_worst(days: list[Period]) -> tuple[RankedDay | None, RankedDay | None]:
@@ -327,7 +320,8 @@ def level_shifts(ctx: Context, ev: EventInput, shifts: list[events.Shift]) -> li
 
 def method(outage_cycles: int, ev: EventInput, period_s: float,
            persist_windows: int = PERSIST_WINDOWS,
-           noise_floor_us: float = NOISE_FLOOR_US, link_bps: float | None = None) -> Method:
+           noise_floor_us: float = NOISE_FLOOR_US, link_bps: float | None = None,
+           timezone: str = local.UTC_NAME) -> Method:
     """The rules behind the numbers, in words, with this report's parameters (the link
     speed only when the report was given one: else each run's own counts)."""
     w = ev.windows.width
@@ -374,7 +368,12 @@ def method(outage_cycles: int, ev: EventInput, period_s: float,
         "best_worst": "Days are ranked by answered %, then uptime %, then lower median "
                       "one-way latency; only days monitored at least half of their time in "
                       "the data are ranked (all days if none is).",
-    }, Parameters(outage_cycles, w, persist_windows, GAP_PERIODS, noise_floor_us, link_bps))
+        "local_time": f"Days, ISO weeks (from Monday) and hours of the day are those of the "
+                      f"time zone {timezone}: a day runs from one local midnight to the next "
+                      "(23 or 25 hours on a daylight-saving change). Times in the tables are "
+                      "UTC.",
+    }, Parameters(outage_cycles, w, persist_windows, GAP_PERIODS, noise_floor_us, link_bps,
+                  timezone))
 
 
 def warnings(ctx: Context, roles: Roles, ev: EventInput, bw: bandwidth.CycleBandwidth,
@@ -437,7 +436,8 @@ def _context(p: Probes, runs: list[dict], outage_cycles: int,
 def analyse(p: Probes, runs: list[dict], source: Source, t_from: float | None = None,
             t_to: float | None = None, *, outage_cycles: int = OUTAGE_CYCLES,
             baseline_windows: int = PERSIST_WINDOWS, noise_floor_us: float = NOISE_FLOOR_US,
-            link_bps: float | None = None, plots: Sequence[str] = ()) -> MonitorReport:
+            link_bps: float | None = None, plots: Sequence[str] = (),
+            timezone: str = local.UTC_NAME) -> MonitorReport:
     """The report on the probes (of one host over one transport, at least one) sent in
     [t_from, t_to) (UTC s; None: no bound), and the runs they belong to (``source``: the
     database and those runs, as the report names them; ``plots``: the figures it lists).
@@ -447,14 +447,17 @@ def analyse(p: Probes, runs: list[dict], source: Source, t_from: float | None = 
     ``noise_floor_us``: RTT changes and IQRs within this are the probing host's own noise.
     ``link_bps``: the link speed of every run (bit/s; None: each run's recorded
     --link-speed, if any).
+    ``timezone``: the IANA zone whose days, weeks and hours the report uses (ValueError
+    for a name there is no zone of).
     """
+    tz = local.zone(timezone)
     ctx, roles, spans, down = _context(p, runs, outage_cycles, t_to)
     ev = event_input(ctx, roles.small, spans)
     episodes, shifts = events.detect(ev.windows, baseline_windows, noise_floor_us)
     bw = bandwidth.per_cycle(ctx, roles.extra_bits, bandwidth.cycle_noise_us(
         ev.cycles, ev.windows, ctx.c.count, noise_floor_us), runs, link_bps)
     lo, hi = float(ctx.c.t[0]), float(ctx.c.cover_end[-1])
-    edges, names = day_edges(lo, hi)
+    edges, names = day_edges(lo, hi, tz)
     days = period_rows(ctx, bw, edges, names)
     best, worst = best_and_worst(days)
     whole = period_rows(ctx, bw, np.array([lo, hi]), ["all"])[0]
@@ -463,11 +466,11 @@ def analyse(p: Probes, runs: list[dict], source: Source, t_from: float | None = 
         source, Range(t_from, t_to, lo, hi, whole.monitored_s,
                       _seconds(hi - lo - whole.monitored_s)),
         method(outage_cycles, ev, float(np.median(ctx.c.period)), baseline_windows,
-               noise_floor_us, link_bps),
+               noise_floor_us, link_bps, timezone),
         Summary(**vars(whole), outages=len(down), congestion_events=len(episodes),
                 level_shifts=len(shifts)),
-        best, worst, days, period_rows(ctx, bw, *week_edges(lo, hi)), down,
+        best, worst, days, period_rows(ctx, bw, *week_edges(lo, hi, tz)), down,
         not_monitored(ctx.c), congestion, level_shifts(ctx, ev, shifts),
         series(ctx, roles.large, bandwidth.shown_bps(bw, bins(edges, ctx.c.t),
-                                                     edges.size - 1)),
+                                                     edges.size - 1), tz),
         list(plots), warnings(ctx, roles, ev, bw, days, runs[-1]))

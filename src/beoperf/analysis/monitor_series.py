@@ -8,9 +8,12 @@ aggregation hides neither a spike nor a loss.  The report's figures
 
 from __future__ import annotations
 
+import datetime as dt
+
 import numpy as np
 
 from beoperf.analysis import monitor_events as events
+from beoperf.analysis import monitor_local as local
 from beoperf.analysis.monitor_cycles import Context, nums
 from beoperf.model.monitor import Cdf, HourOfDay, Quartiles, Series, Spread, Timeline
 
@@ -57,9 +60,9 @@ def timeline(ctx: Context, large: np.ndarray, bps: np.ndarray) -> Timeline:
                     _spread(cyc_bin, bps, n, 0), _loss(row_bin[large], failed[large], n))
 
 
-def hour_profile(ctx: Context) -> HourOfDay:
-    """One-way latency and loss by hour of the day (UTC)."""
-    hour = ((ctx.p.t % DAY_S) // 3600).astype(np.int64)
+def hour_profile(ctx: Context, tz: dt.tzinfo = dt.UTC) -> HourOfDay:
+    """One-way latency and loss by hour of the day (of the time zone ``tz``)."""
+    hour = local.hour_of_day(ctx.p.t, float(ctx.c.t[0]), float(ctx.c.cover_end[-1]), tz)
     q, n = events.grouped_quantiles(hour, ctx.one_way_ms, (0.25, 0.5, 0.75, 0.95), 24)
     stats = Quartiles(*(nums(q[:, j], 3) for j in range(4)))  # p25, median, p75, p95
     return HourOfDay(list(range(24)), stats, [int(k) for k in n.tolist()],
@@ -74,6 +77,7 @@ def cdf(ctx: Context, points: int = 501) -> Cdf:
     return Cdf(_finite(values, 4), _finite(fractions[: values.size], 4))
 
 
-def series(ctx: Context, large: np.ndarray, bps: np.ndarray) -> Series:
-    """All three, as the report's "series"."""
-    return Series(timeline(ctx, large, bps), hour_profile(ctx), cdf(ctx))
+def series(ctx: Context, large: np.ndarray, bps: np.ndarray,
+           tz: dt.tzinfo = dt.UTC) -> Series:
+    """All three, as the report's "series" (hours of the day in ``tz``)."""
+    return Series(timeline(ctx, large, bps), hour_profile(ctx, tz), cdf(ctx))

@@ -66,7 +66,10 @@ extra time is within the small probes' noise the table shows '> X' (a lower boun
 where the estimates exceed the link speed (the monitor's --link-speed, or this command's)
 it shows 'above link': a probe smaller than a shaper's burst passes at line rate, and
 the warnings say which probe size would measure the shaped rate.
---json prints the report as a beoperf document (kind monitor-report, schema version 2),
+Days, ISO weeks and the hours of the day are UTC's unless --timezone names an IANA
+zone (Europe/Berlin): then a day runs from one local midnight to the next, and a day
+with a daylight-saving change lasts 23 or 25 hours.
+--json prints the report as a beoperf document (kind monitor-report, schema version 4),
 as -o writes it to report.json.
 """
 
@@ -194,6 +197,9 @@ def _report_parser(prog: str) -> tuple[Parser, set[str]]:
         help="the probed host to report on, when the database has several")
     add(p, "--transport", dest="report_transport", choices=monitor.TRANSPORTS,
         help="the transport to report on, when the database has several")
+    add(p, "--timezone", metavar="TZ", default="UTC",
+        help="days, ISO weeks and hours of the day in the IANA time zone TZ, e.g. "
+             "Europe/Berlin (default %(default)s; times in the tables stay UTC)")
     add(p, "--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run_report)
     return p, flags
@@ -356,12 +362,18 @@ def report_spec(args: argparse.Namespace) -> monitor.ReportSpec:
     t_to = parse_time(args.t_to, "--to") if args.t_to else None
     if t_from is not None and t_to is not None and t_to <= t_from:
         raise UsageError("--to must be after --from")
+    from beoperf.analysis.monitor_local import zone  # numpy: the report's only
+
+    try:
+        zone(args.timezone)
+    except ValueError as exc:
+        raise UsageError(f"--timezone: {exc}") from None
     return monitor.ReportSpec(
         db=args.file, t_from=t_from, t_to=t_to, host=args.report_host,
         transport=args.report_transport, outage_cycles=args.outage_cycles,
         baseline_windows=args.baseline_windows, noise_floor_us=args.noise_floor,
         link_bps=_rate("--link-speed", args.link_speed) if args.link_speed else None,
-        plots=bool(args.output), command_line=tuple(args.argv))
+        plots=bool(args.output), command_line=tuple(args.argv), timezone=args.timezone)
 
 
 def write_report(doc: Document, outdir: str | Path) -> list[str]:

@@ -30,8 +30,9 @@ from beoperf.model import document, narrow
 from beoperf.model.document import Document, DocumentError, JsonObject
 
 REPORT_KIND = "monitor-report"
-REPORT_VERSION = 3  # 1: "format": "beoperf.monitor-report", no envelope; 2: the envelope;
-# 3: the bandwidth's status (figure, lower bound, above the link) and the link speed
+REPORT_VERSION = 4  # 1: "format": "beoperf.monitor-report", no envelope; 2: the envelope;
+# 3: the bandwidth's status (figure, lower bound, above the link) and the link speed;
+# 4: the time zone of days, weeks and hours (before it: UTC)
 LEGACY_REPORT_FORMAT = "beoperf.monitor-report"
 SESSION_KIND = "monitor-session"
 SESSION_VERSION = 1
@@ -83,6 +84,12 @@ def _report_from_legacy_v1(doc: dict) -> dict:
 def _report_v2_to_v3(doc: dict) -> dict:
     """Version 3 only adds optional fields (a bandwidth's status, the link speed): a
     version 2 report is a valid version 3 one."""
+    return doc
+
+
+def _report_v3_to_v4(doc: dict) -> dict:
+    """Version 4 only adds optional fields (the time zone; absent: UTC, as every report
+    before it used): a version 3 report is a valid version 4 one."""
     return doc
 
 
@@ -374,7 +381,8 @@ class Quartiles:
 
 @dataclass
 class HourOfDay:
-    """Latency and loss by hour of the day (UTC), with the probes in each hour."""
+    """Latency and loss by hour of the day (the report's time zone: UTC before version 4),
+    with the probes in each hour."""
 
     hour: list[int]
     one_way_ms: Quartiles
@@ -500,7 +508,8 @@ class Range:
 
 @dataclass
 class Parameters:
-    """The report's parameters; ``link_bps`` only when the report was given one."""
+    """The report's parameters; ``link_bps`` only when the report was given one;
+    ``timezone`` (IANA name) since version 4 (None: a report before it, in UTC)."""
 
     outage_cycles: int
     window_cycles: int
@@ -508,11 +517,18 @@ class Parameters:
     gap_periods: float
     noise_floor_us: float
     link_bps: float | None = None
+    timezone: str | None = None
+
+    @property
+    def zone_name(self) -> str:
+        """The time zone of the report's days, weeks and hours ("UTC" before version 4)."""
+        return self.timezone or "UTC"
 
     def to_dict(self) -> JsonObject:
         out = asdict(self)
-        if self.link_bps is None:
-            del out["link_bps"]
+        for key in ("link_bps", "timezone"):
+            if out[key] is None:
+                del out[key]
         return out
 
     @classmethod
@@ -520,7 +536,8 @@ class Parameters:
         integer, num = narrow.integer_at, narrow.num_at
         return cls(integer(o, "outage_cycles"), integer(o, "window_cycles"),
                    integer(o, "persist_windows"), num(o, "gap_periods"),
-                   num(o, "noise_floor_us"), _num(o, "link_bps"))
+                   num(o, "noise_floor_us"), _num(o, "link_bps"),
+                   narrow.opt_text_at(o, "timezone"))
 
 
 @dataclass
@@ -698,6 +715,7 @@ class MonitorSession:
                 "cycles", "probes", "answered", "bytes", "skipped_cycles", "skipped_probes"))))
 
 
-document.register(REPORT_KIND, REPORT_VERSION, upgrades={2: _report_v2_to_v3},
+document.register(REPORT_KIND, REPORT_VERSION,
+                  upgrades={2: _report_v2_to_v3, 3: _report_v3_to_v4},
                   legacy={LEGACY_REPORT_FORMAT: _report_from_legacy_v1})
 document.register(SESSION_KIND, SESSION_VERSION)

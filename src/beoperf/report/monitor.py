@@ -75,8 +75,10 @@ def _md_summary(doc: MonitorReport) -> list[str]:
 
 def _md_periods(doc: MonitorReport) -> list[str]:
     lines = []
-    for periods, title, label in ((doc.days, "Per day (UTC)", "day"),
-                                  (doc.weeks, "Per week (UTC, ISO weeks from Monday)", "week")):
+    tz = doc.method.parameters.zone_name
+    for periods, title, label in ((doc.days, f"Per day ({tz})", "day"),
+                                  (doc.weeks, f"Per week ({tz}, ISO weeks from Monday)",
+                                   "week")):
         rows = [[d.period, *_period_cells(d)] for d in periods]
         lines += [f"## {title}", "", *_table([label, *PERIOD_HEAD], rows)]
     return lines

@@ -305,11 +305,13 @@ class ReportSpec:
     link_bps: float | None = None  # the link speed, bit/s (None: each run's --link-speed)
     plots: bool = False  # list the figures (the caller draws and writes them)
     command_line: tuple[str, ...] = ()
+    timezone: str = "UTC"  # IANA zone of the report's days, weeks and hours
 
 
 def _check_report(spec: ReportSpec) -> ReportSpec:
     """BadSpec for parameters the analysis cannot use; -0 noise floor is 0."""
     from beoperf.analysis.monitor import iso
+    from beoperf.analysis.monitor_local import zone
 
     if spec.t_from is not None and spec.t_to is not None and spec.t_from >= spec.t_to:
         raise errors.BadSpec(f"empty range: from {iso(spec.t_from)} to {iso(spec.t_to)}")
@@ -322,6 +324,10 @@ def _check_report(spec: ReportSpec) -> ReportSpec:
                              "microseconds")
     if spec.link_bps is not None and not (math.isfinite(spec.link_bps) and spec.link_bps > 0):
         raise errors.BadSpec(f"--link-speed {spec.link_bps!r} bit/s: give a finite rate > 0")
+    try:
+        zone(spec.timezone)
+    except ValueError as exc:
+        raise errors.BadSpec(f"--timezone: {exc}") from None
     return replace(spec, noise_floor_us=abs(spec.noise_floor_us))
 
 
@@ -362,5 +368,5 @@ def report(spec: ReportSpec, progress: Progress | None = None) -> Document:
                              outage_cycles=spec.outage_cycles,
                              baseline_windows=spec.baseline_windows,
                              noise_floor_us=spec.noise_floor_us, link_bps=spec.link_bps,
-                             plots=PLOTS if spec.plots else ())
+                             plots=PLOTS if spec.plots else (), timezone=spec.timezone)
     return found.to_document(make_meta(list(spec.command_line), utc_start=started))

@@ -84,11 +84,11 @@ def periods(b: MonitorReport) -> Markup:
     rows[0][0] = "all"
     days = [_period_row(d, f"body.days.{i}") for i, d in enumerate(b.days)]
     weeks = [_period_row(d, f"body.weeks.{i}") for i, d in enumerate(b.weeks)]
-    right = range(2, 8)
+    right, tz = range(2, 8), b.method.parameters.zone_name
     return join([table(PERIOD_HEAD, rows, numeric=right, caption="Summary"),
-                 table(PERIOD_HEAD, days, numeric=right, caption="Per day (UTC)"),
+                 table(PERIOD_HEAD, days, numeric=right, caption=f"Per day ({tz})"),
                  table(PERIOD_HEAD, weeks, numeric=right,
-                       caption="Per ISO week (UTC, from Monday)")])
+                       caption=f"Per ISO week ({tz}, from Monday)")])
 
 
 def events(b: MonitorReport) -> Markup:
@@ -237,14 +237,14 @@ def _loss_chart(b: MonitorReport, loss: Sequence[float | None], title: str) -> M
 
 def hour_chart(b: MonitorReport) -> Markup:
     h: HourOfDay = b.series.hour_of_day
-    lat = h.one_way_ms
+    lat, tz = h.one_way_ms, b.method.parameters.zone_name
     if not any(v is not None for v in lat.median):
-        return svg.empty("One-way latency by hour of day (UTC)",
+        return svg.empty(f"One-way latency by hour of day ({tz})",
                          "no small probe answered in this range")
     hours = [float(x) for x in h.hour]
     band = [(x, y) for x, y in zip(hours, lat.p25, strict=True) if y is not None] + \
         [(x, y) for x, y in zip(hours, lat.p75, strict=True) if y is not None][::-1]
-    tips = [f"{int(x):02d}:00-{int(x):02d}:59 UTC: median {_num(m)} ms, p25..p75 {_num(a)}.."
+    tips = [f"{int(x):02d}:00-{int(x):02d}:59 {tz}: median {_num(m)} ms, p25..p75 {_num(a)}.."
             f"{_num(c)}, p95 {_num(d)}, {n} probes, loss {_num(loss)} %"
             for x, m, a, c, d, n, loss in zip(hours, lat.median, lat.p25, lat.p75, lat.p95,
                                              h.count, h.loss_pct, strict=True)]
@@ -252,8 +252,8 @@ def hour_chart(b: MonitorReport) -> Markup:
              svg.Line("p95", hours, lat.p95, [f"p95 {_num(v)} ms" for v in lat.p95],
                       color=1, dashed=True)]
     _, top = _range([*lat.p95, *lat.p75])
-    return svg.chart("One-way latency by hour of day (UTC)",
-                     svg.Axis("hour of day (UTC)", -0.5, 23.5, ticks=[0, 3, 6, 9, 12, 15, 18, 21],
+    return svg.chart(f"One-way latency by hour of day ({tz})",
+                     svg.Axis(f"hour of day ({tz})", -0.5, 23.5, ticks=[0, 3, 6, 9, 12, 15, 18, 21],
                               tick_text=lambda v: f"{int(v):02d}h"),
                      svg.Axis("one-way latency (ms)", 0.0, top, tick_text=lambda v: f"{v:g}"),
                      lines)
