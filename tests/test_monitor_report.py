@@ -901,13 +901,20 @@ def test_markdown_says_what_needs_attention_first_and_what_was_looked_for(dbs):
 
 
 NEW_IN_ISSUE28 = ("- **local time**: ",)
+NEW_SECTIONS_ISSUE28 = ("## By weekday and hour (",)
 
 
 def as_before_issue28(lines: list[str]) -> list[str]:
-    """The Markdown of a UTC report as it was before issue 28: without the lines that
-    issue added (the method's time zone rule, the time zone among the parameters)."""
-    out = [line.replace(", timezone = UTC", "") for line in lines
-           if not line.startswith(NEW_IN_ISSUE28)]
+    """The Markdown of a UTC report as it was before issue 28: without what that issue
+    added (the method's time zone rule, the time zone among the parameters, the weekday
+    x hour section)."""
+    out: list[str] = []
+    skipping = False
+    for line in lines:
+        if line.startswith("## "):
+            skipping = line.startswith(NEW_SECTIONS_ISSUE28)
+        if not skipping and not line.startswith(NEW_IN_ISSUE28):
+            out.append(line.replace(", timezone = UTC", ""))
     return out
 
 

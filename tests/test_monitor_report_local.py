@@ -163,3 +163,53 @@ def test_a_version_3_report_loads_as_utc_and_renders():
     document.validate(doc.kind, doc.to_json())
     md = renderers.render(doc, "markdown")
     assert "## Per day (UTC)" in md and "| 2026-11-02 |" in md
+    assert "By weekday and hour" not in md  # a version 3 report has no profile
+
+
+# --- the weekday x hour profile ----------------------------------------------------------
+
+
+def local_time(*args: int) -> dt.datetime:
+    return dt.datetime(*args, tzinfo=BERLIN)
+
+
+PROFILE = [Burst(local_time(2026, 11, 2, 9, 10), rtt_us=1320.0, lost=2),  # Mon 09h
+           Burst(local_time(2026, 11, 2, 23, 30), rtt_us=560.0),  # Mon 23h
+           Burst(local_time(2026, 11, 7, 9, 10), rtt_us=560.0)]  # Sat 09h
+
+
+def test_the_weekday_hour_profile_puts_each_probe_in_its_local_cell(tmp_path):
+    """Three bursts of 20 cycles (80 probes) at known local weekdays and hours: each
+    cell holds exactly its burst's probes, share answered and median (half the RTT);
+    in UTC the same probes are an hour earlier."""
+    db = burst_db(tmp_path / "p.sqlite", PROFILE)
+    body = report(db, timezone="Europe/Berlin")
+    rows = {w["weekday"]: w for w in body["week_profile"]}
+    assert list(rows) == ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+    cells = {(d, h): (w["probes"][h], w["answered_pct"][h], w["one_way_median_ms"][h])
+             for d, w in rows.items() for h in range(24) if w["probes"][h]}
+    assert cells == {("Mon", 9): (80, 90.0, 0.66), ("Mon", 23): (80, 100.0, 0.28),
+                     ("Sat", 9): (80, 100.0, 0.28)}
+    assert rows["Mon"]["count"][9] == 3 * 18  # the small probes of the answered cycles
+    assert all(v is None for w in rows.values() for h, v in
+               enumerate(w["one_way_median_ms"]) if not w["probes"][h])
+    in_utc = {w["weekday"]: w for w in report(db)["week_profile"]}
+    assert in_utc["Mon"]["probes"][8] == in_utc["Mon"]["probes"][22] == 80
+    assert in_utc["Sat"]["probes"][8] == 80 and in_utc["Mon"]["probes"][9] == 0
+
+
+def test_the_profile_in_markdown_and_html_is_the_documents(tmp_path):
+    from beoperf import report as renderers
+
+    db = burst_db(tmp_path / "p.sqlite", PROFILE)
+    doc = suite.report(suite.ReportSpec(db=db, baseline_windows=2, timezone="Europe/Berlin"))
+    md = renderers.render(doc, "markdown")
+    assert "## By weekday and hour (Europe/Berlin)" in md
+    assert "| weekday | 09h | 23h |" in md  # only the hours with probes
+    assert "| Mon | 90.0 | 100.0 |" in md and "| Sat | 100.0 | – |" in md
+    assert "| Mon | 0.660 | 0.280 |" in md and "| Sat | 0.280 | – |" in md
+    assert "| Tue |" not in md
+    html = renderers.render(doc, "html")
+    assert "Answered % by weekday and hour (Europe/Berlin)" in html
+    assert "One-way median ms by weekday and hour (Europe/Berlin)" in html
+    assert ">0.660<" in html

@@ -38,7 +38,7 @@ from beoperf.analysis.monitor_cycles import (
     roles_of,
     stretches,
 )
-from beoperf.analysis.monitor_series import series
+from beoperf.analysis.monitor_series import series, week_profile
 from beoperf.model.monitor import (
     NOISE_FLOOR_US,
     OUTAGE_CYCLES,
@@ -473,4 +473,4 @@ def analyse(p: Probes, runs: list[dict], source: Source, t_from: float | None = 
         not_monitored(ctx.c), congestion, level_shifts(ctx, ev, shifts),
         series(ctx, roles.large, bandwidth.shown_bps(bw, bins(edges, ctx.c.t),
                                                      edges.size - 1), tz),
-        list(plots), warnings(ctx, roles, ev, bw, days, runs[-1]))
+        list(plots), warnings(ctx, roles, ev, bw, days, runs[-1]), week_profile(ctx, tz))

@@ -73,10 +73,13 @@ def hour_of_day(t: np.ndarray, lo: float, hi: float, tz: dt.tzinfo) -> np.ndarra
     return ((local_seconds(t, lo, hi, tz) % DAY_S) // HOUR_S).astype(np.int64)
 
 
-def weekday(t: np.ndarray, lo: float, hi: float, tz: dt.tzinfo) -> np.ndarray:
-    """The local ISO weekday of each time, Monday 0 to Sunday 6 (the epoch, 1970-01-01,
-    was a Thursday: 3)."""
-    return ((local_seconds(t, lo, hi, tz) // DAY_S + 3) % 7).astype(np.int64)
+def weekday_hour(t: np.ndarray, lo: float, hi: float,
+                 tz: dt.tzinfo) -> tuple[np.ndarray, np.ndarray]:
+    """The local ISO weekday (Monday 0 to Sunday 6; the epoch, 1970-01-01, was a
+    Thursday: 3) and the local hour (0-23) of each time."""
+    wall = local_seconds(t, lo, hi, tz)
+    return ((wall // DAY_S + 3) % 7).astype(np.int64), \
+        ((wall % DAY_S) // HOUR_S).astype(np.int64)
 
 
 def _midnight(day: dt.date, tz: dt.tzinfo) -> float:

@@ -32,7 +32,7 @@ from beoperf.model.document import Document, DocumentError, JsonObject
 REPORT_KIND = "monitor-report"
 REPORT_VERSION = 4  # 1: "format": "beoperf.monitor-report", no envelope; 2: the envelope;
 # 3: the bandwidth's status (figure, lower bound, above the link) and the link speed;
-# 4: the time zone of days, weeks and hours (before it: UTC)
+# 4: the time zone of days, weeks and hours (before it: UTC), the weekday x hour profile
 LEGACY_REPORT_FORMAT = "beoperf.monitor-report"
 SESSION_KIND = "monitor-session"
 SESSION_VERSION = 1
@@ -88,8 +88,9 @@ def _report_v2_to_v3(doc: dict) -> dict:
 
 
 def _report_v3_to_v4(doc: dict) -> dict:
-    """Version 4 only adds optional fields (the time zone; absent: UTC, as every report
-    before it used): a version 3 report is a valid version 4 one."""
+    """Version 4 only adds optional fields (the time zone, absent: UTC, as every report
+    before it used; the weekday x hour profile): a version 3 report is a valid version 4
+    one."""
     return doc
 
 
@@ -399,6 +400,26 @@ class HourOfDay:
 
 
 @dataclass
+class WeekdayHours:
+    """One weekday of the weekday x hour profile, per local hour 0-23: probes scheduled,
+    the share answered (%), and the median one-way latency of the small probes (ms) with
+    how many it is the median of."""
+
+    weekday: str  # Mon .. Sun
+    probes: list[int]
+    answered_pct: Values
+    one_way_median_ms: Values
+    count: list[int]
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> WeekdayHours:
+        return cls(narrow.text_at(o, "weekday"), narrow.ints_or_empty(o, "probes"),
+                   narrow.opt_nums_or_empty(o, "answered_pct"),
+                   narrow.opt_nums_or_empty(o, "one_way_median_ms"),
+                   narrow.ints_or_empty(o, "count"))
+
+
+@dataclass
 class Cdf:
     """The distribution of one-way latency: values (ms) at evenly spaced fractions."""
 
@@ -576,8 +597,16 @@ class MonitorReport:
     series: Series
     plots: list[str]
     warnings: list[str]
+    # since version 4: availability and latency by local weekday and hour (None: before)
+    week_profile: list[WeekdayHours] | None = None
 
     def body(self) -> JsonObject:
+        out = self._body()
+        if self.week_profile is not None:
+            out["week_profile"] = [asdict(w) for w in self.week_profile]
+        return out
+
+    def _body(self) -> JsonObject:
         return {"source": self.source.to_dict(), "range": asdict(self.range),
                 "method": self.method.to_dict(), "summary": self.summary.to_dict(),
                 "best_day": None if self.best_day is None else asdict(self.best_day),
@@ -613,7 +642,9 @@ class MonitorReport:
             [Congestion.from_dict(c) for c in narrow.objects_or_empty(b, "congestion")],
             [LevelShift.from_dict(s) for s in narrow.objects_or_empty(b, "level_shifts")],
             Series.from_dict(part(b.get("series"), "series")), narrow.texts_or_empty(b, "plots"),
-            narrow.texts_or_empty(b, "warnings"))
+            narrow.texts_or_empty(b, "warnings"),
+            None if b.get("week_profile") is None else
+            [WeekdayHours.from_dict(w) for w in narrow.objects_or_empty(b, "week_profile")])
 
     @classmethod
     def of(cls, found: MonitorReport | JsonObject) -> MonitorReport:

@@ -13,7 +13,7 @@ from typing import Any
 
 from beoperf.analysis.monitor import iso, words_s
 from beoperf.model.document import FORMAT, Document, JsonObject
-from beoperf.model.monitor import REPORT_KIND, Bandwidth, MonitorReport, Period
+from beoperf.model.monitor import REPORT_KIND, Bandwidth, MonitorReport, Period, WeekdayHours
 from beoperf.report import renderer
 from beoperf.report.answer import Level, Line, answer, from_strings, lines_of, markdown_block
 
@@ -82,6 +82,27 @@ def _md_periods(doc: MonitorReport) -> list[str]:
         rows = [[d.period, *_period_cells(d)] for d in periods]
         lines += [f"## {title}", "", *_table([label, *PERIOD_HEAD], rows)]
     return lines
+
+
+def profile_grid(doc: MonitorReport) -> tuple[list[int], list[WeekdayHours]]:
+    """The hours and weekdays of the weekday x hour profile that hold probes (the table
+    leaves out the rest: a week of data has 168 cells, a day 24)."""
+    rows = [w for w in doc.week_profile or [] if any(w.probes)]
+    hours = [h for h in range(24) if any(w.probes[h] for w in rows)]
+    return hours, rows
+
+
+def _md_profile(doc: MonitorReport) -> list[str]:
+    hours, rows = profile_grid(doc)
+    if not rows:
+        return []
+    tz = doc.method.parameters.zone_name
+    head = ["weekday", *[f"{h:02d}h" for h in hours]]
+    answered = [[w.weekday, *[_f(w.answered_pct[h], 1) for h in hours]] for w in rows]
+    median = [[w.weekday, *[_f(w.one_way_median_ms[h]) for h in hours]] for w in rows]
+    return [f"## By weekday and hour ({tz})", "",
+            "Answered % (hours and weekdays without probes left out):", "",
+            *_table(head, answered), "One-way median ms:", "", *_table(head, median)]
 
 
 def _md_outages(doc: MonitorReport) -> list[str]:
@@ -199,7 +220,7 @@ def markdown(document: Document, **_options: Any) -> str:
              f"probes in {len(src.runs)} run(s) of `{src.db}`. "
              f"Latencies are one-way estimates: half the RTT of the small probes.",
              "", *markdown_block(lines_of(document)), *_md_summary(doc), *_md_periods(doc),
-             *_md_outages(doc), *_md_events(doc),
+             *_md_profile(doc), *_md_outages(doc), *_md_events(doc),
              "## Plots", ""]
     lines += [f"![{name}]({name})" for name in doc.plots] or [
         "Not drawn: `beoperf monitor report FILE -o DIR` writes them beside report.md."]

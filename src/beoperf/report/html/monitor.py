@@ -40,7 +40,7 @@ from beoperf.report.html.markup import (
     para,
     table,
 )
-from beoperf.report.monitor import bandwidth_cell, no_bandwidth, none_found
+from beoperf.report.monitor import bandwidth_cell, no_bandwidth, none_found, profile_grid
 
 TIME_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
               43200, 86400, 2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400)
@@ -88,7 +88,23 @@ def periods(b: MonitorReport) -> Markup:
     return join([table(PERIOD_HEAD, rows, numeric=right, caption="Summary"),
                  table(PERIOD_HEAD, days, numeric=right, caption=f"Per day ({tz})"),
                  table(PERIOD_HEAD, weeks, numeric=right,
-                       caption=f"Per ISO week ({tz}, from Monday)")])
+                       caption=f"Per ISO week ({tz}, from Monday)"), profile(b)])
+
+
+def profile(b: MonitorReport) -> Markup:
+    """The weekday x hour profile as two tables (answered %, median one-way ms); nothing
+    for a report without one (before version 4)."""
+    hours, rows = profile_grid(b)
+    if not rows:
+        return join([])
+    tz, head = b.method.parameters.zone_name, ["weekday", *[f"{h:02d}h" for h in hours]]
+    right = range(1, len(head))
+    answered = [[w.weekday, *[_ms(w.answered_pct[h], 1) for h in hours]] for w in rows]
+    median = [[w.weekday, *[_ms(w.one_way_median_ms[h]) for h in hours]] for w in rows]
+    return join([table(head, answered, numeric=right,
+                       caption=f"Answered % by weekday and hour ({tz})"),
+                 table(head, median, numeric=right,
+                       caption=f"One-way median ms by weekday and hour ({tz})")])
 
 
 def events(b: MonitorReport) -> Markup:
