@@ -900,21 +900,21 @@ def test_markdown_says_what_needs_attention_first_and_what_was_looked_for(dbs):
     assert "None: no change from one stable baseline level to another." in lines
 
 
-NEW_IN_ISSUE28 = ("- **local time**: ",)
-NEW_SECTIONS_ISSUE28 = ("## By weekday and hour (",)
+NEW_IN_ISSUE28 = ("- **local time**: ", "- **spikes**: ")
+NEW_SECTIONS_ISSUE28 = ("## By weekday and hour (", "## Spikes (")
 
 
 def as_before_issue28(lines: list[str]) -> list[str]:
     """The Markdown of a UTC report as it was before issue 28: without what that issue
     added (the method's time zone rule, the time zone among the parameters, the weekday
-    x hour section)."""
+    x hour and spike sections, the spike rule and thresholds)."""
     out: list[str] = []
     skipping = False
     for line in lines:
         if line.startswith("## "):
             skipping = line.startswith(NEW_SECTIONS_ISSUE28)
         if not skipping and not line.startswith(NEW_IN_ISSUE28):
-            out.append(line.replace(", timezone = UTC", ""))
+            out.append(line.replace(", timezone = UTC, spike_rtt_ms = [10.0, 50.0]", ""))
     return out
 
 

@@ -213,3 +213,72 @@ def test_the_profile_in_markdown_and_html_is_the_documents(tmp_path):
     assert "Answered % by weekday and hour (Europe/Berlin)" in html
     assert "One-way median ms by weekday and hour (Europe/Berlin)" in html
     assert ">0.660<" in html
+
+
+# --- spikes ----------------------------------------------------------------------------
+
+
+SPIKY = [Burst(utc(2026, 11, 2, 10), cycles=40, rtt_us=1000.0),
+         Burst(utc(2026, 11, 2, 11), cycles=10, rtt_us=20_000.0),  # 30 small > 10 ms
+         Burst(utc(2026, 11, 2, 12), cycles=8, rtt_us=80_000.0, lost=3),  # 15 > 50 ms
+         Burst(utc(2026, 11, 3, 10), cycles=40, rtt_us=1000.0)]
+
+
+def test_spikes_are_counted_per_day_above_each_threshold(tmp_path):
+    """Per day and over all: the answered small probes above 10 ms and 50 ms (the
+    defaults); the unanswered cycles of a slow burst are no spikes."""
+    body = report(burst_db(tmp_path / "s.sqlite", SPIKY))
+    assert body["method"]["parameters"]["spike_rtt_ms"] == [10.0, 50.0]
+    day1, day2 = body["days"]
+    answered_small = 3 * (40 + 10 + 5)
+    assert day1["one_way_ms"]["count"] == answered_small
+    assert day1["spikes"] == [
+        {"above_ms": 10.0, "count": 45, "pct": round(100 * 45 / answered_small, 3)},
+        {"above_ms": 50.0, "count": 15, "pct": round(100 * 15 / answered_small, 3)}]
+    assert [x["count"] for x in day2["spikes"]] == [0, 0]
+    assert [x["count"] for x in body["summary"]["spikes"]] == [45, 15]
+    assert [x["count"] for x in body["weeks"][0]["spikes"]] == [45, 15]
+    assert "RTT (the round trip, as ping shows it" in body["method"]["spikes"]
+
+
+def test_spike_thresholds_are_given_on_the_command_line(tmp_path):
+    db = burst_db(tmp_path / "s.sqlite", SPIKY)
+    res = cli("monitor", "report", db, "--baseline-windows", "2", "--spike", "70ms",
+              "--spike", "0.015", "--spike", "15ms")
+    assert res.status == 0, res.stderr
+    assert "| period | RTT > 15 ms | RTT > 70 ms | answered small probes |" in res.stdout
+    assert f"| 2026-11-02 | 45 ({100 * 45 / 165:.3f} %) | 15 ({100 * 15 / 165:.3f} %) | 165 |" \
+        in res.stdout
+    assert "| 2026-11-03 | 0 (0.000 %) | 0 (0.000 %) | 120 |" in res.stdout
+    assert "most probes count as spikes" not in res.stdout
+
+
+@pytest.mark.parametrize("given, message", [
+    (["0"], "greater than 0"), (["abc"], "not a time"), (["2min"], "at most 60 s"),
+    (["nan"], "not a time"), ([f"{k + 1}ms" for k in range(9)], "at most 8 thresholds")])
+def test_a_bad_spike_threshold_is_one_line_and_exit_2(tmp_path, given, message):
+    db = burst_db(tmp_path / "s.sqlite", [Burst(utc(2026, 11, 2, 10))])
+    res = cli("monitor", "report", db, *[a for g in given for a in ("--spike", g)])
+    assert res.status == 2 and res.stdout == "" and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and message in res.stderr
+
+
+def test_thresholds_below_the_paths_own_rtt_are_said(tmp_path):
+    """A 20 ms path under the LAN defaults: every probe is a 'spike', and the report says
+    so and what to give instead."""
+    slow = burst_db(tmp_path / "wan.sqlite", [Burst(utc(2026, 11, 2, 10), 40, 20_000.0)])
+    md = cli("monitor", "report", slow, "--baseline-windows", "2").stdout
+    assert "The path's median RTT (20 ms) is at or above the lowest threshold (10 ms)" in md
+    assert "| all | 120 (100.000 %) | 0 (0.000 %) | 120 |" in md
+    fine = cli("monitor", "report", slow, "--baseline-windows", "2", "--spike", "40ms").stdout
+    assert "most probes count as spikes" not in fine
+
+
+def test_the_html_report_shows_the_spikes(tmp_path):
+    from beoperf import report as renderers
+
+    db = burst_db(tmp_path / "s.sqlite", SPIKY)
+    doc = suite.report(suite.ReportSpec(db=db, baseline_windows=2))
+    html = renderers.render(doc, "html")
+    assert "Spikes per day (UTC)" in html and "RTT &gt; 50 ms" in html
+    assert f">15 ({100 * 15 / 165:.3f} %)<" in html

@@ -44,6 +44,7 @@ from beoperf.model.monitor import (
     OUTAGE_CYCLES,
     OUTCOMES,
     PERSIST_WINDOWS,
+    SPIKE_RTT_MS,
     Baseline,
     Congestion,
     CongestionLatency,
@@ -58,6 +59,7 @@ from beoperf.model.monitor import (
     Range,
     RankedDay,
     Source,
+    Spikes,
     Summary,
 )
 
@@ -156,11 +158,25 @@ def bins(edges: np.ndarray, t: np.ndarray) -> np.ndarray:
     return np.clip(np.searchsorted(edges, t, side="right") - 1, 0, edges.size - 2)
 
 
+def spike_counts(ctx: Context, row_bin: np.ndarray, n: int,
+                 spike_ms: Sequence[float]) -> list[list[Spikes]]:
+    """Per period: the answered small probes whose RTT exceeded each threshold (ms), and
+    their share of the period's answered small probes."""
+    rtt_ms = ctx.one_way_ms * 2.0  # NaN but for the answered small probes
+    answered = np.bincount(row_bin, weights=~np.isnan(rtt_ms), minlength=n)
+    above = [np.bincount(row_bin, weights=np.nan_to_num(rtt_ms) > limit, minlength=n)
+             for limit in spike_ms]
+    return [[Spikes(float(limit), int(counts[i]), pct(counts[i], answered[i]))
+             for limit, counts in zip(spike_ms, above, strict=True)] for i in range(n)]
+
+
 def period_rows(ctx: Context, bw: bandwidth.CycleBandwidth, edges: np.ndarray,
-                labels: list[str]) -> list[Period]:
-    """Availability, latency and bandwidth of each period [edges[i], edges[i+1])."""
+                labels: list[str], spike_ms: Sequence[float] = SPIKE_RTT_MS) -> list[Period]:
+    """Availability, latency, bandwidth and spikes (above each of ``spike_ms``, RTT ms)
+    of each period [edges[i], edges[i+1])."""
     n = edges.size - 1
     row_bin = bins(edges, ctx.p.t)
+    spikes = spike_counts(ctx, row_bin, n, spike_ms)
     rows = np.bincount(row_bin, minlength=n)
     answered = np.bincount(row_bin, weights=ctx.p.outcome == 0, minlength=n)
     lat, lat_n = events.grouped_quantiles(row_bin, ctx.one_way_ms, (0.5, 0.95), n)
@@ -177,7 +193,7 @@ def period_rows(ctx: Context, bw: bandwidth.CycleBandwidth, edges: np.ndarray,
             pct(monitored[i] - min(down[i], monitored[i]), monitored[i]),
             Latency(int(lat_n[i]), num(lat[i, 0], 3),
                     num(lat_sum[i] / lat_n[i], 3) if lat_n[i] else None, num(lat[i, 1], 3)),
-            rates.item(i)))
+            rates.item(i), spikes[i]))
     return out
 
 
@@ -321,7 +337,7 @@ def level_shifts(ctx: Context, ev: EventInput, shifts: list[events.Shift]) -> li
 def method(outage_cycles: int, ev: EventInput, period_s: float,
            persist_windows: int = PERSIST_WINDOWS,
            noise_floor_us: float = NOISE_FLOOR_US, link_bps: float | None = None,
-           timezone: str = local.UTC_NAME) -> Method:
+           timezone: str = local.UTC_NAME, spike_ms: Sequence[float] = SPIKE_RTT_MS) -> Method:
     """The rules behind the numbers, in words, with this report's parameters (the link
     speed only when the report was given one: else each run's own counts)."""
     w = ev.windows.width
@@ -372,8 +388,13 @@ def method(outage_cycles: int, ev: EventInput, period_s: float,
                       f"time zone {timezone}: a day runs from one local midnight to the next "
                       "(23 or 25 hours on a daylight-saving change). Times in the tables are "
                       "UTC.",
+        "spikes": "A spike is an answered small probe whose RTT (the round trip, as ping "
+                  "shows it: not the one-way estimate) exceeded a threshold ("
+                  + ", ".join(f"{x:g} ms" for x in spike_ms) + "); each period counts its "
+                  "spikes and their share of its answered small probes. A lost probe is no "
+                  "spike: it is in answered %.",
     }, Parameters(outage_cycles, w, persist_windows, GAP_PERIODS, noise_floor_us, link_bps,
-                  timezone))
+                  timezone, [float(x) for x in spike_ms]))
 
 
 def warnings(ctx: Context, roles: Roles, ev: EventInput, bw: bandwidth.CycleBandwidth,
@@ -437,7 +458,8 @@ def analyse(p: Probes, runs: list[dict], source: Source, t_from: float | None = 
             t_to: float | None = None, *, outage_cycles: int = OUTAGE_CYCLES,
             baseline_windows: int = PERSIST_WINDOWS, noise_floor_us: float = NOISE_FLOOR_US,
             link_bps: float | None = None, plots: Sequence[str] = (),
-            timezone: str = local.UTC_NAME) -> MonitorReport:
+            timezone: str = local.UTC_NAME,
+            spike_ms: Sequence[float] = SPIKE_RTT_MS) -> MonitorReport:
     """The report on the probes (of one host over one transport, at least one) sent in
     [t_from, t_to) (UTC s; None: no bound), and the runs they belong to (``source``: the
     database and those runs, as the report names them; ``plots``: the figures it lists).
@@ -448,7 +470,8 @@ def analyse(p: Probes, runs: list[dict], source: Source, t_from: float | None = 
     ``link_bps``: the link speed of every run (bit/s; None: each run's recorded
     --link-speed, if any).
     ``timezone``: the IANA zone whose days, weeks and hours the report uses (ValueError
-    for a name there is no zone of).
+    for a name there is no zone of).  ``spike_ms``: the RTT thresholds (ms) spikes are
+    counted above, in every period.
     """
     tz = local.zone(timezone)
     ctx, roles, spans, down = _context(p, runs, outage_cycles, t_to)
@@ -458,18 +481,18 @@ def analyse(p: Probes, runs: list[dict], source: Source, t_from: float | None = 
         ev.cycles, ev.windows, ctx.c.count, noise_floor_us), runs, link_bps)
     lo, hi = float(ctx.c.t[0]), float(ctx.c.cover_end[-1])
     edges, names = day_edges(lo, hi, tz)
-    days = period_rows(ctx, bw, edges, names)
+    days = period_rows(ctx, bw, edges, names, spike_ms)
     best, worst = best_and_worst(days)
-    whole = period_rows(ctx, bw, np.array([lo, hi]), ["all"])[0]
+    whole = period_rows(ctx, bw, np.array([lo, hi]), ["all"], spike_ms)[0]
     congestion = congestion_events(ctx, ev, episodes)
     return MonitorReport(
         source, Range(t_from, t_to, lo, hi, whole.monitored_s,
                       _seconds(hi - lo - whole.monitored_s)),
         method(outage_cycles, ev, float(np.median(ctx.c.period)), baseline_windows,
-               noise_floor_us, link_bps, timezone),
+               noise_floor_us, link_bps, timezone, spike_ms),
         Summary(**vars(whole), outages=len(down), congestion_events=len(episodes),
                 level_shifts=len(shifts)),
-        best, worst, days, period_rows(ctx, bw, *week_edges(lo, hi, tz)), down,
+        best, worst, days, period_rows(ctx, bw, *week_edges(lo, hi, tz), spike_ms), down,
         not_monitored(ctx.c), congestion, level_shifts(ctx, ev, shifts),
         series(ctx, roles.large, bandwidth.shown_bps(bw, bins(edges, ctx.c.t),
                                                      edges.size - 1), tz),

@@ -66,6 +66,9 @@ extra time is within the small probes' noise the table shows '> X' (a lower boun
 where the estimates exceed the link speed (the monitor's --link-speed, or this command's)
 it shows 'above link': a probe smaller than a shaper's burst passes at line rate, and
 the warnings say which probe size would measure the shaped rate.
+Spikes: the answered small probes whose RTT (as ping shows it) exceeded each --spike
+threshold, per day; the defaults, 10 ms and 50 ms, are the stalls a user notices on a LAN
+or campus path (give thresholds above a longer path's own RTT).
 Days, ISO weeks and the hours of the day are UTC's unless --timezone names an IANA
 zone (Europe/Berlin): then a day runs from one local midnight to the next, and a day
 with a daylight-saving change lasts 23 or 25 hours.
@@ -200,6 +203,10 @@ def _report_parser(prog: str) -> tuple[Parser, set[str]]:
     add(p, "--timezone", metavar="TZ", default="UTC",
         help="days, ISO weeks and hours of the day in the IANA time zone TZ, e.g. "
              "Europe/Berlin (default %(default)s; times in the tables stay UTC)")
+    add(p, "--spike", action="append", metavar="TIME",
+        help="count the small probes whose RTT exceeded TIME (10ms, 0.5ms), per day; "
+             "repeatable (default "
+             + " ".join(f"--spike {x:g}ms" for x in monitor.SPIKE_RTT_MS) + ")")
     add(p, "--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run_report)
     return p, flags
@@ -369,11 +376,22 @@ def report_spec(args: argparse.Namespace) -> monitor.ReportSpec:
     except ValueError as exc:
         raise UsageError(f"--timezone: {exc}") from None
     return monitor.ReportSpec(
+        spike_ms=spikes_from(args.spike),
         db=args.file, t_from=t_from, t_to=t_to, host=args.report_host,
         transport=args.report_transport, outage_cycles=args.outage_cycles,
         baseline_windows=args.baseline_windows, noise_floor_us=args.noise_floor,
         link_bps=_rate("--link-speed", args.link_speed) if args.link_speed else None,
         plots=bool(args.output), command_line=tuple(args.argv), timezone=args.timezone)
+
+
+def spikes_from(given: list[str] | None) -> tuple[float, ...]:
+    """--spike TIME (repeatable) as RTT thresholds in ms (the defaults when none)."""
+    if not given:
+        return monitor.SPIKE_RTT_MS
+    try:
+        return tuple(units.parse_time(text) * 1000.0 for text in given)
+    except ValueError as exc:
+        raise UsageError(f"--spike: {exc}") from None
 
 
 def write_report(doc: Document, outdir: str | Path) -> list[str]:

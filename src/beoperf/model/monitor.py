@@ -32,7 +32,8 @@ from beoperf.model.document import Document, DocumentError, JsonObject
 REPORT_KIND = "monitor-report"
 REPORT_VERSION = 4  # 1: "format": "beoperf.monitor-report", no envelope; 2: the envelope;
 # 3: the bandwidth's status (figure, lower bound, above the link) and the link speed;
-# 4: the time zone of days, weeks and hours (before it: UTC), the weekday x hour profile
+# 4: the time zone of days, weeks and hours (before it: UTC), the weekday x hour profile,
+# the spike counts
 LEGACY_REPORT_FORMAT = "beoperf.monitor-report"
 SESSION_KIND = "monitor-session"
 SESSION_VERSION = 1
@@ -43,6 +44,11 @@ TRANSPORTS = ("icmp", "udp", "tcp")
 
 # The report's default parameters (each recorded in its method.parameters).
 OUTAGE_CYCLES = 2  # an outage is this many cycles or more with no answer
+# Spikes: answered small probes whose RTT exceeds each of these (ms), the thresholds the
+# campus-link studies count (issue 28): on a LAN or campus path (RTT well under 1 ms)
+# 10 ms is a stall an interactive user notices, 50 ms one that breaks a call or a class.
+SPIKE_RTT_MS = (10.0, 50.0)
+MAX_SPIKE_THRESHOLDS = 8
 PERSIST_WINDOWS = 36  # a stable state lasting this many windows is a baseline
 # The probing host's own noise (µs of RTT): RTT changes and IQRs within it are not events
 # (analysis/monitor_events.py says why 100).
@@ -89,8 +95,8 @@ def _report_v2_to_v3(doc: dict) -> dict:
 
 def _report_v3_to_v4(doc: dict) -> dict:
     """Version 4 only adds optional fields (the time zone, absent: UTC, as every report
-    before it used; the weekday x hour profile): a version 3 report is a valid version 4
-    one."""
+    before it used; the weekday x hour profile; the spike counts): a version 3 report is
+    a valid version 4 one."""
     return doc
 
 
@@ -154,9 +160,26 @@ class Bandwidth:
 
 
 @dataclass
+class Spikes:
+    """How many answered small probes of a period had an RTT above ``above_ms`` (the RTT,
+    as ping shows it: not the one-way estimate), and their share of the answered small
+    probes (%)."""
+
+    above_ms: float
+    count: int
+    pct: float | None
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> Spikes:
+        return cls(narrow.num_at(o, "above_ms"), narrow.integer_at(o, "count"),
+                   _num(o, "pct"))
+
+
+@dataclass
 class Period:
     """A day, an ISO week or the whole range: how long it was monitored, probes sent and
-    answered, outage time and uptime, one-way latency and bandwidth."""
+    answered, outage time and uptime, one-way latency and bandwidth, and (since version
+    4) the spikes above each threshold (None: a report before it)."""
 
     period: str
     start_utc: float
@@ -170,11 +193,14 @@ class Period:
     uptime_pct: float | None
     one_way_ms: Latency
     bandwidth_bps: Bandwidth
+    spikes: list[Spikes] | None = None
 
     def to_dict(self) -> JsonObject:
         out: JsonObject = {k: getattr(self, k) for k in PERIOD_FIELDS}
         out["one_way_ms"] = asdict(self.one_way_ms)
         out["bandwidth_bps"] = self.bandwidth_bps.to_dict()
+        if self.spikes is not None:
+            out["spikes"] = [asdict(x) for x in self.spikes]
         return out
 
     @classmethod
@@ -185,7 +211,9 @@ class Period:
                    integer(o, "answered"), _num(o, "answered_pct"), _num(o, "outage_s"),
                    _num(o, "uptime_pct"),
                    Latency.from_dict(narrow.obj(o.get("one_way_ms"), "one_way_ms")),
-                   Bandwidth.from_dict(narrow.obj(o.get("bandwidth_bps"), "bandwidth_bps")))
+                   Bandwidth.from_dict(narrow.obj(o.get("bandwidth_bps"), "bandwidth_bps")),
+                   None if o.get("spikes") is None else
+                   [Spikes.from_dict(x) for x in narrow.objects_or_empty(o, "spikes")])
 
 
 PERIOD_FIELDS = ("period", "start_utc", "end_utc", "monitored_s", "coverage_pct", "probes",
@@ -539,6 +567,7 @@ class Parameters:
     noise_floor_us: float
     link_bps: float | None = None
     timezone: str | None = None
+    spike_rtt_ms: list[float] | None = None  # the spike thresholds (None: before v4)
 
     @property
     def zone_name(self) -> str:
@@ -547,7 +576,7 @@ class Parameters:
 
     def to_dict(self) -> JsonObject:
         out = asdict(self)
-        for key in ("link_bps", "timezone"):
+        for key in ("link_bps", "timezone", "spike_rtt_ms"):
             if out[key] is None:
                 del out[key]
         return out
@@ -558,7 +587,9 @@ class Parameters:
         return cls(integer(o, "outage_cycles"), integer(o, "window_cycles"),
                    integer(o, "persist_windows"), num(o, "gap_periods"),
                    num(o, "noise_floor_us"), _num(o, "link_bps"),
-                   narrow.opt_text_at(o, "timezone"))
+                   narrow.opt_text_at(o, "timezone"),
+                   None if o.get("spike_rtt_ms") is None else
+                   narrow.nums_or_empty(o, "spike_rtt_ms"))
 
 
 @dataclass

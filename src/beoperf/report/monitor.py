@@ -105,6 +105,40 @@ def _md_profile(doc: MonitorReport) -> list[str]:
             *_table(head, answered), "One-way median ms:", "", *_table(head, median)]
 
 
+def spike_note(doc: MonitorReport) -> str | None:
+    """When the path's own median RTT is at or above the lowest threshold, most probes
+    count as spikes, which says nothing about stalls: the thresholds to give instead."""
+    limits, median = doc.method.parameters.spike_rtt_ms, doc.summary.one_way_ms.median
+    if not limits or median is None or 2.0 * median < min(limits):
+        return None
+    return (f"The path's median RTT ({2.0 * median:.3g} ms) is at or above the lowest "
+            f"threshold ({min(limits):g} ms): most probes count as spikes. Give --spike "
+            "thresholds above the path's own RTT.")
+
+
+def spike_rows(doc: MonitorReport) -> tuple[list[str], list[list[str]]]:
+    """The spike table: a column per threshold, a row for the whole range and each day
+    (a cell: how many, and their share of the answered small probes)."""
+    limits = doc.method.parameters.spike_rtt_ms or []
+    head = ["period", *[f"RTT > {x:g} ms" for x in limits], "answered small probes"]
+    rows = []
+    for p in (doc.summary, *doc.days):
+        if p.spikes is None:
+            continue
+        cells = [f"{x.count:,} ({_f(x.pct)} %)" for x in p.spikes]
+        rows.append([p.period, *cells, f"{p.one_way_ms.count:,}"])
+    return head, rows
+
+
+def _md_spikes(doc: MonitorReport) -> list[str]:
+    head, rows = spike_rows(doc)
+    if not rows:
+        return []
+    note = spike_note(doc)
+    return ["## Spikes (per day, " + doc.method.parameters.zone_name + ")", "",
+            *_table(head, rows), *([note, ""] if note else [])]
+
+
 def _md_outages(doc: MonitorReport) -> list[str]:
     rows = [[iso(o.start_utc), iso(o.end_utc), words_s(o.duration_s), str(o.cycles), o.kind,
              f"open (ends with the {o.ended_by})" if o.open else ""]
@@ -220,7 +254,7 @@ def markdown(document: Document, **_options: Any) -> str:
              f"probes in {len(src.runs)} run(s) of `{src.db}`. "
              f"Latencies are one-way estimates: half the RTT of the small probes.",
              "", *markdown_block(lines_of(document)), *_md_summary(doc), *_md_periods(doc),
-             *_md_profile(doc), *_md_outages(doc), *_md_events(doc),
+             *_md_profile(doc), *_md_spikes(doc), *_md_outages(doc), *_md_events(doc),
              "## Plots", ""]
     lines += [f"![{name}]({name})" for name in doc.plots] or [
         "Not drawn: `beoperf monitor report FILE -o DIR` writes them beside report.md."]

@@ -40,7 +40,14 @@ from beoperf.report.html.markup import (
     para,
     table,
 )
-from beoperf.report.monitor import bandwidth_cell, no_bandwidth, none_found, profile_grid
+from beoperf.report.monitor import (
+    bandwidth_cell,
+    no_bandwidth,
+    none_found,
+    profile_grid,
+    spike_note,
+    spike_rows,
+)
 
 TIME_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
               43200, 86400, 2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400)
@@ -88,7 +95,19 @@ def periods(b: MonitorReport) -> Markup:
     return join([table(PERIOD_HEAD, rows, numeric=right, caption="Summary"),
                  table(PERIOD_HEAD, days, numeric=right, caption=f"Per day ({tz})"),
                  table(PERIOD_HEAD, weeks, numeric=right,
-                       caption=f"Per ISO week ({tz}, from Monday)"), profile(b)])
+                       caption=f"Per ISO week ({tz}, from Monday)"), profile(b), spikes(b)])
+
+
+def spikes(b: MonitorReport) -> Markup:
+    """The spike counts per day, and the note when the thresholds are below the path's
+    own RTT; nothing for a report without them (before version 4)."""
+    head, rows = spike_rows(b)
+    if not rows:
+        return join([])
+    note = spike_note(b)
+    return join([table(head, rows, numeric=range(1, len(head)),
+                       caption=f"Spikes per day ({b.method.parameters.zone_name})"),
+                 para(note, "note") if note else join([])])
 
 
 def profile(b: MonitorReport) -> Markup:
