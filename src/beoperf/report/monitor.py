@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from beoperf.analysis.monitor import iso, words_s
+from beoperf.analysis.monitor_compare import Row
 from beoperf.model.document import FORMAT, Document, JsonObject
 from beoperf.model.monitor import REPORT_KIND, Bandwidth, MonitorReport, Period, WeekdayHours
 from beoperf.report import renderer
@@ -272,3 +273,25 @@ def markdown(document: Document, **_options: Any) -> str:
 def text(document: Document, **options: Any) -> str:
     """What `beoperf monitor report` prints: the Markdown."""
     return markdown(document, **options)
+
+
+def comparison_lines(labels: tuple[str, str], rows: list[Row]) -> list[str]:
+    """Two monitor reports compared, a line per figure: 'median one-way latency: class
+    week 0.660 ms (5 days) vs vacation week 0.280 ms (5 days), -57.6% (-63..-51%),
+    better', then what each interval was made of."""
+    out = [f"# {labels[1]} against {labels[0]} (each day one replicate; lower is better)", ""]
+    for r in rows:
+        e = r.effect
+        change = "" if e.change_pct is None else f", {e.change_pct:+.1f}%"
+        span = e.span_text()
+        out.append(f"- {r.figure}: {labels[0]} {_f(r.base_ms)} ms ({r.base_days} days) vs "
+                   f"{labels[1]} {_f(r.cand_ms)} ms ({r.cand_days} days){change}"
+                   + (f" ({span})" if span else "") + f": **{e.verdict}**"
+                   + ("" if span or not e.reason else f" ({e.reason})"))
+    notes = {r.effect.spread_text().replace("within runs", "within days")
+             .replace("between runs", "between days").replace("the repeated runs", "the days")
+             for r in rows if r.effect.spread_text()}
+    out += ["", *[f"Intervals: {n}." for n in sorted(notes)],
+            "Each side's figure is the geometric mean of its days' values (days monitored "
+            "at least half of their time); the change is their ratio."]
+    return out
