@@ -42,16 +42,17 @@ class Burst:
         return self.start if isinstance(self.start, float) else self.start.timestamp()
 
 
-def burst_db(path: Path, bursts: list[Burst]) -> str:
-    """One run holding the bursts, in time order (the gaps between are not monitored)."""
+def burst_db(path: Path, bursts: list[Burst], period: float = PERIOD) -> str:
+    """One run holding the bursts, in time order (the gaps between are not monitored),
+    one cycle every ``period`` seconds."""
     db = store.connect(str(path))
     run = store.start_run(db, host="peer", address="192.0.2.1", transport="icmp",
-                          period_s=PERIOD, started_utc=min(b.t0 for b in bursts),
-                          config={"period_s": PERIOD, "schedule": SCHEDULE, "timeout_s": 0.1})
+                          period_s=period, started_utc=min(b.t0 for b in bursts),
+                          config={"period_s": period, "schedule": SCHEDULE, "timeout_s": 0.1})
     k = 0
     for b in sorted(bursts, key=lambda b: b.t0):
         for i in range(b.cycles):
-            t = b.t0 + i * PERIOD
+            t = b.t0 + i * period
             ok = i >= b.lost
             store.write_cycle(db, run, k, [
                 store.Probe(slot, t + off, 8 if slot < 3 else 20000, 36 if slot < 3 else 20028,

@@ -7,8 +7,8 @@ the probes would call any two weeks different.  Each day's median one-way latenc
 p95) is one replicate, and analysis/effect.py judges the two sets of days as it judges
 two sets of runs (ratios on the log scale, Student's t on the days' own spread,
 Bonferroni over the figures compared, better / worse / no difference shown / cannot
-tell).  Days monitored less than half of their time are left out (a few minutes of a day
-are not that day's level).
+tell).  Days monitored less than half of their length are left out (a few minutes of a
+day, or the hour of a local day a period cut off, are not that day's level).
 
 Pure computation on typed report bodies.
 """
@@ -43,8 +43,10 @@ class Row:
 
 
 def days_of(doc: MonitorReport) -> list[Period]:
-    """The days that count as replicates: monitored at least half of their time."""
-    return [d for d in doc.days if (d.coverage_pct or 0.0) >= MIN_COVERAGE_PCT]
+    """The days that count as replicates: monitored at least half of their length (a
+    day's length is its own: 23 or 25 hours on a daylight-saving change)."""
+    return [d for d in doc.days if (d.coverage_pct or 0.0) >= MIN_COVERAGE_PCT
+            and d.monitored_s >= MIN_COVERAGE_PCT / 100.0 * (d.end_utc - d.start_utc)]
 
 
 def _values(days: list[Period], pick: Callable[[Period], float | None]) -> list[float]:

@@ -54,7 +54,7 @@ replicate; its repetitions give its own uncertainty).
 
 Monitor reports (beoperf monitor report --json, or -o's report.json): two at a
 time, the first the baseline ("class week 0.660 ms vs vacation week 0.280 ms,
--57.6%"): each side's days monitored at least half of their time are its
+-57.6%"): each side's days monitored at least half of their length are its
 replicates (median and p95 one-way latency per day), judged the same way.
 
 --format impact prints a tuning study's table: label, latency mean (variance)

@@ -9,6 +9,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -56,6 +57,8 @@ REPORT_EPILOG = """examples:
   beoperf monitor report link.db                         # Markdown on stdout
   beoperf monitor report link.db --from 2026-11-01 --to 2026-11-08 -o report/
   beoperf monitor report link.db --json > report.json
+  beoperf monitor report link.db --timezone Europe/Berlin --spike 5ms --spike 20ms
+  beoperf monitor report link.db --period 2026-11-02..2026-11-09 --period 2026-12-21..2026-12-28
 
 A report is about one host over one transport: when the database holds probes to
 several hosts or over several transports (ICMP is answered by the peer's kernel, UDP
@@ -69,6 +72,9 @@ the warnings say which probe size would measure the shaped rate.
 Spikes: the answered small probes whose RTT (as ping shows it) exceeded each --spike
 threshold, per day; the defaults, 10 ms and 50 ms, are the stalls a user notices on a LAN
 or campus path (give thresholds above a longer path's own RTT).
+--period FROM..TO twice compares two periods (the first the baseline): the median and
+p95 one-way latency of each day monitored at least half of its length are the
+replicates, as 'beoperf compare' judges runs (ratio, interval, verdict).
 Days, ISO weeks and the hours of the day are UTC's unless --timezone names an IANA
 zone (Europe/Berlin): then a day runs from one local midnight to the next, and a day
 with a daylight-saving change lasts 23 or 25 hours.
@@ -207,6 +213,10 @@ def _report_parser(prog: str) -> tuple[Parser, set[str]]:
         help="count the small probes whose RTT exceeded TIME (10ms, 0.5ms), per day; "
              "repeatable (default "
              + " ".join(f"--spike {x:g}ms" for x in monitor.SPIKE_RTT_MS) + ")")
+    add(p, "--period", action="append", metavar="FROM..TO",
+        help="twice: compare two periods of the database (the first the baseline), each "
+             "day one replicate, e.g. --period 2026-11-02..2026-11-09 --period "
+             "2026-11-16..2026-11-23")
     add(p, "--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run_report)
     return p, flags
@@ -417,7 +427,41 @@ def write_report(doc: Document, outdir: str | Path) -> list[str]:
     return [str(p) for p in paths]
 
 
+def periods_from(given: list[str]) -> list[tuple[float, float]]:
+    """--period FROM..TO, given twice, as (from, to) epoch seconds (UsageError if not)."""
+    if len(given) != 2:
+        raise UsageError(f"--period: give two (the baseline first), not {len(given)}")
+    out = []
+    for text in given:
+        lo, sep, hi = text.partition("..")
+        if not sep or not lo or not hi:
+            raise UsageError(f"--period {text!r}: give FROM..TO, e.g. 2026-11-02..2026-11-09")
+        a, b = parse_time(lo, "--period"), parse_time(hi, "--period")
+        if b <= a:
+            raise UsageError(f"--period {text!r}: TO must be after FROM")
+        out.append((a, b))
+    return out
+
+
+def run_periods(args: argparse.Namespace) -> int:
+    """`monitor report FILE --period A --period B`: B against A, days as replicates."""
+    from beoperf.analysis import monitor_compare
+    from beoperf.report.monitor import comparison_lines
+
+    if args.t_from or args.t_to or args.output or args.json:
+        raise UsageError("--period compares two periods: not with --from, --to, -o or --json")
+    periods = periods_from(args.period)
+    spec = report_spec(args)
+    docs = [MonitorReport.from_document(monitor.report(replace(spec, t_from=a, t_to=b)))
+            for a, b in periods]
+    rows = monitor_compare.compare(docs[0], docs[1])
+    print("\n".join(comparison_lines((args.period[0], args.period[1]), rows)))
+    return int(ExitStatus.OK)
+
+
 def run_report(args: argparse.Namespace) -> int:
+    if args.period:
+        return run_periods(args)
     doc = monitor.report(report_spec(args))
     if args.output:
         for path in write_report(doc, args.output):

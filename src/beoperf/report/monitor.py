@@ -293,5 +293,5 @@ def comparison_lines(labels: tuple[str, str], rows: list[Row]) -> list[str]:
              for r in rows if r.effect.spread_text()}
     out += ["", *[f"Intervals: {n}." for n in sorted(notes)],
             "Each side's figure is the geometric mean of its days' values (days monitored "
-            "at least half of their time); the change is their ratio."]
+            "at least half of their length); the change is their ratio."]
     return out
