@@ -1,6 +1,7 @@
 """The monitor report (kind "monitor-report") as Markdown: what needs attention (its
-answer), tables by day and week, the outages, stretches not monitored, congestion and
-level shifts (each saying what was looked for when there is none), the plots, the method.
+answer), tables by day and week, by weekday and hour, the spikes, the outages, stretches
+not monitored, congestion and level shifts (each saying what was looked for when there is
+none), the plots, the method; and two reports compared (:func:`comparison_lines`).
 
 Every number comes from the document; the plots (report/monitor_plots.py) are linked
 when the document lists them.  ``text`` is the same Markdown: it is what
@@ -120,11 +121,11 @@ def spike_note(doc: MonitorReport) -> str | None:
 def spike_rows(doc: MonitorReport) -> tuple[list[str], list[list[str]]]:
     """The spike table: a column per threshold, a row for the whole range and each day
     (a cell: how many, and their share of the answered small probes)."""
-    limits = doc.method.parameters.spike_rtt_ms or []
+    limits = [x.above_ms for x in doc.summary.spikes or []]
     head = ["period", *[f"RTT > {x:g} ms" for x in limits], "answered small probes"]
     rows = []
     for p in (doc.summary, *doc.days):
-        if p.spikes is None:
+        if p.spikes is None or [x.above_ms for x in p.spikes] != limits:
             continue
         cells = [f"{x.count:,} ({_f(x.pct)} %)" for x in p.spikes]
         rows.append([p.period, *cells, f"{p.one_way_ms.count:,}"])

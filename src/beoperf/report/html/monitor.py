@@ -1,12 +1,13 @@
-"""A link monitor report in the HTML report: availability and latency by day and week,
-the outages, the stretches not monitored, congestion and level shifts, the plots drawn
-from the report's own binned series, and the method in words.
+"""A link monitor report in the HTML report: availability and latency by day and week
+(in the report's time zone), by weekday and hour, the spikes per day, the outages, the
+stretches not monitored, congestion and level shifts, the plots drawn from the report's
+own binned series, and the method in words.
 
 Plots (beoperf.report.monitor_plots draws the same as PNG): one-way latency over time
 (median line, min..p95 band, maxima as dots), loss per time bin, the bandwidth estimate
-over time, latency and loss by hour of day (UTC), and the latency distribution.  Outages
-are shaded red, stretches not monitored grey, congestion orange, level shifts marked:
-binning never hides an event.
+over time, latency and loss by hour of day (the report's time zone), and the latency
+distribution.  Outages are shaded red, stretches not monitored grey, congestion orange,
+level shifts marked: binning never hides an event.
 """
 
 from __future__ import annotations
