@@ -689,7 +689,7 @@ def test_no_negative_zero(tmp_path):
 
 def test_doc_is_versioned_and_strict_json(documents):
     doc = documents["dead"].to_json()
-    assert (doc["format"], doc["kind"], doc["schema_version"]) == ("beoperf", "monitor-report", 3)
+    assert (doc["format"], doc["kind"], doc["schema_version"]) == ("beoperf", "monitor-report", 4)
     assert doc["meta"]["beoperf"] and doc["meta"]["utc_start"] <= doc["meta"]["utc_end"]
     json.dumps(doc, allow_nan=False)  # no NaN or inf anywhere
     assert {"days", "weeks", "summary", "outages", "congestion", "level_shifts",
@@ -875,7 +875,7 @@ def test_host_noise_on_a_fast_path_is_not_congestion(tmp_path):
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FOOTER = re.compile(r"Generated \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC by beoperf \S+ "
-                    r"\(beoperf monitor-report v3\)\.")
+                    r"\(beoperf monitor-report v4\)\.")
 
 
 EMPTY = re.compile(r"None: .*\.|Not looked for: .*\.")
@@ -900,15 +900,35 @@ def test_markdown_says_what_needs_attention_first_and_what_was_looked_for(dbs):
     assert "None: no change from one stable baseline level to another." in lines
 
 
+NEW_IN_ISSUE28 = ("- **local time**: ", "- **spikes**: ")
+NEW_SECTIONS_ISSUE28 = ("## By weekday and hour (", "## Spikes (")
+
+
+def as_before_issue28(lines: list[str]) -> list[str]:
+    """The Markdown of a UTC report as it was before issue 28: without what that issue
+    added (the method's time zone rule, the time zone among the parameters, the weekday
+    x hour and spike sections, the spike rule and thresholds)."""
+    out: list[str] = []
+    skipping = False
+    for line in lines:
+        if line.startswith("## "):
+            skipping = line.startswith(NEW_SECTIONS_ISSUE28)
+        if not skipping and not line.startswith(NEW_IN_ISSUE28):
+            out.append(line.replace(", timezone = UTC, spike_rtt_ms = [10.0, 50.0]", ""))
+    return out
+
+
 @pytest.mark.parametrize("name", ["outage", "congestion", "shift", "gap"])
 def test_markdown_is_the_text_reports_had_before_the_restructure(dbs, name):
     """The Markdown of a report is, byte for byte, what beoperf printed before issue 10
     (fixtures written by that code for these same seeded databases), but for the last
-    line, which names the document's format and version, and the bandwidth method line,
-    which issue 11 changed alone (it states when a bandwidth is a figure)."""
+    line, which names the document's format and version, the bandwidth method line,
+    which issue 11 changed alone (it states when a bandwidth is a figure), and what
+    issue 28 added (as_before_issue28)."""
     res = cli("monitor", "report", dbs[name])
     assert res.status == 0, res.stderr
-    lines = as_before_issue25(res.stdout.replace(f"`{dbs[name]}`", "`DB`").splitlines())
+    lines = as_before_issue25(as_before_issue28(
+        res.stdout.replace(f"`{dbs[name]}`", "`DB`").splitlines()))
     before = (FIXTURES / "monitor-report" / f"{name}.md").read_text().splitlines()
     assert lines[:-1] == before[:-1]
     assert before[-1].endswith("(beoperf.monitor-report v1).") and FOOTER.fullmatch(lines[-1])
@@ -916,14 +936,14 @@ def test_markdown_is_the_text_reports_had_before_the_restructure(dbs, name):
 
 def test_a_report_written_before_the_envelope_loads_and_renders_as_it_did():
     doc = model.load(FIXTURES / "documents" / "monitor-report-v1-after-issue9.json")
-    assert (doc.kind, doc.schema_version) == ("monitor-report", 3)
+    assert (doc.kind, doc.schema_version) == ("monitor-report", 4)
     assert doc.meta["beoperf"] == "0.1.0" and doc.meta["utc_end"] == "2026-11-23T11:06:43Z"
     document.validate(doc.kind, doc.to_json())
     before = (FIXTURES / "monitor-report" / "monitor-report-v1-after-issue9.md").read_text()
     now = renderers.render(doc, "markdown")
     assert as_before_issue25(now.splitlines())[:-1] == before.splitlines()[:-1]
     assert now.splitlines()[-1] == "Generated 2026-11-23 11:06:43 UTC by beoperf 0.1.0 " \
-                                   "(beoperf monitor-report v3)."
+                                   "(beoperf monitor-report v4)."
     assert renderers.formats("monitor-report") == ["json", "markdown", "text"]
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from beoperf.analysis import monitor_bandwidth as bandwidth
 from beoperf.analysis import monitor_events as events
+from beoperf.analysis import monitor_local as local
 from beoperf.analysis.monitor_cycles import (
     GAP_PERIODS,
     Context,
@@ -37,12 +38,13 @@ from beoperf.analysis.monitor_cycles import (
     roles_of,
     stretches,
 )
-from beoperf.analysis.monitor_series import series
+from beoperf.analysis.monitor_series import series, week_profile
 from beoperf.model.monitor import (
     NOISE_FLOOR_US,
     OUTAGE_CYCLES,
     OUTCOMES,
     PERSIST_WINDOWS,
+    SPIKE_RTT_MS,
     Baseline,
     Congestion,
     CongestionLatency,
@@ -57,11 +59,11 @@ from beoperf.model.monitor import (
     Range,
     RankedDay,
     Source,
+    Spikes,
     Summary,
 )
 
-DAY_S, WEEK_S = 86400.0, 7 * 86400.0
-MONDAY_OFFSET_S = 3 * DAY_S  # the epoch was a Thursday: ISO weeks start 3 days earlier
+DAY_S = 86400.0
 FAILURES = OUTCOMES[1:]  # outcome codes 1..4 (0 is "ok")
 
 
@@ -156,11 +158,25 @@ def bins(edges: np.ndarray, t: np.ndarray) -> np.ndarray:
     return np.clip(np.searchsorted(edges, t, side="right") - 1, 0, edges.size - 2)
 
 
+def spike_counts(ctx: Context, row_bin: np.ndarray, n: int,
+                 spike_ms: Sequence[float]) -> list[list[Spikes]]:
+    """Per period: the answered small probes whose RTT exceeded each threshold (ms), and
+    their share of the period's answered small probes."""
+    rtt_ms = ctx.one_way_ms * 2.0  # NaN but for the answered small probes
+    answered = np.bincount(row_bin, weights=~np.isnan(rtt_ms), minlength=n)
+    above = [np.bincount(row_bin, weights=np.nan_to_num(rtt_ms) > limit, minlength=n)
+             for limit in spike_ms]
+    return [[Spikes(float(limit), int(counts[i]), pct(counts[i], answered[i]))
+             for limit, counts in zip(spike_ms, above, strict=True)] for i in range(n)]
+
+
 def period_rows(ctx: Context, bw: bandwidth.CycleBandwidth, edges: np.ndarray,
-                labels: list[str]) -> list[Period]:
-    """Availability, latency and bandwidth of each period [edges[i], edges[i+1])."""
+                labels: list[str], spike_ms: Sequence[float] = SPIKE_RTT_MS) -> list[Period]:
+    """Availability, latency, bandwidth and spikes (above each of ``spike_ms``, RTT ms)
+    of each period [edges[i], edges[i+1])."""
     n = edges.size - 1
     row_bin = bins(edges, ctx.p.t)
+    spikes = spike_counts(ctx, row_bin, n, spike_ms)
     rows = np.bincount(row_bin, minlength=n)
     answered = np.bincount(row_bin, weights=ctx.p.outcome == 0, minlength=n)
     lat, lat_n = events.grouped_quantiles(row_bin, ctx.one_way_ms, (0.5, 0.95), n)
@@ -177,27 +193,20 @@ def period_rows(ctx: Context, bw: bandwidth.CycleBandwidth, edges: np.ndarray,
             pct(monitored[i] - min(down[i], monitored[i]), monitored[i]),
             Latency(int(lat_n[i]), num(lat[i, 0], 3),
                     num(lat_sum[i] / lat_n[i], 3) if lat_n[i] else None, num(lat[i, 1], 3)),
-            rates.item(i)))
+            rates.item(i), spikes[i]))
     return out
 
 
-def day_edges(lo: float, hi: float) -> tuple[np.ndarray, list[str]]:
-    """UTC day boundaries covering [lo, hi) and the days' names (2026-11-02)."""
-    edges = np.arange(np.floor(lo / DAY_S) * DAY_S, hi + DAY_S, DAY_S)
-    edges = edges[: np.searchsorted(edges, hi, side="left") + 1]
-    return edges, [iso(t)[:10] for t in edges[:-1]]
+def day_edges(lo: float, hi: float, tz: dt.tzinfo = dt.UTC) -> tuple[np.ndarray, list[str]]:
+    """Day boundaries (local midnights of ``tz``) covering [lo, hi) and the days' names
+    (2026-11-02)."""
+    return local.day_edges(lo, hi, tz)
 
 
-def week_edges(lo: float, hi: float) -> tuple[np.ndarray, list[str]]:
-    """ISO week (Monday 00:00 UTC) boundaries covering [lo, hi) and names (2026-W45)."""
-    first = np.floor((lo + MONDAY_OFFSET_S) / WEEK_S) * WEEK_S - MONDAY_OFFSET_S
-    edges = np.arange(first, hi + WEEK_S, WEEK_S)
-    edges = edges[: np.searchsorted(edges, hi, side="left") + 1]
-    names = []
-    for t in edges[:-1]:
-        year, week, _ = dt.datetime.fromtimestamp(t, dt.UTC).isocalendar()
-        names.append(f"{year}-W{week:02d}")
-    return edges, names
+def week_edges(lo: float, hi: float, tz: dt.tzinfo = dt.UTC) -> tuple[np.ndarray, list[str]]:
+    """ISO week (local Monday 00:00 of ``tz``) boundaries covering [lo, hi) and names
+    (2026-W45)."""
+    return local.week_edges(lo, hi, tz)
 
 
 def best_and_worst(days: list[Period]) -> tuple[RankedDay | None, RankedDay | None]:
@@ -327,7 +336,8 @@ def level_shifts(ctx: Context, ev: EventInput, shifts: list[events.Shift]) -> li
 
 def method(outage_cycles: int, ev: EventInput, period_s: float,
            persist_windows: int = PERSIST_WINDOWS,
-           noise_floor_us: float = NOISE_FLOOR_US, link_bps: float | None = None) -> Method:
+           noise_floor_us: float = NOISE_FLOOR_US, link_bps: float | None = None,
+           timezone: str = local.UTC_NAME, spike_ms: Sequence[float] = SPIKE_RTT_MS) -> Method:
     """The rules behind the numbers, in words, with this report's parameters (the link
     speed only when the report was given one: else each run's own counts)."""
     w = ev.windows.width
@@ -374,7 +384,17 @@ def method(outage_cycles: int, ev: EventInput, period_s: float,
         "best_worst": "Days are ranked by answered %, then uptime %, then lower median "
                       "one-way latency; only days monitored at least half of their time in "
                       "the data are ranked (all days if none is).",
-    }, Parameters(outage_cycles, w, persist_windows, GAP_PERIODS, noise_floor_us, link_bps))
+        "local_time": f"Days, ISO weeks (from Monday) and hours of the day are those of the "
+                      f"time zone {timezone}: a day runs from one local midnight to the next "
+                      "(23 or 25 hours on a daylight-saving change). Times in the tables are "
+                      "UTC.",
+        "spikes": "A spike is an answered small probe whose RTT (the round trip, as ping "
+                  "shows it: not the one-way estimate) exceeded a threshold ("
+                  + ", ".join(f"{x:g} ms" for x in spike_ms) + "); each period counts its "
+                  "spikes and their share of its answered small probes. A lost probe is no "
+                  "spike: it is in answered %.",
+    }, Parameters(outage_cycles, w, persist_windows, GAP_PERIODS, noise_floor_us, link_bps,
+                  timezone, [float(x) for x in spike_ms]))
 
 
 def warnings(ctx: Context, roles: Roles, ev: EventInput, bw: bandwidth.CycleBandwidth,
@@ -437,7 +457,9 @@ def _context(p: Probes, runs: list[dict], outage_cycles: int,
 def analyse(p: Probes, runs: list[dict], source: Source, t_from: float | None = None,
             t_to: float | None = None, *, outage_cycles: int = OUTAGE_CYCLES,
             baseline_windows: int = PERSIST_WINDOWS, noise_floor_us: float = NOISE_FLOOR_US,
-            link_bps: float | None = None, plots: Sequence[str] = ()) -> MonitorReport:
+            link_bps: float | None = None, plots: Sequence[str] = (),
+            timezone: str = local.UTC_NAME,
+            spike_ms: Sequence[float] = SPIKE_RTT_MS) -> MonitorReport:
     """The report on the probes (of one host over one transport, at least one) sent in
     [t_from, t_to) (UTC s; None: no bound), and the runs they belong to (``source``: the
     database and those runs, as the report names them; ``plots``: the figures it lists).
@@ -447,27 +469,31 @@ def analyse(p: Probes, runs: list[dict], source: Source, t_from: float | None = 
     ``noise_floor_us``: RTT changes and IQRs within this are the probing host's own noise.
     ``link_bps``: the link speed of every run (bit/s; None: each run's recorded
     --link-speed, if any).
+    ``timezone``: the IANA zone whose days, weeks and hours the report uses (ValueError
+    for a name there is no zone of).  ``spike_ms``: the RTT thresholds (ms) spikes are
+    counted above, in every period.
     """
+    tz = local.zone(timezone)
     ctx, roles, spans, down = _context(p, runs, outage_cycles, t_to)
     ev = event_input(ctx, roles.small, spans)
     episodes, shifts = events.detect(ev.windows, baseline_windows, noise_floor_us)
     bw = bandwidth.per_cycle(ctx, roles.extra_bits, bandwidth.cycle_noise_us(
         ev.cycles, ev.windows, ctx.c.count, noise_floor_us), runs, link_bps)
     lo, hi = float(ctx.c.t[0]), float(ctx.c.cover_end[-1])
-    edges, names = day_edges(lo, hi)
-    days = period_rows(ctx, bw, edges, names)
+    edges, names = day_edges(lo, hi, tz)
+    days = period_rows(ctx, bw, edges, names, spike_ms)
     best, worst = best_and_worst(days)
-    whole = period_rows(ctx, bw, np.array([lo, hi]), ["all"])[0]
+    whole = period_rows(ctx, bw, np.array([lo, hi]), ["all"], spike_ms)[0]
     congestion = congestion_events(ctx, ev, episodes)
     return MonitorReport(
         source, Range(t_from, t_to, lo, hi, whole.monitored_s,
                       _seconds(hi - lo - whole.monitored_s)),
         method(outage_cycles, ev, float(np.median(ctx.c.period)), baseline_windows,
-               noise_floor_us, link_bps),
+               noise_floor_us, link_bps, timezone, spike_ms),
         Summary(**vars(whole), outages=len(down), congestion_events=len(episodes),
                 level_shifts=len(shifts)),
-        best, worst, days, period_rows(ctx, bw, *week_edges(lo, hi)), down,
+        best, worst, days, period_rows(ctx, bw, *week_edges(lo, hi, tz), spike_ms), down,
         not_monitored(ctx.c), congestion, level_shifts(ctx, ev, shifts),
         series(ctx, roles.large, bandwidth.shown_bps(bw, bins(edges, ctx.c.t),
-                                                     edges.size - 1)),
-        list(plots), warnings(ctx, roles, ev, bw, days, runs[-1]))
+                                                     edges.size - 1), tz),
+        list(plots), warnings(ctx, roles, ev, bw, days, runs[-1]), week_profile(ctx, tz))

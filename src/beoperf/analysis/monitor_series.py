@@ -1,5 +1,5 @@
 """The monitor report's plotted series: latency, bandwidth and loss binned over time, by
-hour of the day, and the latency distribution.
+hour of the day, and the latency distribution; and the weekday x hour profile.
 
 Bins keep the maximum and the loss of every bin beside the median and p95, so that
 aggregation hides neither a spike nor a loss.  The report's figures
@@ -8,11 +8,22 @@ aggregation hides neither a spike nor a loss.  The report's figures
 
 from __future__ import annotations
 
+import datetime as dt
+
 import numpy as np
 
 from beoperf.analysis import monitor_events as events
+from beoperf.analysis import monitor_local as local
 from beoperf.analysis.monitor_cycles import Context, nums
-from beoperf.model.monitor import Cdf, HourOfDay, Quartiles, Series, Spread, Timeline
+from beoperf.model.monitor import (
+    Cdf,
+    HourOfDay,
+    Quartiles,
+    Series,
+    Spread,
+    Timeline,
+    WeekdayHours,
+)
 
 MAX_BINS = 600  # time bins of the plotted series
 NICE_BINS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
@@ -57,13 +68,34 @@ def timeline(ctx: Context, large: np.ndarray, bps: np.ndarray) -> Timeline:
                     _spread(cyc_bin, bps, n, 0), _loss(row_bin[large], failed[large], n))
 
 
-def hour_profile(ctx: Context) -> HourOfDay:
-    """One-way latency and loss by hour of the day (UTC)."""
-    hour = ((ctx.p.t % DAY_S) // 3600).astype(np.int64)
+def hour_profile(ctx: Context, tz: dt.tzinfo = dt.UTC) -> HourOfDay:
+    """One-way latency and loss by hour of the day (of the time zone ``tz``)."""
+    hour = local.hour_of_day(ctx.p.t, float(ctx.c.t[0]), float(ctx.c.cover_end[-1]), tz)
     q, n = events.grouped_quantiles(hour, ctx.one_way_ms, (0.25, 0.5, 0.75, 0.95), 24)
     stats = Quartiles(*(nums(q[:, j], 3) for j in range(4)))  # p25, median, p75, p95
     return HourOfDay(list(range(24)), stats, [int(k) for k in n.tolist()],
                      _loss(hour, ctx.p.outcome != 0, 24))
+
+
+def week_profile(ctx: Context, tz: dt.tzinfo = dt.UTC) -> list[WeekdayHours]:
+    """Availability and median one-way latency by local weekday and hour (of ``tz``): the
+    office hours, nights and weekends an admin asks about."""
+    lo, hi = float(ctx.c.t[0]), float(ctx.c.cover_end[-1])
+    day, hour = local.weekday_hour(ctx.p.t, lo, hi, tz)
+    cell = day * 24 + hour
+    cells = 7 * 24
+    probes = np.bincount(cell, minlength=cells)
+    answered = np.bincount(cell, weights=ctx.p.outcome == 0, minlength=cells)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = 100.0 * answered / probes
+    median, count = events.grouped_quantiles(cell, ctx.one_way_ms, (0.5,), cells)
+    out = []
+    for k, name in enumerate(local.WEEKDAYS):
+        hours = slice(24 * k, 24 * k + 24)
+        out.append(WeekdayHours(name, [int(k) for k in probes[hours].tolist()],
+                                nums(share[hours], 3), nums(median[hours, 0], 3),
+                                [int(k) for k in count[hours].tolist()]))
+    return out
 
 
 def cdf(ctx: Context, points: int = 501) -> Cdf:
@@ -74,6 +106,7 @@ def cdf(ctx: Context, points: int = 501) -> Cdf:
     return Cdf(_finite(values, 4), _finite(fractions[: values.size], 4))
 
 
-def series(ctx: Context, large: np.ndarray, bps: np.ndarray) -> Series:
-    """All three, as the report's "series"."""
-    return Series(timeline(ctx, large, bps), hour_profile(ctx), cdf(ctx))
+def series(ctx: Context, large: np.ndarray, bps: np.ndarray,
+           tz: dt.tzinfo = dt.UTC) -> Series:
+    """All three, as the report's "series" (hours of the day in ``tz``)."""
+    return Series(timeline(ctx, large, bps), hour_profile(ctx, tz), cdf(ctx))

@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from beoperf import report, units
+from beoperf import model, report, units
 from beoperf.cli import ExitStatus, UsageError
 from beoperf.cli.cluster import add_reference_options
 from beoperf.cli.cluster_docs import any_hpcc, run_hpcc_compare
+from beoperf.model.monitor import MonitorReport
 from beoperf.suites import compare
 
 FORMATS = ("csv", "impact", "json", "markdown", "table")
@@ -23,6 +24,7 @@ EXAMPLES = """examples:
       # HPC Challenge results (cluster/scaling documents, hpccoutf.txt): per metric
       # beside other runs and reference systems, with the ratio
   beoperf compare node-before.json node-after.json   # beoperf node documents
+  beoperf compare class-week.json vacation.json      # two monitor reports, days as replicates
 
   beoperf compare a1.json a2.json a3.json b1.json b2.json b3.json \\
       --label A --label A --label A --label B --label B --label B   # repeated runs
@@ -49,6 +51,11 @@ throughput fell below 1/10 of the best at a smaller size).
 Node documents (beoperf node -o FILE): one row per metric, each configuration's
 mean and its verdict against the baseline, the same way (each node run one
 replicate; its repetitions give its own uncertainty).
+
+Monitor reports (beoperf monitor report --json, or -o's report.json): two at a
+time, the first the baseline ("class week 0.660 ms vs vacation week 0.280 ms,
+-57.6%"): each side's days monitored at least half of their length are its
+replicates (median and p95 one-way latency per day), judged the same way.
 
 --format impact prints a tuning study's table: label, latency mean (variance)
 of the trial medians at the size compared, and the impact
@@ -81,6 +88,43 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def is_monitor_report(path: str) -> bool:
+    """Whether a file is a monitor-report document (any other file, or one that does not
+    load, is left to the ping-pong comparison, which says what it is)."""
+    try:
+        return model.load(path).kind == "monitor-report"
+    except (model.DocumentError, OSError):
+        return False
+
+
+def run_monitor_compare(args: argparse.Namespace) -> int:
+    """`beoperf compare` of two monitor reports: days as replicates."""
+    from beoperf.analysis import monitor_compare
+    from beoperf.report.monitor import comparison_lines
+
+    if len(args.files) != 2 or not all(is_monitor_report(f) for f in args.files):
+        raise UsageError("monitor reports compare two at a time: BASELINE.json OTHER.json "
+                         "(each written by 'beoperf monitor report --json' or -o)")
+    if args.format not in ("table", "markdown"):
+        raise UsageError(f"--format {args.format}: monitor reports compare as table or "
+                         "markdown")
+    if args.baseline is not None:
+        raise UsageError("--baseline: with monitor reports the first FILE is the baseline")
+    if args.label is not None and len(args.label) != 2:
+        raise UsageError("--label: give two, one per monitor report")
+    docs = [MonitorReport.from_document(model.load(f)) for f in args.files]
+    labels = tuple(args.label) if args.label else tuple(_monitor_label(d) for d in docs)
+    rows = monitor_compare.compare(docs[0], docs[1], parse_margin(args.margin))
+    print("\n".join(comparison_lines((labels[0], labels[1]), rows)))
+    return ExitStatus.OK
+
+
+def _monitor_label(doc: MonitorReport) -> str:
+    """'peer 2026-11-02..2026-11-08': the host and the days of a report."""
+    days = [d.period for d in doc.days] or ["?"]
+    return f"{doc.source.host} {days[0]}..{days[-1]}"
+
+
 def parse_margin(text: str) -> float:
     """'0.1' or '10%' -> 0.1; a fraction in [0, 1)."""
     try:
@@ -95,6 +139,8 @@ def parse_margin(text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     if args.reference or args.reference_file or any_hpcc(args.files):
         return run_hpcc_compare(args)
+    if any(is_monitor_report(f) for f in args.files):
+        return run_monitor_compare(args)
     spec = compare.Spec(files=tuple(args.files),
                         labels=tuple(args.label) if args.label is not None else None,
                         baseline=args.baseline, margin=parse_margin(args.margin),

@@ -9,6 +9,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -56,6 +57,8 @@ REPORT_EPILOG = """examples:
   beoperf monitor report link.db                         # Markdown on stdout
   beoperf monitor report link.db --from 2026-11-01 --to 2026-11-08 -o report/
   beoperf monitor report link.db --json > report.json
+  beoperf monitor report link.db --timezone Europe/Berlin --spike 5ms --spike 20ms
+  beoperf monitor report link.db --period 2026-11-02..2026-11-09 --period 2026-12-21..2026-12-28
 
 A report is about one host over one transport: when the database holds probes to
 several hosts or over several transports (ICMP is answered by the peer's kernel, UDP
@@ -66,7 +69,16 @@ extra time is within the small probes' noise the table shows '> X' (a lower boun
 where the estimates exceed the link speed (the monitor's --link-speed, or this command's)
 it shows 'above link': a probe smaller than a shaper's burst passes at line rate, and
 the warnings say which probe size would measure the shaped rate.
---json prints the report as a beoperf document (kind monitor-report, schema version 2),
+Spikes: the answered small probes whose RTT (as ping shows it) exceeded each --spike
+threshold, per day; the defaults, 10 ms and 50 ms, are the stalls a user notices on a LAN
+or campus path (give thresholds above a longer path's own RTT).
+--period FROM..TO twice compares two periods (the first the baseline): the median and
+p95 one-way latency of each day monitored at least half of its length are the
+replicates, as 'beoperf compare' judges runs (ratio, interval, verdict).
+Days, ISO weeks and the hours of the day are UTC's unless --timezone names an IANA
+zone (Europe/Berlin): then a day runs from one local midnight to the next, and a day
+with a daylight-saving change lasts 23 or 25 hours.
+--json prints the report as a beoperf document (kind monitor-report, schema version 4),
 as -o writes it to report.json.
 """
 
@@ -194,6 +206,17 @@ def _report_parser(prog: str) -> tuple[Parser, set[str]]:
         help="the probed host to report on, when the database has several")
     add(p, "--transport", dest="report_transport", choices=monitor.TRANSPORTS,
         help="the transport to report on, when the database has several")
+    add(p, "--timezone", metavar="TZ", default="UTC",
+        help="days, ISO weeks and hours of the day in the IANA time zone TZ, e.g. "
+             "Europe/Berlin (default %(default)s; times in the tables stay UTC)")
+    add(p, "--spike", action="append", metavar="TIME",
+        help="count the small probes whose RTT exceeded TIME (10ms, 0.5ms), per day; "
+             "repeatable (default "
+             + " ".join(f"--spike {x:g}ms" for x in monitor.SPIKE_RTT_MS) + ")")
+    add(p, "--period", action="append", metavar="FROM..TO",
+        help="twice: compare two periods of the database (the first the baseline), each "
+             "day one replicate, e.g. --period 2026-11-02..2026-11-09 --period "
+             "2026-11-16..2026-11-23")
     add(p, "--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run_report)
     return p, flags
@@ -356,12 +379,29 @@ def report_spec(args: argparse.Namespace) -> monitor.ReportSpec:
     t_to = parse_time(args.t_to, "--to") if args.t_to else None
     if t_from is not None and t_to is not None and t_to <= t_from:
         raise UsageError("--to must be after --from")
+    from beoperf.analysis.monitor_local import zone  # numpy: the report's only
+
+    try:
+        zone(args.timezone)
+    except ValueError as exc:
+        raise UsageError(f"--timezone: {exc}") from None
     return monitor.ReportSpec(
+        spike_ms=spikes_from(args.spike),
         db=args.file, t_from=t_from, t_to=t_to, host=args.report_host,
         transport=args.report_transport, outage_cycles=args.outage_cycles,
         baseline_windows=args.baseline_windows, noise_floor_us=args.noise_floor,
         link_bps=_rate("--link-speed", args.link_speed) if args.link_speed else None,
-        plots=bool(args.output), command_line=tuple(args.argv))
+        plots=bool(args.output), command_line=tuple(args.argv), timezone=args.timezone)
+
+
+def spikes_from(given: list[str] | None) -> tuple[float, ...]:
+    """--spike TIME (repeatable) as RTT thresholds in ms (the defaults when none)."""
+    if not given:
+        return monitor.SPIKE_RTT_MS
+    try:
+        return tuple(units.parse_time(text) * 1000.0 for text in given)
+    except ValueError as exc:
+        raise UsageError(f"--spike: {exc}") from None
 
 
 def write_report(doc: Document, outdir: str | Path) -> list[str]:
@@ -387,7 +427,41 @@ def write_report(doc: Document, outdir: str | Path) -> list[str]:
     return [str(p) for p in paths]
 
 
+def periods_from(given: list[str]) -> list[tuple[float, float]]:
+    """--period FROM..TO, given twice, as (from, to) epoch seconds (UsageError if not)."""
+    if len(given) != 2:
+        raise UsageError(f"--period: give two (the baseline first), not {len(given)}")
+    out = []
+    for text in given:
+        lo, sep, hi = text.partition("..")
+        if not sep or not lo or not hi:
+            raise UsageError(f"--period {text!r}: give FROM..TO, e.g. 2026-11-02..2026-11-09")
+        a, b = parse_time(lo, "--period"), parse_time(hi, "--period")
+        if b <= a:
+            raise UsageError(f"--period {text!r}: TO must be after FROM")
+        out.append((a, b))
+    return out
+
+
+def run_periods(args: argparse.Namespace) -> int:
+    """`monitor report FILE --period A --period B`: B against A, days as replicates."""
+    from beoperf.analysis import monitor_compare
+    from beoperf.report.monitor import comparison_lines
+
+    if args.t_from or args.t_to or args.output or args.json:
+        raise UsageError("--period compares two periods: not with --from, --to, -o or --json")
+    periods = periods_from(args.period)
+    spec = report_spec(args)
+    docs = [MonitorReport.from_document(monitor.report(replace(spec, t_from=a, t_to=b)))
+            for a, b in periods]
+    rows = monitor_compare.compare(docs[0], docs[1])
+    print("\n".join(comparison_lines((args.period[0], args.period[1]), rows)))
+    return int(ExitStatus.OK)
+
+
 def run_report(args: argparse.Namespace) -> int:
+    if args.period:
+        return run_periods(args)
     doc = monitor.report(report_spec(args))
     if args.output:
         for path in write_report(doc, args.output):

@@ -30,8 +30,10 @@ from beoperf.model import document, narrow
 from beoperf.model.document import Document, DocumentError, JsonObject
 
 REPORT_KIND = "monitor-report"
-REPORT_VERSION = 3  # 1: "format": "beoperf.monitor-report", no envelope; 2: the envelope;
-# 3: the bandwidth's status (figure, lower bound, above the link) and the link speed
+REPORT_VERSION = 4  # 1: "format": "beoperf.monitor-report", no envelope; 2: the envelope;
+# 3: the bandwidth's status (figure, lower bound, above the link) and the link speed;
+# 4: the time zone of days, weeks and hours (before it: UTC), the weekday x hour profile,
+# the spike counts
 LEGACY_REPORT_FORMAT = "beoperf.monitor-report"
 SESSION_KIND = "monitor-session"
 SESSION_VERSION = 1
@@ -42,6 +44,11 @@ TRANSPORTS = ("icmp", "udp", "tcp")
 
 # The report's default parameters (each recorded in its method.parameters).
 OUTAGE_CYCLES = 2  # an outage is this many cycles or more with no answer
+# Spikes: answered small probes whose RTT exceeds each of these (ms), the thresholds the
+# campus-link studies count (issue 28): on a LAN or campus path (RTT well under 1 ms)
+# 10 ms is a stall an interactive user notices, 50 ms one that breaks a call or a class.
+SPIKE_RTT_MS = (10.0, 50.0)
+MAX_SPIKE_THRESHOLDS = 8
 PERSIST_WINDOWS = 36  # a stable state lasting this many windows is a baseline
 # The probing host's own noise (µs of RTT): RTT changes and IQRs within it are not events
 # (analysis/monitor_events.py says why 100).
@@ -83,6 +90,13 @@ def _report_from_legacy_v1(doc: dict) -> dict:
 def _report_v2_to_v3(doc: dict) -> dict:
     """Version 3 only adds optional fields (a bandwidth's status, the link speed): a
     version 2 report is a valid version 3 one."""
+    return doc
+
+
+def _report_v3_to_v4(doc: dict) -> dict:
+    """Version 4 only adds optional fields (the time zone, absent: UTC, as every report
+    before it used; the weekday x hour profile; the spike counts): a version 3 report is
+    a valid version 4 one."""
     return doc
 
 
@@ -146,9 +160,26 @@ class Bandwidth:
 
 
 @dataclass
+class Spikes:
+    """How many answered small probes of a period had an RTT above ``above_ms`` (the RTT,
+    as ping shows it: not the one-way estimate), and their share of the answered small
+    probes (%)."""
+
+    above_ms: float
+    count: int
+    pct: float | None
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> Spikes:
+        return cls(narrow.num_at(o, "above_ms"), narrow.integer_at(o, "count"),
+                   _num(o, "pct"))
+
+
+@dataclass
 class Period:
     """A day, an ISO week or the whole range: how long it was monitored, probes sent and
-    answered, outage time and uptime, one-way latency and bandwidth."""
+    answered, outage time and uptime, one-way latency and bandwidth, and (since version
+    4) the spikes above each threshold (None: a report before it)."""
 
     period: str
     start_utc: float
@@ -162,11 +193,14 @@ class Period:
     uptime_pct: float | None
     one_way_ms: Latency
     bandwidth_bps: Bandwidth
+    spikes: list[Spikes] | None = None
 
     def to_dict(self) -> JsonObject:
         out: JsonObject = {k: getattr(self, k) for k in PERIOD_FIELDS}
         out["one_way_ms"] = asdict(self.one_way_ms)
         out["bandwidth_bps"] = self.bandwidth_bps.to_dict()
+        if self.spikes is not None:
+            out["spikes"] = [asdict(x) for x in self.spikes]
         return out
 
     @classmethod
@@ -177,7 +211,9 @@ class Period:
                    integer(o, "answered"), _num(o, "answered_pct"), _num(o, "outage_s"),
                    _num(o, "uptime_pct"),
                    Latency.from_dict(narrow.obj(o.get("one_way_ms"), "one_way_ms")),
-                   Bandwidth.from_dict(narrow.obj(o.get("bandwidth_bps"), "bandwidth_bps")))
+                   Bandwidth.from_dict(narrow.obj(o.get("bandwidth_bps"), "bandwidth_bps")),
+                   None if o.get("spikes") is None else
+                   [Spikes.from_dict(x) for x in narrow.objects_or_empty(o, "spikes")])
 
 
 PERIOD_FIELDS = ("period", "start_utc", "end_utc", "monitored_s", "coverage_pct", "probes",
@@ -374,7 +410,8 @@ class Quartiles:
 
 @dataclass
 class HourOfDay:
-    """Latency and loss by hour of the day (UTC), with the probes in each hour."""
+    """Latency and loss by hour of the day (the report's time zone: UTC before version 4),
+    with the probes in each hour."""
 
     hour: list[int]
     one_way_ms: Quartiles
@@ -388,6 +425,26 @@ class HourOfDay:
                    Quartiles(*(narrow.opt_nums_or_empty(lat, k)
                                for k in ("p25", "median", "p75", "p95"))),
                    narrow.ints_or_empty(o, "count"), narrow.opt_nums_or_empty(o, "loss_pct"))
+
+
+@dataclass
+class WeekdayHours:
+    """One weekday of the weekday x hour profile, per local hour 0-23: probes scheduled,
+    the share answered (%), and the median one-way latency of the small probes (ms) with
+    how many it is the median of."""
+
+    weekday: str  # Mon .. Sun
+    probes: list[int]
+    answered_pct: Values
+    one_way_median_ms: Values
+    count: list[int]
+
+    @classmethod
+    def from_dict(cls, o: JsonObject) -> WeekdayHours:
+        return cls(narrow.text_at(o, "weekday"), narrow.ints_or_empty(o, "probes"),
+                   narrow.opt_nums_or_empty(o, "answered_pct"),
+                   narrow.opt_nums_or_empty(o, "one_way_median_ms"),
+                   narrow.ints_or_empty(o, "count"))
 
 
 @dataclass
@@ -500,7 +557,8 @@ class Range:
 
 @dataclass
 class Parameters:
-    """The report's parameters; ``link_bps`` only when the report was given one."""
+    """The report's parameters; ``link_bps`` only when the report was given one;
+    ``timezone`` (IANA name) since version 4 (None: a report before it, in UTC)."""
 
     outage_cycles: int
     window_cycles: int
@@ -508,11 +566,19 @@ class Parameters:
     gap_periods: float
     noise_floor_us: float
     link_bps: float | None = None
+    timezone: str | None = None
+    spike_rtt_ms: list[float] | None = None  # the spike thresholds (None: before v4)
+
+    @property
+    def zone_name(self) -> str:
+        """The time zone of the report's days, weeks and hours ("UTC" before version 4)."""
+        return self.timezone or "UTC"
 
     def to_dict(self) -> JsonObject:
         out = asdict(self)
-        if self.link_bps is None:
-            del out["link_bps"]
+        for key in ("link_bps", "timezone", "spike_rtt_ms"):
+            if out[key] is None:
+                del out[key]
         return out
 
     @classmethod
@@ -520,7 +586,10 @@ class Parameters:
         integer, num = narrow.integer_at, narrow.num_at
         return cls(integer(o, "outage_cycles"), integer(o, "window_cycles"),
                    integer(o, "persist_windows"), num(o, "gap_periods"),
-                   num(o, "noise_floor_us"), _num(o, "link_bps"))
+                   num(o, "noise_floor_us"), _num(o, "link_bps"),
+                   narrow.opt_text_at(o, "timezone"),
+                   None if o.get("spike_rtt_ms") is None else
+                   narrow.nums_or_empty(o, "spike_rtt_ms"))
 
 
 @dataclass
@@ -559,8 +628,16 @@ class MonitorReport:
     series: Series
     plots: list[str]
     warnings: list[str]
+    # since version 4: availability and latency by local weekday and hour (None: before)
+    week_profile: list[WeekdayHours] | None = None
 
     def body(self) -> JsonObject:
+        out = self._body()
+        if self.week_profile is not None:
+            out["week_profile"] = [asdict(w) for w in self.week_profile]
+        return out
+
+    def _body(self) -> JsonObject:
         return {"source": self.source.to_dict(), "range": asdict(self.range),
                 "method": self.method.to_dict(), "summary": self.summary.to_dict(),
                 "best_day": None if self.best_day is None else asdict(self.best_day),
@@ -596,7 +673,9 @@ class MonitorReport:
             [Congestion.from_dict(c) for c in narrow.objects_or_empty(b, "congestion")],
             [LevelShift.from_dict(s) for s in narrow.objects_or_empty(b, "level_shifts")],
             Series.from_dict(part(b.get("series"), "series")), narrow.texts_or_empty(b, "plots"),
-            narrow.texts_or_empty(b, "warnings"))
+            narrow.texts_or_empty(b, "warnings"),
+            None if b.get("week_profile") is None else
+            [WeekdayHours.from_dict(w) for w in narrow.objects_or_empty(b, "week_profile")])
 
     @classmethod
     def of(cls, found: MonitorReport | JsonObject) -> MonitorReport:
@@ -698,6 +777,7 @@ class MonitorSession:
                 "cycles", "probes", "answered", "bytes", "skipped_cycles", "skipped_probes"))))
 
 
-document.register(REPORT_KIND, REPORT_VERSION, upgrades={2: _report_v2_to_v3},
+document.register(REPORT_KIND, REPORT_VERSION,
+                  upgrades={2: _report_v2_to_v3, 3: _report_v3_to_v4},
                   legacy={LEGACY_REPORT_FORMAT: _report_from_legacy_v1})
 document.register(SESSION_KIND, SESSION_VERSION)

@@ -1,6 +1,7 @@
 """The monitor report (kind "monitor-report") as Markdown: what needs attention (its
-answer), tables by day and week, the outages, stretches not monitored, congestion and
-level shifts (each saying what was looked for when there is none), the plots, the method.
+answer), tables by day and week, by weekday and hour, the spikes, the outages, stretches
+not monitored, congestion and level shifts (each saying what was looked for when there is
+none), the plots, the method; and two reports compared (:func:`comparison_lines`).
 
 Every number comes from the document; the plots (report/monitor_plots.py) are linked
 when the document lists them.  ``text`` is the same Markdown: it is what
@@ -12,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from beoperf.analysis.monitor import iso, words_s
+from beoperf.analysis.monitor_compare import Row
 from beoperf.model.document import FORMAT, Document, JsonObject
-from beoperf.model.monitor import REPORT_KIND, Bandwidth, MonitorReport, Period
+from beoperf.model.monitor import REPORT_KIND, Bandwidth, MonitorReport, Period, WeekdayHours
 from beoperf.report import renderer
 from beoperf.report.answer import Level, Line, answer, from_strings, lines_of, markdown_block
 
@@ -75,11 +77,68 @@ def _md_summary(doc: MonitorReport) -> list[str]:
 
 def _md_periods(doc: MonitorReport) -> list[str]:
     lines = []
-    for periods, title, label in ((doc.days, "Per day (UTC)", "day"),
-                                  (doc.weeks, "Per week (UTC, ISO weeks from Monday)", "week")):
+    tz = doc.method.parameters.zone_name
+    for periods, title, label in ((doc.days, f"Per day ({tz})", "day"),
+                                  (doc.weeks, f"Per week ({tz}, ISO weeks from Monday)",
+                                   "week")):
         rows = [[d.period, *_period_cells(d)] for d in periods]
         lines += [f"## {title}", "", *_table([label, *PERIOD_HEAD], rows)]
     return lines
+
+
+def profile_grid(doc: MonitorReport) -> tuple[list[int], list[WeekdayHours]]:
+    """The hours and weekdays of the weekday x hour profile that hold probes (the table
+    leaves out the rest: a week of data has 168 cells, a day 24)."""
+    rows = [w for w in doc.week_profile or [] if any(w.probes)]
+    hours = [h for h in range(24) if any(w.probes[h] for w in rows)]
+    return hours, rows
+
+
+def _md_profile(doc: MonitorReport) -> list[str]:
+    hours, rows = profile_grid(doc)
+    if not rows:
+        return []
+    tz = doc.method.parameters.zone_name
+    head = ["weekday", *[f"{h:02d}h" for h in hours]]
+    answered = [[w.weekday, *[_f(w.answered_pct[h], 1) for h in hours]] for w in rows]
+    median = [[w.weekday, *[_f(w.one_way_median_ms[h]) for h in hours]] for w in rows]
+    return [f"## By weekday and hour ({tz})", "",
+            "Answered % (hours and weekdays without probes left out):", "",
+            *_table(head, answered), "One-way median ms:", "", *_table(head, median)]
+
+
+def spike_note(doc: MonitorReport) -> str | None:
+    """When the path's own median RTT is at or above the lowest threshold, most probes
+    count as spikes, which says nothing about stalls: the thresholds to give instead."""
+    limits, median = doc.method.parameters.spike_rtt_ms, doc.summary.one_way_ms.median
+    if not limits or median is None or 2.0 * median < min(limits):
+        return None
+    return (f"The path's median RTT ({2.0 * median:.3g} ms) is at or above the lowest "
+            f"threshold ({min(limits):g} ms): most probes count as spikes. Give --spike "
+            "thresholds above the path's own RTT.")
+
+
+def spike_rows(doc: MonitorReport) -> tuple[list[str], list[list[str]]]:
+    """The spike table: a column per threshold, a row for the whole range and each day
+    (a cell: how many, and their share of the answered small probes)."""
+    limits = [x.above_ms for x in doc.summary.spikes or []]
+    head = ["period", *[f"RTT > {x:g} ms" for x in limits], "answered small probes"]
+    rows = []
+    for p in (doc.summary, *doc.days):
+        if p.spikes is None or [x.above_ms for x in p.spikes] != limits:
+            continue
+        cells = [f"{x.count:,} ({_f(x.pct)} %)" for x in p.spikes]
+        rows.append([p.period, *cells, f"{p.one_way_ms.count:,}"])
+    return head, rows
+
+
+def _md_spikes(doc: MonitorReport) -> list[str]:
+    head, rows = spike_rows(doc)
+    if not rows:
+        return []
+    note = spike_note(doc)
+    return ["## Spikes (per day, " + doc.method.parameters.zone_name + ")", "",
+            *_table(head, rows), *([note, ""] if note else [])]
 
 
 def _md_outages(doc: MonitorReport) -> list[str]:
@@ -197,7 +256,7 @@ def markdown(document: Document, **_options: Any) -> str:
              f"probes in {len(src.runs)} run(s) of `{src.db}`. "
              f"Latencies are one-way estimates: half the RTT of the small probes.",
              "", *markdown_block(lines_of(document)), *_md_summary(doc), *_md_periods(doc),
-             *_md_outages(doc), *_md_events(doc),
+             *_md_profile(doc), *_md_spikes(doc), *_md_outages(doc), *_md_events(doc),
              "## Plots", ""]
     lines += [f"![{name}]({name})" for name in doc.plots] or [
         "Not drawn: `beoperf monitor report FILE -o DIR` writes them beside report.md."]
@@ -215,3 +274,25 @@ def markdown(document: Document, **_options: Any) -> str:
 def text(document: Document, **options: Any) -> str:
     """What `beoperf monitor report` prints: the Markdown."""
     return markdown(document, **options)
+
+
+def comparison_lines(labels: tuple[str, str], rows: list[Row]) -> list[str]:
+    """Two monitor reports compared, a line per figure: 'median one-way latency: class
+    week 0.660 ms (5 days) vs vacation week 0.280 ms (5 days), -57.6% (-63..-51%),
+    better', then what each interval was made of."""
+    out = [f"# {labels[1]} against {labels[0]} (each day one replicate; lower is better)", ""]
+    for r in rows:
+        e = r.effect
+        change = "" if e.change_pct is None else f", {e.change_pct:+.1f}%"
+        span = e.span_text()
+        out.append(f"- {r.figure}: {labels[0]} {_f(r.base_ms)} ms ({r.base_days} days) vs "
+                   f"{labels[1]} {_f(r.cand_ms)} ms ({r.cand_days} days){change}"
+                   + (f" ({span})" if span else "") + f": **{e.verdict}**"
+                   + ("" if span or not e.reason else f" ({e.reason})"))
+    notes = {r.effect.spread_text().replace("within runs", "within days")
+             .replace("between runs", "between days").replace("the repeated runs", "the days")
+             for r in rows if r.effect.spread_text()}
+    out += ["", *[f"Intervals: {n}." for n in sorted(notes)],
+            "Each side's figure is the geometric mean of its days' values (days monitored "
+            "at least half of their length); the change is their ratio."]
+    return out

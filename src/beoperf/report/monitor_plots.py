@@ -4,7 +4,8 @@
   max dots) above the loss per bin;
 - bandwidth.png: the bandwidth estimate over time, the same way, above the loss of
   the large probes;
-- hour_of_day.png: one-way latency by hour of the day (UTC) above the loss by hour;
+- hour_of_day.png: one-way latency by hour of the day (the report's time zone) above
+  the loss by hour;
 - latency_cdf.png: the distribution of one-way latency.
 
 Time plots shade outages (red) and not-monitored gaps (grey, hatched), mark
@@ -202,10 +203,11 @@ def bandwidth_figure(body: JsonObject, source: str = "") -> Figure:
 
 
 def hour_of_day_figure(body: JsonObject, source: str = "") -> Figure:
-    """Median, p25..p75 and p95 of one-way latency by hour (UTC), loss below."""
+    """Median, p25..p75 and p95 of one-way latency by hour (of the report's time zone),
+    loss below."""
     doc = MonitorReport.from_body(body)
-    prof = doc.series.hour_of_day
-    fig, top, bottom = _two_panels("One-way latency by hour of the day (UTC)",
+    prof, tz = doc.series.hour_of_day, doc.method.parameters.zone_name
+    fig, top, bottom = _two_panels(f"One-way latency by hour of the day ({tz})",
                                    "one-way latency (ms)", "loss %")
     x = np.array(prof.hour) + 0.5
     stats = prof.one_way_ms
@@ -221,7 +223,7 @@ def hour_of_day_figure(body: JsonObject, source: str = "") -> Figure:
     _loss_bars(bottom, np.arange(25.0), prof.loss_pct)
     bottom.set_xlim(0, 24)
     bottom.set_xticks(range(0, 25, 3))
-    bottom.set_xlabel("hour of the day (UTC)")
+    bottom.set_xlabel(f"hour of the day ({tz})")
     _footer(fig, doc, source)
     return fig
 

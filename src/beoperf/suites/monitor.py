@@ -31,11 +31,13 @@ from beoperf import errors, interrupts
 from beoperf.engines.protocol import DEFAULT_PORT
 from beoperf.model.document import Document, make_meta, utc_now
 from beoperf.model.monitor import (
+    MAX_SPIKE_THRESHOLDS,
     NOISE_FLOOR_US,
     OUTAGE_CYCLES,
     PERSIST_WINDOWS,
     PLOTS,
     RUN_FIELDS,
+    SPIKE_RTT_MS,
     TRANSPORTS,
     MonitorSession,
     Run,
@@ -55,8 +57,9 @@ if TYPE_CHECKING:
     from beoperf.monitor.metrics import Metrics
 
 __all__ = ["DEFAULT_PORT", "DEFAULT_STEPS", "NOISE_FLOOR_US", "OUTAGE_CYCLES",
-           "PERSIST_WINDOWS", "PLOTS", "TRANSPORTS", "ReportSpec", "SessionSpec", "Step",
-           "StopFlag", "Stopped", "check", "parse_step", "plan", "report", "session"]
+           "PERSIST_WINDOWS", "PLOTS", "SPIKE_RTT_MS", "TRANSPORTS", "ReportSpec",
+           "SessionSpec", "Step", "StopFlag", "Stopped", "check", "parse_step", "plan",
+           "report", "session"]
 
 Progress = Callable[[str], None]
 FAILED = ("budget", "database error", "internal error")  # stop reasons that are failures
@@ -305,11 +308,14 @@ class ReportSpec:
     link_bps: float | None = None  # the link speed, bit/s (None: each run's --link-speed)
     plots: bool = False  # list the figures (the caller draws and writes them)
     command_line: tuple[str, ...] = ()
+    timezone: str = "UTC"  # IANA zone of the report's days, weeks and hours
+    spike_ms: tuple[float, ...] = SPIKE_RTT_MS  # RTT thresholds spikes are counted above
 
 
 def _check_report(spec: ReportSpec) -> ReportSpec:
     """BadSpec for parameters the analysis cannot use; -0 noise floor is 0."""
     from beoperf.analysis.monitor import iso
+    from beoperf.analysis.monitor_local import zone
 
     if spec.t_from is not None and spec.t_to is not None and spec.t_from >= spec.t_to:
         raise errors.BadSpec(f"empty range: from {iso(spec.t_from)} to {iso(spec.t_to)}")
@@ -322,7 +328,28 @@ def _check_report(spec: ReportSpec) -> ReportSpec:
                              "microseconds")
     if spec.link_bps is not None and not (math.isfinite(spec.link_bps) and spec.link_bps > 0):
         raise errors.BadSpec(f"--link-speed {spec.link_bps!r} bit/s: give a finite rate > 0")
-    return replace(spec, noise_floor_us=abs(spec.noise_floor_us))
+    try:
+        zone(spec.timezone)
+    except ValueError as exc:
+        raise errors.BadSpec(f"--timezone: {exc}") from None
+    return replace(spec, noise_floor_us=abs(spec.noise_floor_us),
+                   spike_ms=_spike_thresholds(spec.spike_ms))
+
+
+MAX_SPIKE_MS = 60_000.0  # a threshold beyond any probe's timeout counts nothing
+
+
+def _spike_thresholds(found: tuple[float, ...]) -> tuple[float, ...]:
+    """The thresholds sorted, each once (BadSpec: more than MAX_SPIKE_THRESHOLDS, or one
+    not in (0, 60 s])."""
+    if len(found) > MAX_SPIKE_THRESHOLDS:
+        raise errors.BadSpec(f"--spike: at most {MAX_SPIKE_THRESHOLDS} thresholds "
+                             f"({len(found)} given)")
+    for limit in found:
+        if not 0 < limit <= MAX_SPIKE_MS:  # also refuses NaN
+            raise errors.BadSpec(f"--spike {limit / 1000:g} s: give a time above 0 and at most "
+                                 f"{MAX_SPIKE_MS / 1000:g} s")
+    return tuple(sorted(set(found)))
 
 
 def _run_item(r: dict) -> Run:
@@ -362,5 +389,6 @@ def report(spec: ReportSpec, progress: Progress | None = None) -> Document:
                              outage_cycles=spec.outage_cycles,
                              baseline_windows=spec.baseline_windows,
                              noise_floor_us=spec.noise_floor_us, link_bps=spec.link_bps,
-                             plots=PLOTS if spec.plots else ())
+                             plots=PLOTS if spec.plots else (), timezone=spec.timezone,
+                             spike_ms=spec.spike_ms)
     return found.to_document(make_meta(list(spec.command_line), utc_start=started))

@@ -1,12 +1,13 @@
-"""A link monitor report in the HTML report: availability and latency by day and week,
-the outages, the stretches not monitored, congestion and level shifts, the plots drawn
-from the report's own binned series, and the method in words.
+"""A link monitor report in the HTML report: availability and latency by day and week
+(in the report's time zone), by weekday and hour, the spikes per day, the outages, the
+stretches not monitored, congestion and level shifts, the plots drawn from the report's
+own binned series, and the method in words.
 
 Plots (beoperf.report.monitor_plots draws the same as PNG): one-way latency over time
 (median line, min..p95 band, maxima as dots), loss per time bin, the bandwidth estimate
-over time, latency and loss by hour of day (UTC), and the latency distribution.  Outages
-are shaded red, stretches not monitored grey, congestion orange, level shifts marked:
-binning never hides an event.
+over time, latency and loss by hour of day (the report's time zone), and the latency
+distribution.  Outages are shaded red, stretches not monitored grey, congestion orange,
+level shifts marked: binning never hides an event.
 """
 
 from __future__ import annotations
@@ -40,7 +41,14 @@ from beoperf.report.html.markup import (
     para,
     table,
 )
-from beoperf.report.monitor import bandwidth_cell, no_bandwidth, none_found
+from beoperf.report.monitor import (
+    bandwidth_cell,
+    no_bandwidth,
+    none_found,
+    profile_grid,
+    spike_note,
+    spike_rows,
+)
 
 TIME_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
               43200, 86400, 2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400)
@@ -84,11 +92,39 @@ def periods(b: MonitorReport) -> Markup:
     rows[0][0] = "all"
     days = [_period_row(d, f"body.days.{i}") for i, d in enumerate(b.days)]
     weeks = [_period_row(d, f"body.weeks.{i}") for i, d in enumerate(b.weeks)]
-    right = range(2, 8)
+    right, tz = range(2, 8), b.method.parameters.zone_name
     return join([table(PERIOD_HEAD, rows, numeric=right, caption="Summary"),
-                 table(PERIOD_HEAD, days, numeric=right, caption="Per day (UTC)"),
+                 table(PERIOD_HEAD, days, numeric=right, caption=f"Per day ({tz})"),
                  table(PERIOD_HEAD, weeks, numeric=right,
-                       caption="Per ISO week (UTC, from Monday)")])
+                       caption=f"Per ISO week ({tz}, from Monday)"), profile(b), spikes(b)])
+
+
+def spikes(b: MonitorReport) -> Markup:
+    """The spike counts per day, and the note when the thresholds are below the path's
+    own RTT; nothing for a report without them (before version 4)."""
+    head, rows = spike_rows(b)
+    if not rows:
+        return join([])
+    note = spike_note(b)
+    return join([table(head, rows, numeric=range(1, len(head)),
+                       caption=f"Spikes per day ({b.method.parameters.zone_name})"),
+                 para(note, "note") if note else join([])])
+
+
+def profile(b: MonitorReport) -> Markup:
+    """The weekday x hour profile as two tables (answered %, median one-way ms); nothing
+    for a report without one (before version 4)."""
+    hours, rows = profile_grid(b)
+    if not rows:
+        return join([])
+    tz, head = b.method.parameters.zone_name, ["weekday", *[f"{h:02d}h" for h in hours]]
+    right = range(1, len(head))
+    answered = [[w.weekday, *[_ms(w.answered_pct[h], 1) for h in hours]] for w in rows]
+    median = [[w.weekday, *[_ms(w.one_way_median_ms[h]) for h in hours]] for w in rows]
+    return join([table(head, answered, numeric=right,
+                       caption=f"Answered % by weekday and hour ({tz})"),
+                 table(head, median, numeric=right,
+                       caption=f"One-way median ms by weekday and hour ({tz})")])
 
 
 def events(b: MonitorReport) -> Markup:
@@ -237,14 +273,14 @@ def _loss_chart(b: MonitorReport, loss: Sequence[float | None], title: str) -> M
 
 def hour_chart(b: MonitorReport) -> Markup:
     h: HourOfDay = b.series.hour_of_day
-    lat = h.one_way_ms
+    lat, tz = h.one_way_ms, b.method.parameters.zone_name
     if not any(v is not None for v in lat.median):
-        return svg.empty("One-way latency by hour of day (UTC)",
+        return svg.empty(f"One-way latency by hour of day ({tz})",
                          "no small probe answered in this range")
     hours = [float(x) for x in h.hour]
     band = [(x, y) for x, y in zip(hours, lat.p25, strict=True) if y is not None] + \
         [(x, y) for x, y in zip(hours, lat.p75, strict=True) if y is not None][::-1]
-    tips = [f"{int(x):02d}:00-{int(x):02d}:59 UTC: median {_num(m)} ms, p25..p75 {_num(a)}.."
+    tips = [f"{int(x):02d}:00-{int(x):02d}:59 {tz}: median {_num(m)} ms, p25..p75 {_num(a)}.."
             f"{_num(c)}, p95 {_num(d)}, {n} probes, loss {_num(loss)} %"
             for x, m, a, c, d, n, loss in zip(hours, lat.median, lat.p25, lat.p75, lat.p95,
                                              h.count, h.loss_pct, strict=True)]
@@ -252,8 +288,8 @@ def hour_chart(b: MonitorReport) -> Markup:
              svg.Line("p95", hours, lat.p95, [f"p95 {_num(v)} ms" for v in lat.p95],
                       color=1, dashed=True)]
     _, top = _range([*lat.p95, *lat.p75])
-    return svg.chart("One-way latency by hour of day (UTC)",
-                     svg.Axis("hour of day (UTC)", -0.5, 23.5, ticks=[0, 3, 6, 9, 12, 15, 18, 21],
+    return svg.chart(f"One-way latency by hour of day ({tz})",
+                     svg.Axis(f"hour of day ({tz})", -0.5, 23.5, ticks=[0, 3, 6, 9, 12, 15, 18, 21],
                               tick_text=lambda v: f"{int(v):02d}h"),
                      svg.Axis("one-way latency (ms)", 0.0, top, tick_text=lambda v: f"{v:g}"),
                      lines)
