@@ -379,3 +379,28 @@ def test_the_commands_end_when_beoperf_is_killed():
             with contextlib.suppress(OSError):
                 os.kill(int(pid), 9)
     assert left == []
+
+
+def test_a_popen_clustershell_dropped_with_its_child_running_breaks_no_fan_out():
+    """ClusterShell's fastsubprocess keeps a Popen dropped while its child still runs in
+    ``_active``, and the next Popen's ``_cleanup`` compares its returncode, None, with 0:
+    a TypeError (a study's restore fan-out after a SIGTERM mid-fan-out failed so).  The
+    next fan-out works, and the child is reaped once it has ended."""
+    from ClusterShell.Worker import fastsubprocess
+
+    running = fastsubprocess.Popen(["sleep", "1"])
+    pid = running.pid
+    del running  # dropped while its child runs: ClusterShell keeps it in _active
+    assert any(p.pid == pid for p in fastsubprocess._active)
+    with pytest.raises(TypeError):
+        fastsubprocess._cleanup()  # ClusterShell's own: what every new Popen runs
+    got = remote.run(local("ok1", "ok2"), timeout=20)
+    assert [got[n].status for n in ("ok1", "ok2")] == ["ok", "ok"]
+    assert not any(p.pid == pid for p in fastsubprocess._active)
+    deadline = time.monotonic() + 10
+    while any(p.pid == pid for p in clush._UNREAPED) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        clush.take_over_unreaped()
+    assert not any(p.pid == pid for p in clush._UNREAPED)  # reaped: no zombie left
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)

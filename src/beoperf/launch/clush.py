@@ -27,6 +27,8 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable
 from string import Template
@@ -35,6 +37,7 @@ from typing import Any
 from ClusterShell.Engine.Engine import E_READ, E_WRITE
 from ClusterShell.NodeSet import NodeSet
 from ClusterShell.Task import Task
+from ClusterShell.Worker import fastsubprocess
 from ClusterShell.Worker.EngineClient import EngineClientEOF
 from ClusterShell.Worker.Exec import ExecWorker
 from ClusterShell.Worker.fastsubprocess import PIPE, STDOUT, Popen
@@ -126,10 +129,13 @@ class _BoundedClient:
 
     def _end(self) -> None:
         """Kill the command and whatever it started: its session, which it leads (a
-        process group is not enough: coreutils' timeout, for one, makes its own)."""
+        process group is not enough: coreutils' timeout, for one, makes its own); then
+        reap it (briefly: SIGKILL is prompt), so that no Popen is dropped with its child
+        still running (see :func:`take_over_unreaped`)."""
         popen = getattr(self, "popen", None)
         if popen is not None and popen.returncode is None:
             end_session(popen.pid)
+            procwait.wait(_Waitable(popen), REAP_S)  # type: ignore[arg-type]
 
     def _exec_nonblock(self, commandlist: object, shell: bool = False,
                        env: dict[str, str] | None = None) -> Any:
@@ -138,6 +144,7 @@ class _BoundedClient:
         netns exec NS sh -c ...``: the shell and its children); and sent SIGTERM should
         beoperf die (SIGKILL included): ssh then ends, and the node's ``timeout``
         (:func:`bounded_there`) passes the signal on to the command's process group."""
+        take_over_unreaped()
         proc = Popen(commandlist, bufsize=0, stdin=PIPE, stdout=PIPE,
                      stderr=PIPE if self._stderr else STDOUT,
                      shell=shell, env={**os.environ, **env} if env else None,
@@ -172,6 +179,25 @@ class _BoundedClient:
                 outputs.overdue.add(self.key)
         outputs.ended[self.key] = time.monotonic()
         super()._close(abort, timeout)  # type: ignore[misc]
+
+
+REAP_S = 2.0  # how long _end waits for a killed command to be reaped
+_UNREAPED: list[Any] = []  # ClusterShell Popens dropped while their child still ran
+_UNREAPED_LOCK = threading.Lock()
+
+
+def take_over_unreaped() -> None:
+    """ClusterShell's fastsubprocess keeps a Popen dropped while its child still ran in
+    its module list ``_active``, and its ``_cleanup`` (run by every new Popen) then
+    compares that child's returncode, None, with 0: a TypeError out of the next fan-out
+    (a study's restore after a SIGTERM that came mid-fan-out failed so).  Such entries
+    are moved to a list of our own, where each is reaped once its child has ended."""
+    with _UNREAPED_LOCK:
+        active = fastsubprocess._active
+        _UNREAPED.extend(active)
+        del active[:]
+        _UNREAPED[:] = [p for p in _UNREAPED
+                        if p._internal_poll(_deadstate=sys.maxsize) is None]
 
 
 def _own_session_ending_with(parent: int) -> Callable[[], None]:
