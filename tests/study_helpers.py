@@ -1,8 +1,10 @@
 """What the study's lab tests share: `beoperf serve` in a lab host, `beoperf study ...`
-across the lab's hosts through the exec template, each host's MTU and agents."""
+across the lab's hosts through the exec template, each host's MTU, agents, SACK sysctl
+and nftables ruleset, the ruleset that cuts a host off, and a study ended by SIGTERM."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 
@@ -10,6 +12,45 @@ from beoperf.model.study import Study
 from helpers import child_env
 
 PORT = 5202
+SACK = "net.ipv4.tcp_sack"  # a per-namespace sysctl a level can change
+CUT = """table inet beoperf_cut {
+  chain input { type filter hook input priority 0; policy drop; iif "lo" accept; }
+  chain output { type filter hook output priority 0; policy drop; oif "lo" accept; }
+}
+"""  # a firewall level that cuts a host off (loopback aside)
+SITE_RULES = """table inet site {
+  chain input { type filter hook input priority 0; policy accept;
+    ip saddr 203.0.113.7 drop comment "the site's own rule"
+  }
+}
+"""  # a host's own ruleset, which a restore must leave as it was
+
+
+def sack(host) -> str:
+    """The host's net.ipv4.tcp_sack."""
+    return host.run(["cat", f"/proc/sys/{SACK.replace('.', '/')}"]).stdout.strip()
+
+
+def nft_ruleset(host) -> list[str]:
+    """The host's nftables ruleset, without blank lines."""
+    text = host.run(["nft", "list", "ruleset"]).stdout
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def sigterm_at(proc: subprocess.Popen, prefix: str) -> str:
+    """A study's stderr, read until a line starts with ``prefix``; then SIGTERM, and the
+    exit 143 asserted (every host restored, the document written): all it printed."""
+    assert proc.stderr is not None
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if line.startswith(prefix):
+            proc.send_signal(signal.SIGTERM)
+            break
+    _, rest = proc.communicate(timeout=120)
+    lines.append(rest or "")
+    assert proc.returncode == 128 + signal.SIGTERM, "".join(lines)[-3000:]
+    return "".join(lines)
 
 
 def start_serve(host) -> subprocess.Popen:

@@ -21,6 +21,7 @@ from beoperf.launch import remote
 from beoperf.launch.base import LaunchSpec
 from beoperf.suites import study_hosts
 from helpers import child_env
+from study_helpers import CUT, SITE_RULES, nft_ruleset
 
 NETNS = "ip netns exec %h"
 BEOPERF = f"{sys.executable} -m beoperf"
@@ -599,25 +600,6 @@ def test_a_slurm_node_running_a_job_is_refused_unless_forced(netns_hosts):
 # --------------------------------------------------------------------------- 4. a cut link
 
 
-CUT = """table inet beoperf_cut {
-  chain input { type filter hook input priority 0; policy drop; iif "lo" accept; }
-  chain output { type filter hook output priority 0; policy drop; oif "lo" accept; }
-}
-"""
-KEPT_RULES = """table inet site {
-  chain input { type filter hook input priority 0; policy accept;
-    ip saddr 203.0.113.7 drop comment "the site's own rule"
-  }
-}
-"""
-
-
-def _ruleset(host) -> list[str]:
-    """The host's nftables ruleset, without handles and blank lines."""
-    text = host.run(["nft", "list", "ruleset"]).stdout
-    return [line.strip() for line in text.splitlines() if line.strip()]
-
-
 @pytest.mark.tools("ssh", "ssh-keygen", "sshd", "nft")
 def test_a_level_that_cuts_the_link_is_undone_by_the_agent_without_the_controller(lab, tmp_path):
     """A `beoperf lab` of two hosts; the controller reaches them over ssh from the lab's
@@ -629,8 +611,8 @@ def test_a_level_that_cuts_the_link_is_undone_by_the_agent_without_the_controlle
     lease lapsed."""
     hosts = lab(2)
     cut, silent = hosts.hosts
-    cut.run(["nft", "-f", "-"], input=KEPT_RULES)
-    before = _ruleset(cut)
+    cut.run(["nft", "-f", "-"], input=SITE_RULES)
+    before = nft_ruleset(cut)
     rules = tmp_path / "cut.nft"
     rules.write_text(CUT)
     rules.chmod(0o600)
@@ -665,7 +647,7 @@ def test_a_level_that_cuts_the_link_is_undone_by_the_agent_without_the_controlle
             hs.renewer.stop()
     assert ends[cut.addr4].state == "restored-by-agent", ends[cut.addr4]
     assert "lease lapsed" in ends[cut.addr4].detail
-    assert _ruleset(cut) == before
+    assert nft_ruleset(cut) == before
     # the set's timeout, then at most a lease, two graces and a last status over ssh
     assert took <= 2 * lease + 2 * hs.grace_s + 4, took
     assert hosts.ssh(cut, "true", check=False).returncode == 0

@@ -26,33 +26,20 @@ from beoperf.launch import remote
 from beoperf.model.study import Study
 from beoperf.suites import study_hosts
 from helpers import child_env
-from study_helpers import PORT, agents_in, no_agent_left, start_serve
+from study_helpers import (
+    CUT,
+    PORT,
+    SACK,
+    SITE_RULES,
+    agents_in,
+    nft_ruleset,
+    no_agent_left,
+    sack,
+    start_serve,
+)
 
 LEASE = 10.0  # renewed every T/3 over ssh, each a Python start there: 2 s was tight
 REPEATS = 4  # study_spec.MIN_REPEATS: the study stops at the cut, long before the last
-SACK = "net.ipv4.tcp_sack"
-CUT = """table inet beoperf_cut {
-  chain input { type filter hook input priority 0; policy drop; iif "lo" accept; }
-  chain output { type filter hook output priority 0; policy drop; oif "lo" accept; }
-}
-"""
-SITE_RULES = """table inet site {
-  chain input { type filter hook input priority 0; policy accept;
-    ip saddr 203.0.113.7 drop comment "the site's own rule"
-  }
-}
-"""
-
-
-def ruleset(host) -> list[str]:
-    """The host's nftables ruleset, without blank lines."""
-    text = host.run(["nft", "list", "ruleset"]).stdout
-    return [line.strip() for line in text.splitlines() if line.strip()]
-
-
-def sack(host) -> str:
-    return host.run(["cat", f"/proc/sys/{SACK.replace('.', '/')}"]).stdout.strip()
-
 
 def seed_changing_the_other_host_first() -> int:
     """A seed whose order measures the other host's level (c2) before the cut (c1), and
@@ -93,7 +80,7 @@ def test_t3b_a_level_that_cuts_the_link_is_undone_by_the_agent_and_the_study_say
     cut, other = hosts.hosts  # cut: the server of the pair, its firewall the level
     start_serve(cut)
     cut.run(["nft", "-f", "-"], input=SITE_RULES)
-    before = {h.name: ruleset(h) for h in hosts}
+    before = {h.name: nft_ruleset(h) for h in hosts}
     sack_before = sack(other)
     rules = tmp_path / "cut.nft"
     rules.write_text(CUT)
@@ -154,7 +141,7 @@ seed = {seed}
     assert ends[cut.addr4].state == "restored-by-agent", ends[cut.addr4]
     assert "lease lapsed" in ends[cut.addr4].detail, ends[cut.addr4]
     assert ends[other.addr4].state == "restored", ends[other.addr4]
-    assert {h.name: ruleset(h) for h in hosts} == before
+    assert {h.name: nft_ruleset(h) for h in hosts} == before
     assert sack(other) == sack_before
     assert hosts.ssh(cut, "true", check=False).returncode == 0  # ssh works again
     assert not any(b.config == "c1" for b in doc.blocks)  # nothing measured across the cut

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
@@ -24,7 +23,7 @@ import pytest
 from beoperf import model, report
 from beoperf.model.study import Study
 from helpers import child_env
-from study_helpers import effect, mtu_of, no_agent_left, start_serve, study, study_argv
+from study_helpers import effect, mtu_of, no_agent_left, sigterm_at, start_serve, study, study_argv
 
 RATE = 100e6  # bit/s: the lab's tbf on every host's link
 
@@ -112,16 +111,8 @@ def test_sigterm_restores_every_host_and_still_writes_the_document(lab, tmp_path
                                        "--block-time", "0.5", "--settle", "0", "-o", str(out)),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=child_env())
-    lines = []
-    for line in proc.stderr:
-        lines.append(line)
-        if line.startswith("applied MTU 9000"):
-            proc.send_signal(signal.SIGTERM)
-            break
-    _, rest = proc.communicate(timeout=120)
-    lines.append(rest or "")
-    assert proc.returncode == 128 + signal.SIGTERM, "".join(lines)[-3000:]
-    assert "".join(lines).strip().splitlines()[-1].startswith("beoperf: ")
+    said = sigterm_at(proc, "applied MTU 9000")
+    assert said.strip().splitlines()[-1].startswith("beoperf: ")
     doc = Study.from_document(model.load(out))
     assert doc.status == "interrupted"
     assert [h.end.state for h in doc.hosts] == ["restored", "restored"]

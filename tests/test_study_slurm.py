@@ -16,7 +16,6 @@ and its configuration, state, spool, munge key and socket are in a private direc
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import time
@@ -26,9 +25,8 @@ import pytest
 from beoperf import model
 from beoperf.model.study import Study
 from helpers import child_env
-from study_helpers import PORT, no_agent_left, start_serve
+from study_helpers import PORT, SACK, no_agent_left, sack, sigterm_at, start_serve
 
-SACK = "net.ipv4.tcp_sack"
 REACH = """#!/bin/sh
 # reach a Slurm node of the test by its name: its network namespace
 case "$1" in
@@ -61,25 +59,12 @@ def reach_script(path, names: dict[str, str]) -> str:
     return f"{path} %h"
 
 
-def sack(host) -> str:
-    return host.run(["cat", f"/proc/sys/{SACK.replace('.', '/')}"]).stdout.strip()
-
-
 def forced_until_the_first_change(slurm, argv: list[str], env) -> str:
     """The study run with --force until it has changed the nodes (n1 runs the job), then
     ended with SIGTERM (it restores every host and writes its document): its stderr."""
     proc = slurm.controller.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                   text=True, env=env)
-    lines = []
-    for line in proc.stderr:
-        lines.append(line)
-        if line.startswith("applied sysctl"):
-            proc.send_signal(signal.SIGTERM)
-            break
-    _, rest = proc.communicate(timeout=120)
-    lines.append(rest or "")
-    assert proc.returncode == 128 + signal.SIGTERM, "".join(lines)[-3000:]
-    return "".join(lines)
+    return sigterm_at(proc, "applied sysctl")
 
 
 def running(slurm, env, job: str) -> bool:

@@ -22,6 +22,7 @@ from beoperf.launch.srun import allocation
 from beoperf.model import nodeset
 
 MAX_HOSTS = nodeset.MAX_NODES
+COMMA = frozenset(",")  # a host list's pieces: names and node sets between commas
 MAX_HOSTFILE_BYTES = 4 * 1024 * 1024
 _HOST = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:-]{0,252}")
 _NODESET = re.compile(r"[A-Za-z0-9._:\[\],-]+")  # what a node set may hold
@@ -50,23 +51,6 @@ def check(name: str, source: str) -> str:
     return name
 
 
-def _pieces(text: str) -> list[str]:
-    """Split at commas outside brackets: 'a,n[1,3-4],b' -> ['a', 'n[1,3-4]', 'b']."""
-    pieces: list[str] = []
-    current: list[str] = []
-    depth = 0
-    for char in text:
-        depth += char == "["
-        depth -= char == "]"
-        if char == "," and depth == 0:
-            pieces.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    pieces.append("".join(current))
-    return [p.strip() for p in pieces if p.strip()]
-
-
 def _counted(pieces: list[str], source: str) -> None:
     """HostError unless the pieces are names and node sets of at most MAX_HOSTS names in
     all, counted from their ranges' ends before anything is expanded."""
@@ -87,7 +71,7 @@ def expand(text: str, source: str = "--hosts") -> list[str]:
     """A list or ClusterShell node set, in the order given, each name once:
     'node[01-03],login' -> node01, node02, node03, login. Its ranges are counted before
     anything is expanded (n[1-100000000] is refused at once, naming the limit)."""
-    pieces = _pieces(text)
+    pieces = nodeset.pieces(text, COMMA)
     _counted(pieces, source)
     names: list[str] = []
     seen: set[str] = set()

@@ -26,15 +26,16 @@ class NodeSetSizeError(ValueError):
     """A node set over the limit, or ranges that cannot be counted; the message says which."""
 
 
-def pieces(text: str) -> list[str]:
-    """Split at the operators outside brackets: 'a,n[1,3-4]!b' -> ['a', 'n[1,3-4]', 'b']."""
+def pieces(text: str, operators: frozenset[str] = _OPERATORS) -> list[str]:
+    """Split at the operators outside brackets: 'a,n[1,3-4]!b' -> ['a', 'n[1,3-4]', 'b']
+    (``launch.hosts`` splits a host list at its commas alone)."""
     found: list[str] = []
     current: list[str] = []
     depth = 0
     for char in text:
         depth += char == "["
         depth -= char == "]"
-        if char in _OPERATORS and depth == 0:
+        if char in operators and depth == 0:
             found.append("".join(current))
             current = []
         else:
