@@ -21,6 +21,7 @@ from beoperf.model.mpi_options import (
     LAUNCHERS,
     MpiOptions,
 )
+from beoperf.report import conditions
 from beoperf.suites import cluster_mbw, cluster_pairs, cluster_ring
 from beoperf.suites.cluster_mpi import Common, Outcome
 
@@ -245,6 +246,8 @@ def finish(outcome: Outcome | None, args: argparse.Namespace) -> int:
     for series in doc.body["series"]:
         for note in (series.get("launch") or {}).get("notes", []):
             print(f"note: {note}", file=sys.stderr)
+    for warning in conditions.warnings_of(doc.meta):
+        print(f"beoperf: WARN: {warning}", file=sys.stderr)
     if getattr(args, "precision_line", None):
         print(args.precision_line, file=sys.stderr, flush=True)
     if outcome.interrupt is not None:

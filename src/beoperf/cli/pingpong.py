@@ -14,6 +14,7 @@ from beoperf.cli import ExitStatus, UsageError, mpi_options, peer_host, runs
 from beoperf.cli.progress import Progress
 from beoperf.model.document import Document
 from beoperf.model.pingpong import RunResult
+from beoperf.report import conditions
 from beoperf.suites import mpi_pingpong, pingpong
 from beoperf.suites.pingpong import MODES, Measured
 
@@ -199,6 +200,8 @@ def run(args: argparse.Namespace) -> int:
             measured = pingpong.run(spec, progress.advance, hold)
         progress.__exit__(None, None, None)  # the bar gone before anything is printed
         kept = write_outputs(args.output, measured.document, args.json)
+    for warning in conditions.warnings_of(measured.document.meta):
+        print(f"beoperf: WARN: {warning}", file=sys.stderr)
     if spec.transport == "mpi":
         mpi_options.print_notes(measured.document)
     if kept is not None:

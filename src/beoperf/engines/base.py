@@ -130,6 +130,11 @@ class Transport(ABC):
     def close(self, abort: bool = False) -> None:
         """End the session; with abort, drop connections without a goodbye."""
 
+    def retransmissions(self) -> int | None:
+        """The segments this end's data sockets retransmitted so far (the kernel's count),
+        or None when the transport cannot see its sockets (MPI)."""
+        return None
+
     @classmethod
     def failure(cls, exc: BaseException, host: str) -> errors.BeoperfError:
         """What a failure of trial() or reset() in the middle of a sweep means to a user:

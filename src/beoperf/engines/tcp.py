@@ -22,6 +22,7 @@ from beoperf.engines.tcp_data import (
 )
 from beoperf.model import jsonvalue
 from beoperf.model.document import JsonObject
+from beoperf.sysinfo import counters
 
 CONNECT_HINT = "is 'beoperf serve' running there, and the port open?"
 
@@ -88,6 +89,7 @@ class TcpClient(Transport):
         self.token = ""
         self.remote: JsonObject = {}
         self.remote_socket: JsonObject = {}
+        self.retransmitted = 0  # by the data sockets closed so far (reset)
 
     def connect(self) -> JsonObject:
         """setup() then open_data(); a failure closes what was opened and says what it
@@ -188,6 +190,7 @@ class TcpClient(Transport):
 
     def reset(self) -> None:
         if self.data:
+            self.retransmitted += counters.socket_retransmissions(self.data) or 0
             self.data.close()
             self.data = None
         assert self.ctrl is not None
@@ -205,6 +208,12 @@ class TcpClient(Transport):
         for key in ("socket", "interface", "cpus", "pool"):
             remote[key] = self.remote_socket.get(key)
         return local, remote
+
+    def retransmissions(self) -> int | None:
+        """This end's data sockets' retransmitted segments (TCP_INFO), the open one's
+        and those that reset() closed; None when the kernel does not say."""
+        now = counters.socket_retransmissions(self.data) if self.data else 0
+        return None if now is None else self.retransmitted + now
 
     def close(self, abort: bool = False) -> None:
         if self.ctrl and not abort:

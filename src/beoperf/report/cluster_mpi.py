@@ -22,7 +22,7 @@ from beoperf.analysis.cluster_mpi import HPCC_KEYS, named_links, named_nodes, ra
 from beoperf.model.cluster import Summary
 from beoperf.model.cluster_mpi import Findings, Loop, MpiRun, Series, Stat
 from beoperf.model.document import Document
-from beoperf.report import renderer
+from beoperf.report import conditions, renderer
 from beoperf.report.answer import (
     PRECISION,
     Level,
@@ -131,7 +131,7 @@ def _ring_sections(doc: Document, draw: Draw, title: Title) -> list[str]:
 @renderer("cluster-ring", "text")
 def ring_text(doc: Document, **_options: Any) -> str:
     lines = with_answer(doc, _ring_sections(doc, lambda t: aligned(*t), lambda s: s), False)
-    return "\n".join(lines).rstrip() + "\n"
+    return "\n".join(lines + conditions.text_lines(doc.meta, "")).rstrip() + "\n"
 
 
 @renderer("cluster-ring", "markdown")
@@ -201,7 +201,7 @@ def _pairs_sections(doc: Document, draw: Draw, title: Title) -> list[str]:
 @renderer("cluster-pairs", "text")
 def pairs_text(doc: Document, **_options: Any) -> str:
     lines = with_answer(doc, _pairs_sections(doc, lambda t: aligned(*t), lambda s: s), False)
-    return "\n".join(lines).rstrip() + "\n"
+    return "\n".join(lines + conditions.text_lines(doc.meta, "")).rstrip() + "\n"
 
 
 @renderer("cluster-pairs", "markdown")
@@ -274,7 +274,7 @@ def _mbw_sections(doc: Document, draw: Draw, title: Title) -> list[str]:
 @renderer("cluster-mbw", "text")
 def mbw_text(doc: Document, **_options: Any) -> str:
     lines = with_answer(doc, _mbw_sections(doc, lambda t: aligned(*t), lambda s: s), False)
-    return "\n".join(lines).rstrip() + "\n"
+    return "\n".join(lines + conditions.text_lines(doc.meta, "")).rstrip() + "\n"
 
 
 @renderer("cluster-mbw", "markdown")

@@ -31,7 +31,7 @@ from beoperf.model import jsonvalue
 from beoperf.model.document import Document
 from beoperf.model.netpipe import netpipe_lines
 from beoperf.model.pingpong import RunResult, SizeResult
-from beoperf.report import renderer
+from beoperf.report import conditions, renderer
 from beoperf.report.answer import (
     PRECISION,
     Level,
@@ -70,6 +70,7 @@ def text(doc: Document | RunResult, **_options: Any) -> str:
     where = history_text(run)
     if where:
         lines.append(f"  history    {where}")
+    lines += conditions.text_lines(run.meta)
     return "\n".join(lines) + "\n"
 
 

@@ -52,6 +52,7 @@ from beoperf.model.document import Document, JsonObject, JsonValue, make_meta, u
 from beoperf.model.mpi_options import BINDINGS, IMPLEMENTATIONS, LAUNCHERS, MpiOptions
 from beoperf.suites.mpi_pingpong import rank_session
 from beoperf.sweep.precision import LoopConfig, LoopOutcome, PrecisionLoop
+from beoperf.sysinfo import around
 
 HINT = "see 'beoperf cluster ring --help'"
 START_MARGIN_S = 120.0
@@ -305,6 +306,7 @@ def run_series(test: Test, params: JsonObject, c: Common, repeat: int = 1,
     started, series = utc_now(), list[Series]()
     error: errors.BeoperfError | None = None
     interrupt: KeyboardInterrupt | None = None
+    watch = around.Watch().start()
     for k in c.ranks_per_node:
         found, error, interrupt = launch_series(plan_of(test.name, params, c, w, k), c, w,
                                                 deadline_of(c, repeat), progress)
@@ -312,7 +314,11 @@ def run_series(test: Test, params: JsonObject, c: Common, repeat: int = 1,
         if error is not None or interrupt is not None:
             break
     with interrupts.deferred():
-        meta = make_meta(list(c.command_line), utc_start=started, hosts=w.source)
+        conditions, notes = watch.stop()
+        if series:  # what the conditions say of the whole test, with its last series
+            series[-1].warnings += notes
+        meta = make_meta(list(c.command_line), utc_start=started, hosts=w.source,
+                         conditions=conditions)
         document = test.body(params, c.label, series).to_document(meta)
     return Outcome(document, error, interrupt)
 

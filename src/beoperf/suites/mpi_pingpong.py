@@ -59,6 +59,7 @@ from beoperf.suites.pingpong import (
     warnings_of,
 )
 from beoperf.sweep.driver import SweepOutcome, run_sweep, shaper_probe
+from beoperf.sysinfo import around
 
 if TYPE_CHECKING:  # imported at run time only where a rank uses it (as below)
     from beoperf.engines.mpi import Session
@@ -309,18 +310,24 @@ def run_launched(spec: Spec, hold: contextlib.ExitStack | None = None) -> Measur
         raise errors.BadSpec(f"{name}: {exc}", HINT) from None
     record = launch_record(name, made, rank_environment(opts, impl), "SPEC")
     job = MpiJob(list(made.argv), job_environment(made, record), deadline_of(spec, opts))
+    watch = around.Watch().start()
     job.run()
     if hold is not None:
         hold.enter_context(interrupts.deferred())
-    return measured(job, name)
+    return measured(job, name, watch)
 
 
-def measured(job: MpiJob, name: str) -> Measured:
+def measured(job: MpiJob, name: str, watch: around.Watch | None = None) -> Measured:
     """Rank 0's ping-pong document and error (if it sent them), with what went wrong
-    around."""
+    around, and the conditions on this host around the job (``watch``: the MPI library
+    owns the data sockets, so only the host's counters are known)."""
     doc, error, warnings = job.result(name)
     run = RunResult.from_document(doc)
     run.warnings += warnings
+    if watch is not None:
+        run.meta["conditions"], notes = watch.stop()
+        run.warnings += notes
+        return Measured(document(run), run, error, job.interrupt)
     doc = document(run) if run.warnings != doc.body.get("warnings") else doc
     return Measured(doc, run, error, job.interrupt)
 

@@ -51,6 +51,7 @@ from beoperf.sweep.driver import (
 from beoperf.sweep.history import History
 from beoperf.sweep.precision import Point
 from beoperf.sweep.schedule import explicit_schedule, netpipe_schedule
+from beoperf.sysinfo import around
 
 __all__ = ["MODES", "DEFAULT_PORT", "DEFAULT_TIME_BUDGET", "DEFAULT_TIMEOUT", "PRECISION",
            "SWEEP_TRIAL_S", "SUSTAINED_TRIAL_S", "SWEEPABLE", "Spec", "Measured",
@@ -277,16 +278,19 @@ def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
     history = History.load(spec.history, "pingpong",
                            history_setup(params, host, local, tuning_settings(local))) \
         if spec.history is not None else None
+    watch = around.Watch().start()
     outcome = run_sweep(client, spec.sweep(), on_pass=progress)
     if hold is not None:
         hold.enter_context(interrupts.deferred())
+    conditions, machine_notes = watch.stop(client.retransmissions())
     client.close(abort=outcome.status != "complete")
     if outcome.status == "complete" and spec.mode != "stream" and not _loopback(host):
         outcome.facts.update(shaper_check(spec, params, host, port))
     meta = make_meta(list(spec.command_line), utc_start=started_utc,
                      duration_s=round(time.monotonic() - started, 3),
                      peer=f"{host} port {port}",
-                     clock=dict(sysinfo.clock_facts(), overhead_ns=_core.clock_overhead_ns(1000)))
+                     clock=dict(sysinfo.clock_facts(), overhead_ns=_core.clock_overhead_ns(1000)),
+                     conditions=conditions)
     result = RunResult(parameters=jsonvalue.as_object(params), local=local, remote=remote,
                        meta=meta,
                        sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
@@ -296,7 +300,7 @@ def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
                           f"no history for the {spec.transport} transport")
     # after the history: the warnings quote the intervals the summary shows
     result.warnings = [*warnings_of(client.warnings, outcome, spec.precision),
-                       *shaper_notes(result, local), *notes]
+                       *shaper_notes(result, local), *notes, *machine_notes]
     return Measured(document(result), result, *_stopped(outcome, spec.transport, host))
 
 

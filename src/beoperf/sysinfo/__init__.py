@@ -31,6 +31,7 @@ __all__ = [
     "host_facts",
     "interface_facts",
     "llc_bytes",
+    "qdisc_stats_json",
     "resolve_host",
     "route_interface",
     "socket_facts",
@@ -252,6 +253,36 @@ def route_interface(addr: str) -> dict | None:
     if not dev:
         return None
     return {"dev": dev, "prefsrc": routes[0].get("prefsrc")}
+
+
+_TC_TIMEOUT_S = 1.0
+_TC_MAX_OUTPUT = 4 * 1024 * 1024
+
+
+def _find_tc() -> str | None:
+    """Path of the iproute2 `tc` binary, or None."""
+    found = shutil.which("tc")
+    if found:
+        return found
+    for candidate in ("/usr/sbin/tc", "/sbin/tc", "/usr/bin/tc", "/bin/tc"):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def qdisc_stats_json() -> str | None:
+    """The output of ``tc -s -j qdisc show`` (every qdisc of this network namespace and
+    its counters, as JSON text), or None when tc is missing, fails, takes longer than a
+    second or says too much (beoperf.sysinfo.counters parses it)."""
+    tc = _find_tc()
+    if tc is None:
+        return None
+    try:
+        proc = subprocess.run([tc, "-s", "-j", "qdisc", "show"], capture_output=True,
+                              text=True, timeout=_TC_TIMEOUT_S, check=True)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return proc.stdout if len(proc.stdout) <= _TC_MAX_OUTPUT else None
 
 
 # --------------------------------------------------------------------------- interfaces
