@@ -18,7 +18,7 @@ import pytest
 
 from beoperf.report import conditions
 from beoperf.sysinfo import around, counters, load
-from helpers import checked
+from helpers import checked, cli
 
 # crafted, in the layout of Linux 6.x's /proc/net/snmp (Tcp) and /proc/net/netstat
 SNMP = ("Ip: Forwarding DefaultTTL\nIp: 2 64\n"
@@ -293,3 +293,29 @@ def test_a_loopback_run_in_a_quiet_namespace_counts_its_own_socket(netns_pair):
     assert network["qdisc_drops"] == {} and network["interfaces"] == {}
     assert "lo" in network["watched"]["interfaces"]
     assert "\n  network    " in stderr and "\n  machine    load " in stderr
+
+
+def test_a_node_run_records_the_machine_at_start_and_end():
+    """Every kind a run writes keeps the block: here the node suite's (load only)."""
+    res = cli("node", "stream", "--array-size", "1M", "--threads", "1", "--repeat", "2",
+              "--no-progress", "--json")
+    assert res.status == 0, res.stderr
+    doc = checked(json.loads(res.stdout))
+    block = doc["meta"]["conditions"]
+    assert set(block) == {"start", "end", "dedicated", "warnings"}  # no network counters
+    assert block["start"]["load"] and block["end"]["cpus"] >= 1
+    assert block["dedicated"] == (block["warnings"] == [])
+
+
+def test_the_answer_of_any_kind_shows_the_conditions_warnings():
+    """A kind with no warnings of its own (node) shows the stored conditions warning."""
+    from beoperf.model.document import Document
+    from beoperf.report.answer import Level, lines_of
+
+    res = cli("node", "stream", "--array-size", "1M", "--threads", "1", "--repeat", "2",
+              "--no-progress", "--json")
+    doc = json.loads(res.stdout)
+    warning = "the machine was not dedicated to the run: crafted"
+    doc["meta"]["conditions"]["warnings"] = [warning, 7]
+    lines = lines_of(Document(doc["kind"], doc["body"], doc["meta"]))
+    assert any(line.level == Level.WARN and line.text == warning for line in lines)

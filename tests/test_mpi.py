@@ -104,6 +104,11 @@ def test_np_output_and_text_summary(tmp_path):
     assert [int(r[0]) for r in rows] == [16, 65536]
     doc = json.loads((tmp_path / "run.json").read_text())
     assert doc["body"]["parameters"]["transport"] == "mpi"
+    # the conditions around the job, on this host: the MPI library owns its sockets
+    conditions = doc["meta"]["conditions"]
+    assert conditions["network"]["socket_retransmissions"] is None
+    assert conditions["start"]["load"] and conditions["end"]["cpus"] >= 1
+    assert "\nmachine    load " in got.stdout or "\n  machine    load " in got.stdout
 
 
 @pytest.mark.parametrize("impl", ["openmpi", "mpich"])

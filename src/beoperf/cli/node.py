@@ -12,6 +12,7 @@ from beoperf import errors, interrupts, report, safeio, units
 from beoperf.cli import ExitStatus, UsageError, check_seconds
 from beoperf.cli.progress import PartsProgress, precision_summary
 from beoperf.model.document import Document
+from beoperf.report import conditions
 from beoperf.suites import node as suite
 from beoperf.suites import node_fleet
 
@@ -203,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
                                suite.node_kernels.PRECISION)
     if missed:  # after the result is saved, on stderr
         print(missed, file=sys.stderr, flush=True)
+    for warning in conditions.warnings_of(measured.document.meta):
+        print(f"beoperf: WARN: {warning}", file=sys.stderr)
     if measured.interrupt is not None:  # what was measured, on stderr; then 130/143
         show(measured.document, "text", sys.stderr)
         if fmt == "json":

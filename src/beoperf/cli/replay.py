@@ -9,6 +9,7 @@ import sys
 from beoperf import interrupts, report, units
 from beoperf.cli import CliError, ExitStatus, UsageError, check_seconds, peer_host
 from beoperf.model.profile import FORMATS
+from beoperf.report import conditions
 from beoperf.suites import replay
 
 EXAMPLES = """examples:
@@ -82,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
                                f"cannot write {exc.filename or args.output}: "
                                f"{exc.strerror or exc}", "check that -o FILE is writable") from None
         sys.stdout.write(report.render(done.document, args.format))
+    for warning in conditions.warnings_of(done.document.meta):
+        print(f"beoperf: WARN: {warning}", file=sys.stderr)
     if done.interrupt is not None:
         raise done.interrupt
     if done.error is not None:

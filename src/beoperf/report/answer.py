@@ -22,7 +22,7 @@ from enum import IntEnum
 from typing import Any
 
 from beoperf.model.document import Document
-from beoperf.report import RENDERERS, _load
+from beoperf.report import RENDERERS, _load, conditions
 
 
 class Level(IntEnum):
@@ -79,7 +79,10 @@ def lines_of(doc: Document) -> list[Line]:
     except Exception as exc:  # noqa: BLE001 - the answer never costs the document
         found = [Line(Level.WARN, f"what this {doc.kind} document says could not be worked "
                                   f"out ({type(exc).__name__}: {exc}); its figures follow")]
-    return ordered(found)
+    # the conditions around the run (meta.conditions: every kind a run writes); a kind
+    # that also stores them among its warnings gives the same lines, kept once
+    meta = doc.meta if isinstance(doc.meta, dict) else {}
+    return ordered([*found, *from_strings(conditions.warnings_of(meta))])
 
 
 def ordered(lines: Iterable[Line]) -> list[Line]:

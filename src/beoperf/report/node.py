@@ -29,7 +29,7 @@ from beoperf.model.node import (
     NodeFleet,
     NodeRun,
 )
-from beoperf.report import renderer
+from beoperf.report import conditions, renderer
 from beoperf.report.answer import Level, Line, answer, lines_of, listed, plural, text_block
 from beoperf.report.compare import _aligned as aligned
 from beoperf.report.fleet import printable
@@ -291,7 +291,8 @@ def report_lines(doc: Document) -> list[str]:
 @renderer("node", "text")
 def text(doc: Document, **_options: Any) -> str:
     top = text_block(lines_of(doc))
-    return "\n".join([*top, *([""] if top else []), *report_lines(doc)]) + "\n"
+    return "\n".join([*top, *([""] if top else []), *report_lines(doc),
+                      *conditions.text_lines(doc.meta, "")]) + "\n"
 
 
 @renderer("node", "markdown")

@@ -15,7 +15,7 @@ from beoperf.analysis.predict import NetPrediction, Prediction
 from beoperf.model.document import Document
 from beoperf.model.prediction import PREDICTION, REPLAY
 from beoperf.model.profile import Profile
-from beoperf.report import renderer
+from beoperf.report import conditions, renderer
 from beoperf.report.answer import (
     Level,
     Line,
@@ -139,7 +139,7 @@ def replay_text(doc: Document, **_options: Any) -> str:
              "", *_aligned(REPLAY_HEAD, replay_rows(b), {0, 1, 3, 5}), "",
              f"total {secs(t['median'])} (each class's median over the repeats, summed); "
              f"{len(t['per_repeat'])} complete repeat(s) took {secs(t['min'])}.."
-             f"{secs(t['max'])}"]
+             f"{secs(t['max'])}", *conditions.text_lines(doc.meta, "")]
     return "\n".join(lines) + "\n"
 
 

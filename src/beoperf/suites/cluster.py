@@ -38,6 +38,7 @@ from beoperf.launch.srun import Srun, allocation
 from beoperf.model import cluster, hpcc
 from beoperf.model.document import Document, JsonObject, make_meta, utc_now
 from beoperf.suites.cluster_refs import systems_for
+from beoperf.sysinfo import around
 
 DEFAULT_TIMEOUT_S = 3600.0
 DEFAULT_FRACTION = 0.5
@@ -309,12 +310,15 @@ def run_one(study: Study, config: plan.Config, repeat: int) -> scaling.RunRef:
     record = _launch_record(study, launched.argv, dict(launched.env), rundir)
     study.notes = [n for n in dict.fromkeys([*study.notes, *record.notes])]
     meta = make_meta(list(study.spec.command_line))
+    watch = around.Watch().start()  # this host's load and counters around the run
     try:
         finished = execute(launched.argv, dict(launched.env), str(rundir), study.spec.timeout)
     except KeyboardInterrupt as exc:
         finished = Finished(None, 0.0, "", "", f"stopped: {interrupts.reason(exc)}")
+        meta["conditions"] = watch.stop()[0]
         _write(study, rundir, label, config, repeat, record, finished, meta)
         raise
+    meta["conditions"] = watch.stop()[0]
     return _write(study, rundir, label, config, repeat, record, finished, meta)
 
 

@@ -27,6 +27,7 @@ from beoperf.model import node_reference
 from beoperf.model.document import Document, JsonObject, make_meta, utc_now
 from beoperf.suites import node_compute, node_io, node_stream
 from beoperf.sweep import node_kernels
+from beoperf.sysinfo import around
 from beoperf.sysinfo import node as node_conditions
 
 PARTS = node_doc.PARTS
@@ -144,6 +145,7 @@ def run(spec: Spec, progress: Progress | None = None) -> Measured:
     started, t0 = utc_now(), time.monotonic()
     facts = node_conditions.collect()
     conditions = node_doc.conditions_of(facts)
+    watch = around.Watch(network=False).start()
     metrics: list[JsonObject] = []  # as each part stores them
     parts: dict[str, JsonObject] = {}
     interrupt: KeyboardInterrupt | None = None
@@ -167,7 +169,8 @@ def run(spec: Spec, progress: Progress | None = None) -> Measured:
     conditions["elapsed_s"] = time.monotonic() - t0
     ref = node_reference.load(spec.reference).to_json() if spec.reference else None
     node_run = node_doc.NodeRun(conditions, spec.repeat, parts, measured, status, reason, ref)
-    meta = make_meta(list(spec.command_line), utc_start=started, utc_end=utc_now())
+    meta = make_meta(list(spec.command_line), utc_start=started, utc_end=utc_now(),
+                     conditions=watch.stop()[0])
     return Measured(node_run.to_document(meta), interrupt)
 
 

@@ -21,6 +21,7 @@ from beoperf.model.profile import Profile, ProfileError, read_profile
 from beoperf.model.replay import ClassTimes, Replay, Totals
 from beoperf.suites import serve
 from beoperf.sweep.replay import METHOD, ReplayOutcome, replay
+from beoperf.sysinfo import around
 
 HINT = "see 'beoperf replay --help'"
 DEFAULT_PORT = 5202
@@ -79,9 +80,13 @@ def run(spec: Spec, progress: Callable[[str], None] | None = None) -> Replayed |
     profile = load(spec)
     started_utc, started = utc_now(), time.monotonic()
     with peer(spec, profile) as (host, port):
+        watch = around.Watch().start()
         out = replay(Peer(host, port, spec.family), profile, repeats=spec.repeats,
                      transport=spec.transport, timeout=spec.timeout, progress=progress)
-    doc = replay_document(spec, profile, out, started_utc, started, f"{host} port {port}")
+        conditions, notes = watch.stop()
+    out.warnings += notes
+    doc = replay_document(spec, profile, out, started_utc, started, f"{host} port {port}",
+                          conditions=conditions)
     if isinstance(out.error, KeyboardInterrupt):
         return Replayed(doc, None, out.error)
     if out.error is not None:
@@ -90,10 +95,14 @@ def run(spec: Spec, progress: Callable[[str], None] | None = None) -> Replayed |
 
 
 def replay_document(spec: Spec, profile: Profile, out: ReplayOutcome, started_utc: str,
-                    started: float, peer_text: str, launch: JsonObject | None = None) -> Document:
-    """The replay's document; ``launch``: how the job was launched (an MPI rank's)."""
+                    started: float, peer_text: str, launch: JsonObject | None = None,
+                    conditions: JsonObject | None = None) -> Document:
+    """The replay's document; ``launch``: how the job was launched (an MPI rank's);
+    ``conditions``: the machine and the network counters around it (sysinfo.around)."""
     meta = make_meta(list(spec.command_line), utc_start=started_utc,
                      duration_s=round(time.monotonic() - started, 3), peer=peer_text)
+    if conditions is not None:
+        meta["conditions"] = conditions
     if launch is not None:
         meta["launch"] = launch
     classes = [ClassTimes.of(c.entry, c.times_s, c.messages_timed) for c in out.classes]
