@@ -374,6 +374,11 @@ def test_pairs_on_this_host_with_three_ranks(tmp_path):
     assert png.read_bytes().startswith(b"\x89PNG")
     assert series["launch"]["argv"][series["launch"]["argv"].index("--host") + 1] == \
         "localhost:3"
+    # the conditions around the jobs, on this host (the MPI library owns the sockets)
+    conditions = doc["meta"]["conditions"]
+    assert conditions["start"]["load"] and conditions["end"]["cpus"] >= 1
+    assert conditions["network"]["socket_retransmissions"] is None
+    assert "\nmachine    load " in got.stdout
 
 
 def test_started_by_the_users_mpirun_rank_0_reports(tmp_path):
