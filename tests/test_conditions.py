@@ -108,15 +108,31 @@ def test_deltas_ignore_counters_that_went_back_or_appeared():
     assert found["qdisc_drops"] == {"eth0 tbf 1:": 3}
     assert found["watched"] == {"interfaces": ["eth0"], "qdiscs": 1}
     assert counters.nonzero(found) == ["2 TCP retransmission(s) on the data socket",
-                                       "host TCP RetransSegs +4", "qdisc eth0 tbf 1: dropped 3"]
-    assert counters.notes(found)[0].startswith("the network lost packets during the run")
+                                       "qdisc eth0 tbf 1: dropped 3", "host TCP RetransSegs +4"]
+    (line,) = counters.notes(found)
+    assert line.startswith("the network lost packets during the run: 2 TCP")
+    assert line.endswith("(also on the host: host TCP RetransSegs +4)")
+
+
+def test_drops_on_an_interface_the_run_did_not_use_are_the_hosts():
+    """The run used lo: eth0's drops and its qdisc's are another's traffic (a note);
+    lo's are the run's (a warning)."""
+    grown = {"tcp": {}, "socket_retransmissions": 0, "used_interfaces": ["lo"],
+             "interfaces": {"eth0": {"rx_dropped": 5}}, "qdisc_drops": {"eth0 fq 0:": 2}}
+    (line,) = counters.notes(grown)
+    assert line.startswith("note: counters of the host grew") and "eth0 rx_dropped +5" in line
+    grown["interfaces"]["lo"] = {"tx_errors": 1}
+    assert counters.notes(grown)[0].startswith("the network lost packets during the run: "
+                                               "lo tx_errors +1")
+    unknown = dict(grown, used_interfaces=None, interfaces={"eth0": {"rx_dropped": 5}})
+    assert counters.notes(unknown)[0].startswith("the network lost packets")
 
 
 def test_host_counters_alone_are_a_note_not_a_warning():
     """The host's counters count every connection: on their own they are a note."""
     grown = {"tcp": {"RetransSegs": 9}, "socket_retransmissions": 0, "interfaces": {},
              "qdisc_drops": {}}
-    assert counters.notes(grown)[0].startswith("note: the host's TCP counters grew")
+    assert counters.notes(grown)[0].startswith("note: counters of the host grew")
     assert "other connections" in counters.notes(grown)[0]
     unknown = dict(grown, socket_retransmissions=None)
     assert "cannot be told apart" in counters.notes(unknown)[0]
@@ -275,6 +291,7 @@ def test_a_lossy_qdisc_shows_its_drops_and_the_sockets_retransmissions(netns_pai
     assert network["socket_retransmissions"] > 0
     assert network["tcp"]["RetransSegs"] >= network["socket_retransmissions"]
     assert client.ifname not in network["interfaces"]
+    assert network["used_interfaces"] == [client.ifname]
     lost = [w for w in doc["body"]["warnings"] if w.startswith("the network lost packets")]
     assert lost and f"qdisc {key} dropped" in lost[0]
     assert "TCP retransmission(s) on the data socket" in stderr
@@ -291,7 +308,7 @@ def test_a_loopback_run_in_a_quiet_namespace_counts_its_own_socket(netns_pair):
     assert isinstance(network["socket_retransmissions"], int)
     assert network["socket_retransmissions"] <= network["tcp"]["RetransSegs"]
     assert network["qdisc_drops"] == {} and network["interfaces"] == {}
-    assert "lo" in network["watched"]["interfaces"]
+    assert "lo" in network["watched"]["interfaces"] and network["used_interfaces"] == ["lo"]
     assert "\n  network    " in stderr and "\n  machine    load " in stderr
 
 

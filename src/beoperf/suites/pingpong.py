@@ -278,7 +278,8 @@ def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
     history = History.load(spec.history, "pingpong",
                            history_setup(params, host, local, tuning_settings(local))) \
         if spec.history is not None else None
-    watch = around.Watch().start()
+    used = jsonvalue.section(local, "interface").get("name")
+    watch = around.Watch(used=[used] if isinstance(used, str) else None).start()
     outcome = run_sweep(client, spec.sweep(), on_pass=progress)
     if hold is not None:
         hold.enter_context(interrupts.deferred())

@@ -10,6 +10,7 @@ about two windows of beoperf.sysinfo.load.WINDOW_S.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from beoperf.sysinfo import counters, load
@@ -18,8 +19,11 @@ from beoperf.sysinfo import counters, load
 class Watch:
     """Snapshots before and after one run."""
 
-    def __init__(self, network: bool = True, window: float = load.WINDOW_S) -> None:
-        self.network, self.window = network, window
+    def __init__(self, network: bool = True, window: float = load.WINDOW_S,
+                 used: Collection[str] | None = None) -> None:
+        """``network``: read the network counters too; ``used``: the interfaces the run
+        uses, when known (drops elsewhere are the host's, not the run's)."""
+        self.network, self.window, self.used = network, window, used
         self.first: load.Moment | None = None
         self.before: counters.Snapshot | None = None
 
@@ -44,7 +48,8 @@ class Watch:
         block: dict[str, Any] = {"start": first.record, "end": last.record,
                                  "dedicated": not warnings}
         if self.before is not None and after is not None:
-            block["network"] = counters.delta(self.before, after, socket_retransmissions)
+            block["network"] = counters.delta(self.before, after, socket_retransmissions,
+                                              self.used)
             warnings += counters.notes(block["network"])
         block["warnings"] = warnings
         return block, warnings

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,10 +172,12 @@ def _grown(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return {k: after[k] - before[k] for k in after if k in before and after[k] >= before[k]}
 
 
-def delta(before: Snapshot, after: Snapshot, sockets: int | None = None) -> dict[str, Any]:
+def delta(before: Snapshot, after: Snapshot, sockets: int | None = None,
+          used: Collection[str] | None = None) -> dict[str, Any]:
     """What grew between two snapshots: the host's TCP counters (every one, zeros too),
     the interfaces' and qdiscs' counters that grew (with what was watched, so that an
-    absent entry reads as zero), and the data sockets' retransmissions when known."""
+    absent entry reads as zero), the data sockets' retransmissions and the interfaces
+    the run used (``used``), each when known."""
     interfaces = {}
     for name, counters in after.interfaces.items():
         grown = {k: v for k, v in _grown(before.interfaces.get(name, {}), counters).items()
@@ -185,51 +188,64 @@ def delta(before: Snapshot, after: Snapshot, sockets: int | None = None) -> dict
             "socket_retransmissions": sockets,
             "interfaces": interfaces,
             "qdisc_drops": {k: v for k, v in _grown(before.qdiscs, after.qdiscs).items() if v},
+            "used_interfaces": sorted(used) if used is not None else None,
             "watched": {"interfaces": sorted(set(before.interfaces) & set(after.interfaces)),
                         "qdiscs": len(set(before.qdiscs) & set(after.qdiscs))}}
 
 
-def nonzero(network: Any) -> list[str]:
-    """The differences that are not zero, as short phrases ("3 TCP retransmissions on the
-    data socket", "qdisc veth0 tbf 1: dropped 12"), from a stored block read leniently."""
+def _items(network: dict[str, Any], key: str) -> list[tuple[str, Any]]:
+    found = network.get(key)
+    return list(found.items()) if isinstance(found, dict) else []
+
+
+def split(network: Any) -> tuple[list[str], list[str]]:
+    """The differences that are not zero, as short phrases ("3 TCP retransmission(s) on
+    the data socket", "qdisc veth0 tbf 1: dropped 12"), from a stored block read
+    leniently: (the run's own: its data socket, and the drops and errors of the
+    interfaces it used, all of them when those are not known; the host's others)."""
     if not isinstance(network, dict):
-        return []
-    out = []
+        return [], []
+    used = network.get("used_interfaces")
+    ours = (lambda nic: True) if not isinstance(used, list) else (lambda nic: nic in used)
+    own, other = [], []
     sock = network.get("socket_retransmissions")
     if _positive(sock):
-        out.append(f"{sock} TCP retransmission(s) on the data socket")
-    tcp = network.get("tcp")
-    for name, value in (tcp.items() if isinstance(tcp, dict) else ()):
-        if _positive(value):
-            out.append(f"host TCP {_safe(name)} +{value}")
-    nics = network.get("interfaces")
-    for nic, counters in (nics.items() if isinstance(nics, dict) else ()):
-        for name, value in (counters.items() if isinstance(counters, dict) else ()):
+        own.append(f"{sock} TCP retransmission(s) on the data socket")
+    other += [f"host TCP {_safe(name)} +{value}" for name, value in _items(network, "tcp")
+              if _positive(value)]
+    for nic, counters in _items(network, "interfaces"):
+        for name, value in counters.items() if isinstance(counters, dict) else ():
             if _positive(value):
-                out.append(f"{_safe(nic)} {_safe(name)} +{value}")
-    qdiscs = network.get("qdisc_drops")
-    for key, value in (qdiscs.items() if isinstance(qdiscs, dict) else ()):
+                (own if ours(nic) else other).append(f"{_safe(nic)} {_safe(name)} +{value}")
+    for key, value in _items(network, "qdisc_drops"):
         if _positive(value):
-            out.append(f"qdisc {_safe(key)} dropped {value}")
-    return out
+            (own if ours(str(key).split(" ")[0]) else other).append(
+                f"qdisc {_safe(key)} dropped {value}")
+    return own, other
+
+
+def nonzero(network: Any) -> list[str]:
+    """Every difference that is not zero, as a short phrase (``split``: the run's first)."""
+    own, other = split(network)
+    return own + other
 
 
 def notes(network: Any) -> list[str]:
     """What a run's document says of the counters that grew: a warning when its data
-    socket retransmitted, or an interface or qdisc dropped; a note when only the host's
-    TCP counters grew (they count every connection of the host: on a busy host, others'
-    retransmissions are no sign against the run)."""
-    grown = nonzero(network)
-    if not grown:
+    socket retransmitted, or an interface it used (any, when not known) or its qdisc
+    dropped; a note when only counters of the host grew (the host's TCP counters count
+    every connection, and an interface the run did not use is another's traffic)."""
+    own, other = split(network)
+    if own:
+        return ["the network lost packets during the run: " + "; ".join(own)
+                + (f" (also on the host: {'; '.join(other)})" if other else "")]
+    if not other:
         return []
-    if all(g.startswith("host TCP ") for g in grown):
-        whose = ("not on this run's data socket: other connections of the host"
-                 if network.get("socket_retransmissions") == 0 else
-                 "this run's connections or others of the host (the run's own sockets "
-                 "cannot be told apart)")
-        return [f"note: the host's TCP counters grew during the run ({'; '.join(grown)}): "
-                f"{whose}"]
-    return ["the network lost packets during the run: " + "; ".join(grown)]
+    whose = ("not on this run's data socket: other connections of the host"
+             if network.get("socket_retransmissions") == 0 else
+             "this run's connections or others of the host (the run's own sockets "
+             "cannot be told apart)")
+    return [f"note: counters of the host grew during the run ({'; '.join(other)}): {whose}"]
 
 
 def _positive(value: Any) -> bool:
@@ -241,5 +257,5 @@ def _safe(text: Any) -> str:
     return "".join(c if c.isprintable() else "?" for c in str(text))[:MAX_NAME]
 
 
-__all__ = ["Snapshot", "delta", "host_tcp", "interface_counters", "nonzero", "notes",
+__all__ = ["Snapshot", "delta", "host_tcp", "interface_counters", "nonzero", "notes", "split",
            "parse_proc_net", "parse_qdiscs", "qdisc_drops", "snapshot", "socket_retransmissions"]
