@@ -336,3 +336,21 @@ def test_the_answer_of_any_kind_shows_the_conditions_warnings():
     doc["meta"]["conditions"]["warnings"] = [warning, 7]
     lines = lines_of(Document(doc["kind"], doc["body"], doc["meta"]))
     assert any(line.level == Level.WARN and line.text == warning for line in lines)
+
+
+def test_losses_on_the_way_back_are_the_peers_retransmissions(netns_pair):
+    """The server's link drops (a tbf with a tiny queue on its side): the server's data
+    socket retransmits, which the client cannot see; the server says so in its last
+    frame and the document keeps it as the peer's."""
+    from test_netns import PORT, start_server
+
+    server, client = netns_pair
+    start_server(server)
+    server.run(["tc", "qdisc", "replace", "dev", server.ifname, "root", "tbf", "rate",
+                "20mbit", "burst", "4kb", "limit", "6kb"])
+    doc, stderr = _pingpong(client, server.addr4, "--port", str(PORT), "--sizes", "64K",
+                            "--time-budget", "3")
+    network = doc["meta"]["conditions"]["network"]
+    assert network["peer_socket_retransmissions"] > 0
+    assert network["qdisc_drops"] == {}  # the drops were in the server's namespace
+    assert "TCP retransmission(s) on the peer's data socket" in stderr

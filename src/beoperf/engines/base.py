@@ -135,6 +135,11 @@ class Transport(ABC):
         or None when the transport cannot see its sockets (MPI)."""
         return None
 
+    def peer_retransmissions(self) -> int | None:
+        """The segments the peer's data sockets retransmitted, as it said when the
+        session ended (after ``close``), or None when it did not say."""
+        return None
+
     @classmethod
     def failure(cls, exc: BaseException, host: str) -> errors.BeoperfError:
         """What a failure of trial() or reset() in the middle of a sweep means to a user:

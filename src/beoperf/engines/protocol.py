@@ -96,6 +96,15 @@ class Bare(TypedDict):
     op: Literal["reset", "bye"]
 
 
+class Goodbye(TypedDict):
+    """The server's last frame of a session that ended well: the segments its data
+    sockets retransmitted (TCP_INFO), when the kernel said (losses on the way back to
+    the client are retransmitted by the server, which the client cannot see)."""
+
+    op: Literal["bye"]
+    retransmissions: NotRequired[int]
+
+
 class EchoReady(TypedDict):
     """An echo connection is taken (engines/echo.py): messages up to max_message."""
 
@@ -103,7 +112,8 @@ class EchoReady(TypedDict):
     max_message: int
 
 
-Frame: TypeAlias = Hello | Welcome | DataReady | RunOrder | Done | Refuse | Bare | EchoReady
+Frame: TypeAlias = (Hello | Welcome | DataReady | RunOrder | Done | Refuse | Bare | Goodbye
+                    | EchoReady)
 
 
 class ProtocolError(TransportError):

@@ -90,6 +90,7 @@ class TcpClient(Transport):
         self.remote: JsonObject = {}
         self.remote_socket: JsonObject = {}
         self.retransmitted = 0  # by the data sockets closed so far (reset)
+        self.peer_retransmitted: int | None = None  # the server's, in its last frame
 
     def connect(self) -> JsonObject:
         """setup() then open_data(); a failure closes what was opened and says what it
@@ -215,12 +216,18 @@ class TcpClient(Transport):
         now = counters.socket_retransmissions(self.data) if self.data else 0
         return None if now is None else self.retransmitted + now
 
+    def peer_retransmissions(self) -> int | None:
+        return self.peer_retransmitted
+
     def close(self, abort: bool = False) -> None:
         if self.ctrl and not abort:
             with contextlib.suppress(OSError, protocol.ProtocolError):
                 self.ctrl.settimeout(2.0)
                 protocol.send_message(self.ctrl, {"op": "bye"})
-                protocol.recv_message(self.ctrl)  # the server's bye: its session is over
+                # the server's bye: its session is over
+                said = count(protocol.recv_message(self.ctrl), "retransmissions", -1)
+                # -1: an older server, or a count the kernel did not give
+                self.peer_retransmitted = said if 0 <= said < 2 ** 32 else None
         for sock in (self.data, self.ctrl):
             if sock:
                 sock.close()

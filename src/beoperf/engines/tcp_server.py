@@ -50,6 +50,7 @@ from beoperf.engines.tcp_data import (
     set_io_timeout,
 )
 from beoperf.model.document import JsonObject, JsonValue
+from beoperf.sysinfo import counters
 
 MiB = 1024 * 1024
 MAX_REPS = 1 << 27
@@ -167,6 +168,7 @@ class Session:
         self._qlock = threading.Lock()  # offer() against close(): never write a closed fd
         self._closed = False
         self.data: socket.socket | None = None
+        self.retransmitted: int | None = 0  # by the data sockets closed (None: not known)
         self.pool: _core.Pool | None = None
         self.pool_facts = pools.pool_facts(params["max_size"], bool(params.get("nocache")),
                                            sysinfo.llc_bytes(), self.cfg.max_memory)
@@ -270,8 +272,18 @@ class Session:
 
     def _close_data(self) -> None:
         if self.data:
+            count = counters.socket_retransmissions(self.data)
+            self.retransmitted = None if count is None or self.retransmitted is None else \
+                self.retransmitted + count
             self.data.close()
             self.data = None
+
+    def goodbye(self) -> protocol.Goodbye:
+        """The last frame, with the data sockets' retransmissions when known."""
+        frame: protocol.Goodbye = {"op": "bye"}
+        if self.retransmitted is not None:
+            frame["retransmissions"] = self.retransmitted
+        return frame
 
     def close(self) -> None:
         self._close_data()
@@ -631,7 +643,7 @@ class Server:
                 self._session = None
         if outcome == "ok":  # said only now, so a client that reconnects is not "busy"
             with contextlib.suppress(OSError):
-                protocol.send_message(conn, {"op": "bye"})
+                protocol.send_message(conn, session.goodbye())
         self.cfg.log(f"{utc_now()} {peer} session {session.describe()} "
                      f"{time.monotonic() - started:.1f}s {outcome}")
 

@@ -55,9 +55,10 @@ def network_line(network: Any) -> str | None:
     watched = network.get("watched")
     nics = watched.get("interfaces") if isinstance(watched, dict) else None
     qdiscs = watched.get("qdiscs") if isinstance(watched, dict) else None
-    sock = network.get("socket_retransmissions")
-    parts = ["no retransmission on the data socket" if sock == 0 else
-             "the data socket's retransmissions not known" if sock is None else ""]
+    sock, peer = network.get("socket_retransmissions"), network.get("peer_socket_retransmissions")
+    parts = ["no retransmission on either end's data socket" if sock == 0 and peer == 0 else
+             "no retransmission on this end's data socket" if sock == 0 else
+             "the data sockets' retransmissions not known"]
     parts.append("no drops or errors" + (f" on {len(nics)} interface(s)"
                                          if isinstance(nics, list) else "")
                  + (f" and {qdiscs} qdisc(s)" if isinstance(qdiscs, int) else ""))

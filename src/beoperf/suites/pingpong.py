@@ -283,8 +283,9 @@ def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
     outcome = run_sweep(client, spec.sweep(), on_pass=progress)
     if hold is not None:
         hold.enter_context(interrupts.deferred())
-    conditions, machine_notes = watch.stop(client.retransmissions())
+    own = client.retransmissions()
     client.close(abort=outcome.status != "complete")
+    conditions, machine_notes = watch.stop(own, client.peer_retransmissions())
     if outcome.status == "complete" and spec.mode != "stream" and not _loopback(host):
         outcome.facts.update(shaper_check(spec, params, host, port))
     meta = make_meta(list(spec.command_line), utc_start=started_utc,

@@ -35,10 +35,11 @@ class Watch:
             self.before = counters.snapshot()
         return self
 
-    def stop(self, socket_retransmissions: int | None = None
-             ) -> tuple[dict[str, Any], list[str]]:
+    def stop(self, socket_retransmissions: int | None = None,
+             peer_retransmissions: int | None = None) -> tuple[dict[str, Any], list[str]]:
         """The block of the conditions and the warnings; the counters are read before
-        the load's window, as close to the run's end as they can be."""
+        the load's window, as close to the run's end as they can be.  The data sockets'
+        retransmissions, when known: this end's and the peer's (as it said)."""
         after = counters.snapshot() if self.before is not None else None
         last = load.moment(self.window)
         first = self.first or last
@@ -49,7 +50,7 @@ class Watch:
                                  "dedicated": not warnings}
         if self.before is not None and after is not None:
             block["network"] = counters.delta(self.before, after, socket_retransmissions,
-                                              self.used)
+                                              self.used, peer_retransmissions)
             warnings += counters.notes(block["network"])
         block["warnings"] = warnings
         return block, warnings

@@ -173,11 +173,12 @@ def _grown(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
 
 
 def delta(before: Snapshot, after: Snapshot, sockets: int | None = None,
-          used: Collection[str] | None = None) -> dict[str, Any]:
+          used: Collection[str] | None = None, peer: int | None = None) -> dict[str, Any]:
     """What grew between two snapshots: the host's TCP counters (every one, zeros too),
     the interfaces' and qdiscs' counters that grew (with what was watched, so that an
-    absent entry reads as zero), the data sockets' retransmissions and the interfaces
-    the run used (``used``), each when known."""
+    absent entry reads as zero), the data sockets' retransmissions (``sockets`` this
+    end's, ``peer`` the other end's as it said) and the interfaces the run used
+    (``used``), each when known."""
     interfaces = {}
     for name, counters in after.interfaces.items():
         grown = {k: v for k, v in _grown(before.interfaces.get(name, {}), counters).items()
@@ -186,6 +187,7 @@ def delta(before: Snapshot, after: Snapshot, sockets: int | None = None,
             interfaces[name] = grown
     return {"tcp": _grown(before.tcp, after.tcp),
             "socket_retransmissions": sockets,
+            "peer_socket_retransmissions": peer,
             "interfaces": interfaces,
             "qdisc_drops": {k: v for k, v in _grown(before.qdiscs, after.qdiscs).items() if v},
             "used_interfaces": sorted(used) if used is not None else None,
@@ -211,6 +213,9 @@ def split(network: Any) -> tuple[list[str], list[str]]:
     sock = network.get("socket_retransmissions")
     if _positive(sock):
         own.append(f"{sock} TCP retransmission(s) on the data socket")
+    peer = network.get("peer_socket_retransmissions")
+    if _positive(peer):
+        own.append(f"{peer} TCP retransmission(s) on the peer's data socket")
     other += [f"host TCP {_safe(name)} +{value}" for name, value in _items(network, "tcp")
               if _positive(value)]
     for nic, counters in _items(network, "interfaces"):
