@@ -394,6 +394,7 @@ def test_started_by_the_users_mpirun_rank_0_reports(tmp_path):
     (series,) = doc["body"]["series"]
     assert series["np"] == 4 and series["launch"]["started_by"] == "openmpi"
     assert series["pair_counts"] == [1, 2]
+    assert doc["meta"]["conditions"]["start"]["load"]  # rank 0 watched its host
     assert [(p["pairs"], p["size"]) for p in series["points"]] == [(1, 8), (1, 4096), (2, 8),
                                                                    (2, 4096)]
 

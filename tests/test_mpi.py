@@ -124,6 +124,9 @@ def test_started_by_the_users_mpirun_runs_as_ranks(impl, tmp_path):
     doc = got.document()
     assert doc["meta"]["launch"]["started_by"] in ("openmpi", "mpich", "pmix")
     assert doc["body"]["local"]["mpi"]["implementation"] == impl
+    # rank 0 watched its host (the job's ranks here are its own: its launcher's tree)
+    assert doc["meta"]["conditions"]["start"]["load"]
+    assert doc["meta"]["conditions"]["network"]["socket_retransmissions"] is None
     assert got.stdout.count('"format": "beoperf"') == 1  # one document: rank 0's
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("beoperf-mpich-")]
 

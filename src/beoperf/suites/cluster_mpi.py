@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -350,6 +351,9 @@ def as_rank(plan: Plan, info: ranks.RankInfo, test: Test) -> Outcome | None:
         return None
     started, t0 = utc_now(), time.monotonic()
     leader = mpi_group.Leader(session)
+    # a job the user started: rank 0 watches its host (beoperf's own launch: beoperf does)
+    watch = around.Watch(me=os.getppid()).start() \
+        if launch_meta(info).get("started_by") != "beoperf" else None
     try:
         if session.size < 2:
             raise errors.BadSpec(f"the MPI job has {session.size} rank: these tests need two "
@@ -361,6 +365,9 @@ def as_rank(plan: Plan, info: ranks.RankInfo, test: Test) -> Outcome | None:
             leader.close()
     meta = make_meta(plan.command_line, utc_start=started,
                      duration_s=round(time.monotonic() - t0, 3))
+    if watch is not None:
+        meta["conditions"], notes = watch.stop()
+        series.warnings += notes
     run = test.body(plan.params, plan.label, [series])
     return Outcome(run.to_document(meta), error, interrupt)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -159,6 +160,9 @@ def measure(spec: Spec, opts: MpiOptions, session: Session, info: ranks.RankInfo
     transport = MpiTransport(Peer("rank 1", 1), params, timeout=spec.timeout, session=session)
     transport.connect()
     remote_hosts = bool(set(opts.hosts) - {"localhost"})  # else no shaper can be in the way
+    # a job the user started: rank 0 watches its host (beoperf's own launch: beoperf does)
+    watch = around.Watch(me=os.getppid()).start() \
+        if launch_meta(info).get("started_by") != "beoperf" else None
     try:
         cfg = dataclasses.replace(spec.sweep(), settle=remote_hosts)
         outcome = run_sweep(transport, cfg, on_pass=progress)
@@ -176,13 +180,16 @@ def measure(spec: Spec, opts: MpiOptions, session: Session, info: ranks.RankInfo
                      duration_s=round(time.monotonic() - started, 3),
                      peer=f"MPI rank 1 on {remote.get('host', '?')}",
                      launch=launch_meta(info))
+    notes: list[str] = []
+    if watch is not None:
+        meta["conditions"], notes = watch.stop()
     result = RunResult(parameters=jsonvalue.as_object(params), local=local, remote=remote,
                        meta=meta,
                        sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
                        warnings=warnings_of(transport.warnings, outcome,
                                             params.get("precision")),
                        sweep=outcome.facts)
-    result.warnings += shaper_notes(result, local)
+    result.warnings += [*shaper_notes(result, local), *notes]
     no_history(result, "no history is kept for MPI runs")
     return Measured(document(result), result, *stopped(outcome))
 

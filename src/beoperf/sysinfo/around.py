@@ -20,17 +20,19 @@ class Watch:
     """Snapshots before and after one run."""
 
     def __init__(self, network: bool = True, window: float = load.WINDOW_S,
-                 used: Collection[str] | None = None) -> None:
+                 used: Collection[str] | None = None, me: int | None = None) -> None:
         """``network``: read the network counters too; ``used``: the interfaces the run
-        uses, when known (drops elsewhere are the host's, not the run's)."""
-        self.network, self.window, self.used = network, window, used
+        uses, when known (drops elsewhere are the host's, not the run's); ``me``: the
+        root of beoperf's own processes (default this one; a rank started by the user's
+        launcher gives its parent, so that the job's other ranks here are its own)."""
+        self.network, self.window, self.used, self.me = network, window, used, me
         self.first: load.Moment | None = None
         self.before: counters.Snapshot | None = None
 
     def start(self) -> Watch:
         """Take the first snapshots (the load's window first, then the counters, so that
         they are read as close to the run as they can be)."""
-        self.first = load.moment(self.window)
+        self.first = load.moment(self.window, me=self.me)
         if self.network:
             self.before = counters.snapshot()
         return self
@@ -41,7 +43,7 @@ class Watch:
         the load's window, as close to the run's end as they can be.  The data sockets'
         retransmissions, when known: this end's and the peer's (as it said)."""
         after = counters.snapshot() if self.before is not None else None
-        last = load.moment(self.window)
+        last = load.moment(self.window, me=self.me)
         first = self.first or last
         warnings = load.judge([
             ("the start", first.record, float(first.record["own_running"])),
