@@ -371,6 +371,10 @@ def test_replay_on_loopback_times_every_class(tmp_path):
     assert total["median"] == pytest.approx(sum(c["median_s"] for c in body["classes"]))
     assert all(0 < t < 10 for c in body["classes"] for t in c["times_s"])
     assert "total" in res.stdout and "64 B" not in res.stdout
+    # the conditions around it: loopback, the sockets inside the replay not counted
+    network = json.loads(out.read_text())["meta"]["conditions"]["network"]
+    assert network["socket_retransmissions"] is None and "lo" in network["watched"]["interfaces"]
+    assert "\nmachine    load " in res.stdout
 
 
 def test_replay_refuses_concurrency_and_unknown_transports(tmp_path):

@@ -43,6 +43,9 @@ def test_a_profile_replays_between_two_local_ranks(impl, tmp_path):
     total = body["total_s"]
     assert total["median"] == pytest.approx(sum(c["median_s"] for c in rows.values()))
     assert "MPI rank 1 on" in done.stdout and "(complete)" in done.stdout
+    # the conditions around the job, on this host (the MPI library owns the sockets)
+    assert doc["meta"]["conditions"]["network"]["socket_retransmissions"] is None
+    assert "\nmachine    load " in done.stdout
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -37,6 +37,7 @@ from beoperf.model.mpi_options import MpiOptions
 from beoperf.suites.mpi_pingpong import rank_session
 from beoperf.suites.replay import Replayed, Spec, load, replay_document
 from beoperf.sweep.replay import replay
+from beoperf.sysinfo import around
 
 START_MARGIN_S = 60.0  # the job's deadline beyond its own bound: starting, finalizing
 PER_MESSAGE_S = 0.01  # a generous bound on one message on any link two local ranks use
@@ -133,10 +134,12 @@ def run_launched(spec: Spec) -> Replayed:
     env = job_environment(made, record)
     messages = sum(e.count for e in profile.entries)
     job = MpiJob(list(made.argv), env, deadline_of(spec, messages))
+    watch = around.Watch().start()
     job.run()
     doc, error, warnings = job.result(impl)
-    if warnings:
-        doc.body["warnings"] = list(doc.body.get("warnings") or []) + warnings
+    doc.meta["conditions"], notes = watch.stop()
+    if warnings or notes:
+        doc.body["warnings"] = list(doc.body.get("warnings") or []) + warnings + notes
     return Replayed(doc, error, job.interrupt)
 
 
