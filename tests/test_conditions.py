@@ -31,6 +31,8 @@ TC = json.dumps([
     {"kind": "noqueue", "handle": "0:", "dev": "lo", "root": True, "drops": 0},
     {"kind": "tbf", "handle": "8001:", "dev": "veth0", "root": True, "drops": 12,
      "overlimits": 40},
+    {"kind": "pfifo_fast", "handle": "0:", "dev": "eth3", "parent": ":1", "drops": 1},
+    {"kind": "pfifo_fast", "handle": "0:", "dev": "eth3", "parent": ":2", "drops": 2},
     {"kind": "netem", "handle": "1:", "dev": "x" * 200, "drops": 3},  # name too long
     {"kind": "fq", "handle": "2:", "dev": "eth1", "drops": True},  # not a count
     {"kind": "fq", "handle": "3:", "dev": "eth2", "drops": -4},
@@ -91,7 +93,9 @@ def test_interface_counters_from_a_crafted_sysfs_root(tmp_path):
 
 
 def test_qdisc_drops_keep_well_formed_entries_only():
-    assert counters.parse_qdiscs(TC) == {"lo noqueue 0:": 0, "veth0 tbf 8001:": 12}
+    assert counters.parse_qdiscs(TC) == {"lo noqueue 0:": 0, "veth0 tbf 8001:": 12,
+                                         "eth3 pfifo_fast 0: parent :1": 1,
+                                         "eth3 pfifo_fast 0: parent :2": 2}
     for junk in ("", "{", "null", '{"kind": "tbf"}', "[" * 100 + "]" * 100, "[1e999]"):
         assert counters.parse_qdiscs(junk) == {}
 

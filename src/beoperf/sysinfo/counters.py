@@ -115,21 +115,24 @@ def _name(value: Any) -> str | None:
 
 
 def parse_qdiscs(text: str) -> dict[str, int]:
-    """Each qdisc's drops from ``tc -s -j qdisc show``, keyed "DEV KIND HANDLE"; entries
-    without a device, kind or counter of the expected types are left out."""
+    """Each qdisc's drops from ``tc -s -j qdisc show``, keyed "DEV KIND HANDLE" (and
+    "parent P" for a child: an mq's queues share a handle); entries without a device,
+    kind or counter of the expected types are left out."""
     try:
-        found = safeio.parse_json(text, "tc -s -j qdisc show", max_depth=8)
+        found = safeio.parse_json(text, "tc -s -j qdisc show", max_depth=16)
     except ValueError:
         return {}
     out: dict[str, int] = {}
     for entry in found[:MAX_QDISCS] if isinstance(found, list) else []:
         if not isinstance(entry, dict):
             continue
-        dev, kind, handle = (_name(entry.get(k)) for k in ("dev", "kind", "handle"))
+        dev, kind, handle, parent = (_name(entry.get(k))
+                                     for k in ("dev", "kind", "handle", "parent"))
         drops = entry.get("drops")
         if dev and kind and isinstance(drops, int) and not isinstance(drops, bool) \
                 and drops >= 0:
-            out[f"{dev} {kind} {handle or '?'}"] = drops
+            key = f"{dev} {kind} {handle or '?'}" + (f" parent {parent}" if parent else "")
+            out[key] = drops
     return out
 
 
