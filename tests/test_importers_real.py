@@ -239,3 +239,16 @@ def test_cluster_import_reads_every_real_hpcc_file(tmp_path):
     assert "Traceback" not in res.stderr
     documents = [p for p in (tmp_path / "out").glob("*.json") if p.stem != "scaling"]
     assert len(documents) == sum(len(hpcc_summaries(p.read_text())) for p in HPCC)
+
+
+@pytest.mark.parametrize("path", OSU + IMB, ids=lambda p: p.name)
+def test_predict_takes_a_real_ping_pong_or_stream_as_profile_and_refuses_the_rest(path):
+    network = OTHERS / "osu" / "osu_latency-5.6.2-reframe-ucx.txt"
+    res = cli("predict", "--profile", str(path), "--network", str(network))
+    assert "Traceback" not in res.stderr
+    if load_any(path).source["format"] in ("osu-latency", "osu-bw", "imb-pingpong"):
+        assert res.status == 0, res.stderr
+        assert f"profile {path}" in res.stdout
+    else:  # osu_bibw, osu_mbw_mr, IMB Sendrecv: a benchmark whose loops are not a profile
+        assert res.status != 0 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert "not a profile" in res.stderr
