@@ -27,7 +27,10 @@ IMB_WARNINGS = {
         "the file also holds Exchange; imported Sendrecv",
         "Multi-PingPong, Multi-PingPing (-multi: several groups of processes at once) not read"],
     "imb-2019u2-pingpong-akrr-docs-block.txt": [
-        "the file also holds PingPing, Sendrecv, Exchange; imported PingPong"]}
+        "the file also holds PingPing, Sendrecv, Exchange; imported PingPong"],
+    "imb-2019u6-show-tail-pkb.txt": [
+        "2 bracketed line(s) of latency percentiles under the rows (PerfKitBenchmarker's "
+        "patched IMB, -show_tail) not read"]}
 # IMB's Mbytes/sec: 2^20 bytes/s up to IMB 4.x, 10^6 since IMB 2018 (IMB_output.c's MEGA)
 IMB_MEGA = {"4.0 Update 1": 2**20}
 
@@ -68,6 +71,8 @@ def imb_rows(text: str, benchmark: str) -> list[dict[str, float]]:
         if not tokens or tokens[0].startswith("#"):
             if rows:
                 break
+            continue
+        if tokens[0].startswith("["):  # a patched IMB's percentiles under a row
             continue
         rows.append(dict(zip(names, map(float, tokens), strict=True)))
     return rows

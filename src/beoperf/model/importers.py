@@ -487,6 +487,7 @@ def _imb_header(path: Path, lines: list[str], start: int) -> tuple[int, list[str
 def _imb_rows(path: Path, lines: list[str], header: int, width: int,
               warnings: list[str]) -> Rows:
     rows: Rows = []
+    tails = 0
     for i in range(header + 1, len(lines)):
         tokens = lines[i].split()
         if not tokens:
@@ -495,6 +496,9 @@ def _imb_rows(path: Path, lines: list[str], header: int, width: int,
             continue
         if tokens[0].startswith("#"):
             break
+        if rows and tokens[0].startswith("[") and tokens[-1].endswith("]"):
+            tails += 1  # PerfKitBenchmarker's patched IMB (-show_tail): a row's percentiles
+            continue
         if len(tokens) > 1 and any(f in tokens[1] for f in _IMB_FAILED):
             warnings.append(f"size {tokens[0]} B: IMB reported {tokens[1].rstrip('.;')}; skipped")
             continue
@@ -502,6 +506,9 @@ def _imb_rows(path: Path, lines: list[str], header: int, width: int,
             raise ResultFormatError(f"{path}:{i + 1}: {len(tokens)} columns in an IMB table of "
                                     f"{width} (truncated?)")
         rows.append((i + 1, [_number(path, i + 1, t, "the IMB PingPong table") for t in tokens]))
+    if tails:
+        warnings.append(f"{tails} bracketed line(s) of latency percentiles under the rows "
+                        "(PerfKitBenchmarker's patched IMB, -show_tail) not read")
     return rows
 
 
