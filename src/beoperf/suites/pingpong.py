@@ -367,8 +367,14 @@ def across_runs(result: RunResult, history: History, utc: str) -> list[str]:
     medians = {s.size: float(m) for s in result.sizes
                if (m := s.time_us.get("median")) is not None}  # range: between_run_sd, record
     own = run_history.between_run_sd(medians, history.runs)
-    sd = run_history.pooled_sd(own, len(history.runs), history.host_sd)
+    sd, cut = run_history.capped(run_history.pooled_sd(own, len(history.runs),
+                                                       history.host_sd))
     notes = [history.note] if history.note else []
+    notes += history.warnings(medians)
+    if cut:
+        notes.append(f"history: the spread between runs it gives was capped at "
+                     f"{run_history.MAX_RELATIVE_SD:.0%} (beoperf.sweep.history); "
+                     f"{history.path} may hold runs of another machine state")
     if sd is not None:
         for s in result.sizes:
             _add_between_runs(s, sd)
