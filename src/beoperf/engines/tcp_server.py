@@ -5,7 +5,8 @@ by address (:class:`Turns`): when a session ends and a client at another address
 told the server was busy meanwhile (or in the WAITING_S before), the next session is
 kept for the waiting addresses for TURN_HOLD_S, so that one client reconnecting at once
 after every session (or sending a valid hello every few seconds) cannot keep another
-out; a client alone is never refused, however many sessions it runs back to back.  A
+out; a client alone is never refused, however many sessions it runs back to back
+(but during one hold kept for an address that then let its turn lapse).  A
 session is never cut short for a turn: a sweep is bounded by its own budget.  The
 server bounds what a client may ask (message size, memory), times out silent,
 half-open and trickling peers (a message must arrive whole within the idle
