@@ -1021,6 +1021,7 @@ def test_runs_far_from_this_one_are_left_out_and_named(tmp_path, levels):
         assert facts["own_relative_sd"] == pytest.approx(math.log(1.05) / math.sqrt(2), rel=0.3)
     else:
         assert facts["added_to_intervals"] is False
+        assert "more than 10x from this one at every size they share" in facts["why_none"]
 
 
 def test_a_spread_beyond_the_cap_is_cut_and_said(tmp_path):
