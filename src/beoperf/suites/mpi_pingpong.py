@@ -321,7 +321,10 @@ def measured(job: MpiJob, name: str) -> Measured:
     doc, error, warnings = job.result(name)
     run = RunResult.from_document(doc)
     run.warnings += warnings
-    doc = document(run) if run.warnings != doc.body.get("warnings") else doc
+    reason = interrupts.relayed(run.status_reason, job.interrupt)
+    changed = run.warnings != doc.body.get("warnings") or reason != run.status_reason
+    run.status_reason = reason
+    doc = document(run) if changed else doc
     return Measured(doc, run, error, job.interrupt)
 
 

@@ -367,12 +367,19 @@ def across_runs(result: RunResult, history: History, utc: str) -> list[str]:
     medians = {s.size: float(m) for s in result.sizes
                if (m := s.time_us.get("median")) is not None}  # range: between_run_sd, record
     own = run_history.between_run_sd(medians, history.runs)
-    sd = run_history.pooled_sd(own, len(history.runs), history.host_sd)
+    sd, cut = run_history.capped(run_history.pooled_sd(own, len(history.runs),
+                                                       history.host_sd))
     notes = [history.note] if history.note else []
+    notes += history.warnings(medians)
+    if cut:
+        notes.append(f"history: the spread between runs it gives was capped at "
+                     f"{run_history.MAX_RELATIVE_SD:.0%} (beoperf.sweep.history); "
+                     f"{history.path} may hold runs of another machine state")
     if sd is not None:
         for s in result.sizes:
             _add_between_runs(s, sd)
-    facts = _between_facts(history, own, sd)
+    facts = _between_facts(history, own, sd,
+                           far=len(run_history.implausible(medians, history.runs)))
     result.sweep = dict(result.sweep or {}, between_runs=facts)
     if result.status == "complete" and medians:
         kept = history.record(utc, medians)
@@ -399,17 +406,21 @@ def _add_between_runs(s: SizeResult, sd: float) -> None:
     s.ci95_relative = intervals.relative_halfwidth(float(median), got[0], got[1])
 
 
-def _between_facts(history: History, own: float | None, sd: float | None) -> JsonObject:
+def _between_facts(history: History, own: float | None, sd: float | None,
+                   far: int = 0) -> JsonObject:
     """``sweep.between_runs``: the spread applied (``relative_sd``, None: none) and where
     it came from (``source``: "own" earlier runs of this setup, "own+host" those pooled
     with the host's other setups, "host" borrowed from those only, "none"), the part it
     adds to an interval, the file and what was read.  Where the spread came from is said
     beside every interval (report.pingpong), so it is no warning; only a history that
-    could not be read or kept is (history.note, record's note)."""
+    could not be read or kept is (history.note, record's note).  ``far``: how many
+    earlier runs had a size left out as more than MAX_RATIO from this run's."""
     host = history.host_sd is not None
     source = "none" if sd is None else "host" if own is None else "own+host" if host else "own"
     missing = ("this setup's own history could not be read" if history.note else
                "no earlier run of this setup" if not history.runs else
+               f"the earlier runs of this setup are more than {run_history.MAX_RATIO:g}x "
+               "from this one at every size they share" if far else
                "no earlier run of this setup has a size of this one")
     facts: JsonObject = {
         "history": str(history.path),
