@@ -69,11 +69,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _add_schedule_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("sizes and precision")
-    g.add_argument("--start", default="1", metavar="SIZE", help="smallest size (default 1)")
+    g.add_argument("--start", default="1", metavar="SIZE",
+                   help="smallest size (default 1; 0: an empty message first)")
     g.add_argument("--end", default="8M", metavar="SIZE", help="largest size (default 8M)")
     g.add_argument("--perturbation", type=int, default=3, metavar="BYTES",
                    help="also measure each size +-BYTES (default 3, 0 = off)")
-    g.add_argument("--sizes", metavar="LIST", help="explicit sizes instead, e.g. 8,1024,64K")
+    g.add_argument("--sizes", metavar="LIST",
+                   help="explicit sizes instead, e.g. 0,8,1024,64K (0: an empty message; "
+                        "on TCP one byte each way, the smallest round trip)")
     g.add_argument("--precision", type=float, default=pingpong.PRECISION, metavar="FRACTION",
                    help="stop a size once the median's 95%% CI is within this "
                         "(default %(default)s)")
@@ -123,7 +126,7 @@ def _sizes(args: argparse.Namespace) -> list[int]:
     try:
         if args.sizes is not None:  # '' is a mistake, not "the default sweep"
             return pingpong.explicit_schedule(args.sizes)
-        return pingpong.netpipe_schedule(units.parse_size(args.start),
+        return pingpong.netpipe_schedule(units.parse_size(args.start, allow_zero=True),
                                          units.parse_size(args.end), args.perturbation)
     except ValueError as exc:
         raise UsageError(str(exc)) from None

@@ -19,6 +19,7 @@ from beoperf.engines.tcp_data import (
     apply_options,
     data_socket_facts,
     set_io_timeout,
+    wire_size,
 )
 from beoperf.model import jsonvalue
 from beoperf.model.document import JsonObject
@@ -164,7 +165,7 @@ class TcpClient(Transport):
             samples, elapsed, corrupt = _core.run(
                 CLIENT_ROLE[mode], self.data.fileno(), pool, reps,
                 integrity=bool(self.params.get("integrity")), seq0=seq0,
-                timeout_ms=int(self.timeout * 1000), timed=mode != "stream", size=size)
+                timeout_ms=int(self.timeout * 1000), timed=mode != "stream", size=wire_size(size))
         except (ConnectionError, TimeoutError):
             self._raise_peer_reason()
             raise

@@ -62,7 +62,8 @@ def text(doc: Document | RunResult, **_options: Any) -> str:
     if "latency_size" in s:
         lines += _latency_lines(run, s)
         lines.append(f"  throughput {s['peak_throughput_bps'] / 1e6:.2f} Mbit/s peak at "
-                     f"{s['peak_size']} B (from the median time)")
+                     f"{s['peak_size']} B (from the median time)" if s["peak_size"] else
+                     "  throughput none: empty messages (0 B) carry no payload")
         lines += analysis_lines(run)
         switch = protocol_switch(run) if len(run.sizes) >= 3 else None
         if switch is not None:
