@@ -129,3 +129,7 @@ def test_a_run_of_empty_messages_only_says_it_has_no_throughput(tmp_path):
     assert "one-way at 0 B" in out and "throughput none: empty messages" in out
     assert cli("plot", str(path), "-o", str(tmp_path / "p")).status == 0
     assert not np.isnan(load_json(path).sizes[0].central_time_us())
+    res = cli("compare", str(path), str(crafted_with_an_empty_row(tmp_path, "b.json")))
+    assert res.status == 1 and res.error_lines == [
+        f"beoperf: input error: {path}: empty messages (0 B) only: no throughput to compare; "
+        "a run with a size above 0 has a peak"]
