@@ -175,7 +175,7 @@ def measure(spec: Spec, opts: MpiOptions, session: Session, info: ranks.RankInfo
                      duration_s=round(time.monotonic() - started, 3),
                      peer=f"MPI rank 1 on {remote.get('host', '?')}",
                      launch=launch_meta(info))
-    result = RunResult(parameters=jsonvalue.as_object(params), local=local, remote=remote,
+    result = RunResult(parameters=spec.recorded(params), local=local, remote=remote,
                        meta=meta,
                        sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
                        warnings=warnings_of(transport.warnings, outcome,
@@ -261,7 +261,8 @@ def spec_from_plan(plan: JsonObject) -> Spec:
         perturbation=narrow.opt_int_at(plan, "perturbation"),
         command_line=tuple(narrow.texts_or_none(plan.get("command_line"), "command_line")),
         mpi=options_from_plan(mpi) if isinstance(mpi, dict) else None,
-        history=Path(history) if history is not None else None)
+        history=Path(history) if history is not None else None,
+        link_speed=narrow.opt_num_at(plan, "link_speed"))
 
 
 def options_from_plan(plan: JsonObject) -> MpiOptions:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import ipaddress
+import math
 import os
 import random
 import socket
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from beoperf import _core, engines, errors, interrupts, pools, sysinfo, units
-from beoperf.analysis import intervals
+from beoperf.analysis import efficiency, intervals
 from beoperf.analysis.pingpong import document, precision_shortfall
 from beoperf.analysis.stats import MIN_CI_SAMPLES
 from beoperf.audit import state
@@ -98,6 +99,7 @@ class Spec:
     command_line: tuple[str, ...] = ()
     mpi: MpiOptions | None = None  # transport mpi: hosts, launcher, loop variants
     history: Path | None = None  # earlier runs of this setup (beoperf.sweep.history); None: none
+    link_speed: float | None = None  # bit/s (--link-speed): the efficiency's link; None: the NICs'
 
     def params(self) -> SessionParams:
         """The session parameters both ends agree on (and the result records)."""
@@ -113,6 +115,14 @@ class Spec:
                 "trial_time": self.trial_time,
                 "perturbation": self.perturbation, "sizes": len(self.sizes),
                 "start": self.sizes[0], "end": self.sizes[-1]}
+
+    def recorded(self, params: SessionParams) -> JsonObject:
+        """The parameters the result records: the session's, and --link-speed when given
+        (the peer never sees it, and a run's history setup does not depend on it)."""
+        out = jsonvalue.as_object(params)
+        if self.link_speed is not None:
+            out[efficiency.LINK_SPEED_PARAM] = self.link_speed
+        return out
 
     def sweep(self) -> SweepConfig:
         return SweepConfig(sizes=list(self.sizes), mode=self.mode, precision=self.precision,
@@ -152,6 +162,10 @@ def validate(spec: Spec) -> None:
     """BadSpec for a value no sweep can use."""
     if not spec.sizes or spec.sizes[0] < 0:
         raise errors.BadSpec("no usable sizes", HINT)
+    if spec.link_speed is not None and not (math.isfinite(spec.link_speed)
+                                            and spec.link_speed > 0):
+        raise errors.BadSpec(f"--link-speed {spec.link_speed!r} bit/s: give a finite rate > 0",
+                             HINT)
     if spec.mode not in MODES:
         raise errors.BadSpec(f"--mode {spec.mode!r}: choose {', '.join(MODES)}", HINT)
     if not 0 < spec.precision < 1:
@@ -288,7 +302,7 @@ def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
                      duration_s=round(time.monotonic() - started, 3),
                      peer=f"{host} port {port}",
                      clock=dict(sysinfo.clock_facts(), overhead_ns=_core.clock_overhead_ns(1000)))
-    result = RunResult(parameters=jsonvalue.as_object(params), local=local, remote=remote,
+    result = RunResult(parameters=spec.recorded(params), local=local, remote=remote,
                        meta=meta,
                        sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
                        sweep=outcome.facts)
