@@ -173,7 +173,7 @@ def text(e: Efficiency) -> str:
         out += f"; best trial (NetPIPE's figure) {best}"
     if e.peak_of_link > 1:
         out += ("; above the link's speed, which no link sustains: a shaper's burst (see the "
-                "warnings), or a --link-speed below the real one")
+                "warnings), or a link speed below the real one")
     if e.link_note:
         out += f"; {e.link_note}"
     return out

@@ -132,7 +132,7 @@ def _efficiency_row(e: Efficiency) -> tuple[str, Markup, str, str]:
         goodput += f"; best trial (NetPIPE's figure) {e.best_trial_of_link:.1%} of the link"
     how = f"link speed from {e.link_source}" + (f"; {e.link_note}" if e.link_note else "")
     if e.peak_of_link > 1:
-        how += "; above the link's speed: a shaper's burst, or a --link-speed too low"
+        how += "; above the link's speed: a shaper's burst, or a link speed below the real one"
     return "efficiency", num(e.peak_of_link, shown), goodput, how
 
 
