@@ -101,8 +101,8 @@ def link_speed(run: RunResult) -> LinkSpeed:
         return LinkSpeed(given, "--link-speed")
     local, remote = _interface(run.local), _interface(run.remote)
     if not local:
-        return LinkSpeed(None, "no network interface recorded for this end (shared "
-                               "memory, or an import); give --link-speed")
+        return LinkSpeed(None, "no network interface recorded for this end (an MPI "
+                               "run, or an import); give --link-speed")
     for facts in (local, remote):
         problem = nic_problem(facts) if facts else None
         if problem:
