@@ -133,3 +133,31 @@ def test_a_run_of_empty_messages_only_says_it_has_no_throughput(tmp_path):
     assert res.status == 1 and res.error_lines == [
         f"beoperf: input error: {path}: empty messages (0 B) only: no throughput to compare; "
         "a run with a size above 0 has a peak"]
+
+
+def test_a_server_older_than_empty_messages_is_named_in_the_refusal(monkeypatch):
+    """A 'beoperf serve' before this change refuses size 0 as outside its limits; the
+    client says why and what to do (the server's check is put back as it was)."""
+    from beoperf import _core, engines
+    from beoperf.engines import protocol, tcp_server
+    from helpers import running_server
+
+    current = tcp_server.Session._trial
+
+    def older(self, message):
+        if message.get("size") == 0:
+            raise protocol.Refusal("limit", f"run of {message.get('reps')} x 0 bytes is "
+                                            "outside the session limits")
+        return current(self, message)
+
+    monkeypatch.setattr(tcp_server.Session, "_trial", older)
+    with running_server() as srv:
+        client = engines.get("tcp")(engines.Peer("127.0.0.1", srv.port),
+                                    {"mode": "pingpong", "max_size": 1024}, timeout=5)
+        client.connect()
+        assert client.trial(1, 3, _core.Pool(1024), 0).elapsed_ns > 0
+        with pytest.raises(protocol.PeerRefused, match=r"outside the session limits: a "
+                           r"'beoperf serve' older than empty messages \(size 0\) refuses "
+                           r"them; upgrade it, or leave 0 out of --sizes"):
+            client.trial(0, 3, _core.Pool(1024), 0)
+        client.close(abort=True)
