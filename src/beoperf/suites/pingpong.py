@@ -302,10 +302,11 @@ def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
                      duration_s=round(time.monotonic() - started, 3),
                      peer=f"{host} port {port}",
                      clock=dict(sysinfo.clock_facts(), overhead_ns=_core.clock_overhead_ns(1000)))
-    result = RunResult(parameters=spec.recorded(params), local=local, remote=remote,
+    result = RunResult(parameters=jsonvalue.as_object(params), local=local, remote=remote,
                        meta=meta,
                        sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
                        sweep=outcome.facts)
+    result.parameters = spec.recorded(params)  # with --link-speed, which the peer never saw
     notes = history_notes(result, history, started_utc,
                           "--history off" if spec.transport == "tcp" else
                           f"no history for the {spec.transport} transport")
