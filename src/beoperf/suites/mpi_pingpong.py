@@ -108,9 +108,13 @@ def validate_mpi(spec: Spec) -> MpiOptions:
 
 
 def parameters(spec: Spec, opts: MpiOptions, implementation: str) -> SessionParams:
-    """The session's parameters: the sweep's, the MPI options' (MpiOptions.params) and the
-    library's name."""
-    return {**spec.params(), **opts.params(), "transport": "mpi", "mpi": implementation}
+    """The session's parameters: the sweep's, the MPI options' (MpiOptions.params), the
+    library's name and --link-speed when given (the ranks' orders carry none of it)."""
+    out: SessionParams = {**spec.params(), **opts.params(), "transport": "mpi",
+                          "mpi": implementation}
+    if spec.link_speed is not None:
+        out["link_speed_bps"] = spec.link_speed
+    return out
 
 
 # --------------------------------------------------------------------------- as a rank
@@ -175,7 +179,7 @@ def measure(spec: Spec, opts: MpiOptions, session: Session, info: ranks.RankInfo
                      duration_s=round(time.monotonic() - started, 3),
                      peer=f"MPI rank 1 on {remote.get('host', '?')}",
                      launch=launch_meta(info))
-    result = RunResult(parameters=spec.recorded(params), local=local, remote=remote,
+    result = RunResult(parameters=jsonvalue.as_object(params), local=local, remote=remote,
                        meta=meta,
                        sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
                        warnings=warnings_of(transport.warnings, outcome,
