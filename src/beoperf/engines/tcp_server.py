@@ -55,6 +55,7 @@ from beoperf.engines.tcp_data import (
     congestion_problem,
     data_socket_facts,
     set_io_timeout,
+    wire_size,
 )
 from beoperf.model.document import JsonObject, JsonValue
 
@@ -265,14 +266,14 @@ class Session:
         size, reps, seq0 = message.get("size"), message.get("reps"), message.get("seq0", 0)
         if not (isinstance(size, int) and isinstance(reps, int) and isinstance(seq0, int)):
             raise Refusal("bad-request", "run needs integer size, reps and seq0")
-        if not (1 <= size <= self.params["max_size"] and 1 <= reps <= MAX_REPS and seq0 >= 0):
+        if not (0 <= size <= self.params["max_size"] and 1 <= reps <= MAX_REPS and seq0 >= 0):
             raise Refusal("limit", f"run of {reps} x {size} bytes is outside the session limits")
         assert self.data is not None
         _, elapsed, corrupt = _core.run(
             SERVER_ROLE[self.params["mode"]], self.data.fileno(), self._pool(), reps,
             integrity=bool(self.params.get("integrity")), seq0=seq0,
             timeout_ms=int(self.cfg.idle_timeout * 1000), inject_corrupt=self.cfg.inject_corrupt,
-            timed=False, size=size)
+            timed=False, size=wire_size(size))
         protocol.send_message(self.ctrl, {"op": "done", "elapsed_ns": elapsed, "corrupt": corrupt})
         self.runs += 1
         self.bytes += size * reps

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import ipaddress
+import math
 import os
 import random
 import socket
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from beoperf import _core, engines, errors, interrupts, pools, sysinfo, units
-from beoperf.analysis import intervals
+from beoperf.analysis import efficiency, intervals
 from beoperf.analysis.pingpong import document, precision_shortfall
 from beoperf.analysis.stats import MIN_CI_SAMPLES
 from beoperf.audit import state
@@ -98,10 +99,12 @@ class Spec:
     command_line: tuple[str, ...] = ()
     mpi: MpiOptions | None = None  # transport mpi: hosts, launcher, loop variants
     history: Path | None = None  # earlier runs of this setup (beoperf.sweep.history); None: none
+    link_speed: float | None = None  # bit/s (--link-speed): the efficiency's link; None: the NICs'
 
     def params(self) -> SessionParams:
         """The session parameters both ends agree on (and the result records)."""
-        return {"mode": self.mode, "max_size": self.sizes[-1], "integrity": self.integrity,
+        # an empty message still moves a byte on TCP (engines.tcp_data.wire_size)
+        return {"mode": self.mode, "max_size": max(self.sizes[-1], 1), "integrity": self.integrity,
                 "nocache": self.nocache, "sndbuf": self.sndbuf, "rcvbuf": self.rcvbuf,
                 "nodelay": self.nodelay, "busy_poll": self.busy_poll,
                 "congestion": (default_congestion(self.mode, self.transport)
@@ -112,6 +115,14 @@ class Spec:
                 "trial_time": self.trial_time,
                 "perturbation": self.perturbation, "sizes": len(self.sizes),
                 "start": self.sizes[0], "end": self.sizes[-1]}
+
+    def recorded(self, params: SessionParams) -> JsonObject:
+        """The parameters the result records: the session's, and --link-speed when given
+        (the peer never sees it, and a run's history setup does not depend on it)."""
+        out = jsonvalue.as_object(params)
+        if self.link_speed is not None:
+            out[efficiency.LINK_SPEED_PARAM] = self.link_speed
+        return out
 
     def sweep(self) -> SweepConfig:
         return SweepConfig(sizes=list(self.sizes), mode=self.mode, precision=self.precision,
@@ -149,8 +160,12 @@ class Measured(NamedTuple):
 
 def validate(spec: Spec) -> None:
     """BadSpec for a value no sweep can use."""
-    if not spec.sizes or spec.sizes[0] < 1:
+    if not spec.sizes or spec.sizes[0] < 0:
         raise errors.BadSpec("no usable sizes", HINT)
+    if spec.link_speed is not None and not (math.isfinite(spec.link_speed)
+                                            and spec.link_speed > 0):
+        raise errors.BadSpec(f"--link-speed {spec.link_speed!r} bit/s: give a finite rate > 0",
+                             HINT)
     if spec.mode not in MODES:
         raise errors.BadSpec(f"--mode {spec.mode!r}: choose {', '.join(MODES)}", HINT)
     if not 0 < spec.precision < 1:
@@ -291,6 +306,7 @@ def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
                        meta=meta,
                        sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
                        sweep=outcome.facts)
+    result.parameters = spec.recorded(params)  # with --link-speed, which the peer never saw
     notes = history_notes(result, history, started_utc,
                           "--history off" if spec.transport == "tcp" else
                           f"no history for the {spec.transport} transport")
