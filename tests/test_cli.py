@@ -43,7 +43,7 @@ def test_no_command_is_usage_error():
 
 @pytest.mark.parametrize("argv,word", [
     (["pingpong", "--precision", "2"], "--precision"),
-    (["pingpong", "--sizes", "0,12"], "sizes"),
+    (["pingpong", "--sizes", ",,"], "sizes"),
     (["pingpong", "--sizes", "12,abc"], "not a size"),
     (["pingpong", "--start", "2K", "--end", "1K"], "range"),
     (["pingpong", "--mode", "sideways"], "invalid choice"),
@@ -155,7 +155,7 @@ def test_json_to_stdout_summary_to_stderr():
                   "--time-budget", "2")  # what is written, not how precise: no 20 s needed
     assert res.status == 0, res.stderr
     doc = res.json
-    assert (doc["format"], doc["kind"], doc["schema_version"]) == ("beoperf", "pingpong", 4)
+    assert (doc["format"], doc["kind"], doc["schema_version"]) == ("beoperf", "pingpong", 5)
     assert doc["meta"]["command_line"][:2] == ["beoperf", "pingpong"]
     body = doc["body"]
     assert [s["size"] for s in body["sizes"]] == [1, 1024]

@@ -643,3 +643,22 @@ def test_runs_of_one_count_on_different_hpl_grids_are_not_scaled(tmp_path):
                      cli("cluster", "import", *files).stdout)
     assert "to do: give the runs of one count one grid" in cli("cluster", "import",
                                                                *files).stdout
+
+
+def test_runs_of_one_count_at_different_problem_sizes_are_said(tmp_path):
+    # a real file of 20 runs (tests/fixtures/others: hpcc-buaa) ran HPL at N 10000 to
+    # 80000 at np 2; crafted: two runs of HPL_N 400 and 800 at one count
+    real = FIXTURES.parent / "others" / "hpcc" / "hpcc-1.5.0-buaa-20-runs-hpl-not-run-and-nan.txt"
+    result = cli("cluster", "import", str(real), "--format", "json")
+    assert result.status == 0, result.stderr
+    assert ("series import, np 2: HPL ran at different problem sizes in its runs "
+            "(HPL_N 10000..80000): its mean mixes them") in result.json["body"]["warnings"]
+    assert "HPL ran at different problem sizes" in cli("cluster", "import", str(real)).stdout
+    same = cli("cluster", "import", crafted(tmp_path, "a", HPL_N=400),
+               crafted(tmp_path, "b", HPL_N=400), "--format", "json")
+    assert not [w for w in same.json["body"]["warnings"] if "problem sizes" in w]
+    mixed = cli("cluster", "import", crafted(tmp_path, "c", HPL_N=400),
+                crafted(tmp_path, "d", HPL_N=800), "--format", "json")
+    assert [w for w in mixed.json["body"]["warnings"] if "problem sizes" in w] == [
+        "series import, np 2: HPL ran at different problem sizes in its runs "
+        "(HPL_N 400..800): its mean mixes them"]

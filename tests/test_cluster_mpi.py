@@ -411,7 +411,12 @@ def test_mpich_ring_launched_by_beoperf():
     assert all(v > 0 for v in series["repeats"][0]["figures"].values())
 
 
-def test_ctrl_c_keeps_what_was_measured(tmp_path):
+@pytest.mark.parametrize("sig, status, why", [
+    (signal.SIGINT, 130, "interrupted by the user"),
+    (signal.SIGTERM, 143, "terminated by SIGTERM")])
+def test_ctrl_c_or_sigterm_keeps_what_was_measured(tmp_path, sig, status, why):
+    """The series is kept and says what stopped it: a SIGTERM is not the user's Ctrl-C
+    (rank 0 saw SIGUSR1 either way)."""
     require_mpi("openmpi")
     out = tmp_path / "cut.json"
     proc = subprocess.Popen(beoperf("cluster", "ring", "--ranks-per-node", "2",
@@ -421,12 +426,12 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
                             start_new_session=True)
     try:
         time.sleep(8)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             kill_group(proc)
-    assert proc.returncode == 130, err[-2000:]
+    assert proc.returncode == status, err[-2000:]
     (series,) = model.load(out).body["series"]
-    assert series["status"] == "interrupted"
+    assert series["status"] == "interrupted" and series["status_reason"] == why
     assert series["repeats"] and series["repeats"][0]["rings"]

@@ -18,6 +18,7 @@ import pytest
 from beoperf.analysis import intervals
 from beoperf.analysis.pingpong import size_text
 from beoperf.model.pingpong import RunResult, SizeResult
+from beoperf.report.answer import Level, level_of
 from beoperf.report.pingpong import between_runs_text
 from beoperf.suites.pingpong import across_runs, history_setup
 from beoperf.sweep import history as h
@@ -621,11 +622,14 @@ def test_the_median_range_and_the_size_count_are_inclusive(tmp_path):
     run = {"utc": utc(), "medians": [[1, h.MIN_MEDIAN], [2, h.MAX_MEDIAN]]}
     got = h.parse({"format": h.FORMAT, "runs": [run]}, NOW)
     assert got[0].medians == {1: h.MIN_MEDIAN, 2: h.MAX_MEDIAN}
-    earlier = [h.Run(utc(), {1: 1.0, 2: 1.0})]
+    earlier = [h.Run(utc(), {1: 2 * h.MIN_MEDIAN, 2: h.MAX_MEDIAN / 2})]
     assert h.between_run_sd({1: h.MIN_MEDIAN}, earlier) == pytest.approx(
-        abs(math.log(h.MIN_MEDIAN)) / math.sqrt(2))
+        math.log(2) / math.sqrt(2))
     assert h.between_run_sd({2: h.MAX_MEDIAN}, earlier) == pytest.approx(
-        math.log(h.MAX_MEDIAN) / math.sqrt(2))
+        math.log(2) / math.sqrt(2))
+    # the bounds of the range, but more than MAX_RATIO apart: not compared
+    assert h.between_run_sd({1: h.MIN_MEDIAN, 2: h.MAX_MEDIAN},
+                            [h.Run(utc(), {1: 1.0, 2: 1.0})]) is None
     os.chmod(tmp_path, 0o700)
     hist = h.History(tmp_path, "k", {})
     assert hist.record(utc(), {k: 1.0 for k in range(1, h.MAX_POINTS + 1)}) is None
@@ -973,3 +977,106 @@ def test_other_setups_are_read_up_to_max_scan_bytes(tmp_path, monkeypatch, limit
     monkeypatch.setattr(h, "MAX_SCAN_BYTES", size + 1 if limit == "one file and a byte"
                         else 2 * size)
     assert h.History.load(tmp_path, "pingpong", {"peer": "x", **HOST}, NOW).host_setups == 2
+
+
+# --- a history is read, not trusted (issue 28) ---------------------------------------------
+
+
+def own_file(directory: Path, setup: dict, levels: list[float]) -> Path:
+    """This setup's file with runs at ``levels`` times the base curve of ``sweep``."""
+    path = directory / f"{h.setup_key('pingpong', setup)}.json"
+    runs = [{"utc": utc(0.5 + i * 0.01),
+             "medians": [[size, (10.0 + size / 1000.0) * lv] for size in SIZES]}
+            for i, lv in enumerate(levels)]
+    path.write_text(json.dumps({"format": h.FORMAT, "setup": setup, "runs": runs}))
+    return path
+
+
+def widest(run: RunResult) -> float:
+    """The largest log half-width of a size's stated interval over its within-run one."""
+    return max(max(math.log(s.time_us["median"] / s.ci95_us[0]),
+                   math.log(s.ci95_us[1] / s.time_us["median"])) for s in run.sizes)
+
+
+CAP = math.hypot(math.log(1.02 / 1.0) * 1.01,
+                 intervals.between_runs_halfwidth(h.MAX_RELATIVE_SD))
+
+
+@pytest.mark.parametrize("levels", [[1e-7, 9e8], [1e-7, 1.05, 9e8]])
+def test_runs_far_from_this_one_are_left_out_and_named(tmp_path, levels):
+    """Runs at 1e-6 and 1e12 us (the issue's crafted history, which widened a 35 us
+    interval to [0, 1485] us): left out, the file and runs named; a plausible run beside
+    them still counts."""
+    os.chmod(tmp_path, 0o700)
+    setup = {"peer": "127.0.0.1", **HOST}
+    path = own_file(tmp_path, setup, levels)
+    run = sweep(1.0, rng=random.Random(3))
+    notes = across_runs(run, h.History.load(tmp_path, "pingpong", setup, NOW), utc())
+    far = [n for n in notes if "more than 10x from this run's" in n]
+    assert len(far) == 1 and str(path) in far[0] and far[0].count("T") >= 2
+    for s in run.sizes:
+        assert 0 < s.ci95_us[0] and s.ci95_us[1] / s.ci95_us[0] < 1.4  # 1.05: +-10%
+    facts = run.sweep["between_runs"]
+    if 1.05 in levels:
+        assert facts["own_relative_sd"] == pytest.approx(math.log(1.05) / math.sqrt(2), rel=0.3)
+    else:
+        assert facts["added_to_intervals"] is False
+        assert "more than 10x from this one at every size they share" in facts["why_none"]
+
+
+def test_a_spread_beyond_the_cap_is_cut_and_said(tmp_path):
+    """Runs 9x apart (inside the band): the spread they give (log 9 / sqrt 2 = 155%) is
+    cut to MAX_RELATIVE_SD; the interval stays within the cap's factor of the run's own."""
+    os.chmod(tmp_path, 0o700)
+    setup = {"peer": "127.0.0.1", **HOST}
+    own_file(tmp_path, setup, [9.0, 1 / 9.0])
+    run = sweep(1.0, rng=random.Random(4), noise=0.0)
+    notes = across_runs(run, h.History.load(tmp_path, "pingpong", setup, NOW), utc())
+    assert any("capped at 25%" in n for n in notes)
+    assert [level_of(n)[0] for n in notes] == [Level.WARN]
+    assert run.sweep["between_runs"]["relative_sd"] == h.MAX_RELATIVE_SD
+    assert run.sweep["between_runs"]["own_relative_sd"] > 1.0
+    assert widest(run) == pytest.approx(CAP, rel=0.02)
+    assert all(s.ci95_us[0] > s.time_us["median"] / 2.1 for s in run.sizes)
+
+
+def test_another_setup_claiming_this_host_with_wild_runs_is_left_out(tmp_path):
+    """In a shared directory, a file claiming this host whose runs sit at 1e-6 and 1e12:
+    a first run does not borrow its spread, and the file is named."""
+    os.chmod(tmp_path, 0o700)
+    setup = other_setup(tmp_path, 1, [1e-7, 1e9])
+    other_setup(tmp_path, 2, [1.0, 1.1])
+    mine = {"peer": "127.0.0.1", **HOST}
+    hist = h.History.load(tmp_path, "pingpong", mine, NOW)
+    assert hist.host_setups == 1
+    assert hist.host_sd == pytest.approx(math.log(1.1) / math.sqrt(2), rel=1e-9)
+    run = sweep(1.0, rng=random.Random(5))
+    notes = across_runs(run, hist, utc())
+    assert [n for n in notes if h.setup_key("pingpong", setup) in n and "10x apart" in n]
+
+
+@pytest.mark.parametrize("how", ["owner", "mode"])
+def test_files_of_another_user_or_writable_by_others_are_not_read(tmp_path, how):
+    """As ssh's StrictModes: this setup's file and another setup's, owned by nobody
+    (65534) or mode 0666, are not read; the warning names them; nothing is written over
+    this setup's file."""
+    os.chmod(tmp_path, 0o700)
+    mine = {"peer": "127.0.0.1", **HOST}
+    own = own_file(tmp_path, mine, [1.5])
+    other = tmp_path / f"{h.setup_key('pingpong', other_setup(tmp_path, 1, [1.0, 2.0]))}.json"
+    before = own.read_bytes()
+    for path in (own, other):
+        if how == "owner":
+            os.chown(path, 65534, 65534)
+        else:
+            os.chmod(path, 0o666)
+    hist = h.History.load(tmp_path, "pingpong", mine, NOW)
+    assert hist.runs == [] and hist.host_sd is None
+    assert str(own) in hist.note and ("owned by uid 65534" in hist.note
+                                      if how == "owner" else "writable by group" in hist.note)
+    run = sweep(1.0, rng=random.Random(6))
+    notes = across_runs(run, hist, utc())
+    assert any(other.name in n and "not owned by uid" in n for n in notes)
+    assert {level_of(n)[0] for n in notes if "not added" not in n} == {Level.WARN}
+    assert run.sweep["between_runs"]["added_to_intervals"] is False
+    assert own.read_bytes() == before

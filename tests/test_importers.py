@@ -341,8 +341,8 @@ def test_imb_multi_pingpong_of_several_pairs_is_not_a_pingpong(tmp_path):
     path = tmp_path / "imb-multi.txt"
     path.write_text("# Benchmarking Multi-PingPong\n# ( 2 groups of 2 processes each running "
                     "simultaneous )\n")
-    with pytest.raises(ResultFormatError, match="without a PingPong, PingPing, Sendrecv or "
-                                                "Exchange benchmark"):
+    with pytest.raises(ResultFormatError, match="Multi-PingPong .-multi: several groups of "
+                                                "processes at once. is not read; beoperf reads"):
         load_any(path)
 
 

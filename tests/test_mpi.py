@@ -179,9 +179,14 @@ def test_a_job_past_its_deadline_is_ended_with_a_clear_error():
     assert got.seconds < 30
 
 
-def test_ctrl_c_keeps_what_rank_0_measured(tmp_path):
-    """SIGINT to beoperf: rank 0 is asked (SIGUSR1 through mpirun) to stop after its trial
-    and send what it has; the result is written and the status is 130."""
+@pytest.mark.parametrize("sig, status, why", [
+    (signal.SIGINT, 130, "interrupted by the user"),
+    (signal.SIGTERM, 143, "terminated by SIGTERM")])
+def test_ctrl_c_or_sigterm_keeps_what_rank_0_measured(tmp_path, sig, status, why):
+    """SIGINT or SIGTERM to beoperf: rank 0 is asked (SIGUSR1 through mpirun) to stop
+    after its trial and send what it has; the result is written, the status is 128 + the
+    signal, and the document says which (a scheduler's SIGTERM is not the user's Ctrl-C,
+    though rank 0 saw SIGUSR1 either way)."""
     require_mpi("openmpi")
     proc = subprocess.Popen(beoperf("pingpong", "--transport", "mpi", "--sizes", LONG,
                                     "--time-budget", "60", "--precision", "0.0001",
@@ -190,14 +195,16 @@ def test_ctrl_c_keeps_what_rank_0_measured(tmp_path):
                             start_new_session=True)
     try:
         time.sleep(6)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             kill_group(proc)
-    assert proc.returncode == 130, err
+    assert proc.returncode == status, err
     doc = json.loads((tmp_path / "cut.json").read_text())
     assert doc["body"]["status"] == "interrupted"
+    assert doc["body"]["status_reason"] == why
+    assert f"the sweep is interrupted: {why}" in err
     assert len(doc["body"]["sizes"]) == 4 and doc["body"]["sizes"][0]["trials"] >= 1
 
 

@@ -186,3 +186,47 @@ def test_no_shaper_is_reported_on_a_plain_link(netns_pair):
     doc = pingpong(client, server.addr4, "--sizes", "64K,1M", "--time-budget", "3")
     assert doc["sweep"]["shaper"] is None
     assert not any("shaper" in w or "token bucket" in w for w in doc["warnings"])
+
+
+def test_efficiency_through_a_shaper_at_the_given_link_speed(netns_pair):
+    """--link-speed equal to a 100 Mbit/s tbf's rate: the stream's peak is the share of
+    the link a full segment's payload has of the frame tbf counts (MSS / (MTU + 14)), and
+    against the goodput limit, which counts a real wire's 38 bytes a frame, (MTU + 38) /
+    (MTU + 14) of it (3% bands, as the stream test above holds the rate to that share).
+    The text says which link it was judged against."""
+    from beoperf.model.pingpong import from_json
+    from beoperf.report.pingpong import text
+
+    server, client = netns_pair
+    tbf(server, "100mbit")
+    tbf(client, "100mbit")
+    start_server(server)
+    res = client.run([sys.executable, "-m", "beoperf", "pingpong", server.addr4, "--mode",
+                      "stream", "--sizes", "1M", "--time-budget", "10", "--link-speed",
+                      "100M", "--json"], check=False, timeout=300)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    body = doc["body"]
+    eff = body["summary"]["efficiency"]
+    mss, mtu = body["local"]["socket"]["mss"], body["local"]["interface"]["mtu"]
+    assert (eff["link_bps"], eff["link_source"], eff["unknown"]) == (1e8, "--link-speed", None)
+    assert (eff["payload_bytes"], eff["frame_bytes"]) == (mss, mtu + 38)
+    measured = body["summary"]["peak_throughput_bps"] / 1e8
+    assert eff["peak_of_link"] == pytest.approx(measured)
+    assert eff["peak_of_link"] == pytest.approx(mss / (mtu + 14), rel=0.03), eff
+    assert eff["peak_of_goodput"] == pytest.approx((mtu + 38) / (mtu + 14), rel=0.03), eff
+    line = next(x for x in text(from_json(doc)).splitlines() if "efficiency" in x)
+    assert "of the 100 Mbit/s link (--link-speed)" in line
+    assert f"{mss} B of TCP payload per {mtu + 38} B of line time" in line
+
+
+def test_efficiency_over_veth_without_a_link_speed_is_unknown_with_the_reason(netns_pair):
+    server, client = netns_pair
+    start_server(server)
+    doc = pingpong(client, server.addr4, "--sizes", "64K", "--time-budget", "2")
+    eff = doc["summary"]["efficiency"]
+    assert eff["link_bps"] is None and eff["peak_of_link"] is None
+    iface = doc["local"]["interface"]
+    assert iface["speed_mbps"] and iface["virtual"]  # veth says 10000 Mb/s: nominal
+    assert eff["unknown"].startswith(f"{iface['virtual']}; its {iface['speed_mbps']} Mb/s is "
+                                     "nominal; give --link-speed"), eff

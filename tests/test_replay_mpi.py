@@ -6,11 +6,14 @@ replay document as TCP's, with both ranks' facts; nothing of the job left behind
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import time
 
 import pytest
 
 from helpers import checked
-from mpi_helpers import beoperf, require_mpi, run_bounded
+from mpi_helpers import beoperf, kill_group, require_mpi, run_bounded
 
 PROFILE = "size,count,pattern\n8,400,pingpong\n65536,40,pingpong\n16384,20,bidir\n" \
           "65536,20,stream\n"
@@ -46,6 +49,33 @@ def test_a_profile_replays_between_two_local_ranks(impl, tmp_path):
     # the conditions around the job, on this host (the MPI library owns the sockets)
     assert doc["meta"]["conditions"]["network"]["socket_retransmissions"] is None
     assert "\nmachine    load " in done.stdout
+
+
+def test_sigterm_is_said_as_such_and_what_was_timed_is_kept(tmp_path):
+    """Issue 28: SIGTERM to beoperf (a scheduler's limit) while the ranks replay: the
+    document says "terminated by SIGTERM", not "interrupted by the user" (rank 0 saw
+    the SIGUSR1 beoperf relays), keeps the class timed so far, and the exit is 143."""
+    pytest.importorskip("mpi4py")
+    require_mpi("openmpi")
+    profile = tmp_path / "app.csv"
+    profile.write_text("size,count,pattern\n65536,4000,pingpong\n1048576,400,stream\n")
+    out = tmp_path / "replay.json"
+    proc = subprocess.Popen(beoperf("replay", str(profile), "--transport", "mpi",
+                                    "--repeats", "500", "-o", str(out)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        time.sleep(8)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            kill_group(proc)
+    assert proc.returncode == 143, err[-2000:]
+    body = json.loads(out.read_text())["body"]
+    assert (body["status"], body["status_reason"]) == ("interrupted", "terminated by SIGTERM")
+    assert body["classes"][0]["messages_timed"] > 0
+    assert "terminated by SIGTERM" in err and "by the user" not in err
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -119,3 +119,20 @@ def test_cpu_pinning_with_the_embedded_server():
     assert res.status == 0, res.stderr
     assert res.json["body"]["local"]["cpus"] == [first]
     assert res.json["body"]["remote"]["cpus"] == [second]
+
+
+def test_a_launched_rank_s_reason_is_told_with_the_signal_that_stopped_this_process():
+    """An MPI rank is stopped by SIGUSR1 whatever stopped beoperf, so it says "interrupted
+    by the user"; beoperf tells the signal it got (SIGTERM: a scheduler's limit, kill),
+    and leaves every other reason, and a Ctrl-C's, as the rank gave it."""
+    from beoperf import interrupts
+
+    user = interrupts.BY_THE_USER
+    term = interrupts.Terminated(signal.SIGTERM)
+    assert interrupts.relayed(user, term) == "terminated by SIGTERM"
+    assert interrupts.relayed(user, interrupts.Terminated(signal.SIGHUP)) == \
+        "terminated by SIGHUP"
+    assert interrupts.relayed(user, KeyboardInterrupt()) == user
+    assert interrupts.relayed(user, None) == user
+    assert interrupts.relayed("rank 1 failed", term) == "rank 1 failed"
+    assert interrupts.relayed(None, term) is None

@@ -862,6 +862,41 @@ def test_netns_failure_halfway_rolls_back(netns_pair, tmp_path):
     assert host_state() == host_before
 
 
+@pytest.mark.tools("sysctl")
+def test_netns_rollback_after_a_failed_apply_leaves_what_never_changed(netns_pair, tmp_path):
+    """Issue 28: the last change is net.core.rmem_max, read-only in a network namespace:
+    the apply fails and undoes the three before it; `tune --rollback` of its file then
+    exits 0, leaving alone the keys that already have their previous value (writing
+    rmem_max back failed again, and the rollback with it)."""
+    server, _client = netns_pair
+    host_before = host_state()
+    before = ns_state(server)
+    rmem_max = Path("/proc/sys/net/core/rmem_max").read_text().strip()
+    path = write_profile(tmp_path, 1500)
+    profile = json.loads(path.read_text())
+    profile["expect"]["net.core.rmem_max"] = {"op": "eq", "value": int(rmem_max) + 4096,
+                                              "reason": "test"}
+    path.write_text(json.dumps(profile))
+    rb = tmp_path / "rb.json"
+    res = ns_tune(server, "--profile-file", str(path), "--apply", "--rollback-file", str(rb))
+    assert res.returncode == 1 and "net.core.rmem_max" in res.stderr, res.stderr
+    keys = [c["key"] for c in json.loads(rb.read_text())["body"]["changes"]]
+    assert "net.core.rmem_max" in keys and len(keys) == 4
+    assert ns_state(server) == before
+    # a value changed by hand since is restored; the others are left alone
+    server.run(["sysctl", "-w", "net.ipv4.tcp_sack=0"])
+    res = server.run(tune_argv("--rollback", str(rb)), check=False)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert sum(ln.startswith("already ") for ln in lines) == 3, res.stdout
+    assert "already net.core.rmem_max" in res.stdout
+    assert "restored net.ipv4.tcp_sack" in res.stdout
+    assert f"restored 1 value(s) from {rb}" in res.stdout and "3 already had it" in res.stdout
+    assert ns_state(server) == before
+    assert host_state() == host_before
+    assert Path("/proc/sys/net/core/rmem_max").read_text().strip() == rmem_max
+
+
 def gro(host) -> str:
     out = host.run(["ethtool", "-k", host.ifname]).stdout
     return next(line.split(":")[1].split()[0] for line in out.splitlines()

@@ -31,9 +31,22 @@ class Terminated(KeyboardInterrupt):
         super().__init__(f"terminated by {signal.Signals(signum).name}")
 
 
+BY_THE_USER = "interrupted by the user"  # SIGINT: Ctrl-C
+
+
 def reason(exc: BaseException) -> str:
-    """Why a command stopped, for a result's status_reason."""
-    return str(exc) if isinstance(exc, Terminated) else "interrupted by the user"
+    """Why a command stopped, for a result's status_reason: "terminated by SIGTERM" (a
+    scheduler's time limit, kill, timeout) apart from the user's Ctrl-C."""
+    return str(exc) if isinstance(exc, Terminated) else BY_THE_USER
+
+
+def relayed(child_reason: str | None, stop: BaseException | None) -> str | None:
+    """A launched child's reason for stopping as this process tells it: the child (an MPI
+    rank) is asked to stop by SIGUSR1 whatever stopped this process, so it says
+    BY_THE_USER; when SIGTERM or SIGHUP stopped this process, that is the reason."""
+    if isinstance(stop, Terminated) and child_reason == BY_THE_USER:
+        return str(stop)
+    return child_reason
 
 
 def exit_status(exc: BaseException | None) -> int:

@@ -45,6 +45,7 @@ from beoperf.analysis.curve import (
     latency_name,
 )
 from beoperf.analysis.effect import DEFAULT_MARGIN, Effect, Replicate, Spread
+from beoperf.analysis.efficiency import efficiency
 from beoperf.model import comparison, jsonvalue, narrow
 from beoperf.model.document import Document, DocumentError, JsonObject, JsonValue
 from beoperf.model.pingpong import RunResult, SizeResult
@@ -101,6 +102,20 @@ class Row:
     latency_variance: float | None = None  # us^2, ddof=1; None without trial data
     impact_pct: float | None = None  # (baseline mean - mean) / baseline mean * 100
     collapses: list[Collapse] = field(default_factory=list)
+    # the peak against the link (analysis.efficiency; medians over the runs): the link's
+    # speed, the peak's share of it and of its goodput limit; or why the link is unknown
+    link_bps: float | None = None
+    peak_of_link: float | None = None
+    peak_of_goodput: float | None = None
+    efficiency_unknown: str | None = None
+
+    def efficiency_text(self) -> str:
+        """'96.1% (102.0% of goodput)', '96.1%' without the goodput limit, or 'unknown'."""
+        if self.peak_of_link is None:
+            return "unknown"
+        goodput = (f" ({self.peak_of_goodput:.1%} of goodput)"
+                   if self.peak_of_goodput is not None else "")
+        return f"{self.peak_of_link:.1%}{goodput}"
 
     def sizes_text(self) -> str:
         """'better at 38 of 124 sizes (65533..8388611 B), cannot tell at 86' (the baseline:
@@ -177,6 +192,7 @@ def _figures(g: _Group, base: _Group, common: Sequence[int]) -> Row:
     mean, variance = _mean_variance(g.runs, lat)
     latency, peak = _median([x.latency_us for x in a]), _median([x.peak_bps for x in a])
     peak_at = _median_int([x.peak_size for x in a])
+    link, of_link, of_goodput, unknown = _efficiency(g)
     assert latency is not None and peak is not None and peak_at is not None  # measured
     return Row(label=g.label, baseline=True, runs=len(g.runs),
                mode=_text_or_none(g.runs[0].parameters.get("mode")), latency_us=latency,
@@ -190,7 +206,21 @@ def _figures(g: _Group, base: _Group, common: Sequence[int]) -> Row:
                peak_baseline_size=peak_size(base.runs[0], common), latency_change_pct=None,
                peak_change_pct=None, latency_test=None, peak_test=None,
                sizes_compared=len(common), size_verdicts=None, latency_mean_us=mean,
-               latency_variance=variance, collapses=[c for x in a for c in x.collapses])
+               latency_variance=variance, collapses=[c for x in a for c in x.collapses],
+               link_bps=link, peak_of_link=of_link, peak_of_goodput=of_goodput,
+               efficiency_unknown=unknown)
+
+
+def _efficiency(g: _Group) -> tuple[float | None, float | None, float | None, str | None]:
+    """The group's link speed, the peak's shares of it and of its goodput limit (medians
+    over its runs), or the first reason a run's link is unknown."""
+    found = [efficiency(run, x.peak_bps, x.peak_size) for run, x in zip(g.runs, g.analyses,
+                                                                        strict=True)]
+    unknown = next((e.unknown for e in found if e.link_bps is None), None)
+    if unknown is not None:
+        return None, None, None, unknown
+    return (_median([e.link_bps for e in found]), _median([e.peak_of_link for e in found]),
+            _median([e.peak_of_goodput for e in found]), None)
 
 
 def _text_or_none(value: object) -> str | None:
@@ -528,7 +558,10 @@ def _row_of(o: JsonObject) -> Row:
                latency_variance=num(o, "latency_variance"), impact_pct=num(o, "impact_pct"),
                saturation_size=size(o, "saturation_size"),
                latency_size=size(o, "latency_size"), peak_test_size=size(o, "peak_test_size"),
-               peak_baseline_size=size(o, "peak_baseline_size"))
+               peak_baseline_size=size(o, "peak_baseline_size"),
+               link_bps=num(o, "link_bps"), peak_of_link=num(o, "peak_of_link"),
+               peak_of_goodput=num(o, "peak_of_goodput"),
+               efficiency_unknown=narrow.opt_text_at(o, "efficiency_unknown"))
 
 
 def document(table: Sequence[Row], margin: float = DEFAULT_MARGIN,

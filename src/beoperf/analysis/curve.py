@@ -37,6 +37,10 @@ Definitions (the README and `beoperf pingpong --help` repeat them):
   figure, its spread and its precision all speak about the same
   measurement; `latency_size` names it;
 - peak: the highest per-size median throughput, and its size;
+- empty messages (size 0, NetPIPE's, IMB's and OSU's first row) have a time and no
+  throughput: they count for the latency (among the small sizes) and are left out of
+  everything else (peak, slopes, collapses, dips, n1/2, the fits); a run of empty
+  messages only has a peak of 0 at size 0, "no throughput";
 - local slope s(n): d log t / d log n, from a least-squares line through the
   points within one octave of n on either side (SLOPE_HALF_WINDOW_OCTAVES),
   in log-log space;
@@ -513,14 +517,18 @@ def analyze(sizes: list[int], median_us: list[float], p99_us: list[float | None]
     known (the dips are judged on them)."""
     n_all = np.asarray(sizes, dtype=float)
     thr_all = np.asarray(bps, dtype=float)
-    found = collapses(n_all, thr_all)
-    keep = np.ones(len(n_all), dtype=bool)
+    t_all = np.asarray(median_us, dtype=float)
+    empty = n_all == 0  # empty messages: a latency, no throughput, no place on a log axis
+    found = collapses(n_all[~empty], thr_all[~empty])
+    keep = ~empty
     for c in found:
         keep &= (n_all < c.first_size) | (n_all > c.last_size)
-    n, t, thr = n_all[keep], np.asarray(median_us, dtype=float)[keep], thr_all[keep]
+    n, t, thr = n_all[keep], t_all[keep], thr_all[keep]
     at = np.nonzero(keep)[0]  # healthy index -> index among all sizes
-    lat, method = latency(n, t, what)
-    p99, ci = p99_us[at[lat]], (ci95_us or [None] * len(n_all))[at[lat]]
+    timed = np.nonzero(keep | empty)[0]  # the latency's candidates: healthy and empty
+    lat, method = latency(n_all[timed], t_all[timed], what)
+    lat = int(timed[lat])
+    p99, ci = p99_us[lat], (ci95_us or [None] * len(n_all))[lat]
     moved = _moved_per_message(n, t, thr)
     slopes = local_slopes(n, t) if len(n) >= 3 else np.zeros(len(n))
     sat, interval = saturation(n, slopes) if len(n) >= 3 else (None, None)
@@ -528,7 +536,7 @@ def analyze(sizes: list[int], median_us: list[float], p99_us: list[float | None]
     problem = fit_problem(fit) if fit is not None else None
     segmentable = 2 * MIN_PIECE_POINTS <= len(n) <= MAX_SEGMENT_POINTS  # O(m^2) memory
     breaks = segment(n, t) if segmentable else []
-    bounds = [0, *breaks, len(n)]
+    bounds = [0, *breaks, len(n)] if len(n) else [0]
     pieces = [hockney(n[a:b], t[a:b], moved) for a, b in zip(bounds, bounds[1:], strict=False)]
     broken = pieces_problem(n, t, pieces) if breaks else None
     if broken:
@@ -538,12 +546,15 @@ def analyze(sizes: list[int], median_us: list[float], p99_us: list[float | None]
     all_slopes: list[float | None] = [None] * len(n_all)
     for i, slope in zip(at, slopes, strict=True):
         all_slopes[int(i)] = float(slope)
+    peak = int(thr.argmax()) if len(n) else None  # None: only empty messages, no rate
     return CurveAnalysis(
-        latency_us=float(t[lat]), latency_p99_us=None if p99 is None else float(p99),
-        latency_method=method, latency_size=int(n[lat]),
+        latency_us=float(t_all[lat]), latency_p99_us=None if p99 is None else float(p99),
+        latency_method=method, latency_size=int(n_all[lat]),
         latency_ci95_halfwidth_us=None if ci is None else float(ci),
-        peak_bps=float(thr.max()), peak_size=int(n[int(thr.argmax())]),
-        saturation_size=sat, saturation_interval=interval, n_half=n_half(n, thr),
+        peak_bps=0.0 if peak is None else float(thr[peak]),
+        peak_size=0 if peak is None else int(n[peak]),
+        saturation_size=sat, saturation_interval=interval,
+        n_half=n_half(n, thr) if len(n) else None,
         hockney=None if problem else fit, pieces=pieces if breaks else [],
         thresholds=[int(n[b]) for b in breaks], slopes=all_slopes, collapses=found,
         dips=dips(n, thr, low, high),

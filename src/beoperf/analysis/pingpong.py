@@ -13,6 +13,7 @@ from typing import TypedDict
 
 from beoperf.analysis import intervals
 from beoperf.analysis.curve import analyze_run
+from beoperf.analysis.efficiency import efficiency
 from beoperf.analysis.mpi import protocol_switch
 from beoperf.model import jsonvalue
 from beoperf.model.document import Document, JsonObject
@@ -23,7 +24,8 @@ from beoperf.units import format_size, size_tick
 class Summary(TypedDict, total=False):
     """A run's headline figures (summary): the counts always; the rest only when the curve
     analysis succeeded (latency at its size with its p99 and intervals, the peak
-    throughput, collapses left out, why no model, an MPI run's protocol switch)."""
+    throughput, collapses left out, why no model, an MPI run's protocol switch, the peak's
+    efficiency against the link: analysis.efficiency)."""
 
     sizes_measured: int
     sizes_not_converged: int
@@ -40,6 +42,7 @@ class Summary(TypedDict, total=False):
     throughput_collapses: int
     model_problem: str
     protocol_switch: JsonObject
+    efficiency: JsonObject
 
 
 def summary(run: RunResult) -> Summary:
@@ -70,6 +73,8 @@ def summary(run: RunResult) -> Summary:
            "throughput_collapses": len(a.collapses)}
     if a.hockney is None and a.model_problem:
         out["model_problem"] = a.model_problem
+    if a.peak_size > 0:  # a run of empty messages only has no peak to share
+        out["efficiency"] = efficiency(run, a.peak_bps, a.peak_size).to_dict()
     switch = protocol_switch(run)  # MPI runs: the eager/rendezvous switch and its setting
     if switch is not None:
         out["protocol_switch"] = switch.to_dict()

@@ -356,6 +356,22 @@ def mixed_count_warnings(points: list[ScalingPoint]) -> list[str]:
     return out
 
 
+def mixed_size_warnings(points: list[ScalingPoint]) -> list[str]:
+    """A warning per point and HPCC test whose runs ran it at different problem sizes
+    (HPL_N 10000 in one run, 80000 in another): a mean over them is no figure of one
+    problem, so the warning names the sizes; each run's own figure stays in the run rows."""
+    out = []
+    for point in points:
+        for test, size_key in hpcc.TEST_SIZES.items():
+            size = point.metrics.get(size_key)
+            if size is None or size.min == size.max:
+                continue
+            out.append(f"series {_printable(point.series)}, np {point.np}: {test} ran at "
+                       f"different problem sizes in its runs ({size_key} {_span(size)}): "
+                       f"its mean mixes them")
+    return out
+
+
 def _span(st: Summary | None) -> str:
     return "?" if st is None else f"{st.min:g}" if st.min == st.max else f"{st.min:g}..{st.max:g}"
 
@@ -371,7 +387,8 @@ def study(runs: list[RunRef], label: str, systems: Sequence[System] = ()) -> Sca
                         stopped_scaling=stopped_scaling(points),
                         rules=Rules(STEP_GAIN, EFFICIENCY, RULES_STATEMENT),
                         references=reference_points(systems),
-                        warnings=pooled_warnings(runs) + mixed_count_warnings(points))
+                        warnings=(pooled_warnings(runs) + mixed_count_warnings(points)
+                                  + mixed_size_warnings(points)))
 
 
 def scaling_body(runs: list[RunRef], label: str,

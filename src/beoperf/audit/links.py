@@ -27,17 +27,13 @@ from beoperf.audit.base import (
     run_tool,
     valid_ifname,
 )
+from beoperf.sysinfo import VIRTUAL_DRIVERS
 
 __all__ = ["PcieLink", "Bond", "LinkMode", "pcie_bandwidth_gbps", "parse_pcie_speed",
            "parse_pcie_width", "parse_bonding", "parse_link_modes", "VIRTUAL_DRIVERS"]
 
 MAX_SLAVES = 64  # of a bond, read (a crafted file may list any number)
 SMALL_FILE = 64 * 1024  # bytes: a sysfs attribute is at most a page; /proc/net/bonding a few KiB
-# Drivers of virtual NICs: the speed they report is nominal (veth's 10000, tun's 10, a
-# hypervisor's configured figure), and any PCIe link under them is emulated.
-VIRTUAL_DRIVERS = frozenset({"veth", "tun", "bridge", "bonding", "dummy", "ifb", "macvlan",
-                             "ipvlan", "vxlan", "virtio_net", "vmxnet3", "hv_netvsc",
-                             "xen-netfront", "vif", "ena", "gve", "vrf", "team"})
 # Line code of each PCIe rate (GT/s): 8b/10b up to 5 GT/s (PCIe 1 and 2), 128b/130b from
 # 8 to 32 GT/s (PCIe 3 to 5).  64 GT/s (PCIe 6, FLIT mode with FEC) is left unknown.
 ENCODING = {2.5: 8 / 10, 5.0: 8 / 10, 8.0: 128 / 130, 16.0: 128 / 130, 32.0: 128 / 130}

@@ -218,17 +218,33 @@ def _quiet(change: Change, value: str) -> None:
     return None
 
 
-def restore(changes: Iterable[Change], report: Report = _quiet) -> list[str]:
-    """Set each change back to its ``current`` value (in the order given); the errors."""
+def restore(changes: Iterable[Change], report: Report = _quiet,
+            already: Report = _quiet) -> list[str]:
+    """Set each change back to its ``current`` value (in the order given); the errors.
+    A key that reads as that value already is left alone (``already``): a change that
+    was never made, or was undone when an apply failed, may be one the kernel refuses
+    to write (a sysctl that is read-only in a network namespace), and writing it back
+    must not fail the restore of the others."""
     errors = []
     for change in changes:
         try:
+            if _reads_as(change, change.current):
+                already(change, change.current)
+                continue
             set_checked(change, change.current)
         except TuneError as exc:
             errors.append(str(exc))
             continue
         report(change, change.current)
     return errors
+
+
+def _reads_as(change: Change, value: str) -> bool:
+    """The key reads as ``value`` now (False if it cannot be read: then it is written)."""
+    try:
+        return same(read_value(change), value)
+    except TuneError:
+        return False
 
 
 class ApplyFailed(TuneError):

@@ -63,6 +63,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           "interval so that it holds for the next run (default: "
                           f"${pingpong.HISTORY_ENV}, else /var/lib/beoperf/history as root, "
                           "$XDG_STATE_HOME/beoperf/history otherwise; 'off': none)")
+    out.add_argument("--link-speed", metavar="RATE",
+                     help="the link's speed, for the efficiency (peak as a share of the link "
+                          "and of its goodput limit): bit/s, SI, e.g. 1G, 100M, 10Gbit; "
+                          "default: the slower end's NIC (unknown for veth, bridges, "
+                          "virtual NICs)")
     out.add_argument("--timeout", type=float, default=pingpong.DEFAULT_TIMEOUT, metavar="SECONDS",
                      help="give up on a silent peer after this long (default %(default)s)")
     p.set_defaults(func=run, family=socket.AF_UNSPEC)
@@ -70,11 +75,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _add_schedule_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("sizes and precision")
-    g.add_argument("--start", default="1", metavar="SIZE", help="smallest size (default 1)")
+    g.add_argument("--start", default="1", metavar="SIZE",
+                   help="smallest size (default 1; 0: an empty message first)")
     g.add_argument("--end", default="8M", metavar="SIZE", help="largest size (default 8M)")
     g.add_argument("--perturbation", type=int, default=3, metavar="BYTES",
                    help="also measure each size +-BYTES (default 3, 0 = off)")
-    g.add_argument("--sizes", metavar="LIST", help="explicit sizes instead, e.g. 8,1024,64K")
+    g.add_argument("--sizes", metavar="LIST",
+                   help="explicit sizes instead, e.g. 0,8,1024,64K (0: an empty message; "
+                        "on TCP one byte each way, the smallest round trip)")
     g.add_argument("--precision", type=float, default=pingpong.PRECISION, metavar="FRACTION",
                    help="stop a size once the median's 95%% CI is within this "
                         "(default %(default)s)")
@@ -124,7 +132,7 @@ def _sizes(args: argparse.Namespace) -> list[int]:
     try:
         if args.sizes is not None:  # '' is a mistake, not "the default sweep"
             return pingpong.explicit_schedule(args.sizes)
-        return pingpong.netpipe_schedule(units.parse_size(args.start),
+        return pingpong.netpipe_schedule(units.parse_size(args.start, allow_zero=True),
                                          units.parse_size(args.end), args.perturbation)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -163,6 +171,16 @@ def _budget(text: str) -> float | None:
         raise UsageError(f"--time-budget: {exc}") from None
 
 
+def _link_speed(text: str | None) -> float | None:
+    """--link-speed in bit/s (units.parse_rate: 1G = 1e9, 10Gbit = 1e10, 1.25GB/s = 1e10)."""
+    if text is None:
+        return None
+    try:
+        return units.parse_rate(text)
+    except ValueError as exc:
+        raise UsageError(f"--link-speed: {exc}") from None
+
+
 def spec_from(args: argparse.Namespace) -> pingpong.Spec:
     """The options as a sweep spec (the suite checks what a value means)."""
     sizes = _sizes(args)
@@ -183,6 +201,7 @@ def spec_from(args: argparse.Namespace) -> pingpong.Spec:
         perturbation=None if args.sizes is not None else args.perturbation,
         command_line=tuple(args.argv), transport=args.transport,
         history=pingpong.history_dir(args.history) if args.transport == "tcp" else None,
+        link_speed=_link_speed(args.link_speed),
         mpi=mpi_options.mpi_options_from(args, mpi_pingpong.hosts_from(args.hosts,
                                                                         args.hostfile)))
 

@@ -19,7 +19,8 @@ EXAMPLES = """examples:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the peer for network tests",
                        description="Serve one test session at a time (others are told the "
-                                   "server is busy); bounded and safe to leave running.",
+                                   "server is busy; sessions go in turns by client "
+                                   "address); bounded and safe to leave running.",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bind", default="::", metavar="ADDR",
                    help="address to listen on (default: all, IPv6 and IPv4)")

@@ -170,9 +170,9 @@ def run(args: argparse.Namespace) -> int:
     if args.force and not args.rollback:
         raise UsageError("--force goes with --rollback FILE")
     if args.rollback:
-        doc = suite.rollback(suite.RollbackSpec(args.rollback, args.force,
-                                                command_line(args)), say)
-        print(report.render(doc, "text", restored_from=args.rollback))
+        doc, already = suite.rollback_counted(suite.RollbackSpec(args.rollback, args.force,
+                                                                 command_line(args)), say)
+        print(report.render(doc, "text", restored_from=args.rollback, already=already))
         return int(ExitStatus.OK)
     spec = spec_of(args, profile_rules(args.profile_file))
     fmt = "json" if args.json else "text"

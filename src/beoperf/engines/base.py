@@ -77,6 +77,8 @@ class SessionParams(TypedDict, total=False):
     bind: str | None
     mpi_env: dict[str, str]
     mpi: str
+    # recorded only, never sent to a peer: --link-speed (bit/s), the efficiency's link
+    link_speed_bps: float
 
 
 class TransportError(Exception):

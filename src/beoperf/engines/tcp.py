@@ -19,6 +19,7 @@ from beoperf.engines.tcp_data import (
     apply_options,
     data_socket_facts,
     set_io_timeout,
+    wire_size,
 )
 from beoperf.model import jsonvalue
 from beoperf.model.document import JsonObject
@@ -167,19 +168,19 @@ class TcpClient(Transport):
             samples, elapsed, corrupt = _core.run(
                 CLIENT_ROLE[mode], self.data.fileno(), pool, reps,
                 integrity=bool(self.params.get("integrity")), seq0=seq0,
-                timeout_ms=int(self.timeout * 1000), timed=mode != "stream", size=size)
+                timeout_ms=int(self.timeout * 1000), timed=mode != "stream", size=wire_size(size))
         except (ConnectionError, TimeoutError):
-            self._raise_peer_reason()
+            self._raise_peer_reason(size)
             raise
         self.ctrl.settimeout(self.timeout + size / 1e5)
-        done = protocol.expect(protocol.recv_message(self.ctrl), "done")
+        done = _done(protocol.recv_message(self.ctrl), size)
         corrupt = count_corrupt(mode, corrupt, count(done, "corrupt", 0))
         if mode == "stream":
             elapsed = count(done, "elapsed_ns")
         arr = np.frombuffer(samples, dtype=np.uint64) if samples is not None else None
         return Trial(arr, elapsed, corrupt)
 
-    def _raise_peer_reason(self) -> None:
+    def _raise_peer_reason(self, size: int) -> None:
         """The data path broke: if the server said why on the control path, raise that."""
         assert self.ctrl is not None
         try:
@@ -187,7 +188,7 @@ class TcpClient(Transport):
             message = protocol.recv_message(self.ctrl)
         except (OSError, protocol.ProtocolError):
             return
-        protocol.expect(message, "done")  # raises PeerRefused for an error or refusal
+        _done(message, size)
 
     def reset(self) -> None:
         if self.data:
@@ -232,3 +233,16 @@ class TcpClient(Transport):
             if sock:
                 sock.close()
         self.data = self.ctrl = None
+
+
+def _done(message: JsonObject, size: int) -> JsonObject:
+    """The server's "done" for a trial; its refusal as PeerRefused, which for an empty
+    message says that a server older than empty messages refuses them all."""
+    try:
+        return protocol.expect(message, "done")
+    except protocol.PeerRefused as exc:
+        if size == 0 and exc.code == "limit":
+            raise protocol.PeerRefused(
+                f"{exc.reason}: a 'beoperf serve' older than empty messages (size 0) refuses "
+                "them; upgrade it, or leave 0 out of --sizes", exc.code) from None
+        raise

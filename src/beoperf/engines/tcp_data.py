@@ -20,6 +20,17 @@ ALWAYS_THERE = "reno"  # built into every Linux kernel, allowed to every user
 
 CLIENT_ROLE = {"pingpong": "pingpong-client", "stream": "stream-send", "bidir": "bidir"}
 SERVER_ROLE = {"pingpong": "pingpong-server", "stream": "stream-recv", "bidir": "bidir"}
+# TCP carries bytes, not messages: a send of 0 bytes puts nothing on the wire and the
+# other end would wait for ever.  An empty message (size 0, NetPIPE's, IMB's and OSU's
+# first row) is therefore one byte of data each way, the smallest segment that makes the
+# round trip real, as an MPI library's 0-byte message is its header alone.
+EMPTY_MESSAGE_WIRE_BYTES = 1
+
+
+def wire_size(size: int) -> int:
+    """The bytes one message of ``size`` puts in the data stream (EMPTY_MESSAGE_WIRE_BYTES
+    for an empty one)."""
+    return size if size > 0 else EMPTY_MESSAGE_WIRE_BYTES
 
 
 @dataclass

@@ -1,6 +1,13 @@
 """The server end of the TCP transport (`beoperf serve`): the peer of every network test.
 
-One session at a time; every other client is told the server is busy.  The
+One session at a time; every other client is told the server is busy.  Turns go
+by address (:class:`Turns`): when a session ends and a client at another address was
+told the server was busy meanwhile (or in the WAITING_S before), the next session is
+kept for the waiting addresses for TURN_HOLD_S, so that one client reconnecting at once
+after every session (or sending a valid hello every few seconds) cannot keep another
+out; a client alone is never refused, however many sessions it runs back to back
+(but during one hold kept for an address that then let its turn lapse).  A
+session is never cut short for a turn: a sweep is bounded by its own budget.  The
 server bounds what a client may ask (message size, memory), times out silent,
 half-open and trickling peers (a message must arrive whole within the idle
 timeout), and survives anything a client sends: each connection is handled in
@@ -48,6 +55,7 @@ from beoperf.engines.tcp_data import (
     congestion_problem,
     data_socket_facts,
     set_io_timeout,
+    wire_size,
 )
 from beoperf.model.document import JsonObject, JsonValue
 from beoperf.sysinfo import counters
@@ -57,6 +65,9 @@ MAX_REPS = 1 << 27
 MAX_DATA_QUEUE = 2  # data connections a session may have waiting (a client opens one at a time)
 RESERVED_FDS = 32  # descriptors kept for the session, stdio, sysfs reads: never for handshakes
 OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+WAITING_S = 30.0  # an address told "busy" this recently is waiting for a turn
+TURN_HOLD_S = 5.0  # how long the next session is kept for the waiting addresses
+MAX_WAITING = 1024  # addresses remembered as waiting, at most (the oldest are forgotten)
 
 
 @dataclass
@@ -257,14 +268,14 @@ class Session:
         size, reps, seq0 = message.get("size"), message.get("reps"), message.get("seq0", 0)
         if not (isinstance(size, int) and isinstance(reps, int) and isinstance(seq0, int)):
             raise Refusal("bad-request", "run needs integer size, reps and seq0")
-        if not (1 <= size <= self.params["max_size"] and 1 <= reps <= MAX_REPS and seq0 >= 0):
+        if not (0 <= size <= self.params["max_size"] and 1 <= reps <= MAX_REPS and seq0 >= 0):
             raise Refusal("limit", f"run of {reps} x {size} bytes is outside the session limits")
         assert self.data is not None
         _, elapsed, corrupt = _core.run(
             SERVER_ROLE[self.params["mode"]], self.data.fileno(), self._pool(), reps,
             integrity=bool(self.params.get("integrity")), seq0=seq0,
             timeout_ms=int(self.cfg.idle_timeout * 1000), inject_corrupt=self.cfg.inject_corrupt,
-            timed=False, size=size)
+            timed=False, size=wire_size(size))
         protocol.send_message(self.ctrl, {"op": "done", "elapsed_ns": elapsed, "corrupt": corrupt})
         self.runs += 1
         self.bytes += size * reps
@@ -299,6 +310,52 @@ class Session:
         extra = f" extra_data_refused={self.extra_data}" if self.extra_data else ""
         return (f"mode={self.params['mode']} runs={self.runs} sizes={len(self.sizes)} "
                 f"({sizes} B) bytes={self.bytes}{extra}")
+
+
+class Turns:
+    """Sessions in turns by client address (host, not port): an address that was told
+    the server is busy waits for a turn; when a session ends, the addresses waiting
+    other than its own have the next one for TURN_HOLD_S (any of them may take it, then
+    the others wait on); meanwhile other addresses are told the server is busy, and
+    an address that lets its turn lapse waits no more.  With nobody else waiting,
+    nothing is ever refused.  Not thread-safe: the server calls it
+    under its lock."""
+
+    def __init__(self, hold: float = TURN_HOLD_S, remember: float = WAITING_S,
+                 most: int = MAX_WAITING) -> None:
+        self.hold, self.remember, self.most = hold, remember, most
+        self.waiting: dict[str, float] = {}  # address -> when it was last told busy
+        self.kept_for: set[str] = set()  # the addresses the next session is kept for
+        self.kept_until = 0.0
+
+    def refused(self, host: str, now: float) -> None:
+        """``host`` was told the server is busy: it waits for a turn."""
+        self.waiting.pop(host, None)
+        self.waiting[host] = now  # newest last
+        while len(self.waiting) > self.most:
+            del self.waiting[next(iter(self.waiting))]
+
+    def holder(self, host: str, now: float) -> int:
+        """0 if ``host`` may start a session now; else how many other addresses the next
+        session is kept for.  Addresses that let their turn lapse wait no more (a client
+        that gave up costs the others one TURN_HOLD_S)."""
+        if self.kept_for and now >= self.kept_until:
+            for gone in self.kept_for:
+                self.waiting.pop(gone, None)
+            self.kept_for = set()
+        if not self.kept_for or host in self.kept_for:
+            return 0
+        return len(self.kept_for)
+
+    def started(self, host: str) -> None:
+        self.waiting.pop(host, None)
+        self.kept_for, self.kept_until = set(), 0.0
+
+    def ended(self, host: str, now: float) -> None:
+        """``host``'s session is over: the next one is kept for the addresses waiting."""
+        self.waiting = {h: t for h, t in self.waiting.items() if now - t <= self.remember}
+        self.kept_for = set(self.waiting) - {host}
+        self.kept_until = now + self.hold if self.kept_for else 0.0
 
 
 class LogThrottle:
@@ -399,6 +456,7 @@ class Server:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._session: Session | None = None
+        self.turns = Turns()
         self._pending: set[Handshake] = set()
         self._max_pending = handshake_cap(cfg.max_pending, cfg.max_echo)
         self._gate: AcceptGate | None = None
@@ -614,15 +672,15 @@ class Server:
 
     def _control(self, conn: socket.socket, hello: JsonObject, peer: str) -> None:
         params = check_params(hello.get("params"), self.cfg)
+        host = address_of(peer)
         with self._lock:
-            if self._session is not None:
-                raise Refusal("busy", f"server is busy with a session from "
-                                      f"{self._session.peer}; try again later")
+            self._take_turn(host)
             try:
                 session = self._session = Session(self, conn, peer, params)
             except OSError as exc:  # e.g. EMFILE for its eventfd
                 raise Refusal("busy", f"server is short of resources ({exc.strerror}); "
                                       f"try again later") from None
+            self.turns.started(host)
         started, outcome = time.monotonic(), "ok"
         old_mask = os.sched_getaffinity(0)
         try:
@@ -641,11 +699,35 @@ class Server:
             session.close()
             with self._lock:
                 self._session = None
+                self.turns.ended(host, time.monotonic())
         if outcome == "ok":  # said only now, so a client that reconnects is not "busy"
             with contextlib.suppress(OSError):
                 protocol.send_message(conn, session.goodbye())
         self.cfg.log(f"{utc_now()} {peer} session {session.describe()} "
                      f"{time.monotonic() - started:.1f}s {outcome}")
+
+
+    def _take_turn(self, host: str) -> None:
+        """Refuse ("busy") a session while another runs, or while the next one is kept
+        for other addresses that waited (Turns); the lock is held."""
+        now = time.monotonic()
+        if self._session is not None:
+            if address_of(self._session.peer) != host:
+                self.turns.refused(host, now)
+            raise Refusal("busy", f"server is busy with a session from "
+                                  f"{self._session.peer}; try again later")
+        others = self.turns.holder(host, now)
+        if others:
+            self.turns.refused(host, now)
+            raise Refusal("busy", f"server is busy: its next session is kept for {others} "
+                                  f"other address(es) that waited for it; try again in "
+                                  f"{max(1.0, self.turns.kept_until - now):.0f} s")
+
+
+def address_of(peer: str) -> str:
+    """The host part of a peer as fmt_addr writes it ("[::1]:5", "10.0.0.1:5")."""
+    host = peer.rpartition(":")[0]
+    return host[1:-1] if host.startswith("[") else host
 
 
 def bound_socket(bind: str, port: int, kind: int) -> socket.socket:

@@ -21,7 +21,9 @@ from beoperf.model import document
 from beoperf.model.document import JsonObject
 
 KIND = "comparison"
-VERSION = 2
+# 2: runs as replicates (issue 25); 3: a row's efficiency (link_bps, peak_of_link,
+# peak_of_goodput, efficiency_unknown), optional
+VERSION = 3
 LEGACY_FORMAT = "beoperf.compare"
 OLD_TEST = "an earlier beoperf's verdict, dropped: compare the runs again"
 WHY = ("it tested the trials inside each run (Mann-Whitney U), which a machine that drifts "
@@ -72,4 +74,11 @@ def _v1_to_v2(doc: dict) -> dict:
     return doc
 
 
-document.register(KIND, VERSION, upgrades={1: _v1_to_v2}, legacy={LEGACY_FORMAT: _from_legacy})
+def _v2_to_v3(doc: dict) -> dict:
+    """Version 3 adds a row's optional efficiency (the peak against the link); a version 2
+    row has none, which reads as not known."""
+    return doc
+
+
+document.register(KIND, VERSION, upgrades={1: _v1_to_v2, 2: _v2_to_v3},
+                  legacy={LEGACY_FORMAT: _from_legacy})

@@ -21,7 +21,10 @@ osu-mbw-mr    OSU osu_mbw_mr: stream of N pairs (their sum), window        mean/
 ============  ===========================================================  ==========
 
 A file with several IMB benchmarks is imported as the first of PingPong, PingPing,
-Sendrecv, Exchange it holds (a warning names the others).
+Sendrecv, Exchange it holds (a warning names the others). IMB -multi's Multi-PingPong etc.
+(several groups of processes at once) are not read: a warning names them, and a file with
+nothing else is refused. Lines an MPI library prints first (Intel MPI's "[0] MPI
+startup(): ...") do not make a text file JSON.
 
 Units (all converted to one-way microseconds and SI bit/s):
 
@@ -98,9 +101,9 @@ def load_any(path: str | Path) -> RunResult:
     osu_bw output file; ResultFormatError (one line, naming the file) otherwise."""
     path = Path(path)
     text = _read_text(path)
-    if text.lstrip()[:1] in ("{", "["):
-        return _load_beoperf_json(path, text)
     lines = text.splitlines()
+    if _looks_like_json(text, lines):
+        return _load_beoperf_json(path, text)
     for sniff in (_sniff_imb, _sniff_osu, _sniff_netpipe):
         importer = sniff(path, lines)
         if importer is not None:
@@ -136,6 +139,20 @@ def _utf16_to_utf8(path: Path, data: bytes) -> bytes:
         return data.decode("utf-16").encode("utf-8")
     except UnicodeDecodeError:
         raise ResultFormatError(f"{path}: binary data, not a text or JSON result file") from None
+
+
+_MPI_RANK_PREFIX = re.compile(r"^\[\d+(?:,\d+)*\]\s")  # "[0] MPI startup(): ..." (Intel MPI)
+
+
+def _looks_like_json(text: str, lines: list[str]) -> bool:
+    """Whether text is a JSON document: it starts with '{', or with '[' unless the '[' opens
+    an MPI library's rank-prefixed line ("[0] MPI startup(): ...", which Intel MPI prints
+    before the tool's output when I_MPI_DEBUG is set)."""
+    start = text.lstrip()[:1]
+    if start == "[":
+        first = next(line for line in lines if line.strip())
+        return not _MPI_RANK_PREFIX.match(first.lstrip())
+    return start == "{"
 
 
 def _load_beoperf_json(path: Path, text: str) -> RunResult:
@@ -435,11 +452,18 @@ def _sniff_imb(path: Path, lines: list[str]) -> Callable[[], _Import] | None:
     found = [m.group(1) for line in lines if (m := _IMB_BENCHMARK.match(line))]
     names = list(dict.fromkeys(found))
     usable = [n for n in _IMB_KINDS if n in names]
+    # IMB -multi 0 with several groups prints "Multi-PingPong" etc.: pairs measured while
+    # others run at once, not one pair's ping-pong; never read, and never passed over silently
+    multi = [n for n in names if n.startswith("Multi-") and n[6:] in _IMB_KINDS]
     if usable:
         name = usable[0]
         starts = [i for i, line in enumerate(lines)
                   if (m := _IMB_BENCHMARK.match(line)) and m.group(1) == name]
-        return lambda: _import_imb(path, lines, starts, name, usable[1:])
+        return lambda: _import_imb(path, lines, starts, name, usable[1:], multi)
+    if multi:
+        raise ResultFormatError(f"{path}: IMB {', '.join(multi)} (-multi: several groups of "
+                                "processes at once) is not read; beoperf reads IMB PingPong, "
+                                "PingPing, Sendrecv and Exchange of one group")
     if names:
         raise ResultFormatError(f"{path}: IMB output without a PingPong, PingPing, Sendrecv "
                                 f"or Exchange benchmark (found: {', '.join(names)})")
@@ -463,6 +487,7 @@ def _imb_header(path: Path, lines: list[str], start: int) -> tuple[int, list[str
 def _imb_rows(path: Path, lines: list[str], header: int, width: int,
               warnings: list[str]) -> Rows:
     rows: Rows = []
+    tails = 0
     for i in range(header + 1, len(lines)):
         tokens = lines[i].split()
         if not tokens:
@@ -471,6 +496,9 @@ def _imb_rows(path: Path, lines: list[str], header: int, width: int,
             continue
         if tokens[0].startswith("#"):
             break
+        if rows and tokens[0].startswith("[") and tokens[-1].endswith("]"):
+            tails += 1  # PerfKitBenchmarker's patched IMB (-show_tail): a row's percentiles
+            continue
         if len(tokens) > 1 and any(f in tokens[1] for f in _IMB_FAILED):
             warnings.append(f"size {tokens[0]} B: IMB reported {tokens[1].rstrip('.;')}; skipped")
             continue
@@ -478,11 +506,14 @@ def _imb_rows(path: Path, lines: list[str], header: int, width: int,
             raise ResultFormatError(f"{path}:{i + 1}: {len(tokens)} columns in an IMB table of "
                                     f"{width} (truncated?)")
         rows.append((i + 1, [_number(path, i + 1, t, "the IMB PingPong table") for t in tokens]))
+    if tails:
+        warnings.append(f"{tails} bracketed line(s) of latency percentiles under the rows "
+                        "(PerfKitBenchmarker's patched IMB, -show_tail) not read")
     return rows
 
 
 def _import_imb(path: Path, lines: list[str], starts: list[int], name: str = "PingPong",
-                others: list[str] | None = None) -> _Import:
+                others: list[str] | None = None, multi: list[str] | None = None) -> _Import:
     kind = _IMB_KINDS[name]
     header, names = _imb_header(path, lines, starts[0])
     if names[0].lstrip("#&") == "Group":
@@ -511,6 +542,9 @@ def _import_imb(path: Path, lines: list[str], starts: list[int], name: str = "Pi
         found.warnings.append(f"{len(starts)} {name} tables in the file; imported the first")
     if others:
         found.warnings.append(f"the file also holds {', '.join(others)}; imported {name}")
+    if multi:
+        found.warnings.append(f"{', '.join(multi)} (-multi: several groups of processes at "
+                              "once) not read")
     rows = _imb_rows(path, lines, header, len(names), found.warnings)
     for n, values in rows:
         _imb_size(path, found, n, values, columns, time_key, kind.carried)

@@ -22,8 +22,9 @@ from beoperf.model.document import Document, DocumentError, JsonObject
 
 KIND = "pingpong"
 # 1: "format": "beoperf.pingpong", no envelope; 2: the envelope; 3: "sweep"; 4: intervals
-# of positive quantities (both bounds > 0), "interval_note", ci95_within_run_us always
-VERSION = 4
+# of positive quantities (both bounds > 0), "interval_note", ci95_within_run_us always;
+# 5: a size may be 0 (an empty message: a time, no throughput)
+VERSION = 5
 LEGACY_FORMAT = "beoperf.pingpong"
 
 ResultFormatError = DocumentError  # a file that is not a ping-pong result
@@ -205,6 +206,12 @@ def _crosses_zero(interval: Any) -> bool:
             and min(interval) <= 0)
 
 
+def _v4_to_v5(doc: dict) -> dict:
+    """Version 5 admits size 0, an empty message (NetPIPE's, IMB's and OSU's first row):
+    a version 4 file has none, and nothing else changes."""
+    return doc
+
+
 BODY_KEYS = ("parameters", "local", "remote", "sizes", "status", "status_reason", "warnings",
              "source", "summary", "analysis")  # of version 1
 
@@ -226,5 +233,5 @@ def _from_legacy_v1(doc: dict) -> dict:
             "body": body}
 
 
-document.register(KIND, VERSION, upgrades={2: _v2_to_v3, 3: _v3_to_v4},
+document.register(KIND, VERSION, upgrades={2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5},
                   legacy={LEGACY_FORMAT: _from_legacy_v1})

@@ -159,6 +159,8 @@ HISTORY = "how the history of earlier runs was used"
 # What a stored warning says, from its words (documents keep warnings as strings; these
 # patterns are those beoperf wrote and writes).  First match wins; the rest are WARN.
 PATTERNS: tuple[tuple[Level, str, str], ...] = (
+    (Level.WARN, HISTORY, r"^history: .*(not read|left out|capped)|"  # a hostile history
+                          r"^history not used: .*(owned by uid|writable by group)"),
     (Level.NOTE, HISTORY, r"\bhistory\b|earlier run|spread between runs"),
     (Level.FAIL, "", r"\b(corrupt|did not answer|failed|no small probe was answered|"
                      r"validation)\b"),

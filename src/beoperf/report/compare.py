@@ -98,14 +98,26 @@ def _notes(table: Sequence[Row], margin: float) -> list[str]:
             f"the middle size (by median) among sizes <= {LATENCY_MAX_SIZE} B; Mbit/s = 10^6 "
             "bit/s; verdicts compare one size every run measured (latency: lower is better, "
             "peak: higher is better); runs shows how many runs a row's figures are the "
-            "medians of.",
-            statement(margin)]
+            "medians of; peak of link: the peak's share of the link speed (--link-speed, "
+            "else the slower NIC; unknown for virtual NICs) and of its TCP goodput limit.",
+            statement(margin), *_unknown_links(table)]
 
 
-COLUMNS = ("run", "runs", "latency us", "p99 us", "peak Mbit/s", "peak at B", "saturation B",
+def _unknown_links(table: Sequence[Row]) -> list[str]:
+    """Why a row's link speed is unknown, once per reason."""
+    reasons = dict.fromkeys(r.efficiency_unknown for r in table if r.efficiency_unknown)
+    out = []
+    for why in reasons:
+        labels = ", ".join(r.label for r in table if r.efficiency_unknown == why)
+        out.append(f"Link speed unknown ({labels}): {why}.")
+    return out
+
+
+COLUMNS = ("run", "runs", "latency us", "p99 us", "peak Mbit/s", "peak at B", "peak of link",
+           "saturation B",
            "n1/2 B", "alpha us", "1/beta Mbit/s", "latency verdict", "peak verdict",
            "sizes", "throughput collapse")
-NUMERIC = {1, 2, 3, 4, 5, 6, 7, 8, 9}
+NUMERIC = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 
 
 def _fmt(value: float | None, spec: str, scale: float = 1.0) -> str:
@@ -128,6 +140,7 @@ def verdict_cell(test: Effect | None, size: int | None) -> str:
 def _cells(row: Row) -> list[str]:
     return [row.label, str(row.runs), _fmt(row.latency_us, ".2f"),
             _fmt(row.latency_p99_us, ".2f"), _fmt(row.peak_bps, ".1f", 1e6), str(row.peak_size),
+            row.efficiency_text(),
             _fmt(row.saturation_size, ".0f"), _fmt(row.n_half, ".0f"), _fmt(row.alpha_us, ".2f"),
             _fmt(row.bandwidth_bps, ".1f", 1e6), verdict_cell(row.latency_test, row.latency_size),
             verdict_cell(row.peak_test, None) + (_peak_where(row) if row.peak_test else ""),
@@ -173,7 +186,8 @@ CSV_FIELDS = ("label", "baseline", "runs", "latency_us", "latency_p99_us", "peak
               "peak_test_size_B", "peak_verdict", "peak_change_pct", "peak_change_low_pct",
               "peak_change_high_pct", "peak_p", "sizes_compared", "sizes_better",
               "sizes_worse", "sizes_no_difference", "sizes_cannot_tell",
-              "latency_mean_us", "latency_variance_us2", "impact_pct", "throughput_collapses")
+              "latency_mean_us", "latency_variance_us2", "impact_pct", "throughput_collapses",
+              "link_Mbit_s", "peak_of_link", "peak_of_goodput", "efficiency_unknown")
 
 
 def _num(value: float | None, scale: float = 1.0) -> str:
@@ -202,7 +216,8 @@ def _csv_record(r: Row) -> list[str]:
             _num(r.bandwidth_bps, 1e6), _num(r.latency_size), *_test_fields(r.latency_test),
             _num(r.peak_test_size), *_test_fields(r.peak_test), str(r.sizes_compared),
             *_size_counts(r), _num(r.latency_mean_us), _num(r.latency_variance),
-            _num(r.impact_pct), _collapse_field(r.collapses)]
+            _num(r.impact_pct), _collapse_field(r.collapses), _num(r.link_bps, 1e6),
+            _num(r.peak_of_link), _num(r.peak_of_goodput), r.efficiency_unknown or ""]
 
 
 def _collapse_field(collapses: Sequence[Collapse]) -> str:

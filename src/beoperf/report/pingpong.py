@@ -15,6 +15,8 @@ from typing import Any
 
 from beoperf.analysis import intervals
 from beoperf.analysis.curve import CurveAnalysis, analyze_run, latency_name
+from beoperf.analysis.efficiency import efficiency
+from beoperf.analysis.efficiency import text as efficiency_text
 from beoperf.analysis.mpi import protocol_switch
 from beoperf.analysis.pingpong import (
     BetweenRuns,
@@ -62,7 +64,11 @@ def text(doc: Document | RunResult, **_options: Any) -> str:
     if "latency_size" in s:
         lines += _latency_lines(run, s)
         lines.append(f"  throughput {s['peak_throughput_bps'] / 1e6:.2f} Mbit/s peak at "
-                     f"{s['peak_size']} B (from the median time)")
+                     f"{s['peak_size']} B (from the median time)" if s["peak_size"] else
+                     "  throughput none: empty messages (0 B) carry no payload")
+        if s["peak_size"]:
+            lines.append("  efficiency " + efficiency_text(
+                efficiency(run, s["peak_throughput_bps"], s["peak_size"])))
         lines += analysis_lines(run)
         switch = protocol_switch(run) if len(run.sizes) >= 3 else None
         if switch is not None:

@@ -109,8 +109,11 @@ def _band(rows: list[SizeResult]) -> tuple[np.ndarray, np.ndarray] | None:
 def series(run: RunResult) -> Series:
     """Extract the plotted arrays of a run; the band is None unless every size has it."""
     rows = [s for s in run.sizes if s.size > 0 and s.central_time_us() > 0]
+    # empty messages (size 0) have no place on a log axis and no throughput: left out,
+    # they do not cost the curve its analysis as a size with a bad time does
+    dropped = any(s.size > 0 and not s.central_time_us() > 0 for s in run.sizes)
     band = _band(rows)
-    analysis = analyze_run(run) if rows and len(rows) == len(run.sizes) else None
+    analysis = analyze_run(run) if rows and not dropped else None
     return Series(sizes=np.array([s.size for s in rows], dtype=float),
                   time_us=np.array([s.central_time_us() for s in rows]),
                   mbps=np.array([s.central_bps() / 1e6 for s in rows]),

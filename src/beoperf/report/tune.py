@@ -72,13 +72,17 @@ def persist_files(doc: Document) -> dict[str, str]:
 
 @renderer("rollback", "text")
 def rollback_text(doc: Document, *, saved_to: str | None = None,
-                  restored_from: str | None = None, **_options: Any) -> str:
+                  restored_from: str | None = None, already: int = 0,
+                  **_options: Any) -> str:
     """After --apply (``saved_to``: where the snapshot went) or --rollback
-    (``restored_from``); else what the snapshot holds."""
+    (``restored_from``; ``already``: how many keys had their previous value and were left
+    alone); else what the snapshot holds."""
     saved = Rollback.from_document(doc)
     changes = saved.changes
     if restored_from is not None:
-        return f"restored {len(changes)} value(s) from {restored_from} (host {saved.host})"
+        left = f"; {already} already had it" if already else ""
+        return (f"restored {len(changes) - already} value(s) from {restored_from} (host "
+                f"{saved.host}){left}")
     if saved_to is not None:
         if not changes:
             return NOTHING_TO_CHANGE

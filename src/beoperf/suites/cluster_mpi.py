@@ -270,6 +270,7 @@ def launch_series(plan: Plan, c: Common, w: Where, deadline: float | None,
     series = MpiRun.from_document(doc).series
     for one in series:
         one.warnings += warnings
+        one.status_reason = interrupts.relayed(one.status_reason, job.interrupt)
     return series, error, job.interrupt
 
 

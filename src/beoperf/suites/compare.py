@@ -58,6 +58,10 @@ def run(spec: Spec, notes: list[str] | None = None) -> Document:
         return node_compare.run(spec.files, spec.labels, spec.baseline, spec.margin,
                                 spec.command_line)
     runs = [load_result(f) for f in spec.files]
+    for path, one in zip(spec.files, runs, strict=True):
+        if all(s.size == 0 for s in one.sizes):
+            raise errors.InputError(f"{path}: empty messages (0 B) only: no throughput to "
+                                    "compare; a run with a size above 0 has a peak")
     if notes is not None:
         notes += import_warnings(spec.files, runs)
     names = labels_for(spec.labels, spec.files, runs)

@@ -110,9 +110,13 @@ def validate_mpi(spec: Spec) -> MpiOptions:
 
 
 def parameters(spec: Spec, opts: MpiOptions, implementation: str) -> SessionParams:
-    """The session's parameters: the sweep's, the MPI options' (MpiOptions.params) and the
-    library's name."""
-    return {**spec.params(), **opts.params(), "transport": "mpi", "mpi": implementation}
+    """The session's parameters: the sweep's, the MPI options' (MpiOptions.params), the
+    library's name and --link-speed when given (the ranks' orders carry none of it)."""
+    out: SessionParams = {**spec.params(), **opts.params(), "transport": "mpi",
+                          "mpi": implementation}
+    if spec.link_speed is not None:
+        out["link_speed_bps"] = spec.link_speed
+    return out
 
 
 # --------------------------------------------------------------------------- as a rank
@@ -269,7 +273,8 @@ def spec_from_plan(plan: JsonObject) -> Spec:
         perturbation=narrow.opt_int_at(plan, "perturbation"),
         command_line=tuple(narrow.texts_or_none(plan.get("command_line"), "command_line")),
         mpi=options_from_plan(mpi) if isinstance(mpi, dict) else None,
-        history=Path(history) if history is not None else None)
+        history=Path(history) if history is not None else None,
+        link_speed=narrow.opt_num_at(plan, "link_speed"))
 
 
 def options_from_plan(plan: JsonObject) -> MpiOptions:
@@ -334,8 +339,11 @@ def measured(job: MpiJob, name: str, watch: around.Watch | None = None) -> Measu
     if watch is not None:
         run.meta["conditions"], notes = watch.stop()
         run.warnings += notes
-        return Measured(document(run), run, error, job.interrupt)
-    doc = document(run) if run.warnings != doc.body.get("warnings") else doc
+    reason = interrupts.relayed(run.status_reason, job.interrupt)
+    changed = (watch is not None or run.warnings != doc.body.get("warnings")
+               or reason != run.status_reason)
+    run.status_reason = reason
+    doc = document(run) if changed else doc
     return Measured(doc, run, error, job.interrupt)
 
 

@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from beoperf import errors, launch
+from beoperf import errors, interrupts, launch
 from beoperf.engines.base import Peer, SessionParams
 from beoperf.launch import channel, ranks
 from beoperf.launch.base import LaunchSpec
@@ -140,6 +140,9 @@ def run_launched(spec: Spec) -> Replayed:
     doc.meta["conditions"], notes = watch.stop()
     if warnings or notes:
         doc.body["warnings"] = list(doc.body.get("warnings") or []) + warnings + notes
+    why = doc.body.get("status_reason")
+    if isinstance(why, str) and interrupts.relayed(why, job.interrupt) != why:
+        doc.body["status_reason"] = interrupts.relayed(why, job.interrupt)
     return Replayed(doc, error, job.interrupt)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import ipaddress
+import math
 import os
 import random
 import socket
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from beoperf import _core, engines, errors, interrupts, pools, sysinfo, units
-from beoperf.analysis import intervals
+from beoperf.analysis import efficiency, intervals
 from beoperf.analysis.pingpong import document, precision_shortfall
 from beoperf.analysis.stats import MIN_CI_SAMPLES
 from beoperf.audit import state
@@ -99,10 +100,12 @@ class Spec:
     command_line: tuple[str, ...] = ()
     mpi: MpiOptions | None = None  # transport mpi: hosts, launcher, loop variants
     history: Path | None = None  # earlier runs of this setup (beoperf.sweep.history); None: none
+    link_speed: float | None = None  # bit/s (--link-speed): the efficiency's link; None: the NICs'
 
     def params(self) -> SessionParams:
         """The session parameters both ends agree on (and the result records)."""
-        return {"mode": self.mode, "max_size": self.sizes[-1], "integrity": self.integrity,
+        # an empty message still moves a byte on TCP (engines.tcp_data.wire_size)
+        return {"mode": self.mode, "max_size": max(self.sizes[-1], 1), "integrity": self.integrity,
                 "nocache": self.nocache, "sndbuf": self.sndbuf, "rcvbuf": self.rcvbuf,
                 "nodelay": self.nodelay, "busy_poll": self.busy_poll,
                 "congestion": (default_congestion(self.mode, self.transport)
@@ -113,6 +116,14 @@ class Spec:
                 "trial_time": self.trial_time,
                 "perturbation": self.perturbation, "sizes": len(self.sizes),
                 "start": self.sizes[0], "end": self.sizes[-1]}
+
+    def recorded(self, params: SessionParams) -> JsonObject:
+        """The parameters the result records: the session's, and --link-speed when given
+        (the peer never sees it, and a run's history setup does not depend on it)."""
+        out = jsonvalue.as_object(params)
+        if self.link_speed is not None:
+            out[efficiency.LINK_SPEED_PARAM] = self.link_speed
+        return out
 
     def sweep(self) -> SweepConfig:
         return SweepConfig(sizes=list(self.sizes), mode=self.mode, precision=self.precision,
@@ -150,8 +161,12 @@ class Measured(NamedTuple):
 
 def validate(spec: Spec) -> None:
     """BadSpec for a value no sweep can use."""
-    if not spec.sizes or spec.sizes[0] < 1:
+    if not spec.sizes or spec.sizes[0] < 0:
         raise errors.BadSpec("no usable sizes", HINT)
+    if spec.link_speed is not None and not (math.isfinite(spec.link_speed)
+                                            and spec.link_speed > 0):
+        raise errors.BadSpec(f"--link-speed {spec.link_speed!r} bit/s: give a finite rate > 0",
+                             HINT)
     if spec.mode not in MODES:
         raise errors.BadSpec(f"--mode {spec.mode!r}: choose {', '.join(MODES)}", HINT)
     if not 0 < spec.precision < 1:
@@ -297,6 +312,7 @@ def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
                        meta=meta,
                        sizes=outcome.sizes, status=outcome.status, status_reason=outcome.reason,
                        sweep=outcome.facts)
+    result.parameters = spec.recorded(params)  # with --link-speed, which the peer never saw
     notes = history_notes(result, history, started_utc,
                           "--history off" if spec.transport == "tcp" else
                           f"no history for the {spec.transport} transport")
@@ -373,12 +389,19 @@ def across_runs(result: RunResult, history: History, utc: str) -> list[str]:
     medians = {s.size: float(m) for s in result.sizes
                if (m := s.time_us.get("median")) is not None}  # range: between_run_sd, record
     own = run_history.between_run_sd(medians, history.runs)
-    sd = run_history.pooled_sd(own, len(history.runs), history.host_sd)
+    sd, cut = run_history.capped(run_history.pooled_sd(own, len(history.runs),
+                                                       history.host_sd))
     notes = [history.note] if history.note else []
+    notes += history.warnings(medians)
+    if cut:
+        notes.append(f"history: the spread between runs it gives was capped at "
+                     f"{run_history.MAX_RELATIVE_SD:.0%} (beoperf.sweep.history); "
+                     f"{history.path} may hold runs of another machine state")
     if sd is not None:
         for s in result.sizes:
             _add_between_runs(s, sd)
-    facts = _between_facts(history, own, sd)
+    facts = _between_facts(history, own, sd,
+                           far=len(run_history.implausible(medians, history.runs)))
     result.sweep = dict(result.sweep or {}, between_runs=facts)
     if result.status == "complete" and medians:
         kept = history.record(utc, medians)
@@ -405,17 +428,21 @@ def _add_between_runs(s: SizeResult, sd: float) -> None:
     s.ci95_relative = intervals.relative_halfwidth(float(median), got[0], got[1])
 
 
-def _between_facts(history: History, own: float | None, sd: float | None) -> JsonObject:
+def _between_facts(history: History, own: float | None, sd: float | None,
+                   far: int = 0) -> JsonObject:
     """``sweep.between_runs``: the spread applied (``relative_sd``, None: none) and where
     it came from (``source``: "own" earlier runs of this setup, "own+host" those pooled
     with the host's other setups, "host" borrowed from those only, "none"), the part it
     adds to an interval, the file and what was read.  Where the spread came from is said
     beside every interval (report.pingpong), so it is no warning; only a history that
-    could not be read or kept is (history.note, record's note)."""
+    could not be read or kept is (history.note, record's note).  ``far``: how many
+    earlier runs had a size left out as more than MAX_RATIO from this run's."""
     host = history.host_sd is not None
     source = "none" if sd is None else "host" if own is None else "own+host" if host else "own"
     missing = ("this setup's own history could not be read" if history.note else
                "no earlier run of this setup" if not history.runs else
+               f"the earlier runs of this setup are more than {run_history.MAX_RATIO:g}x "
+               "from this one at every size they share" if far else
                "no earlier run of this setup has a size of this one")
     facts: JsonObject = {
         "history": str(history.path),

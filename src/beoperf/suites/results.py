@@ -31,8 +31,10 @@ def load_result(path: str) -> RunResult:
         run = load_any(Path(path))
         if not run.sizes:
             raise DocumentError("no measured sizes in this result")
-        if not all(s.central_time_us() > 0 and s.central_bps() > 0 for s in run.sizes):
-            raise DocumentError("a size with a time or throughput that is not positive")
+        if not all(s.central_time_us() > 0 and (s.central_bps() > 0 or s.size == 0 ==
+                                                 s.central_bps()) for s in run.sizes):
+            raise DocumentError("a size with a time or throughput that is not positive (an "
+                                "empty message's throughput is 0)")
         analyze_run(run)  # every derived figure can be computed
     except (ValueError, OSError) as exc:  # DocumentError is a ValueError
         raise input_error(path, exc) from None

@@ -216,6 +216,13 @@ def apply(spec: Spec, progress: Progress | None = None) -> Document:
 def rollback(spec: RollbackSpec, progress: Progress | None = None) -> Document:
     """Restore a rollback file: every entry checked before the lock is taken and anything
     is written (the file is input, not the node's state).  The document restored."""
+    return rollback_counted(spec, progress)[0]
+
+
+def rollback_counted(spec: RollbackSpec,
+                     progress: Progress | None = None) -> tuple[Document, int]:
+    """:func:`rollback`, and how many of the file's keys had their previous value already
+    (left alone: never changed, or undone when the apply failed)."""
     path = spec.path
     try:
         doc = tune.read_rollback(path)
@@ -227,12 +234,19 @@ def rollback(spec: RollbackSpec, progress: Progress | None = None) -> Document:
     except TuneError as exc:
         raise BadRollbackFile(str(exc), "nothing was changed") from None
     require_root("--rollback")
+    unchanged: list[Change] = []
+    already = _reporter("already", progress)
+
+    def left(change: Change, value: str) -> None:
+        unchanged.append(change)
+        already(change, value)
+
     with TuneLock():
-        failures = tune.restore(reversed(changes), _reporter("restored", progress))
+        failures = tune.restore(reversed(changes), _reporter("restored", progress), left)
     if failures:
         raise RollbackFailed(f"{len(failures)} of {len(changes)} value(s) not restored: "
                              f"{'; '.join(failures)}")
-    return doc
+    return doc, len(unchanged)
 
 
 # --------------------------------------------------------------------------- procedure

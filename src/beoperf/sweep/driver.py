@@ -154,7 +154,7 @@ class PingPongMeasurer:
             estimate_ns = self.cost(self.trial(size, 1))
         if self.cfg.mode == "stream" and self.stream is None and self.cfg.settle:
             probe = settle_size(self.cfg.sizes)
-            self.stream = settle_confirmed(self, probe, estimate_ns * probe / size,
+            self.stream = settle_confirmed(self, probe, estimate_ns * probe / max(size, 1),
                                            self.cfg.trial_time, cap_s=no_fall_cap(self.cfg))
         reps = reps_for(estimate_ns, self.trial_seconds(size), self.cfg.min_reps)
         first = self.trial(size, reps)
@@ -293,8 +293,9 @@ def falls(rates_bps: list[tuple[float, float]]) -> bool:
 def settle_size(sizes: list[int]) -> int:
     """The message size to settle the stream trial's length with: small enough that the
     shortest trial fits in a shaper's burst (so that the fall shows), large enough to be
-    cheap per byte: 64 KiB, or the largest size of a sweep of smaller ones."""
-    return min(SETTLE_SIZE, max(sizes))
+    cheap per byte: 64 KiB, or the largest size of a sweep of smaller ones (1 byte for
+    empty messages only: a rate needs bytes)."""
+    return max(1, min(SETTLE_SIZE, max(sizes)))
 
 
 def settle_stream(m: PingPongMeasurer, size: int, unit_ns: float, start_s: float,
@@ -460,7 +461,9 @@ def open_transport(peer: Peer, params: SessionParams, *,
 
 def make_pool(size: int, cfg: SweepConfig) -> _core.Pool:
     """Two message buffers, or with nocache the session's one no-cache span
-    (beoperf.pools: more than the last-level cache, the same for every size)."""
+    (beoperf.pools: more than the last-level cache, the same for every size); a sweep of
+    empty messages gets a 1-byte pool (the byte TCP sends for one: engines.tcp_data)."""
+    size = max(size, 1)
     if not cfg.nocache:
         return _core.Pool(size)
     return _core.Pool(size, pools.nocache_span(max(cfg.sizes), sysinfo.llc_bytes()))

@@ -24,6 +24,19 @@ pooled with its own (s^2 = (n s_own^2 + s_host^2) / (n + 1) after n earlier runs
 first run takes it alone.  With neither, the interval is the within-run one, and the
 document says so.
 
+A history is read, not trusted (a file in a directory shared by several nodes, or one
+written by hand, may say anything): a median more than MAX_RATIO times away from the one
+it is compared with (this run's at the same point, or another run's of the same file) is
+not a level a machine moves by between two runs of one setup; that pair of points is left
+out and the file and run are named in a warning.  The spread taken from what remains is
+capped at MAX_RELATIVE_SD (the largest this project's shared VMs showed was 22%, a jump
+of every size by 35%: bench/RESULTS.md H1), said in a warning when it applies, so a
+history can widen an interval by a factor of exp(1.96 sqrt(2) MAX_RELATIVE_SD) = 2.0 at
+most on each side, and never across zero (the widening is on the log scale).  A file
+not owned by the user who runs beoperf, or writable by group or others, is not read
+(as ssh's StrictModes), with a warning naming it; the directory itself must be this
+user's and writable by nobody else, so no other user can put a file there.
+
 A setup is what the caller says it is (``suites.pingpong.history_setup``: the options
 that shape the figures, the peer, this host, its MTU and a digest of every setting a
 tuning change or a study may touch, ``beoperf.audit.state``), so that a run before a
@@ -76,6 +89,9 @@ HOST_WEIGHT = 1.0  # the host's spread counts as this many earlier runs of a set
 SAME_HOST = ("local_host", "kernel")  # what makes another setup one of this host
 MAX_SCAN_BYTES = 8 * 1024 * 1024  # read at most this much of other setups' files
 LOCK_WAIT = 5.0  # seconds a run waits for another to finish adding itself, at most
+MAX_RATIO = 10.0  # two medians of one point further apart than this are not compared
+MAX_RELATIVE_SD = 0.25  # the spread between runs a history can give, at most
+MAX_NAMED = 3  # files (or runs) named in one warning, at most
 
 
 class HistoryError(ValueError):
@@ -163,16 +179,57 @@ def _medians(points: JsonValue | None) -> dict[int, float]:
     return medians
 
 
+def _log_ratios(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[list[float], int]:
+    """The log ratios of two runs' medians at their common points, and how many common
+    points were left out as further apart than MAX_RATIO (a median out of range is left
+    out without being counted)."""
+    limit = math.log(MAX_RATIO)
+    logs, far = [], 0
+    for key, value in a.items():
+        if key in b and MIN_MEDIAN <= value <= MAX_MEDIAN:
+            d = math.log(value) - math.log(b[key])
+            if abs(d) > limit:
+                far += 1
+            else:
+                logs.append(d)
+    return logs, far
+
+
 def _spread(pairs: Sequence[tuple[Mapping[int, float], Mapping[int, float]]]) -> float | None:
     """s_b over pairs of runs: sqrt(mean of the squared log ratios of their common points'
-    medians / 2); None without a common point.  A median out of range is left out."""
+    medians / 2); None without a common point.  A median out of range, and a pair of
+    points more than MAX_RATIO apart, are left out."""
     total, count = 0.0, 0
     for a, b in pairs:
-        for key, value in a.items():
-            if key in b and MIN_MEDIAN <= value <= MAX_MEDIAN:
-                total += (math.log(value) - math.log(b[key])) ** 2
-                count += 1
+        logs, _far = _log_ratios(a, b)
+        total += sum(d * d for d in logs)
+        count += len(logs)
     return math.sqrt(total / count / 2.0) if count else None
+
+
+def implausible(current: Mapping[int, float], earlier: Sequence[Run]) -> list[Run]:
+    """The earlier runs with a point more than MAX_RATIO away from this run's (left out
+    of the spread: named in a warning)."""
+    return [run for run in earlier if _log_ratios(current, run.medians)[1]]
+
+
+def far_apart(runs: Sequence[Run]) -> bool:
+    """Two runs of one file with a point more than MAX_RATIO apart."""
+    return any(_log_ratios(later.medians, earlier.medians)[1]
+               for i, later in enumerate(runs) for earlier in runs[:i])
+
+
+def capped(sd: float | None) -> tuple[float | None, bool]:
+    """The spread a history may give (at most MAX_RELATIVE_SD), and whether it was cut."""
+    if sd is None or sd <= MAX_RELATIVE_SD:
+        return sd, False
+    return MAX_RELATIVE_SD, True
+
+
+def named(names: Sequence[str]) -> str:
+    """At most MAX_NAMED names, and how many more."""
+    more = len(names) - MAX_NAMED
+    return ", ".join(names[:MAX_NAMED]) + (f" and {more} more" if more > 0 else "")
 
 
 def between_run_sd(current: Mapping[int, float], earlier: Sequence[Run]) -> float | None:
@@ -198,44 +255,70 @@ def pooled_sd(own: float | None, earlier_runs: int, host: float | None) -> float
                      / (earlier_runs + HOST_WEIGHT))
 
 
+@dataclass
+class _HostScan:
+    """What the scan of this host's other setups found: their spread, how many gave it,
+    and the files left out as untrusted or implausible (named in warnings)."""
+
+    sd: float | None = None
+    setups: int = 0
+    untrusted: list[str] = field(default_factory=list)
+    implausible: list[str] = field(default_factory=list)
+
+
 def _host_spread(fd: int, suite: str, own: str, setup: JsonObject,
-                 now: dt.datetime) -> tuple[float | None, int]:
+                 now: dt.datetime) -> _HostScan:
     """The spread between runs of the other setups of this host in the open directory
     ``fd`` and how many gave one: the MAX_OTHER_SETUPS newest that do, of the suite's
     files read newest first (regular files only, never through a link; MAX_SCAN_BYTES at
     most; a file that cannot be read or used, or of another host, is skipped: a
-    directory shared by several nodes holds theirs too).  (None, 0) if the setup does
-    not name its host and kernel."""
+    directory shared by several nodes holds theirs too; one not this user's or writable
+    by others, or whose runs are more than MAX_RATIO apart, is skipped and named).  No
+    spread if the setup does not name its host and kernel."""
+    scan = _HostScan()
     mine = {k: setup.get(k) for k in SAME_HOST}
     if any(v is None for v in mine.values()):
-        return None, 0
+        return scan
     squares: list[float] = []
     read = 0
-    for name in _newest_files(fd, suite, own):
+    for name, st in _newest_files(fd, suite, own):
         if len(squares) >= MAX_OTHER_SETUPS or read >= MAX_SCAN_BYTES:
             break
+        if not trusted(st):
+            scan.untrusted.append(name)
+            continue
         try:
-            data = safeio.read_bytes_at(fd, name, MAX_BYTES, "a history file")
+            data = safeio.read_bytes_at(fd, name, MAX_BYTES, "a history file", private=True)
             read += len(data)
             doc = safeio.parse_json(data, name)
             other = doc.get("setup") if isinstance(doc, dict) else None
             if not isinstance(other, dict) or any(other.get(k) != v for k, v in mine.items()):
                 continue
-            sd = spread_within(parse(doc, now))
+            runs = parse(doc, now)
         except (safeio.FileInputError, OSError, ValueError):
             continue
+        if far_apart(runs):
+            scan.implausible.append(name)
+            continue
+        sd = spread_within(runs)
         if sd is not None:
             squares.append(sd * sd)
-    if not squares:
-        return None, 0
-    return math.sqrt(sum(squares) / len(squares)), len(squares)
+    if squares:
+        scan.sd, scan.setups = math.sqrt(sum(squares) / len(squares)), len(squares)
+    return scan
 
 
-def _newest_files(fd: int, suite: str, own: str) -> list[str]:
+def trusted(st: os.stat_result) -> bool:
+    """A file this user owns and nobody else may write (what safeio's private read
+    checks on the open file; here to name the files left out)."""
+    return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _newest_files(fd: int, suite: str, own: str) -> list[tuple[str, os.stat_result]]:
     """The regular files of the suite's setups other than ``own`` in the open directory
-    ``fd`` (of its first MAX_ENTRIES entries), newest first."""
+    ``fd`` (of its first MAX_ENTRIES entries), newest first, with their status."""
     pattern = re.compile(re.escape(suite) + r"-[0-9a-f]{20}\.json")
-    found: list[tuple[float, str]] = []
+    found: list[tuple[float, str, os.stat_result]] = []
     with os.scandir(fd) as entries:
         for n, entry in enumerate(entries):
             if n >= MAX_ENTRIES:
@@ -247,8 +330,9 @@ def _newest_files(fd: int, suite: str, own: str) -> list[str]:
             except OSError:
                 continue
             if stat.S_ISREG(st.st_mode):
-                found.append((st.st_mtime, entry.name))
-    return [name for _when, name in sorted(found, reverse=True)]
+                found.append((st.st_mtime, entry.name, st))
+    return [(name, st) for _when, name, st in sorted(found, key=lambda f: (f[0], f[1]),
+                                                     reverse=True)]
 
 
 def _lock(fd: int) -> None:
@@ -287,6 +371,8 @@ class History:
     host_sd: float | None = None  # the spread between runs of this host's other setups
     host_setups: int = 0  # how many other setups gave it
     now: dt.datetime | None = None  # the time the runs' ages were taken at (load's)
+    untrusted: list[str] = field(default_factory=list)  # other setups' files not read
+    implausible: list[str] = field(default_factory=list)  # and those left out as such
 
     @property
     def path(self) -> Path:
@@ -303,8 +389,9 @@ class History:
                 return hist
             try:
                 try:
-                    hist.host_sd, hist.host_setups = _host_spread(fd, suite, hist.path.name,
-                                                                  setup, now)
+                    scan = _host_spread(fd, suite, hist.path.name, setup, now)
+                    hist.host_sd, hist.host_setups = scan.sd, scan.setups
+                    hist.untrusted, hist.implausible = scan.untrusted, scan.implausible
                 except OSError:
                     pass  # the setup's own runs may still be read
                 try:
@@ -312,7 +399,7 @@ class History:
                 except FileNotFoundError:
                     return hist  # the first run of this setup
                 data = safeio.read_bytes_at(fd, hist.path.name, MAX_BYTES, "a history file",
-                                            shown=str(hist.path))
+                                            shown=str(hist.path), private=True)
             finally:
                 os.close(fd)
             hist.runs = parse(safeio.parse_json(data, str(hist.path)), now)
@@ -321,6 +408,23 @@ class History:
         except (HistoryError, OSError, ValueError) as exc:
             hist.note = f"history not used: {hist.path}: {exc}"
         return hist
+
+    def warnings(self, current: Mapping[int, float]) -> list[str]:
+        """What of the history was left out and why, against this run's medians
+        ``current``: other setups' files not this user's or writable by others, or with
+        runs too far apart; this setup's runs with a point too far from this run's."""
+        notes = []
+        if self.untrusted:
+            notes.append(f"history: not read, not owned by uid {os.geteuid()} or writable "
+                         f"by group or others: {named(self.untrusted)} in {self.directory}")
+        if self.implausible:
+            notes.append(f"history: left out, runs more than {MAX_RATIO:g}x apart at a "
+                         f"point: {named(self.implausible)} in {self.directory}")
+        far = implausible(current, self.runs)
+        if far:
+            notes.append(f"history: {self.path}: points more than {MAX_RATIO:g}x from this "
+                         f"run's left out, of the run(s) of {named([r.utc for r in far])}")
+        return notes
 
     def record(self, utc: str, medians: Mapping[int, float]) -> str | None:
         """Add this run to the file as it is now, under a lock on the directory (runs of

@@ -22,21 +22,24 @@ def netpipe_schedule(start: int = 1, end: int = 8 * 1024**2, perturbation: int =
 
     For the defaults this is exactly the 124 sizes NPtcp measures (1 ... 8388611).
     """
-    if start < 1 or end < start:
-        raise ValueError(f"bad size range {start}..{end}: need 1 <= start <= end")
+    if start < 0 or end < max(start, 1):
+        raise ValueError(f"bad size range {start}..{end}: need 0 <= start <= end, end >= 1")
     if perturbation < 0:
         raise ValueError("perturbation must be >= 0")
     out: set[int] = set()
     for n in nominal_sizes(start, end):
         candidates = (n - perturbation, n, n + perturbation) if n > 4 * perturbation > 0 else (n,)
         out.update(s for s in candidates if s >= 1)
+    if start == 0:
+        out.add(0)  # an empty message, as IMB and OSU begin
     return sorted(out)
 
 
 def explicit_schedule(text: str) -> list[int]:
-    """'8,1024,64K' -> [8, 1024, 65536], sorted, duplicates removed."""
+    """'0,8,1024,64K' -> [0, 8, 1024, 65536], sorted, duplicates removed; 0 is an empty
+    message (the minimum latency, NetPIPE's, IMB's and OSU's first row)."""
     sizes = sorted({units.parse_size(part, allow_zero=True) for part in text.split(",")
                     if part.strip()})
-    if not sizes or sizes[0] < 1:
-        raise ValueError(f"no usable sizes in {text!r} (sizes must be >= 1 byte)")
+    if not sizes:
+        raise ValueError(f"no usable sizes in {text!r}")
     return sizes

@@ -326,8 +326,31 @@ def _sysfs_driver(ifname: str, root: str) -> dict:
     return {"driver": driver, "driver_version": _nonempty(version)}
 
 
+# Drivers of virtual NICs: the speed they report is nominal (veth's 10000, tun's 10, a
+# hypervisor's configured figure), and any PCIe link under them is emulated.
+VIRTUAL_DRIVERS = frozenset({"veth", "tun", "bridge", "bonding", "dummy", "ifb", "macvlan",
+                             "ipvlan", "vxlan", "virtio_net", "vmxnet3", "hv_netvsc",
+                             "xen-netfront", "vif", "ena", "gve", "vrf", "team"})
+
+
+def virtual_reason(ifname: str, driver: str | None, root: str = "/sys") -> str | None:
+    """Why an interface's speed is nominal rather than its wire's (no device under it:
+    loopback, veth, a bridge; or a virtual NIC's driver), or None for a physical NIC (or
+    an interface sysfs does not show)."""
+    netdir = Path(root, "class", "net", ifname)
+    if not netdir.is_dir():
+        return None
+    if driver in VIRTUAL_DRIVERS:
+        return f"{ifname} is a virtual NIC (driver {driver})"
+    if not (netdir / "device").is_dir():
+        kind = "loopback" if ifname == "lo" else "a virtual interface"
+        return f"{ifname} has no device under it ({kind})"
+    return None
+
+
 def interface_facts(ifname: str, root: str = "/sys") -> dict:
-    """Describe network interface `ifname`: MTU, link speed/duplex/state and driver details.
+    """Describe network interface `ifname`: MTU, link speed/duplex/state, driver details
+    and, for a virtual one, why its speed is nominal (``virtual``).
 
     Unknown values are None (e.g. speed of lo, which reports -1 or EINVAL); never raises.
     """
@@ -348,6 +371,7 @@ def interface_facts(ifname: str, root: str = "/sys") -> dict:
         for key, value in source.items():
             if facts.get(key) is None:
                 facts[key] = value
+    facts["virtual"] = virtual_reason(ifname, facts["driver"], root)
     return facts
 
 

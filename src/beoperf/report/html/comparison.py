@@ -52,6 +52,7 @@ def _cells(i: int, r: Row) -> list[Any]:
             num(p99, time_text(p99) if p99 is not None else "n/a", _k(i, "latency_p99_us")),
             num(r.peak_bps, format_rate(r.peak_bps), _k(i, "peak_bps")),
             format_size(r.peak_size),
+            num(r.peak_of_link, r.efficiency_text(), title=r.efficiency_unknown),
             format_size(r.saturation_size) if r.saturation_size else "-",
             format_size(r.n_half) if r.n_half else "-",
             num(r.alpha_us, time_text(r.alpha_us) if r.alpha_us is not None else "n/a",
@@ -82,17 +83,20 @@ def impact(rows: list[Row]) -> Markup:
 def html(doc: Document, **_options: Any) -> str:
     found = Comparison.from_document(doc)
     rows, statement = found.rows, found.statement
-    head = ["configuration", "runs", "latency", "p99", "peak", "peak at", "saturation",
+    head = ["configuration", "runs", "latency", "p99", "peak", "peak at", "peak of link",
+            "saturation",
             "n1/2", "alpha", "1/beta", "latency change", "peak change", "sizes", "collapses"]
     classes = ["base" if r.baseline else None for r in rows]
     return join([
-        table(head, [_cells(i, r) for i, r in enumerate(rows)], numeric=range(1, 11),
+        table(head, [_cells(i, r) for i, r in enumerate(rows)], numeric=range(1, 12),
               row_classes=classes,
               caption=f"Configurations against the baseline {found.baseline}"),
         para("One-way times; latency = the median time of the middle size (by median) "
              "among sizes <= 16 B; rates SI (bit/s); the verdicts compare one size every run "
              "measured: latency + = slower, peak + = faster, with the interval of the "
-             "change.", "none"),
+             "change; peak of link: the peak's share of the link speed (--link-speed, else "
+             "the slower NIC; unknown for virtual NICs, the reason on hover) and of its TCP "
+             "goodput limit.", "none"),
         para(statement, "none") if statement else Markup(""),
         heading("Impact"), impact(rows),
         para("Mean and variance (ddof=1) of the per-trial medians of the one-way time at "

@@ -15,6 +15,7 @@ from typing import Any
 
 from beoperf.analysis import intervals
 from beoperf.analysis.curve import CurveAnalysis, Fit, analyze_run, latency_name, time_name
+from beoperf.analysis.efficiency import Efficiency, efficiency
 from beoperf.analysis.pingpong import interval_of, within_run
 from beoperf.model import jsonvalue
 from beoperf.model.document import Document, JsonObject
@@ -110,8 +111,29 @@ def headline(run: RunResult, a: CurveAnalysis) -> Markup:
         ("n1/2", format_size(a.n_half) if a.n_half else "-", "-",
          "size where throughput first reaches half the peak"),
     ]
+    if a.peak_size > 0:
+        rows.append(_efficiency_row(efficiency(run, a.peak_bps, a.peak_size)))
     return table(["figure", "value", "spread", "how"], rows, cls="headline",
                  caption="Headline figures (sizes outside any throughput collapse)")
+
+
+def _efficiency_row(e: Efficiency) -> tuple[str, Markup, str, str]:
+    """The peak as a share of the link and of its goodput limit (analysis.efficiency), or
+    "unknown" and why."""
+    if e.peak_of_link is None or e.link_bps is None:
+        return "efficiency", num(None, "unknown"), "-", e.unknown or "-"
+    shown = f"{e.peak_of_link:.1%} of the {format_rate(e.link_bps)} link"
+    goodput = (f"{e.peak_of_goodput:.1%} of the goodput limit "
+               f"{format_rate(e.goodput_limit_bps)} ({e.payload_bytes} B of TCP payload per "
+               f"{e.frame_bytes} B of line time)"
+               if e.peak_of_goodput is not None and e.goodput_limit_bps is not None else
+               f"goodput limit unknown: {e.goodput_unknown}")
+    if e.best_trial_of_link is not None:
+        goodput += f"; best trial (NetPIPE's figure) {e.best_trial_of_link:.1%} of the link"
+    how = f"link speed from {e.link_source}" + (f"; {e.link_note}" if e.link_note else "")
+    if e.peak_of_link > 1:
+        how += "; above the link's speed: a shaper's burst, or a link speed below the real one"
+    return "efficiency", num(e.peak_of_link, shown), goodput, how
 
 
 def _for_next_run(text: str) -> str:
