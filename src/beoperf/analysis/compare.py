@@ -503,7 +503,7 @@ class Comparison:
 
     def body(self) -> JsonObject:
         return {"baseline": self.baseline, "margin": self.margin, "test": self.test,
-                "rows": [asdict(r) for r in self.rows]}
+                "rows": [_row_body(r) for r in self.rows]}
 
     def to_document(self, meta: JsonObject | None = None) -> Document:
         return Document(comparison.KIND, self.body(), dict(meta or {}))
@@ -574,3 +574,16 @@ def document(table: Sequence[Row], margin: float = DEFAULT_MARGIN,
 def rows_of(doc: Document) -> list[Row]:
     """The typed rows of a comparison document (as `rows` made them)."""
     return Comparison.from_document(doc).rows
+
+
+# a row's fields that version 3 added, left out when unknown so that a version 1 or 2 body
+# read typed gives back the stored one
+_OPTIONAL_ROW = ("link_bps", "peak_of_link", "peak_of_goodput", "efficiency_unknown")
+
+
+def _row_body(row: Row) -> JsonObject:
+    out: JsonObject = asdict(row)
+    for key in _OPTIONAL_ROW:
+        if out.get(key) is None:
+            del out[key]
+    return out
