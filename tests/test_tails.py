@@ -125,3 +125,16 @@ def test_raw_csv_stops_at_its_cap_and_never_writes_through_a_link(tmp_path, caps
     assert victim.read_text() == "keep" and not (tmp_path / "raw.csv").is_symlink()
     assert len((tmp_path / "raw.csv").read_text().splitlines()) == 5
     assert "WARN" not in capsys.readouterr().err
+
+
+def test_a_cut_raw_file_says_how_many_samples_it_left_out(tmp_path, capsys, monkeypatch):
+    from types import SimpleNamespace
+
+    from beoperf.cli import raw_samples as cli_raw
+    from beoperf.report import raw_samples
+    monkeypatch.setattr(raw_samples, "CAP", 2)
+    samples = {8: [np.array([1000.0, 2000.0, 3000.0])]}
+    assert cli_raw.write(str(tmp_path / "raw.csv"), SimpleNamespace(samples=samples)) is None
+    assert len((tmp_path / "raw.csv").read_text().splitlines()) == 3
+    err = capsys.readouterr().err
+    assert "2 of 3 samples written (the cap is 2 rows" in err and len(err.splitlines()) == 1

@@ -44,7 +44,7 @@ def write(path: str, measured: Measured) -> errors.OutputError | None:
     """Write the CSV atomically (never through a link at FILE); a cap reached is a warning
     on stderr.  The error to raise after the summary, if it could not be written."""
     samples = measured.samples or {}
-    data, written, total = raw_samples.raw_csv(samples)
+    data, written, total = raw_samples.raw_csv(samples, raw_samples.CAP)
     try:
         with interrupts.deferred():
             safeio.write_atomic(path, data)
