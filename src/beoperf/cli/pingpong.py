@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from beoperf import errors, interrupts, report, safeio, units
-from beoperf.cli import ExitStatus, UsageError, mpi_options, peer_host, runs
+from beoperf.cli import ExitStatus, UsageError, mpi_options, peer_host, raw_samples, runs
 from beoperf.cli.progress import Progress
 from beoperf.model.document import Document
 from beoperf.model.pingpong import RunResult
@@ -54,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     out = p.add_argument_group("output")
     out.add_argument("-o", "--output", metavar="PREFIX", help="write PREFIX.json and PREFIX.np")
     out.add_argument("--json", action="store_true", help="print the result document to stdout")
+    raw_samples.add_option(out)
     out.add_argument("--sweep", metavar="KEY=V1,V2,...",
                      help="one run per value of sndbuf, rcvbuf, mode, nocache (on/off), "
                           "transport (tcp,mpi) or mpi-env:VARIABLE, then a comparison table "
@@ -207,6 +208,7 @@ def spec_from(args: argparse.Namespace) -> pingpong.Spec:
 
 
 def run(args: argparse.Namespace) -> int:
+    raw_samples.check(args)
     if args.sweep:
         return run_config_sweep(args)
     spec = spec_from(args)
@@ -219,6 +221,7 @@ def run(args: argparse.Namespace) -> int:
             measured = pingpong.run(spec, progress.advance, hold)
         progress.__exit__(None, None, None)  # the bar gone before anything is printed
         kept = write_outputs(args.output, measured.document, args.json)
+    raw_error = raw_samples.write(args.raw_samples, measured) if args.raw_samples else None
     for warning in conditions.warnings_of(measured.document.meta):
         print(f"beoperf: WARN: {warning}", file=sys.stderr)
     if spec.transport == "mpi":
@@ -226,7 +229,10 @@ def run(args: argparse.Namespace) -> int:
     if kept is not None:
         print(f"kept in {kept} (no -o given; the newest {runs.KEEP} runs are kept there)",
               file=sys.stderr)
-    return finish(measured, quiet_stdout=args.json)
+    status = finish(measured, quiet_stdout=args.json)
+    if raw_error is not None:
+        raise raw_error
+    return status
 
 
 def _progress(spec: pingpong.Spec, quiet: bool) -> Progress:

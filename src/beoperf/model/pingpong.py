@@ -23,8 +23,9 @@ from beoperf.model.document import Document, DocumentError, JsonObject
 KIND = "pingpong"
 # 1: "format": "beoperf.pingpong", no envelope; 2: the envelope; 3: "sweep"; 4: intervals
 # of positive quantities (both bounds > 0), "interval_note", ci95_within_run_us always;
-# 5: a size may be 0 (an empty message: a time, no throughput)
-VERSION = 5
+# 5: a size may be 0 (an empty message: a time, no throughput); 6: "tail" per size (p50 to
+# p99.99 from a log histogram of the samples, which it keeps)
+VERSION = 6
 LEGACY_FORMAT = "beoperf.pingpong"
 
 ResultFormatError = DocumentError  # a file that is not a ping-pong result
@@ -68,6 +69,10 @@ class SizeResult:
     # why the size has no interval though it has trials (e.g. one an earlier beoperf
     # wrote with a bound <= 0, dropped when the file was read)
     interval_note: str | None = None
+    # the deep tail (beoperf.analysis.tails): {"samples", "percentiles_us": {"p50" ...
+    # "p99.99": us or None below the rule}, "histogram": {"ratio", "unit", "buckets":
+    # [[index, count], ...]}, "rule"}; None in stream mode and in files before version 6
+    tail: JsonObject | None = None
 
     def central_time_us(self) -> float:
         """The figure to read: the median, or for imports what the source has."""
@@ -212,6 +217,13 @@ def _v4_to_v5(doc: dict) -> dict:
     return doc
 
 
+def _v5_to_v6(doc: dict) -> dict:
+    """Version 6 adds the optional "tail" of each size (deep percentiles and their
+    histogram); a version 5 file has none (its sizes kept p90 and p99 only), and nothing
+    else changes."""
+    return doc
+
+
 BODY_KEYS = ("parameters", "local", "remote", "sizes", "status", "status_reason", "warnings",
              "source", "summary", "analysis")  # of version 1
 
@@ -233,5 +245,6 @@ def _from_legacy_v1(doc: dict) -> dict:
             "body": body}
 
 
-document.register(KIND, VERSION, upgrades={2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5},
+document.register(KIND, VERSION, upgrades={2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5,
+                                         5: _v5_to_v6},
                   legacy={LEGACY_FORMAT: _from_legacy_v1})

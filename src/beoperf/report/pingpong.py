@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from beoperf.analysis import intervals
+from beoperf.analysis import intervals, tails
 from beoperf.analysis.curve import CurveAnalysis, analyze_run, latency_name
 from beoperf.analysis.efficiency import efficiency
 from beoperf.analysis.efficiency import text as efficiency_text
@@ -200,7 +200,20 @@ def _latency_lines(run: RunResult, s: Summary) -> list[str]:
     return [f"  {label:<10} {s['latency_median_us']:.2f} us median"
             f"{' ' if shown.startswith('[') else ', '}{shown}",
             f"             ({what} at {size.size} B, {size.trials} trials, {size.samples} "
-            f"samples{p99_text}{meaning})"]
+            f"samples{p99_text}{meaning})", *tail_lines(size)]
+
+
+def tail_lines(size: SizeResult) -> list[str]:
+    """The deep tail at a size (beoperf.analysis.tails): p99, p99.9 and p99.99 from its
+    histogram, each "n/a (n samples)" below the rule; none for a size without a tail
+    (stream mode, files before version 6, imports)."""
+    if not size.tail:
+        return []
+    shown = ", ".join(f"{name} {tails.percentile_text(size.tail, name)}"
+                      for name in ("p99", "p99.9", "p99.99"))
+    return [f"  {'tail':<10} {shown}",
+            f"             (at {size.size} B, from a {tails.RATIO - 1:.0%} log histogram of "
+            f"every sample; a percentile p needs {tails.MIN_BEYOND}/(1-p) samples)"]
 
 
 # --------------------------------------------------------------------------- the answer

@@ -157,6 +157,9 @@ class Measured(NamedTuple):
     run: RunResult
     error: errors.BeoperfError | None = None
     interrupt: KeyboardInterrupt | None = None
+    # each size's samples (one-way ns, an array per trial) when the sweep ran here: the
+    # rows of --raw-samples (None when they stayed in another process)
+    samples: dict[int, list[Any]] | None = None
 
 
 def validate(spec: Spec) -> None:
@@ -319,7 +322,8 @@ def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
     # after the history: the warnings quote the intervals the summary shows
     result.warnings = [*warnings_of(client.warnings, outcome, spec.precision),
                        *shaper_notes(result, local), *notes, *machine_notes]
-    return Measured(document(result), result, *_stopped(outcome, spec.transport, host))
+    return Measured(document(result), result, *_stopped(outcome, spec.transport, host),
+                    samples=outcome.samples)
 
 
 def history_notes(result: RunResult, history: History | None, utc: str,

@@ -15,6 +15,7 @@ import numpy as np
 
 from beoperf import _core, engines, errors, interrupts, pools, sysinfo
 from beoperf.analysis.stats import MIN_CI_SAMPLES, summarize
+from beoperf.analysis.tails import tail_of
 from beoperf.engines import Peer, Transport, TransportError, Trial
 from beoperf.engines.base import SessionParams
 from beoperf.model import jsonvalue
@@ -58,6 +59,9 @@ class SweepOutcome:
     reason: str | None = None
     error: BaseException | None = None
     facts: JsonObject = field(default_factory=dict)  # the run's "sweep": how it ran
+    # every size's samples (one-way ns), one array per trial in the order measured: for
+    # --raw-samples; the same arrays the precision loop kept, not a copy
+    samples: dict[int, list[np.ndarray]] = field(default_factory=dict)
 
 
 INTEGRITY_HINT = "check the NICs, cables and offloads on this path"
@@ -416,7 +420,9 @@ def size_result(point: Point, mode: str, corrupt: int = 0,
     machine's state carried between passes; beoperf.sweep.precision), on the log scale.
     ``ci95_within_run_us`` is the same interval, kept as this run's own part when the
     spread between runs is added to ``ci95_us`` later (suites.pingpong.across_runs).
-    The other statistics are of all samples (``sample_median`` too)."""
+    The other statistics are of all samples (``sample_median`` too); ``tail`` holds the
+    deep percentiles and their log histogram (beoperf.analysis.tails), in the modes timed
+    per message (a stream trial is one sample)."""
     s = summarize(np.concatenate(point.chunks) / 1000.0)  # ns -> us
     best_trial = min(float(c.mean()) for c in point.chunks) / 1000.0
     median = float(np.median(point.trial_medians)) / 1000.0
@@ -439,7 +445,8 @@ def size_result(point: Point, mode: str, corrupt: int = 0,
         ci95_us=[repeat[0] / 1000.0, repeat[1] / 1000.0] if repeat else None,
         ci95_median_us=_positive([plain[1] / 1000.0, plain[2] / 1000.0]) if plain else None,
         ci95_within_run_us=[repeat[0] / 1000.0, repeat[1] / 1000.0] if repeat else None,
-        trial_passes=list(point.pass_of))
+        trial_passes=list(point.pass_of),
+        tail=jsonvalue.as_object(tail_of(point.chunks)) if mode != "stream" else None)
 
 
 def _positive(interval: list[float]) -> list[float] | None:
@@ -482,6 +489,7 @@ def run_sweep(transport: Transport, cfg: SweepConfig,
         if point.trials:
             out.sizes.append(size_result(point, cfg.mode, measurer.corrupt.get(point.key, 0),
                                          result.inflation))
+            out.samples[int(point.key)] = point.chunks
             if on_size:
                 on_size(out.sizes[-1])
     _classify(out, result.stopped)

@@ -21,7 +21,7 @@ from beoperf.model import jsonvalue
 from beoperf.model.document import Document, JsonObject
 from beoperf.model.pingpong import DROPPED, RunResult, SizeResult
 from beoperf.report import renderer
-from beoperf.report.html import svg
+from beoperf.report.html import svg, tails
 from beoperf.report.html.markup import (
     Markup,
     details,
@@ -507,6 +507,8 @@ def html(doc: Document, *, anchor: str = "run", **_options: Any) -> str:
     else:
         parts.append(para("No analysis: the run has no usable sizes.", "none"))
     parts += [heading("Conditions"), conditions(run, doc), heading("Graphs"),
-              graphs(run, a, anchor), size_table(run)]
+              graphs(run, a, anchor),
+              tails.section(run, a.latency_size if a is not None else None, anchor),
+              size_table(run)]
     return join(parts)
 
