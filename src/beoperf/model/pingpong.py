@@ -23,8 +23,9 @@ from beoperf.model.document import Document, DocumentError, JsonObject
 KIND = "pingpong"
 # 1: "format": "beoperf.pingpong", no envelope; 2: the envelope; 3: "sweep"; 4: intervals
 # of positive quantities (both bounds > 0), "interval_note", ci95_within_run_us always;
-# 5: a size may be 0 (an empty message: a time, no throughput)
-VERSION = 5
+# 5: a size may be 0 (an empty message: a time, no throughput); 6: --streams and
+# --reverse (a size's streams_bps, the parameters streams and reverse)
+VERSION = 6
 LEGACY_FORMAT = "beoperf.pingpong"
 
 ResultFormatError = DocumentError  # a file that is not a ping-pong result
@@ -68,6 +69,10 @@ class SizeResult:
     # why the size has no interval though it has trials (e.g. one an earlier beoperf
     # wrote with a bound <= 0, dropped when the file was read)
     interval_note: str | None = None
+    # --streams N (stream mode, version 6): each stream's goodput (bit/s), the median over
+    # the size's trials of its bytes over its own loop time; throughput_bps is their sum
+    # over the common window (the first stream's start to the last one's end)
+    streams_bps: list[float] | None = None
 
     def central_time_us(self) -> float:
         """The figure to read: the median, or for imports what the source has."""
@@ -104,6 +109,10 @@ class RunResult:
         """The document body (without the derived summary and analysis)."""
         out: JsonObject = asdict(self)
         del out["meta"]
+        sizes = out["sizes"]
+        for size in sizes if isinstance(sizes, list) else []:  # one stream: left out, as
+            if isinstance(size, dict) and size.get("streams_bps") is None:  # before version 6
+                size.pop("streams_bps", None)
         return out
 
     def to_document(self, derived: JsonObject | None = None) -> Document:
@@ -118,6 +127,8 @@ class RunResult:
         peer = str(self.meta.get("peer", "?")).split(" port ")[0]
         extras = [f"{k}={p[k]}" for k in ("sndbuf", "rcvbuf") if p.get(k)]
         extras += [k for k in ("nocache", "integrity") if p.get(k)]
+        extras += [f"streams={p['streams']}"] if (p.get("streams") or 1) != 1 else []
+        extras += ["reverse"] if p.get("reverse") else []
         mtu = jsonvalue.section(self.local, "interface").get("mtu")
         mtu_text = f" mtu{mtu}" if mtu else ""
         return f"{p.get('mode', '?')} {peer}{mtu_text}" + "".join(f" {e}" for e in extras)
@@ -212,6 +223,13 @@ def _v4_to_v5(doc: dict) -> dict:
     return doc
 
 
+def _v5_to_v6(doc: dict) -> dict:
+    """Version 6 adds what --streams and --reverse record: a size's per-stream goodputs
+    (streams_bps) and the parameters streams and reverse; a version 5 file measured one
+    stream forward, and nothing else changes."""
+    return doc
+
+
 BODY_KEYS = ("parameters", "local", "remote", "sizes", "status", "status_reason", "warnings",
              "source", "summary", "analysis")  # of version 1
 
@@ -233,5 +251,6 @@ def _from_legacy_v1(doc: dict) -> dict:
             "body": body}
 
 
-document.register(KIND, VERSION, upgrades={2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5},
+document.register(KIND, VERSION, upgrades={2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5,
+                                            5: _v5_to_v6},
                   legacy={LEGACY_FORMAT: _from_legacy_v1})
