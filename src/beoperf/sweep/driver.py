@@ -168,7 +168,7 @@ class PingPongMeasurer:
         if estimate_ns is None:
             estimate_ns = self.cost(self.trial(size, 1))
         if self.cfg.mode == "stream" and self.stream is None and self.cfg.settle:
-            probe = settle_size(self.cfg.sizes)
+            probe = parallel_settle_size(self.cfg)
             self.stream = settle_confirmed(self, probe, estimate_ns * probe / max(size, 1),
                                            self.cfg.trial_time, cap_s=no_fall_cap(self.cfg))
         reps = reps_for(estimate_ns, self.trial_seconds(size), self.cfg.min_reps)
@@ -311,6 +311,15 @@ def settle_size(sizes: list[int]) -> int:
     cheap per byte: 64 KiB, or the largest size of a sweep of smaller ones (1 byte for
     empty messages only: a rate needs bytes)."""
     return max(1, min(SETTLE_SIZE, max(sizes)))
+
+
+def parallel_settle_size(cfg: SweepConfig) -> int:
+    """The message size the stream settling runs (settle_size), shared by --streams'
+    parallel streams: each sends its part, so that the first trial's few messages on
+    every stream still fit in a shaper's burst (4 streams of 64 KiB overflowed a 256 KB
+    burst in the first trial, and the shaper went unseen: the sum read 1-2% high)."""
+    streams = max(1, cfg.streams) if cfg.mode == "stream" else 1
+    return max(1, settle_size(cfg.sizes) // streams)
 
 
 def settle_stream(m: PingPongMeasurer, size: int, unit_ns: float, start_s: float,
@@ -531,7 +540,7 @@ def sweep_facts(cfg: SweepConfig, result: LoopOutcome,
                 measurer: PingPongMeasurer) -> JsonObject:
     """How the sweep ran, for the result (its body's "sweep")."""
     stream = measurer.stream
-    shaper = stream.shaper(settle_size(cfg.sizes)) if stream is not None else None
+    shaper = stream.shaper(parallel_settle_size(cfg)) if stream is not None else None
     return {"stream_trial_s": stream.trial_s if stream else None,
             "shaper": _shaper_json(shaper),
             "stream_rates": _pairs(stream.rates_bps) if stream else None,
