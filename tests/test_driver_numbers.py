@@ -277,7 +277,7 @@ def test_a_sizes_statistics_by_hand():
         "corrupt": 3, "trial_medians_us": [2.0, 3.0, 4.0, 4.0, 2.0, 6.0],
         "ci95_us": [low, high], "ci95_median_us": [2.0, 6.0],
         "ci95_within_run_us": [low, high], "trial_passes": [0, 1, 2, 3, 4, 5],
-        "interval_note": None}
+        "interval_note": None, "streams_bps": None}
     close(vars(size_result(chunky_point(), "pingpong", 3, 1.5)), want)
     # by default: no corruption, no inflation (sqrt2 alone); bidir moves the message twice
     low, high = repeat(SQRT2)

@@ -273,6 +273,9 @@ def settings_of(run: RunResult) -> dict[str, object]:
     """What a reader must know to call two runs like or unlike: the parameters that shape
     the figures, the peer, and this end's host, kernel, MTU and congestion control."""
     found: dict[str, object] = {k: run.parameters.get(k) for k in SETTINGS}
+    # --streams and --reverse (stream mode): absent in a run of one stream forward
+    found["streams"] = run.parameters.get("streams") or 1
+    found["reverse"] = bool(run.parameters.get("reverse"))
     found["peer"] = str(run.meta.get("peer", "")).split(" port ")[0] or None
     for part, key in FACTS:
         section = run.local.get(part) if isinstance(run.local, dict) else None

@@ -116,6 +116,13 @@ def _add_mode_options(p: argparse.ArgumentParser) -> None:
                    help="TCP congestion control of the data connections at both ends "
                         "(default: reno in pingpong and bidir modes, the system's in stream "
                         "mode; 'system': the system's)")
+    g.add_argument("--streams", type=int, default=1, metavar="N",
+                   help="--mode stream: N data connections at once, one thread each, "
+                        "started together; the goodput is their sum (iperf3 -P; the "
+                        "server caps N, 'beoperf serve' at 128)")
+    g.add_argument("--reverse", action="store_true",
+                   help="--mode stream: the server sends and this end receives, so a "
+                        "client behind NAT measures its download (iperf3 -R)")
     g.add_argument("--cpu", metavar="N[,M]|none",
                    help="pin this end to CPU N (and the server to M); without a host the "
                         "embedded server and this end go on two CPUs unless 'none'")
@@ -203,6 +210,7 @@ def spec_from(args: argparse.Namespace) -> pingpong.Spec:
         command_line=tuple(args.argv), transport=args.transport,
         history=pingpong.history_dir(args.history) if args.transport == "tcp" else None,
         link_speed=_link_speed(args.link_speed),
+        streams=getattr(args, "streams", 1), reverse=bool(getattr(args, "reverse", False)),
         mpi=mpi_options.mpi_options_from(args, mpi_pingpong.hosts_from(args.hosts,
                                                                         args.hostfile)))
 

@@ -41,6 +41,8 @@ class Trial:
     samples_ns: np.ndarray | None  # per round trip / exchange, when timed per message
     elapsed_ns: int  # whole trial as timed by the timing end
     corrupt: int  # messages that failed verification, both ends together
+    # parallel streams: each stream's own loop time (elapsed_ns is then their common window)
+    streams_ns: list[int] | None = None
 
 
 class SessionParams(TypedDict, total=False):
@@ -61,6 +63,10 @@ class SessionParams(TypedDict, total=False):
     congestion: str | None
     client_cpu: int | None
     server_cpu: int | None
+    # stream mode: parallel data connections (1: the one stream), and the direction
+    # (reverse: the server sends, the client receives, as iperf3 -R)
+    streams: int
+    reverse: bool
     transport: str
     precision: float
     time_budget: float | None

@@ -75,11 +75,13 @@ class RunOrder(TypedDict):
 
 
 class Done(TypedDict):
-    """A trial is over: the server's elapsed time and the corrupt messages it found."""
+    """A trial is over: the server's elapsed time and the corrupt messages it found; with
+    parallel streams (or reverse) the common window and each stream's own loop time."""
 
     op: Literal["done"]
     elapsed_ns: int
     corrupt: int
+    streams_ns: NotRequired[list[int]]
 
 
 class Refuse(TypedDict):

@@ -15,9 +15,11 @@ from beoperf.engines import protocol, register
 from beoperf.engines.base import Peer, SessionParams, Transport, TransportError, Trial
 from beoperf.engines.tcp_data import (
     CLIENT_ROLE,
+    REVERSE_ROLE,
     DataOptions,
     apply_options,
     data_socket_facts,
+    run_parallel,
     set_io_timeout,
     wire_size,
 )
@@ -87,6 +89,9 @@ class TcpClient(Transport):
         self.opts = DataOptions.from_params(params)
         self.ctrl: socket.socket | None = None
         self.data: socket.socket | None = None
+        self.more_data: list[socket.socket] = []  # --streams: the data connections after the first
+        self.more_pools: list[_core.Pool] = []
+        self.streams = int(params.get("streams") or 1)
         self.token = ""
         self.remote: JsonObject = {}
         self.remote_socket: JsonObject = {}
@@ -140,7 +145,18 @@ class TcpClient(Transport):
                 f"{self.timeout:g} s") from None
         self.token = str(welcome.get("token", ""))
         self.remote = jsonvalue.section(welcome, "server")
+        self._check_parallel(welcome)
         return self.remote
+
+    def _check_parallel(self, welcome: JsonObject) -> None:
+        """A server older than --streams and --reverse takes the session but would run one
+        forward stream: refuse it here, in one line."""
+        if self.streams == 1 and not self.params.get("reverse"):
+            return
+        limits = welcome.get("limits")
+        if not isinstance(limits, dict) or "max_streams" not in limits:
+            raise protocol.PeerRefused("this 'beoperf serve' is older than --streams and "
+                                       "--reverse; upgrade it, or leave them out", "version")
 
     def open_data(self) -> None:
         """Open (or reopen) the data connection with the requested options."""
@@ -149,6 +165,12 @@ class TcpClient(Transport):
         self.warnings += [w for w in apply_options(self.data, self.opts) if w not in self.warnings]
         self.data.settimeout(self.timeout)
         protocol.send_message(self.data, {"op": "hello", "role": "data", "token": self.token})
+        for _ in range(self.streams - 1):  # the parallel streams, each its own connection
+            more = connect(self.peer.host, self.peer.port, fam, self.timeout, self.opts)
+            self.more_data.append(more)
+            apply_options(more, self.opts)
+            more.settimeout(self.timeout)
+            protocol.send_message(more, {"op": "hello", "role": "data", "token": self.token})
         assert self.ctrl is not None
         self.ctrl.settimeout(self.timeout)
         reply = protocol.expect(protocol.recv_message(self.ctrl), "data")
@@ -159,11 +181,15 @@ class TcpClient(Transport):
             if f"server: {warning}" not in self.warnings:
                 self.warnings.append(f"server: {warning}")
         set_io_timeout(self.data, self.timeout)
+        for more in self.more_data:
+            set_io_timeout(more, self.timeout)
 
     def trial(self, size: int, reps: int, pool: _core.Pool, seq0: int) -> Trial:
         mode = self.params["mode"]
         assert self.ctrl is not None and self.data is not None
         protocol.send_message(self.ctrl, {"op": "run", "size": size, "reps": reps, "seq0": seq0})
+        if self.streams > 1 or self.params.get("reverse"):
+            return self._parallel_trial(size, reps, pool, seq0)
         try:
             samples, elapsed, corrupt = _core.run(
                 CLIENT_ROLE[mode], self.data.fileno(), pool, reps,
@@ -180,6 +206,34 @@ class TcpClient(Transport):
         arr = np.frombuffer(samples, dtype=np.uint64) if samples is not None else None
         return Trial(arr, elapsed, corrupt)
 
+    def _parallel_trial(self, size: int, reps: int, pool: _core.Pool, seq0: int) -> Trial:
+        """A stream trial on every data connection at once (run_parallel), timed by the
+        receiver: the server's window and streams, or with --reverse this end's own."""
+        assert self.ctrl is not None and self.data is not None
+        reverse = bool(self.params.get("reverse"))
+        while len(self.more_pools) < self.streams - 1:  # each stream its own buffers
+            self.more_pools.append(_core.Pool(max(self.params["max_size"], 1)))
+        try:
+            got = run_parallel(REVERSE_ROLE["client"] if reverse else CLIENT_ROLE["stream"],
+                               [self.data, *self.more_data], [pool, *self.more_pools], reps,
+                               size=wire_size(size), seq0=seq0,
+                               integrity=bool(self.params.get("integrity")),
+                               timeout_ms=int(self.timeout * 1000))
+        except (ConnectionError, TimeoutError):
+            self._raise_peer_reason(size)
+            raise
+        self.ctrl.settimeout(self.timeout + size / 1e5)
+        done = _done(protocol.recv_message(self.ctrl), size)
+        if reverse:
+            return Trial(None, got.window_ns, got.corrupt, got.elapsed_ns)
+        said = done.get("streams_ns")
+        listed = said if isinstance(said, list) else []
+        per = [v for v in listed if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+        if len(per) != self.streams or len(listed) != self.streams:
+            raise protocol.ProtocolError(f"'done' frame: streams_ns is {said!r}, not "
+                                         f"{self.streams} positive integers")
+        return Trial(None, count(done, "elapsed_ns"), count(done, "corrupt", 0), per)
+
     def _raise_peer_reason(self, size: int) -> None:
         """The data path broke: if the server said why on the control path, raise that."""
         assert self.ctrl is not None
@@ -191,6 +245,10 @@ class TcpClient(Transport):
         _done(message, size)
 
     def reset(self) -> None:
+        for sock in self.more_data:
+            self.retransmitted += counters.socket_retransmissions(sock) or 0
+            sock.close()
+        self.more_data = []
         if self.data:
             self.retransmitted += counters.socket_retransmissions(self.data) or 0
             self.data.close()
@@ -215,6 +273,9 @@ class TcpClient(Transport):
         """This end's data sockets' retransmitted segments (TCP_INFO), the open one's
         and those that reset() closed; None when the kernel does not say."""
         now = counters.socket_retransmissions(self.data) if self.data else 0
+        for sock in self.more_data:
+            more = counters.socket_retransmissions(sock)
+            now = None if now is None or more is None else now + more
         return None if now is None else self.retransmitted + now
 
     def peer_retransmissions(self) -> int | None:
@@ -229,9 +290,10 @@ class TcpClient(Transport):
                 said = count(protocol.recv_message(self.ctrl), "retransmissions", -1)
                 # -1: an older server, or a count the kernel did not give
                 self.peer_retransmitted = said if 0 <= said < 2 ** 32 else None
-        for sock in (self.data, self.ctrl):
+        for sock in (*self.more_data, self.data, self.ctrl):
             if sock:
                 sock.close()
+        self.more_data = []
         self.data = self.ctrl = None
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import re
 import socket
 import struct
+import threading
 from dataclasses import dataclass
 
-from beoperf import sysinfo
+from beoperf import _core, sysinfo
 from beoperf.engines.base import SessionParams
 from beoperf.model.document import JsonObject
 
@@ -19,6 +20,8 @@ CONGESTION_NAME = re.compile(r"[a-z][a-z0-9_]{0,14}")  # the kernel's names: 15 
 ALWAYS_THERE = "reno"  # built into every Linux kernel, allowed to every user
 
 CLIENT_ROLE = {"pingpong": "pingpong-client", "stream": "stream-send", "bidir": "bidir"}
+# --reverse (stream mode only): the server sends, the client receives and times
+REVERSE_ROLE = {"client": "stream-recv", "server": "stream-send"}
 SERVER_ROLE = {"pingpong": "pingpong-server", "stream": "stream-recv", "bidir": "bidir"}
 # TCP carries bytes, not messages: a send of 0 bytes puts nothing on the wire and the
 # other end would wait for ever.  An empty message (size 0, NetPIPE's, IMB's and OSU's
@@ -108,3 +111,53 @@ def data_socket_facts(sock: socket.socket) -> JsonObject:
     facts = sysinfo.endpoint_facts(sock)
     facts["socket"]["busy_poll_us"] = busy_poll_granted(sock)
     return facts
+
+
+MAX_STREAMS = 128  # a server's cap on a session's parallel stream connections (--streams)
+
+
+@dataclass
+class Parallel:
+    """What the timing end of a parallel stream trial saw: the common window (from the
+    first stream's start to the last one's end), each stream's own loop time, and the
+    corrupt messages of all of them."""
+
+    window_ns: int
+    elapsed_ns: list[int]
+    corrupt: int
+
+
+def run_parallel(role: str, socks: list[socket.socket], pools: list[_core.Pool], reps: int,
+                 *, size: int, seq0: int, integrity: bool, timeout_ms: int,
+                 inject_corrupt: int = -1) -> Parallel:
+    """Run the C loop ``role`` on every socket at once, one thread per stream (the loop
+    releases the GIL), each from its own pool; the threads start together at a barrier
+    (the common start) and the window is timed from the first start to the last end.
+    The first failure of any stream is raised once all have ended."""
+    n = len(socks)
+    barrier = threading.Barrier(n)
+    starts, ends, elapsed, corrupt = [0] * n, [0] * n, [0] * n, [0] * n
+    failures: list[BaseException] = []
+
+    def one(i: int) -> None:
+        try:
+            barrier.wait()
+            starts[i] = _core.now_ns()
+            _, elapsed[i], corrupt[i] = _core.run(
+                role, socks[i].fileno(), pools[i], reps, integrity=integrity, seq0=seq0,
+                timeout_ms=timeout_ms, inject_corrupt=inject_corrupt, timed=False, size=size)
+            ends[i] = _core.now_ns()
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
+            failures.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(1, n)]
+    for thread in threads:
+        thread.start()
+    one(0)
+    for thread in threads:
+        thread.join()
+    if failures:
+        real = [f for f in failures if not isinstance(f, threading.BrokenBarrierError)]
+        raise (real or failures)[0]
+    return Parallel(max(ends) - min(starts), elapsed, sum(corrupt))

@@ -49,11 +49,14 @@ from beoperf.engines import echo, protocol
 from beoperf.engines.base import MODES, SessionParams
 from beoperf.engines.protocol import Refusal
 from beoperf.engines.tcp_data import (
+    MAX_STREAMS,
+    REVERSE_ROLE,
     SERVER_ROLE,
     DataOptions,
     apply_options,
     congestion_problem,
     data_socket_facts,
+    run_parallel,
     set_io_timeout,
     wire_size,
 )
@@ -102,7 +105,8 @@ def check_params(params: JsonValue | None, cfg: ServerConfig) -> SessionParams:
     max_size = params.get("max_size")
     if not isinstance(max_size, int) or max_size < 1:
         raise Refusal("bad-request", f"bad largest message size {max_size!r}")
-    need = pools.two_buffers(max_size)
+    streams, reverse = check_streams(params, mode)
+    need = pools.two_buffers(max_size) * streams
     if need > cfg.max_memory:
         raise Refusal("limit", f"largest message {max_size} bytes needs {need} bytes of buffers, "
                                f"more than this server's {pools.mib(cfg.max_memory)} limit; "
@@ -121,7 +125,23 @@ def check_params(params: JsonValue | None, cfg: ServerConfig) -> SessionParams:
             "nocache": bool(params.get("nocache")), "nodelay": bool(params.get("nodelay", True)),
             "sndbuf": sndbuf, "rcvbuf": rcvbuf, "busy_poll": busy_poll,
             "congestion": congestion if isinstance(congestion, str) else None,
-            "server_cpu": server_cpu}
+            "server_cpu": server_cpu, "streams": streams, "reverse": reverse}
+
+
+def check_streams(params: JsonObject, mode: str) -> tuple[int, bool]:
+    """The parallel streams (1 to MAX_STREAMS) and the direction a session asks for:
+    both in stream mode only; else a refusal."""
+    streams, reverse = params.get("streams", 1), params.get("reverse", False)
+    if not isinstance(streams, int) or isinstance(streams, bool) or streams < 1:
+        raise Refusal("bad-request", f"bad number of streams {streams!r}")
+    if streams > MAX_STREAMS:
+        raise Refusal("limit", f"--streams {streams} is above this server's cap of "
+                               f"{MAX_STREAMS} streams per session")
+    if not isinstance(reverse, bool):
+        raise Refusal("bad-request", f"bad reverse flag {reverse!r}")
+    if (streams > 1 or reverse) and mode != "stream":
+        raise Refusal("bad-request", "--streams and --reverse are for stream mode only")
+    return streams, reverse
 
 
 def _bounded(params: JsonObject, key: str, cfg: ServerConfig) -> int | None:
@@ -173,12 +193,16 @@ class Session:
         self.server, self.ctrl, self.peer, self.params = server, ctrl, peer, params
         self.cfg = server.cfg
         self.token = secrets.token_hex(16)
-        self.data_queue: queue.Queue[socket.socket] = queue.Queue(MAX_DATA_QUEUE)
+        self.streams = int(params.get("streams") or 1)
+        self.data_queue: queue.Queue[socket.socket] = queue.Queue(MAX_DATA_QUEUE
+                                                                  + self.streams - 1)
         self.extra_data = 0  # data connections refused because the queue was full
         self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)  # "one is queued"
         self._qlock = threading.Lock()  # offer() against close(): never write a closed fd
         self._closed = False
         self.data: socket.socket | None = None
+        self.more_data: list[socket.socket] = []  # the parallel streams after the first
+        self.more_pools: list[_core.Pool] = []
         self.retransmitted: int | None = 0  # by the data sockets closed (None: not known)
         self.pool: _core.Pool | None = None
         self.pool_facts = pools.pool_facts(params["max_size"], bool(params.get("nocache")),
@@ -190,7 +214,7 @@ class Session:
     def run(self) -> None:
         protocol.send_message(self.ctrl, {
             "op": "welcome", "token": self.token, "server": self.server.facts(),
-            "limits": {"max_memory": self.cfg.max_memory}})
+            "limits": {"max_memory": self.cfg.max_memory, "max_streams": MAX_STREAMS}})
         self._attach_data()
         while True:
             message = protocol.recv_message(self.ctrl, time.monotonic() + self.cfg.idle_timeout)
@@ -220,8 +244,13 @@ class Session:
             return True
 
     def _attach_data(self) -> None:
-        self.data = self._wait_data(time.monotonic() + self.cfg.handshake_timeout)
+        deadline = time.monotonic() + self.cfg.handshake_timeout
+        self.data = self._wait_data(deadline)
         warnings = apply_options(self.data, DataOptions.from_params(self.params))
+        for _ in range(self.streams - 1):  # the parallel streams: all within the deadline
+            self.more_data.append(self._wait_data(deadline))
+            apply_options(self.more_data[-1], DataOptions.from_params(self.params))
+            set_io_timeout(self.more_data[-1], self.cfg.idle_timeout)
         span = pools.span_warning(self.pool_facts, self.params["max_size"], "server")
         set_io_timeout(self.data, self.cfg.idle_timeout)
         protocol.send_message(self.ctrl, {"op": "data", "socket": data_socket_facts(self.data),
@@ -271,6 +300,9 @@ class Session:
         if not (0 <= size <= self.params["max_size"] and 1 <= reps <= MAX_REPS and seq0 >= 0):
             raise Refusal("limit", f"run of {reps} x {size} bytes is outside the session limits")
         assert self.data is not None
+        if self.streams > 1 or self.params.get("reverse"):
+            self._parallel_trial(size, reps, seq0)
+            return
         _, elapsed, corrupt = _core.run(
             SERVER_ROLE[self.params["mode"]], self.data.fileno(), self._pool(), reps,
             integrity=bool(self.params.get("integrity")), seq0=seq0,
@@ -281,7 +313,31 @@ class Session:
         self.bytes += size * reps
         self.sizes.add(size)
 
+    def _parallel_trial(self, size: int, reps: int, seq0: int) -> None:
+        """A trial on every stream at once (run_parallel): as the receiver (forward) the
+        server times the window and each stream; as the sender (reverse) the client does."""
+        assert self.data is not None
+        while len(self.more_pools) < self.streams - 1:  # each stream its own buffers
+            self.more_pools.append(_core.Pool(self.params["max_size"]))
+        role = REVERSE_ROLE["server"] if self.params.get("reverse") else SERVER_ROLE["stream"]
+        got = run_parallel(role, [self.data, *self.more_data], [self._pool(), *self.more_pools],
+                           reps, size=wire_size(size), seq0=seq0,
+                           integrity=bool(self.params.get("integrity")),
+                           timeout_ms=int(self.cfg.idle_timeout * 1000),
+                           inject_corrupt=self.cfg.inject_corrupt)
+        protocol.send_message(self.ctrl, {"op": "done", "elapsed_ns": got.window_ns,
+                                          "corrupt": got.corrupt, "streams_ns": got.elapsed_ns})
+        self.runs += 1
+        self.bytes += size * reps * self.streams
+        self.sizes.add(size)
+
     def _close_data(self) -> None:
+        for sock in self.more_data:
+            count = counters.socket_retransmissions(sock)
+            self.retransmitted = None if count is None or self.retransmitted is None else \
+                self.retransmitted + count
+            sock.close()
+        self.more_data = []
         if self.data:
             count = counters.socket_retransmissions(self.data)
             self.retransmitted = None if count is None or self.retransmitted is None else \
@@ -308,8 +364,10 @@ class Session:
     def describe(self) -> str:
         sizes = f"{min(self.sizes)}..{max(self.sizes)}" if self.sizes else "-"
         extra = f" extra_data_refused={self.extra_data}" if self.extra_data else ""
-        return (f"mode={self.params['mode']} runs={self.runs} sizes={len(self.sizes)} "
-                f"({sizes} B) bytes={self.bytes}{extra}")
+        streams = f" streams={self.streams}" if self.streams > 1 else ""
+        reverse = " reverse" if self.params.get("reverse") else ""
+        return (f"mode={self.params['mode']}{streams}{reverse} runs={self.runs} "
+                f"sizes={len(self.sizes)} ({sizes} B) bytes={self.bytes}{extra}")
 
 
 class Turns:

@@ -24,7 +24,8 @@ KIND = "pingpong"
 # 1: "format": "beoperf.pingpong", no envelope; 2: the envelope; 3: "sweep"; 4: intervals
 # of positive quantities (both bounds > 0), "interval_note", ci95_within_run_us always;
 # 5: a size may be 0 (an empty message: a time, no throughput); 6: "tail" per size (p50 to
-# p99.99 from a log histogram of the samples, which it keeps)
+# p99.99 from a log histogram of the samples, which it keeps), and --streams and --reverse
+# (a size's streams_bps, the parameters streams and reverse)
 VERSION = 6
 LEGACY_FORMAT = "beoperf.pingpong"
 
@@ -73,6 +74,10 @@ class SizeResult:
     # "p99.99": us or None below the rule}, "histogram": {"ratio", "unit", "buckets":
     # [[index, count], ...]}, "rule"}; None in stream mode and in files before version 6
     tail: JsonObject | None = None
+    # --streams N (stream mode, version 6): each stream's goodput (bit/s), the median over
+    # the size's trials of its bytes over its own loop time; throughput_bps is their sum
+    # over the common window (the first stream's start to the last one's end)
+    streams_bps: list[float] | None = None
 
     def central_time_us(self) -> float:
         """The figure to read: the median, or for imports what the source has."""
@@ -109,6 +114,10 @@ class RunResult:
         """The document body (without the derived summary and analysis)."""
         out: JsonObject = asdict(self)
         del out["meta"]
+        sizes = out["sizes"]
+        for size in sizes if isinstance(sizes, list) else []:  # one stream: left out, as
+            if isinstance(size, dict) and size.get("streams_bps") is None:  # before version 6
+                size.pop("streams_bps", None)
         return out
 
     def to_document(self, derived: JsonObject | None = None) -> Document:
@@ -123,6 +132,8 @@ class RunResult:
         peer = str(self.meta.get("peer", "?")).split(" port ")[0]
         extras = [f"{k}={p[k]}" for k in ("sndbuf", "rcvbuf") if p.get(k)]
         extras += [k for k in ("nocache", "integrity") if p.get(k)]
+        extras += [f"streams={p['streams']}"] if (p.get("streams") or 1) != 1 else []
+        extras += ["reverse"] if p.get("reverse") else []
         mtu = jsonvalue.section(self.local, "interface").get("mtu")
         mtu_text = f" mtu{mtu}" if mtu else ""
         return f"{p.get('mode', '?')} {peer}{mtu_text}" + "".join(f" {e}" for e in extras)
@@ -219,8 +230,9 @@ def _v4_to_v5(doc: dict) -> dict:
 
 def _v5_to_v6(doc: dict) -> dict:
     """Version 6 adds the optional "tail" of each size (deep percentiles and their
-    histogram); a version 5 file has none (its sizes kept p90 and p99 only), and nothing
-    else changes."""
+    histogram; a version 5 file's sizes kept p90 and p99 only) and what --streams and
+    --reverse record (a size's per-stream goodputs, streams_bps, and the parameters streams
+    and reverse; a version 5 file measured one stream forward); nothing else changes."""
     return doc
 
 

@@ -61,6 +61,7 @@ def text(doc: Document | RunResult, **_options: Any) -> str:
              f"in {jsonvalue.number(run.meta, 'duration_s') or 0.0:.1f} s ({run.status})"]
     lines += text_block(lines_of(doc if isinstance(doc, Document) else run.to_document()),
                         "  ")
+    lines += streams_lines(run, s.get("peak_size"))
     if "latency_size" in s:
         lines += _latency_lines(run, s)
         lines.append(f"  throughput {s['peak_throughput_bps'] / 1e6:.2f} Mbit/s peak at "
@@ -78,6 +79,40 @@ def text(doc: Document | RunResult, **_options: Any) -> str:
         lines.append(f"  history    {where}")
     lines += conditions.text_lines(run.meta)
     return "\n".join(lines) + "\n"
+
+
+def direction_text(run: RunResult) -> str | None:
+    """'4 streams, forward (this end sends)' for a run with --streams or --reverse;
+    None for one stream forward (every run before them)."""
+    n = run.parameters.get("streams") or 1
+    reverse = bool(run.parameters.get("reverse"))
+    if n == 1 and not reverse:
+        return None
+    way = "reverse (the server sends, this end receives)" if reverse else \
+        "forward (this end sends)"
+    return f"{n} stream{'s' if n != 1 else ''}, {way}"
+
+
+def streams_lines(run: RunResult, peak_size: int | None = None) -> list[str]:
+    """The streams and direction, and at the peak size (else the largest with them) the
+    sum of the streams and their spread, naming the slowest and the fastest (iperf3's
+    per-stream lines and SUM)."""
+    said = direction_text(run)
+    if said is None:
+        return []
+    out = [f"  streams    {said}"]
+    with_streams = [z for z in run.sizes if z.streams_bps and len(z.streams_bps) > 1]
+    if not with_streams:  # one stream (--reverse alone): its throughput is the figure
+        return out
+    size = next((z for z in with_streams if z.size == peak_size), with_streams[-1])
+    rates = size.streams_bps or []
+    total = size.throughput_bps.get("from_median")
+    slow, fast = rates.index(min(rates)), rates.index(max(rates))
+    out.append(f"  SUM        {(total or 0) / 1e6:.2f} Mbit/s at {size.size} B over the common "
+               f"window; per stream {min(rates) / 1e6:.2f} (#{slow}, slowest) to "
+               f"{max(rates) / 1e6:.2f} Mbit/s (#{fast}, fastest), each over its own time "
+               f"(together {sum(rates) / 1e6:.2f})")
+    return out
 
 
 @renderer("pingpong", "np")

@@ -101,11 +101,14 @@ class Spec:
     mpi: MpiOptions | None = None  # transport mpi: hosts, launcher, loop variants
     history: Path | None = None  # earlier runs of this setup (beoperf.sweep.history); None: none
     link_speed: float | None = None  # bit/s (--link-speed): the efficiency's link; None: the NICs'
+    streams: int = 1  # --streams: parallel data connections in stream mode
+    reverse: bool = False  # --reverse: the server sends, this end receives (stream mode)
 
     def params(self) -> SessionParams:
         """The session parameters both ends agree on (and the result records)."""
         # an empty message still moves a byte on TCP (engines.tcp_data.wire_size)
-        return {"mode": self.mode, "max_size": max(self.sizes[-1], 1), "integrity": self.integrity,
+        params: SessionParams = {
+                "mode": self.mode, "max_size": max(self.sizes[-1], 1), "integrity": self.integrity,
                 "nocache": self.nocache, "sndbuf": self.sndbuf, "rcvbuf": self.rcvbuf,
                 "nodelay": self.nodelay, "busy_poll": self.busy_poll,
                 "congestion": (default_congestion(self.mode, self.transport)
@@ -116,6 +119,11 @@ class Spec:
                 "trial_time": self.trial_time,
                 "perturbation": self.perturbation, "sizes": len(self.sizes),
                 "start": self.sizes[0], "end": self.sizes[-1]}
+        # streams and reverse, when either is asked for: a run of one stream forward
+        # records (and sends) neither, as before them, so its history setup is unchanged
+        if self.streams != 1 or self.reverse:
+            params["streams"], params["reverse"] = self.streams, self.reverse
+        return params
 
     def recorded(self, params: SessionParams) -> JsonObject:
         """The parameters the result records: the session's, and --link-speed when given
@@ -129,7 +137,7 @@ class Spec:
         return SweepConfig(sizes=list(self.sizes), mode=self.mode, precision=self.precision,
                            trial_time=self.trial_time, max_time=self.max_time,
                            nocache=self.nocache, time_budget=self.time_budget,
-                           seed=self.seed if self.seed is not None
+                           streams=self.streams, seed=self.seed if self.seed is not None
                            else random.randrange(2**32))
 
 
@@ -181,6 +189,24 @@ def validate(spec: Spec) -> None:
     if not 0 <= spec.port <= 65535:
         raise errors.BadSpec(f"--port {spec.port} is not a TCP port (0-65535)", HINT)
     _validate_socket(spec)
+    _validate_parallel(spec)
+
+
+CLIENT_MAX_STREAMS = 1024  # this end's bound; the server's own cap (tcp_data.MAX_STREAMS) decides
+
+
+def _validate_parallel(spec: Spec) -> None:
+    """--streams and --reverse: stream mode over TCP only; a no-cache pool is the
+    session's one, so not with several streams."""
+    if not 1 <= spec.streams <= CLIENT_MAX_STREAMS:
+        raise errors.BadSpec(f"--streams {spec.streams}: give 1 to {CLIENT_MAX_STREAMS}", HINT)
+    if spec.streams == 1 and not spec.reverse:
+        return
+    what = "--streams" if spec.streams > 1 else "--reverse"
+    if spec.transport != "tcp" or spec.mode != "stream":
+        raise errors.BadSpec(f"{what} is for --mode stream over the tcp transport", HINT)
+    if spec.nocache and spec.streams > 1:
+        raise errors.BadSpec("--nocache with --streams is not supported: give one of them", HINT)
 
 
 def _validate_socket(spec: Spec) -> None:
@@ -268,8 +294,8 @@ def peer(specs: Sequence[Spec]) -> Iterator[tuple[str, int]]:
         return
     loopback = "::1" if first.family == socket.AF_INET6 else "127.0.0.1"
     llc = sysinfo.llc_bytes()
-    need = max(pools.ideal_span(s.sizes[-1], llc) if s.nocache else pools.two_buffers(s.sizes[-1])
-               for s in specs)
+    need = max(pools.ideal_span(s.sizes[-1], llc) if s.nocache
+               else pools.two_buffers(s.sizes[-1]) * s.streams for s in specs)
     with serve.embedded(loopback, max_memory=max(need, 64 * 1024 * 1024)) as port:
         yield loopback, port
 

@@ -50,6 +50,7 @@ class SweepConfig:
     time_budget: float | None = DEFAULT_TIME_BUDGET  # the whole sweep; None: no limit
     seed: int | None = None  # of the shuffled order of the passes
     settle: bool = True  # stream mode: settle the trial length against a shaper first
+    streams: int = 1  # stream mode: parallel data connections, each sending every message
 
 
 @dataclass
@@ -69,9 +70,12 @@ WARM_FRACTION = 10  # a trial's first reps // 10 (at least one) are warm-up, not
 
 
 def one_way_ns(mode: str, trial: Trial, reps: int) -> np.ndarray:
-    """Per-message one-way times of a trial, as samples."""
+    """Per-message one-way times of a trial, as samples; with parallel streams a
+    message is one of any stream's, so the rate they give is the streams' sum over their
+    common window."""
     if mode == "stream":
-        return np.array([trial.elapsed_ns / reps], dtype=np.float64)
+        streams = len(trial.streams_ns) if trial.streams_ns else 1
+        return np.array([trial.elapsed_ns / (reps * streams)], dtype=np.float64)
     assert trial.samples_ns is not None
     values = trial.samples_ns.astype(np.float64)
     return values / 2.0 if mode == "pingpong" else values
@@ -87,6 +91,10 @@ class PingPongMeasurer:
         self.seq = 0
         self.corrupt: dict[int, int] = {}
         self.stream: Settled | None = None
+        # --streams: per size, each trial's sample (as the loop gets it) and its per-stream
+        # goodputs (bit/s, each stream's bytes over its own loop time)
+        self.per_stream: dict[int, list[tuple[float, list[float]]]] = {}
+        self.streams = max(1, cfg.streams) if cfg.mode == "stream" else 1
 
     def trial(self, size: int, reps: int) -> np.ndarray:
         """One trial: the one-way samples (ns); IntegrityError as soon as one is corrupt.
@@ -103,7 +111,12 @@ class PingPongMeasurer:
         self.seq += reps + warm
         if trial.corrupt:
             self.corrupt[size] = self.corrupt.get(size, 0) + trial.corrupt
-        return one_way_ns(self.cfg.mode, trial, reps + warm)[warm:]
+        values = one_way_ns(self.cfg.mode, trial, reps + warm)[warm:]
+        if trial.streams_ns and len(values):
+            self.per_stream.setdefault(size, []).append(
+                (float(values[0]), [size * 8.0 * (reps + warm) / (ns * 1e-9)
+                                    for ns in trial.streams_ns]))
+        return values
 
     def check(self, size: int) -> None:
         """IntegrityError once a trial of ``size`` saw corrupted messages (the loop has
@@ -145,8 +158,10 @@ class PingPongMeasurer:
         return (reps + warm) * max(unit_ns, 1.0) * 1e-9
 
     def cost(self, values: np.ndarray) -> float:
-        """Wall time of one repetition, from one-way samples."""
-        return float(np.median(values)) * (2.0 if self.cfg.mode == "pingpong" else 1.0)
+        """Wall time of one repetition (with parallel streams, one message on every
+        stream), from one-way samples."""
+        scale = 2.0 if self.cfg.mode == "pingpong" else float(self.streams)
+        return float(np.median(values)) * scale
 
     def calibrate(self, size: int,
                   estimate_ns: float | None) -> tuple[float, np.ndarray, int]:
@@ -157,7 +172,7 @@ class PingPongMeasurer:
         if estimate_ns is None:
             estimate_ns = self.cost(self.trial(size, 1))
         if self.cfg.mode == "stream" and self.stream is None and self.cfg.settle:
-            probe = settle_size(self.cfg.sizes)
+            probe = parallel_settle_size(self.cfg)
             self.stream = settle_confirmed(self, probe, estimate_ns * probe / max(size, 1),
                                            self.cfg.trial_time, cap_s=no_fall_cap(self.cfg))
         reps = reps_for(estimate_ns, self.trial_seconds(size), self.cfg.min_reps)
@@ -302,6 +317,15 @@ def settle_size(sizes: list[int]) -> int:
     return max(1, min(SETTLE_SIZE, max(sizes)))
 
 
+def parallel_settle_size(cfg: SweepConfig) -> int:
+    """The message size the stream settling runs (settle_size), shared by --streams'
+    parallel streams: each sends its part, so that the first trial's few messages on
+    every stream still fit in a shaper's burst (4 streams of 64 KiB overflowed a 256 KB
+    burst in the first trial, and the shaper went unseen: the sum read 1-2% high)."""
+    streams = max(1, cfg.streams) if cfg.mode == "stream" else 1
+    return max(1, settle_size(cfg.sizes) // streams)
+
+
 def settle_stream(m: PingPongMeasurer, size: int, unit_ns: float, start_s: float,
                   cap_s: float = MAX_STREAM_TRIAL) -> Settled:
     """Double the stream trial's length until its rate stops changing.
@@ -326,7 +350,7 @@ def settle_stream(m: PingPongMeasurer, size: int, unit_ns: float, start_s: float
         reps = reps_for(unit_ns, length)
         unit_ns = m.cost(m.trial(size, reps))
         took = reps * unit_ns * 1e-9  # what the trial really lasted
-        rates.append((took, size * 8e9 / unit_ns))
+        rates.append((took, size * 8e9 * _streams(m) / unit_ns))  # all streams together
         if took >= start_s and steady(rates):
             return Settled(took, unit_ns, rates, True)
         if took * 2 > MAX_STREAM_TRIAL or (took * 2 > cap_s and not falls(rates)):
@@ -344,15 +368,20 @@ def steady(rates: list[tuple[float, float]]) -> bool:
     return a * (1 - SETTLE) <= b <= a * (1 + RISE) and b * (1 - SETTLE) <= c <= b * (1 + RISE)
 
 
+def _streams(m: PingPongMeasurer) -> int:
+    """The parallel streams a measurer's trials run (1 for a measurer without them)."""
+    return int(getattr(m, "streams", 1))
+
+
 def replay_stream(m: PingPongMeasurer, size: int,
                   rates: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """The trials of a settling again, with the same message counts (a bucket gives the
     same rates for the same bytes)."""
     out = []
     for took, rate in rates:
-        reps = max(1, round(took * rate / (8.0 * size)))
+        reps = max(1, round(took * rate / (8.0 * size * _streams(m))))
         unit_ns = m.cost(m.trial(size, reps))
-        out.append((reps * unit_ns * 1e-9, size * 8e9 / unit_ns))
+        out.append((reps * unit_ns * 1e-9, size * 8e9 * _streams(m) / unit_ns))
     return out
 
 
@@ -409,8 +438,19 @@ def _pairs(rates: list[tuple[float, float]] | None) -> list[JsonValue] | None:
     return [[t, r] for t, r in rates] if rates is not None else None
 
 
+def stream_medians(per_trial: list[tuple[float, list[float]]] | None,
+                   point: Point) -> list[float] | None:
+    """Each parallel stream's median goodput (bit/s) over the trials the size's figures
+    come from (its chunks: not the warm-ups, probes and settling trials, which ran too)."""
+    kept = {float(c[0]) for c in point.chunks if len(c)}
+    rates = [r for sample, r in per_trial or [] if sample in kept]
+    if not rates:
+        return None
+    return [float(v) for v in np.median(np.array(rates), axis=0)]
+
+
 def size_result(point: Point, mode: str, corrupt: int = 0,
-                inflation: float = 1.0) -> SizeResult:
+                inflation: float = 1.0, streams_bps: list[float] | None = None) -> SizeResult:
     """The statistics of one size (times one-way, microseconds).
 
     The median is the median of the trials' medians (trials, spread over the run, are the
@@ -446,7 +486,8 @@ def size_result(point: Point, mode: str, corrupt: int = 0,
         ci95_median_us=_positive([plain[1] / 1000.0, plain[2] / 1000.0]) if plain else None,
         ci95_within_run_us=[repeat[0] / 1000.0, repeat[1] / 1000.0] if repeat else None,
         trial_passes=list(point.pass_of),
-        tail=jsonvalue.as_object(tail_of(point.chunks)) if mode != "stream" else None)
+        tail=jsonvalue.as_object(tail_of(point.chunks)) if mode != "stream" else None,
+        streams_bps=streams_bps)
 
 
 def _positive(interval: list[float]) -> list[float] | None:
@@ -488,7 +529,9 @@ def run_sweep(transport: Transport, cfg: SweepConfig,
     for point in result.points:
         if point.trials:
             out.sizes.append(size_result(point, cfg.mode, measurer.corrupt.get(point.key, 0),
-                                         result.inflation))
+                                         result.inflation,
+                                         stream_medians(measurer.per_stream.get(point.key),
+                                                        point)))
             out.samples[int(point.key)] = point.chunks
             if on_size:
                 on_size(out.sizes[-1])
@@ -506,7 +549,7 @@ def sweep_facts(cfg: SweepConfig, result: LoopOutcome,
                 measurer: PingPongMeasurer) -> JsonObject:
     """How the sweep ran, for the result (its body's "sweep")."""
     stream = measurer.stream
-    shaper = stream.shaper(settle_size(cfg.sizes)) if stream is not None else None
+    shaper = stream.shaper(parallel_settle_size(cfg)) if stream is not None else None
     return {"stream_trial_s": stream.trial_s if stream else None,
             "shaper": _shaper_json(shaper),
             "stream_rates": _pairs(stream.rates_bps) if stream else None,

@@ -35,7 +35,13 @@ from beoperf.report.html.markup import (
     table,
     text_of,
 )
-from beoperf.report.pingpong import between_runs_text, history_text, interval_text
+from beoperf.report.pingpong import (
+    between_runs_text,
+    direction_text,
+    history_text,
+    interval_text,
+    streams_lines,
+)
 from beoperf.units import format_rate, format_size, size_tick
 
 GBIT_FROM_BPS = 1e9
@@ -71,8 +77,9 @@ def title(doc: Document, **_options: Any) -> str:
                    or doc.meta.get("host", "?"))
         peer = str(doc.meta.get("peer", "?")).split(" port ")[0]
     mtu = jsonvalue.section(run.local, "interface").get("mtu")
+    streams = direction_text(run)
     return (f"Ping-pong {p.get('mode', '?')} over {p.get('transport', 'tcp')}: {here} to "
-            f"{peer}" + (f", MTU {mtu}" if mtu else ""))
+            f"{peer}" + (f", MTU {mtu}" if mtu else "") + (f", {streams}" if streams else ""))
 
 
 def _analysis(run: RunResult) -> CurveAnalysis | None:
@@ -198,6 +205,8 @@ def conditions(run: RunResult, doc: Document) -> Markup:
     clock = doc.meta.get("clock") or {}
     return pairs([
         ("mode", f"{p.get('mode')} over {p.get('transport', 'tcp')}"),
+        ("streams", "; ".join(" ".join(line.split()[1:]) if i == 0 else " ".join(line.split())
+                              for i, line in enumerate(streams_lines(run))) or None),
         ("peer", doc.meta.get("peer")),
         ("this end", _end(local)), ("other end", _end(remote)),
         ("sizes", f"{len(run.sizes)} ({format_size(run.sizes[0].size)}.."
