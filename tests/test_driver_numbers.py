@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from beoperf import engines, errors, interrupts, sysinfo
+from beoperf.analysis import tails
 from beoperf.engines import Peer, Transport, TransportError, Trial
 from beoperf.sweep.driver import (
     PingPongMeasurer,
@@ -277,7 +278,16 @@ def test_a_sizes_statistics_by_hand():
         "corrupt": 3, "trial_medians_us": [2.0, 3.0, 4.0, 4.0, 2.0, 6.0],
         "ci95_us": [low, high], "ci95_median_us": [2.0, 6.0],
         "ci95_within_run_us": [low, high], "trial_passes": [0, 1, 2, 3, 4, 5],
-        "interval_note": None, "streams_bps": None}
+        "interval_note": None, "streams_bps": None,
+        # 18 samples: below the 20 (10 / (1 - 0.5)) that even p50 needs; bucket k holds
+        # [1.01^k, 1.01^(k+1)) ns: 1 us in 694 (ln 1000 / ln 1.01 = 694.2), 2 us in 763, 3 in
+        # 804, 4 in 833, 5 in 855, 6 in 874, 7 in 889, 9 in 915
+        "tail": {"samples": 18, "percentiles_us": dict.fromkeys(
+                     ("p50", "p90", "p99", "p99.9", "p99.99")),
+                 "histogram": {"ratio": 1.01, "unit": "ns", "buckets": [
+                     [694, 2], [763, 5], [804, 2], [833, 2], [855, 3], [874, 2], [889, 1],
+                     [915, 1]]},
+                 "rule": tails.RULE}}
     close(vars(size_result(chunky_point(), "pingpong", 3, 1.5)), want)
     # by default: no corruption, no inflation (sqrt2 alone); bidir moves the message twice
     low, high = repeat(SQRT2)
