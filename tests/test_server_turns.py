@@ -6,9 +6,11 @@ its session ends, and a real client at 127.0.0.1."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -131,6 +133,22 @@ def runs_beside(port: int, runs: int, deadline: float) -> tuple[int, list[float]
     return tries, started
 
 
+@contextlib.contextmanager
+def hostile_beside(port: int) -> Iterator[list[float]]:
+    """The hostile client running on its thread, once it holds its first session: the
+    start times of its sessions; stopped (and joined) when the block ends."""
+    stop, sessions = threading.Event(), []
+    thread = threading.Thread(target=hostile, args=(port, stop, sessions), daemon=True)
+    thread.start()
+    try:
+        while not sessions:
+            time.sleep(0.01)
+        yield sessions
+    finally:
+        stop.set()
+        thread.join(15)
+
+
 def test_a_client_that_retakes_the_server_at_once_does_not_keep_another_out():
     """The hostile client holds the server for a handshake timeout (1 s) at a time and
     asks again at once; the real client's five runs each start within one hostile
@@ -138,17 +156,9 @@ def test_a_client_that_retakes_the_server_at_once_does_not_keep_another_out():
     timeout = 1.0
     with running_server(handshake_timeout=timeout) as srv:
         srv.server.turns = Turns(hold=2.0)
-        stop, sessions = threading.Event(), []
-        thread = threading.Thread(target=hostile, args=(srv.port, stop, sessions), daemon=True)
-        thread.start()
-        try:
-            while not sessions:
-                time.sleep(0.01)
+        with hostile_beside(srv.port) as sessions:
             began = time.monotonic()
             tries, started = runs_beside(srv.port, 5, began + 60)
-        finally:
-            stop.set()
-            thread.join(15)
     assert len(started) == 5, (tries, len(sessions))
     gaps = [b - a for a, b in zip([began, *started], started, strict=False)]
     # each run waits for at most the hostile session under way and one of its turns
@@ -162,16 +172,8 @@ def test_without_turns_the_same_client_keeps_the_real_one_out():
     chance, far less often than in the test above (the defect, measured)."""
     with running_server(handshake_timeout=1.0) as srv:
         srv.server.turns = Turns(hold=0.0)
-        stop, sessions = threading.Event(), []
-        thread = threading.Thread(target=hostile, args=(srv.port, stop, sessions), daemon=True)
-        thread.start()
-        try:
-            while not sessions:
-                time.sleep(0.01)
+        with hostile_beside(srv.port):
             tries, started = runs_beside(srv.port, 5, time.monotonic() + 8)
-        finally:
-            stop.set()
-            thread.join(15)
     assert len(started) < 5 and tries > 5 * len(started), (tries, len(started))
 
 
@@ -181,13 +183,7 @@ def test_a_lone_client_back_to_back_is_never_told_busy_after_another_gave_up():
     none."""
     with running_server(handshake_timeout=1.0) as srv:
         srv.server.turns = Turns(hold=1.0)
-        stop, sessions = threading.Event(), []
-        thread = threading.Thread(target=hostile, args=(srv.port, stop, sessions), daemon=True)
-        thread.start()
-        while not sessions:
-            time.sleep(0.01)
-        assert runs_beside(srv.port, 1, time.monotonic() + 30)[1]
-        stop.set()
-        thread.join(15)
+        with hostile_beside(srv.port):
+            assert runs_beside(srv.port, 1, time.monotonic() + 30)[1]
         time.sleep(1.5)  # the turn kept for the departed client lapses
         assert all(real_run(srv.port) for _ in range(10))

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from beoperf import __version__, interrupts
+from beoperf import __version__, interrupts, units
 from beoperf.cli import errors, streams
 from beoperf.cli.errors import CliError, ExitStatus, UsageError  # noqa: E402,F401
 
@@ -20,6 +20,16 @@ def check_seconds(name: str, value: float) -> None:
     """A duration option: finite, from 1 ms to about 24 days."""
     if not (math.isfinite(value) and 0.001 <= value <= MAX_SECONDS):
         raise UsageError(f"{name} {value}: give seconds between 0.001 and {MAX_SECONDS:.0f}")
+
+
+def link_speed(text: str | None) -> float | None:
+    """--link-speed in bit/s (units.parse_rate: 1G = 1e9, 10Gbit = 1e10, 10GB/s = 8e10)."""
+    if text is None:
+        return None
+    try:
+        return units.parse_rate(text)
+    except ValueError as exc:
+        raise UsageError(f"--link-speed: {exc}") from None
 
 
 def peer_host(text: str) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from beoperf import report, safeio, units
-from beoperf.cli import ExitStatus, UsageError, check_seconds
+from beoperf import report, safeio
+from beoperf.cli import ExitStatus, UsageError, check_seconds, link_speed
 from beoperf.model.fleet import answer_counts
 from beoperf.suites import audit as suite
 from beoperf.suites import fleet as fleet_suite
@@ -76,16 +76,6 @@ def add_fleet_options(p: argparse.ArgumentParser) -> None:
                    help="how to start beoperf on a node (default '%(default)s')")
     g.add_argument("--timeout", type=float, default=fleet_suite.DEFAULT_TIMEOUT_S,
                    metavar="SECONDS", help="per-node time limit (default %(default)s)")
-
-
-def link_speed(text: str | None) -> float | None:
-    """--link-speed in bit/s (units.parse_rate: 10G = 1e10, 10GB/s = 8e10)."""
-    if text is None:
-        return None
-    try:
-        return units.parse_rate(text)
-    except ValueError as exc:
-        raise UsageError(f"--link-speed: {exc}") from None
 
 
 def command_line(args: argparse.Namespace) -> tuple[str, ...]:

@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from beoperf import errors, interrupts, report, safeio, units
-from beoperf.cli import ExitStatus, UsageError, mpi_options, peer_host, raw_samples, runs
+from beoperf.cli import (
+    ExitStatus,
+    UsageError,
+    link_speed,
+    mpi_options,
+    peer_host,
+    raw_samples,
+    runs,
+)
 from beoperf.cli.progress import Progress
 from beoperf.model.document import Document
 from beoperf.model.pingpong import RunResult
@@ -179,16 +187,6 @@ def _budget(text: str) -> float | None:
         raise UsageError(f"--time-budget: {exc}") from None
 
 
-def _link_speed(text: str | None) -> float | None:
-    """--link-speed in bit/s (units.parse_rate: 1G = 1e9, 10Gbit = 1e10, 1.25GB/s = 1e10)."""
-    if text is None:
-        return None
-    try:
-        return units.parse_rate(text)
-    except ValueError as exc:
-        raise UsageError(f"--link-speed: {exc}") from None
-
-
 def spec_from(args: argparse.Namespace) -> pingpong.Spec:
     """The options as a sweep spec (the suite checks what a value means)."""
     sizes = _sizes(args)
@@ -209,7 +207,7 @@ def spec_from(args: argparse.Namespace) -> pingpong.Spec:
         perturbation=None if args.sizes is not None else args.perturbation,
         command_line=tuple(args.argv), transport=args.transport,
         history=pingpong.history_dir(args.history) if args.transport == "tcp" else None,
-        link_speed=_link_speed(args.link_speed),
+        link_speed=link_speed(args.link_speed),
         streams=getattr(args, "streams", 1), reverse=bool(getattr(args, "reverse", False)),
         mpi=mpi_options.mpi_options_from(args, mpi_pingpong.hosts_from(args.hosts,
                                                                         args.hostfile)))
