@@ -163,15 +163,21 @@ def clock_facts() -> dict:
 # --------------------------------------------------------------------------- routing
 
 
-def _find_ip() -> str | None:
-    """Path of the iproute2 `ip` binary (PATH first, then the usual sbin dirs), or None."""
-    found = shutil.which("ip")
+def _find_tool(name: str) -> str | None:
+    """Path of an iproute2 binary (PATH first, then the usual sbin and bin dirs), or None."""
+    found = shutil.which(name)
     if found:
         return found
-    for candidate in ("/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"):
+    for directory in ("/usr/sbin", "/sbin", "/usr/bin", "/bin"):
+        candidate = f"{directory}/{name}"
         if os.access(candidate, os.X_OK):
             return candidate
     return None
+
+
+def _find_ip() -> str | None:
+    """Path of the iproute2 `ip` binary, or None."""
+    return _find_tool("ip")
 
 
 def _route_get_argv(ip: str, addr: str) -> list[str] | None:
@@ -259,22 +265,11 @@ _TC_TIMEOUT_S = 1.0
 _TC_MAX_OUTPUT = 4 * 1024 * 1024
 
 
-def _find_tc() -> str | None:
-    """Path of the iproute2 `tc` binary, or None."""
-    found = shutil.which("tc")
-    if found:
-        return found
-    for candidate in ("/usr/sbin/tc", "/sbin/tc", "/usr/bin/tc", "/bin/tc"):
-        if os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
 def qdisc_stats_json() -> str | None:
     """The output of ``tc -s -j qdisc show`` (every qdisc of this network namespace and
     its counters, as JSON text), or None when tc is missing, fails, takes longer than a
     second or says too much (beoperf.sysinfo.counters parses it)."""
-    tc = _find_tc()
+    tc = _find_tool("tc")
     if tc is None:
         return None
     try:
