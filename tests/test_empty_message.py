@@ -50,7 +50,7 @@ def test_the_analysis_keeps_an_empty_message_for_the_latency_only():
 
 def test_tcp_loopback_measures_an_empty_message_as_a_round_trip():
     """--sizes 0,1,1024 on loopback: the empty message's time is a real round trip (one
-    byte each way), no slower than the 1-byte one (1.5x for a busy machine's noise)."""
+    byte each way), its fastest no slower than the 1-byte one's (1.5x for a busy machine)."""
     res = cli("pingpong", "--sizes", "0,1,1024", "--time-budget", "6", "--history", "off",
               "--json")
     assert res.status == 0, res.stderr
@@ -58,7 +58,10 @@ def test_tcp_loopback_measures_an_empty_message_as_a_round_trip():
     assert doc["schema_version"] == model.KINDS["pingpong"].version
     rows = {s["size"]: s for s in doc["body"]["sizes"]}
     assert sorted(rows) == [0, 1, 1024]
-    empty, one = rows[0]["time_us"]["median"], rows[1]["time_us"]["median"]
+    assert rows[0]["time_us"]["median"] > 0
+    # the fastest round trips: a median moves with the neighbours of the moment each size
+    # ran in (a CI run's busy phase read an MPI empty message's median 3x the 1-byte one's)
+    empty, one = rows[0]["time_us"]["min"], rows[1]["time_us"]["min"]
     assert 0 < empty <= 1.5 * one, (empty, one)
     assert rows[0]["throughput_bps"]["from_median"] == 0
     assert rows[0]["samples"] > 0 and rows[0]["corrupt"] == 0
@@ -73,7 +76,8 @@ def test_mpi_measures_an_empty_message(impl):
                               "0,1", "--time-budget", "2", "--history", "off", "--json"), 90)
     rows = {s["size"]: s for s in got.document()["body"]["sizes"]}
     assert sorted(rows) == [0, 1]
-    empty, one = rows[0]["time_us"]["median"], rows[1]["time_us"]["median"]
+    assert rows[0]["time_us"]["median"] > 0
+    empty, one = rows[0]["time_us"]["min"], rows[1]["time_us"]["min"]  # as on TCP above
     assert 0 < empty <= 1.5 * one, (empty, one)
     assert rows[0]["throughput_bps"]["from_median"] == 0
 
