@@ -20,6 +20,8 @@
 
 static PyObject *MpiError;
 
+int beo_rma_add_type(PyObject *module); /* _mpirma.c: the one-sided loops */
+
 typedef struct {
     PyObject_HEAD
     beo_mpi mpi;
@@ -385,5 +387,9 @@ PyMODINIT_FUNC PyInit__mpi(void)
         return NULL;
     }
     Py_INCREF(MpiError);
+    if (beo_rma_add_type(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     return m;
 }

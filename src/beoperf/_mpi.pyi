@@ -17,3 +17,12 @@ class Library:
         sync: bool = ..., nonblocking: bool = ..., window: int = ..., timed: bool = ...,
         to: Any = ..., from_: Any = ..., warmup: int = ..., barrier: bool = ...,
     ) -> tuple[Any, ...]: ...
+
+class Rma:
+    """The one-sided loops (_mpirma.c, csrc/mpirma.c)."""
+
+    def __init__(self, path: str, handle_size: int) -> None: ...
+    def run(
+        self, op: str, sync: str, origin: bool, comm: int, win: int, byte: int, buf: Any,
+        size: int, peer: int, reps: int, warmup: int, lock_shared: int,
+    ) -> int: ...

@@ -19,7 +19,8 @@ from beoperf import errors
 SUBCOMMANDS = {"hpcc": "beoperf.cli.cluster_hpcc", "import": "beoperf.cli.cluster_docs",
                "show": "beoperf.cli.cluster_docs", "plot": "beoperf.cli.cluster_docs",
                "references": "beoperf.cli.cluster_docs", "ring": "beoperf.cli.cluster_mpi",
-               "pairs": "beoperf.cli.cluster_mpi", "mbw": "beoperf.cli.cluster_mpi"}
+               "pairs": "beoperf.cli.cluster_mpi", "mbw": "beoperf.cli.cluster_mpi",
+               "rma": "beoperf.cli.cluster_rma"}
 MAX_PROCESSES = 1 << 20
 
 DESCRIPTION = """Cluster-wide tests. 'hpcc' runs HPC Challenge at several process counts,

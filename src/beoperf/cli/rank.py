@@ -26,6 +26,7 @@ KINDS = {
     "cluster-ring": "beoperf.suites.cluster_ring",
     "cluster-pairs": "beoperf.suites.cluster_pairs",
     "cluster-mbw": "beoperf.suites.cluster_mbw",
+    "cluster-rma": "beoperf.suites.cluster_rma",
     "dgemm": "beoperf.suites.node_dgemm",
 }
 USAGE = ("usage: python -m beoperf.cli.rank KIND PLAN (KIND: "

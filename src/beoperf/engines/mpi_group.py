@@ -25,6 +25,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 import numpy as np
 
 from beoperf import _core, errors
+from beoperf.engines import mpi_rma
 from beoperf.engines.mpi import (
     CONTROL_TAG,
     DATA_TAG,
@@ -64,7 +65,7 @@ class Order:
     samples: bool = True
 
     def __post_init__(self) -> None:
-        if self.role not in ROLES:
+        if self.role not in ROLES and not mpi_rma.is_role(self.role):
             raise ValueError(f"unknown MPI loop role {self.role!r}")
 
 
@@ -118,6 +119,7 @@ class Member:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.pool: _core.Pool | None = None
+        self.rma: mpi_rma.RmaSide | None = None  # one-sided state, made when first used
 
     def _pool(self, order: Order) -> _core.Pool:
         slots = max(RING_SLOTS, order.window if order.role == "stream-recv" else 2)
@@ -130,6 +132,8 @@ class Member:
     def run(self, order: Order) -> Result:
         """Run this rank's loop of ``order`` (MpiError, ValueError on failure)."""
         s = self.session
+        if mpi_rma.is_role(order.role):
+            return self._run_rma(order)
         kwargs: dict[str, object] = dict(size=order.size, tag=DATA_TAG, warmup=order.warmup,
                                       barrier=order.barrier, window=order.window,
                                       integrity=order.integrity, seq0=order.seq0,
@@ -147,6 +151,22 @@ class Member:
         return Result(s.rank, int(elapsed), float(np.median(arr)), float(arr.min()), len(arr),
                       int(corrupt), elapsed2)
 
+    def _run_rma(self, order: Order) -> Result:
+        """One-sided: this rank's side of a put or get trial with ``order.peer``."""
+        if self.rma is None:
+            self.rma = mpi_rma.RmaSide(self.session)
+        if order.peer is None:
+            raise ValueError(f"role {order.role} needs a peer rank")
+        elapsed, corrupt = self.rma.run(order.role, order.size, order.reps, order.warmup,
+                                        order.peer, order.seq0)
+        return Result(self.session.rank, elapsed, None, None, 0, corrupt)
+
+    def close(self) -> None:
+        """Free what the one-sided trials made (collective over each pair of ranks)."""
+        if self.rma is not None:
+            self.rma.close()
+            self.rma = None
+
     def facts(self) -> JsonObject:
         return end_facts(self.session)
 
@@ -158,6 +178,7 @@ def serve(session: Session) -> None:
         message = quiet_recv(comm, 0)
         op = message.get("op") if isinstance(message, dict) else None
         if op == "bye":
+            member.close()
             return
         if op == "facts":
             facts: Reply = {"op": "facts", "facts": member.facts()}
@@ -220,3 +241,4 @@ class Leader:
         """Every other rank's serve() returns (also after a failure)."""
         for rank in range(1, self.size):
             self.session.comm.send({"op": "bye"}, dest=rank, tag=CONTROL_TAG)
+        self.member.close()

@@ -15,6 +15,11 @@ the precision loop went, the status, and the test's own figures:
   the rule that named them;
 * ``cluster-mbw``: per pair count and message size, the aggregate bandwidth (B/s) and
   message rate (messages/s), and the slowest and fastest pair's own rate.
+* ``cluster-rma``: one-sided, between rank 0 (origin) and rank 1 (target): per operation
+  (put, get), synchronisation (fence, lock, flush, lock_all) and size, the time of an
+  operation with its synchronisation (s) and the bandwidth it gives (B/s), and beside
+  them the two-sided one-way time of each size (a ping-pong's round trip halved).
+  Version 1 (issue 29) was born with the positive intervals of the others' version 2.
 
 Version 2 of each: every 95% interval of a time or a rate has both bounds above 0 (the
 schema says so); a version 1 file with a bound at or below zero loads with that interval
@@ -33,8 +38,10 @@ from beoperf.model.document import Document, DocumentError, JsonObject, JsonValu
 RING_KIND = "cluster-ring"
 PAIRS_KIND = "cluster-pairs"
 MBW_KIND = "cluster-mbw"
-KINDS = (RING_KIND, PAIRS_KIND, MBW_KIND)
+RMA_KIND = "cluster-rma"
+KINDS = (RING_KIND, PAIRS_KIND, MBW_KIND, RMA_KIND)
 VERSION = 2  # 1: intervals whose bounds were not checked to be above 0
+RMA_VERSION = 1
 
 
 def _number(value: Any) -> TypeGuard[float]:
@@ -70,8 +77,9 @@ def _v1_to_v2(doc: dict) -> dict:
     return doc
 
 
-for _kind in KINDS:
+for _kind in (RING_KIND, PAIRS_KIND, MBW_KIND):
     document.register(_kind, VERSION, upgrades={1: _v1_to_v2})
+document.register(RMA_KIND, RMA_VERSION)
 
 
 # --------------------------------------------------------------------------- typed bodies
@@ -393,6 +401,38 @@ class Pairing:
 
 
 @dataclass
+class RmaPoint:
+    """One-sided (or, op "two-sided", its ping-pong) at one size: the time of one
+    operation with its synchronisation (s; two-sided: half a round trip) and the
+    bandwidth it gives (B/s), each the median of the trials with its 95% interval, and
+    the operations of the last trial."""
+
+    op: str  # put | get | two-sided
+    sync: str  # fence | lock | flush | lock_all | pingpong
+    size: int
+    trials: int
+    operations: int
+    time_s: Stat
+    bandwidth_Bps: Stat
+
+    @classmethod
+    def from_dict(cls, d: JsonObject) -> RmaPoint:
+        k = "rma_points"
+        t, bw = (_stat(d.get(f), f"{k}.{f}") for f in ("time_s", "bandwidth_Bps"))
+        if t is None or bw is None:
+            raise DocumentError("a one-sided point without its time or bandwidth")
+        size, trials, ops = (narrow.integer(d.get(f), f"{k}.{f}")
+                             for f in ("size", "trials", "operations"))
+        return cls(narrow.text(d.get("op"), f"{k}.op"), narrow.text(d.get("sync"), f"{k}.sync"),
+                   size, trials, ops, t, bw)
+
+    def to_dict(self) -> JsonObject:
+        return {"op": self.op, "sync": self.sync, "size": self.size, "trials": self.trials,
+                "operations": self.operations, "time_s": self.time_s.to_dict(),
+                "bandwidth_Bps": self.bandwidth_Bps.to_dict()}
+
+
+@dataclass
 class RankPlace:
     """Where a rank ran: its host, MPI processor name, pid, CPUs, network namespace, and
     the node it is counted on."""
@@ -494,6 +534,8 @@ class Series:
     pair_counts: list[int] | None = None
     skipped_pair_counts: list[int] | None = None
     points: list[Point] | None = None
+    rma_pair: Pairing | None = None  # cluster-rma: origin (sender) and target (receiver)
+    rma_points: list[RmaPoint] | None = None
 
     @classmethod
     def from_dict(cls, d: JsonObject) -> Series:
@@ -525,6 +567,10 @@ class Series:
             s.skipped_pair_counts = narrow.ints(d.get("skipped_pair_counts"),
                                                 "skipped_pair_counts")
             s.points = [Point.from_dict(p) for p in narrow.objects(d["points"], "points")]
+        if "rma_points" in d:
+            s.rma_pair = Pairing.from_dict(narrow.obj(d.get("rma_pair"), "rma_pair"))
+            s.rma_points = [RmaPoint.from_dict(p)
+                            for p in narrow.objects(d["rma_points"], "rma_points")]
         return s
 
     def to_dict(self) -> JsonObject:
@@ -548,6 +594,9 @@ class Series:
             out["pair_counts"] = list(self.pair_counts or [])
             out["skipped_pair_counts"] = list(self.skipped_pair_counts or [])
             out["points"] = [p.to_dict() for p in self.points]
+        if self.rma_points is not None and self.rma_pair is not None:
+            out["rma_pair"] = self.rma_pair.to_dict()
+            out["rma_points"] = [p.to_dict() for p in self.rma_points]
         out.update(loop=_loop_json(self.loop), status=self.status,
                    status_reason=self.status_reason)
         return out
@@ -674,9 +723,36 @@ class MbwSettings:
                    narrow.text(b.get("statistic"), "statistic"))
 
 
-Settings = RingDefinition | PairsSettings | MbwSettings
-SETTINGS: dict[str, type[RingDefinition] | type[PairsSettings] | type[MbwSettings]] = {
-    RING_KIND: RingDefinition, PAIRS_KIND: PairsSettings, MBW_KIND: MbwSettings}
+@dataclass
+class RmaSettings:
+    """One-sided: the operations, synchronisations and sizes asked, the window's flavour,
+    whether the two-sided time was measured beside, and the statistic."""
+
+    ops: list[str]
+    syncs: list[str]
+    sizes: list[int]
+    window: str
+    two_sided: bool
+    statistic: str
+
+    def to_dict(self) -> JsonObject:
+        return {"ops": list(self.ops), "syncs": list(self.syncs), "sizes": list(self.sizes),
+                "window": self.window, "two_sided": self.two_sided,
+                "statistic": self.statistic}
+
+    @classmethod
+    def from_dict(cls, b: JsonObject) -> RmaSettings:
+        return cls(narrow.texts(b.get("ops"), "ops"), narrow.texts(b.get("syncs"), "syncs"),
+                   narrow.ints(b.get("sizes"), "sizes"), narrow.text(b.get("window"), "window"),
+                   narrow.flag(b.get("two_sided"), "two_sided"),
+                   narrow.text(b.get("statistic"), "statistic"))
+
+
+Settings = RingDefinition | PairsSettings | MbwSettings | RmaSettings
+SETTINGS: dict[str, type[RingDefinition] | type[PairsSettings] | type[MbwSettings]
+               | type[RmaSettings]] = {
+    RING_KIND: RingDefinition, PAIRS_KIND: PairsSettings, MBW_KIND: MbwSettings,
+    RMA_KIND: RmaSettings}
 
 
 @dataclass
@@ -725,4 +801,9 @@ class MpiRun:
     def mbw(self) -> MbwSettings:
         if not isinstance(self.settings, MbwSettings):
             raise DocumentError(f"a beoperf {self.kind} document, not N pairs at once")
+        return self.settings
+
+    def rma(self) -> RmaSettings:
+        if not isinstance(self.settings, RmaSettings):
+            raise DocumentError(f"a beoperf {self.kind} document, not a one-sided test")
         return self.settings

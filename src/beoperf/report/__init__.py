@@ -50,6 +50,7 @@ MODULES = {"pingpong": "beoperf.report.pingpong", "comparison": "beoperf.report.
            "cluster-ring": "beoperf.report.cluster_mpi",
            "cluster-pairs": "beoperf.report.cluster_mpi",
            "cluster-mbw": "beoperf.report.cluster_mpi", "node": "beoperf.report.node",
+           "cluster-rma": "beoperf.report.cluster_rma",
            "node-fleet": "beoperf.report.node", "node-comparison": "beoperf.report.node",
            "study": "beoperf.report.study",
            "study-rollback": "beoperf.report.study_rollback"}
