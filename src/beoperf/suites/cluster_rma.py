@@ -47,6 +47,9 @@ DEFAULT_OPS = OPS
 DEFAULT_SYNCS = ("fence", "lock", "flush")
 MAX_SIZE = 256 << 20
 WINDOW = "allocate"
+WINDOW_HINT = ("Open MPI takes ranks of hosts with one host name (containers, network "
+               "namespaces) for one node and its shared-memory windows (osc sm) fail "
+               "between them: --mpi-env OMPI_MCA_osc=pt2pt; or try --mpi mpich")
 STATISTIC = ("Time of one operation with its synchronisation: the origin's timed loop / "
              "repetitions, halved for fence (a repetition is a put or get each way, as "
              "osu_put_latency -s fence) and for the two-sided ping-pong (a round trip); "
@@ -147,7 +150,13 @@ def measure(leader: Any, plan: Plan, series: Series) -> Stop:
     keys = keys_of(p)
     node = [r.node for r in series.ranks]
     series.rma_pair = Pairing(0, 1, node[0], node[1])
-    measurer.prepare(keys)
+    try:
+        measurer.prepare(keys)
+    except errors.BeoperfError as exc:
+        failed = errors.Failed(f"the one-sided windows could not be made and used: {exc}",
+                               WINDOW_HINT)
+        series.rma_points, series.status, series.status_reason = [], "failed", str(failed)
+        return failed, None
     out = run_loop(keys, measurer, plan, f"one-sided, rank 0 -> rank 1 ({node[0]} -> "
                                          f"{node[1]})")
     series.rma_points = [pt for k in keys if (pt := point(measurer, k)) is not None]
