@@ -18,11 +18,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from beoperf import model, report
+from beoperf import errors, model, report
 from beoperf.analysis.cluster_rma import fastest, vs_two_sided
 from beoperf.engines import mpi_rma
-from beoperf.model.cluster_mpi import MpiRun
-from helpers import cli
+from beoperf.model.cluster_mpi import MpiRun, Series
+from beoperf.report.cluster_mpi import num
+from beoperf.suites import cluster_rma
+from beoperf.suites.cluster_mpi import LoopSettings, Plan
+from helpers import checked, cli
 from mpi_helpers import beoperf, require_mpi, run_bounded, write_agent
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -114,9 +117,34 @@ def test_the_answer_compares_with_two_sided_from_the_fixture():
     text = report.render(model.load(FIXTURE), "text")
     first = text.splitlines()[2]  # the answer first, under the title
     assert "fastest synchronisation" in first or "WARN" in first
-    assert f"put {best.time_s.median * 1e6:.3g} us ({best.sync}" in text
+    assert f"put {num(best.time_s.median * 1e6)} us ({best.sync}" in text
     csv_rows = report.render(model.load(FIXTURE), "csv").splitlines()
     assert len(csv_rows) == 1 + len(points) and csv_rows[0].startswith("ranks_per_node,")
+
+
+class FailingLeader:
+    """Rank 0's side whose every order fails, as a window MPI cannot make does."""
+
+    size = 2
+
+    def execute(self, orders):
+        raise errors.Failed("an MPI loop failed: rank 0: MPI_ERR_WIN: invalid window")
+
+
+def test_a_window_that_cannot_be_made_fails_the_series_and_keeps_the_document():
+    doc = model.load(FIXTURE)
+    series = Series.from_dict(doc.body["series"][0])
+    series.rma_points, series.loop = None, None
+    plan = Plan("rma", cluster_rma.params(cluster_rma.Spec()).to_dict(),
+                LoopSettings(0.05, 3, 0.01, 2.0, None), [], 0, False, None, [])
+    error, interrupt = cluster_rma.measure(FailingLeader(), plan, series)
+    assert interrupt is None and isinstance(error, errors.Failed)
+    assert "osc" in error.hint and "MPI_ERR_WIN" in str(error)
+    assert series.status == "failed" and series.rma_points == []
+    failed = cluster_rma.body(plan.params, None, [series]).to_document(doc.meta)
+    checked(failed.to_json())  # a series that failed before its loop: loop null
+    text = report.render(failed, "text")
+    assert text.splitlines()[2].startswith("FAIL") and "nothing measured" in text
 
 
 # --------------------------------------------------------------------------- bad input

@@ -46,6 +46,8 @@ def rma_table(s: Series) -> Table:
     rows = [[p.op, p.sync, units.format_size(p.size), _interval(p.time_s, 1e6),
              num(p.bandwidth_Bps.median * 1e-6), _ratio(vs_two_sided(p, points)),
              str(p.trials)] for p in points]
+    if not rows:
+        rows = [["-", "-", "-", "nothing measured", "-", "-", "0"]]
     return header, rows, {2, 3, 4, 5, 6}
 
 
@@ -117,14 +119,14 @@ def _at(points: list[RmaPoint], size: int, ops: list[str]) -> str:
         best = fastest(points, op, size)
         if best is None:
             continue
-        figure = (f"{best.time_s.median * 1e6:.3g} us" if size < 65536 else
+        figure = (f"{num(best.time_s.median * 1e6)} us" if size < 65536 else
                   f"{num(best.bandwidth_Bps.median * 1e-6)} MB/s")
         ratio = vs_two_sided(best, points)
         vs = f", {ratio:.2f}x two-sided's time" if ratio is not None else ""
         parts.append(f"{op} {figure} ({best.sync}{vs})")
     two = two_sided_of(points).get(size)
     if two is not None:
-        parts.append(f"two-sided {two.time_s.median * 1e6:.3g} us one way")
+        parts.append(f"two-sided {num(two.time_s.median * 1e6)} us one way")
     return f"{units.format_size(size)}: " + ", ".join(parts)
 
 
