@@ -35,6 +35,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "documents" / "cluster-rma-v1-iss
 QUIET = {"openmpi": ("--mpi-env", "OMPI_MCA_mpi_yield_when_idle=1"), "mpich": ()}
 SHM_SIZES = (8, 65536)
 SYNCS = ("fence", "lock", "flush", "lock_all")
+OPS = ("put", "get", "put_bw", "get_bw")
 
 
 # --------------------------------------------------------------------------- the check
@@ -88,6 +89,20 @@ def test_the_check_passes_what_arrived_and_fails_what_did_not(op, sync, origin):
     # passive target: the window's memory touched only under a lock of its own rank
     assert bool(win.locks) == (sync != "fence" and uses_window)
     assert all(entry[1] == 0 for entry in win.locks)
+
+
+@pytest.mark.parametrize("op,sync,origin", [(o, s, side) for o in ("put_bw", "get_bw")
+                                            for s in ("fence", "flush") for side in (True, False)])
+def test_a_bandwidth_burst_goes_one_way_even_with_fence(op, sync, origin):
+    """osu_put_bw's fence loop: only the origin operates, so only the target's window
+    (put) or the origin's buffer (get) receives, and only there is the data checked."""
+    role = mpi_rma.Role(op, sync, origin)
+    assert not role.two_way and role.base == op[:3]
+    s, win = side(), FakeWin()
+    memory, local = np.full(96, 7, np.uint8), np.full(96, 7, np.uint8)
+    s._prepare(role, win, memory, local, 96, 3, 0)
+    receives = (op == "put_bw") != origin
+    assert s._check(role, win, memory, local, 96, 3, 0) == int(receives)
 
 
 def test_roles_and_patterns():
@@ -156,6 +171,8 @@ def test_a_window_that_cannot_be_made_fails_the_series_and_keeps_the_document():
     (["--sizes", "0"], "--sizes"),
     (["--sizes", "1G"], "--sizes"),
     (["--integrity"], "--integrity"),
+    (["--op", "put_bw", "--sizes", "64M", "--bw-burst", "32"], "at most 1 GiB"),
+    (["--bw-burst", "0"], "--bw-burst 0"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words):
     result = cli("cluster", "rma", "--ranks-per-node", "2", *args)
@@ -189,16 +206,20 @@ def check_series(doc: dict, sizes, syncs, ops=("put", "get")) -> dict:
 
 @pytest.mark.parametrize("impl", ["openmpi", "mpich"])
 def test_shared_memory_puts_and_gets_with_every_synchronisation(impl, tmp_path):
-    """Two ranks on this host: every synchronisation of both operations, each trial's
-    data checked by both ranks (a failed check would fail the run)."""
+    """Two ranks on this host: every synchronisation of every operation (latency and
+    bandwidth loops), each trial's data checked by both ranks (a failed check would fail
+    the run)."""
     require_mpi(impl)
     out = tmp_path / "rma.json"
     argv = beoperf("cluster", "rma", "--mpi", impl, "--ranks-per-node", "2",
                    "--sizes", ",".join(map(str, SHM_SIZES)), "--sync", ",".join(SYNCS),
+                   "--op", ",".join(OPS), "--bw-burst", "8",
                    "--min-trials", "3", "--time-budget", "2", "--trial-time", "0.02",
                    "--quiet", *QUIET[impl], "--format", "json", "-o", str(out))
     doc = run_bounded(argv, 180).document()
-    check_series(doc, SHM_SIZES, SYNCS)
+    found = check_series(doc, SHM_SIZES, SYNCS, OPS)
+    assert doc["body"]["bw_burst"] == 8
+    assert found[("put_bw", "flush", 8)]["operations"] >= 1
     mpi = doc["body"]["series"][0]["mpi"]
     assert mpi["implementation"] == impl
     assert mpi["handles"] == ("pointers" if impl == "openmpi" else "ints")
@@ -209,6 +230,7 @@ def test_shared_memory_puts_and_gets_with_every_synchronisation(impl, tmp_path):
 
 RATE = "50mbit"
 BIG = 256 * 1024
+BURST = 4  # put_bw's operations per synchronisation: 1 MiB between two
 
 
 @pytest.mark.netns
@@ -217,7 +239,8 @@ def test_a_large_put_across_a_shaped_link_takes_what_its_bytes_need(tmp_path):
     """Two namespace hosts, each link shaped to RATE by tbf (Open MPI: TCP, and
     osc pt2pt: both hosts have one host name, and Open MPI would take them for one node
     and make shared-memory windows): a put or get of BIG bytes
-    cannot take less than BIG / the rate (less the bucket it may find full)."""
+    cannot take less than BIG / the rate (less the bucket it may find full), nor a
+    burst of BURST puts of BIG less than BURST times that."""
     ok, reason = netns.can_use_netns()
     if not ok:
         pytest.skip(f"needs network namespaces: {reason}")
@@ -233,17 +256,20 @@ def test_a_large_put_across_a_shaped_link_takes_what_its_bytes_need(tmp_path):
                        "--mpi-agent", agent, "--mpi-interface", a.ifname,
                        "--mpi-env", "OMPI_MCA_btl=tcp,self", "--mpi-env",
                        "OMPI_MCA_osc=pt2pt", "--sizes", f"8,{BIG}",
-                       "--sync", "fence,lock", "--min-trials", "3", "--time-budget", "4",
+                       "--sync", "fence,lock", "--op", "put,get,put_bw",
+                       "--bw-burst", str(BURST), "--min-trials", "3", "--time-budget", "4",
                        "--quiet", "--format", "json", "-o", str(tmp_path / "rma.json"))
         doc = run_bounded(a.argv(argv), 240).document()
-    found = check_series(doc, (8, BIG), ("fence", "lock"))
+    found = check_series(doc, (8, BIG), ("fence", "lock"), ("put", "get", "put_bw"))
     series = doc["body"]["series"][0]
     assert series["ranks"][0]["net_namespace"] != series["ranks"][1]["net_namespace"]
-    floor = (BIG - burst) / link  # what the bytes need, the bucket full at best
     for key, p in found.items():
-        if key[2] == BIG:
-            assert p["time_s"]["min"] >= floor * 0.95, (key, p["time_s"], floor)
-            assert p["bandwidth_Bps"]["max"] <= link * BIG / (BIG - burst) * 1.05
+        if key[2] != BIG:
+            continue
+        moved = BIG * (BURST if key[0] == "put_bw" else 1)  # bytes between two syncs
+        floor = (moved - burst) / link / (moved // BIG)  # a block's share, bucket full
+        assert p["time_s"]["min"] >= floor * 0.95, (key, p["time_s"], floor)
+        assert p["bandwidth_Bps"]["max"] <= link * moved / (moved - burst) * 1.05
 
 
 def test_subcommand_help_names_the_synchronisations():

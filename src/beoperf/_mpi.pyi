@@ -24,5 +24,5 @@ class Rma:
     def __init__(self, path: str, handle_size: int) -> None: ...
     def run(
         self, op: str, sync: str, origin: bool, comm: int, win: int, byte: int, buf: Any,
-        size: int, peer: int, reps: int, warmup: int, lock_shared: int,
+        size: int, peer: int, reps: int, warmup: int, lock_shared: int, *, burst: int = ...,
     ) -> int: ...

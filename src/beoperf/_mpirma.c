@@ -72,15 +72,15 @@ static const char *const SYNCS[] = {"fence", "lock", "flush", "lock_all", NULL};
 static PyObject *Rma_run(RmaObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"op", "sync", "origin", "comm", "win", "byte", "buf", "size",
-                             "peer", "reps", "warmup", "lock_shared", NULL};
+                             "peer", "reps", "warmup", "lock_shared", "burst", NULL};
     const char *op, *sync;
-    int origin, peer, lock_shared;
+    int origin, peer, lock_shared, burst = 1;
     unsigned long long comm, win, byte, reps, warmup;
     Py_ssize_t size;
     PyObject *buf;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sspKKKOniKKi", kwlist, &op, &sync, &origin,
-                                     &comm, &win, &byte, &buf, &size, &peer, &reps, &warmup,
-                                     &lock_shared))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sspKKKOniKKi|$i", kwlist, &op, &sync,
+                                     &origin, &comm, &win, &byte, &buf, &size, &peer, &reps,
+                                     &warmup, &lock_shared, &burst))
         return NULL;
     if (self->dl == NULL) {
         PyErr_SetString(PyExc_ValueError, "Rma was not initialised");
@@ -89,22 +89,23 @@ static PyObject *Rma_run(RmaObject *self, PyObject *args, PyObject *kwds)
     int o = choice(op, OPS, "one-sided operation"), s = choice(sync, SYNCS, "synchronisation");
     if (o < 0 || s < 0)
         return NULL;
-    if (reps < 1 || reps > (1ULL << 27) || warmup > (1ULL << 27) || size < 0 || peer < 0)
+    if (reps < 1 || reps > (1ULL << 27) || warmup > (1ULL << 27) || size < 0 || peer < 0 ||
+        burst < 1 || burst > 4096)
         return PyErr_Format(PyExc_ValueError, "reps in 1..%llu, warmup at most that, size and "
-                            "peer >= 0", 1ULL << 27);
+                            "peer >= 0, burst 1..4096", 1ULL << 27);
     Py_buffer view;
     if (PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE) < 0)
         return NULL;
-    if (view.len < size) {
+    if (view.len / burst < size) {
         PyBuffer_Release(&view);
-        return PyErr_Format(PyExc_ValueError, "the buffer holds %zd bytes, not %zd", view.len,
-                            size);
+        return PyErr_Format(PyExc_ValueError, "the buffer holds %zd bytes, not %d x %zd",
+                            view.len, burst, size);
     }
     beo_rma_loop lp = {
         .rma = &self->rma, .comm = (uintptr_t)comm, .win = (uintptr_t)win,
         .byte = (uintptr_t)byte, .buf = view.buf, .size = (size_t)size, .peer = peer,
         .origin = origin, .op = (beo_rma_op)o, .sync = (beo_rma_sync)s,
-        .lock_shared = lock_shared, .warmup = warmup, .reps = reps,
+        .lock_shared = lock_shared, .burst = burst, .warmup = warmup, .reps = reps,
     };
     int rc;
     Py_BEGIN_ALLOW_THREADS
@@ -133,9 +134,10 @@ static PyObject *Rma_run(RmaObject *self, PyObject *args, PyObject *kwds)
 
 static PyMethodDef Rma_methods[] = {
     {"run", (PyCFunction)(void (*)(void))Rma_run, METH_VARARGS | METH_KEYWORDS,
-     "run(op, sync, origin, comm, win, byte, buf, size, peer, reps, warmup, lock_shared) -> "
-     "elapsed_ns: one trial of MPI_Put or MPI_Get ('put', 'get') with 'fence', 'lock', "
-     "'flush' or 'lock_all' (see csrc/beo_rma.h); the origin's timed repetitions' time"},
+     "run(op, sync, origin, comm, win, byte, buf, size, peer, reps, warmup, lock_shared, *, "
+     "burst=1) -> elapsed_ns: one trial of MPI_Put or MPI_Get ('put', 'get') with 'fence', "
+     "'lock', 'flush' or 'lock_all', burst operations per synchronisation (see "
+     "csrc/beo_rma.h); the origin's timed repetitions' time"},
     {NULL, NULL, 0, NULL},
 };
 

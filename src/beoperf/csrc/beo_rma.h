@@ -52,6 +52,10 @@ typedef struct {
     beo_rma_op op;
     beo_rma_sync sync;
     int lock_shared;   /* the library's MPI_LOCK_SHARED */
+    int burst;         /* operations per synchronisation (>= 1).  1: latency, as
+                          osu_put_latency; more: bandwidth, as osu_put_bw's window, each
+                          operation j moving buf + j * size to displacement j * size, and
+                          fence then one-way (fence, the origin's operations, fence) */
     uint64_t warmup;   /* repetitions before the timed ones */
     uint64_t reps;     /* timed repetitions (>= 1) */
     uint64_t elapsed_ns; /* out (origin): the timed repetitions */
@@ -62,7 +66,9 @@ typedef struct {
  * runs the warm-up and timed repetitions, then meets it in MPI_Barrier again; the target
  * only waits in the two barriers (which is where an MPI that needs the target's
  * progress gets it, as osu's target waits in MPI_Barrier).  Fence: both ranks run the
- * loop; one untimed fence opens it.  BEO_EINVAL for arguments out of range. */
+ * loop; one untimed fence opens it.  With burst > 1 a repetition is `burst` operations
+ * in one epoch of the synchronisation (fence: the origin's only).  BEO_EINVAL for
+ * arguments out of range (burst x size over INT_MAX included). */
 int beo_rma_run(beo_rma_loop *lp);
 
 #endif

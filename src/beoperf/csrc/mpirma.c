@@ -53,15 +53,29 @@ typedef int (*win_i)(int);
 #define PTR(h) ((void *)(h))
 #define INT(h) ((int)(h))
 
-static int x_op(const beo_rma_loop *lp, int target)
+/* operation j of a burst: buf + j * size to (or from) displacement j * size */
+static int x_op(const beo_rma_loop *lp, int target, int j)
 {
     const beo_rma *r = lp->rma;
     beo_mpi_fn fn = lp->op == BEO_RMA_PUT ? r->put : r->get;
     int n = (int)lp->size;
+    void *at = (unsigned char *)lp->buf + (size_t)j * lp->size;
+    aint disp = (aint)j * (aint)lp->size;
     if (r->ptr_handles)
-        return ((rma_p)fn)(lp->buf, n, PTR(lp->byte), target, 0, n, PTR(lp->byte),
+        return ((rma_p)fn)(at, n, PTR(lp->byte), target, disp, n, PTR(lp->byte),
                            PTR(lp->win));
-    return ((rma_i)fn)(lp->buf, n, INT(lp->byte), target, 0, n, INT(lp->byte), INT(lp->win));
+    return ((rma_i)fn)(at, n, INT(lp->byte), target, disp, n, INT(lp->byte), INT(lp->win));
+}
+
+/* the operations of one repetition */
+static int x_burst(beo_rma_loop *lp)
+{
+    for (int j = 0; j < lp->burst; j++) {
+        int rc = x_op(lp, lp->peer, j);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
 }
 
 static int x_fence(const beo_rma_loop *lp)
@@ -122,14 +136,14 @@ static int passive_once(beo_rma_loop *lp)
     switch (lp->sync) {
     case BEO_RMA_LOCK:
         TRY(lp, x_lock(lp));
-        TRY(lp, x_op(lp, lp->peer));
+        TRY(lp, x_burst(lp));
         return checked(lp, x_rank_win(lp, lp->rma->unlock));
     case BEO_RMA_LOCK_ALL:
         TRY(lp, x_lock_all(lp));
-        TRY(lp, x_op(lp, lp->peer));
+        TRY(lp, x_burst(lp));
         return checked(lp, x_handle(lp, lp->rma->unlock_all, lp->win));
     default: /* BEO_RMA_FLUSH: inside the loop's one lock */
-        TRY(lp, x_op(lp, lp->peer));
+        TRY(lp, x_burst(lp));
         return checked(lp, x_rank_win(lp, lp->rma->flush));
     }
 }
@@ -160,7 +174,8 @@ static int passive_target(beo_rma_loop *lp)
     return checked(lp, x_handle(lp, lp->rma->barrier, lp->comm));
 }
 
-/* fence; the origin's operation; fence; the target's; fence */
+/* latency: fence; the origin's operation; fence; the target's; fence.
+ * bandwidth (burst > 1): fence; the origin's operations; fence */
 static int fence_loop(beo_rma_loop *lp)
 {
     TRY(lp, x_fence(lp));
@@ -168,12 +183,18 @@ static int fence_loop(beo_rma_loop *lp)
     for (uint64_t i = 0; i < lp->warmup + lp->reps; i++) {
         if (i == lp->warmup)
             t0 = beo_now_ns();
+        if (lp->burst > 1) {
+            if (lp->origin)
+                TRY(lp, x_burst(lp));
+            TRY(lp, x_fence(lp));
+            continue;
+        }
         TRY(lp, x_fence(lp));
         if (lp->origin)
-            TRY(lp, x_op(lp, lp->peer));
+            TRY(lp, x_op(lp, lp->peer, 0));
         TRY(lp, x_fence(lp));
         if (!lp->origin)
-            TRY(lp, x_op(lp, lp->peer));
+            TRY(lp, x_op(lp, lp->peer, 0));
         TRY(lp, x_fence(lp));
     }
     uint64_t t1 = beo_now_ns();
@@ -186,6 +207,7 @@ int beo_rma_run(beo_rma_loop *lp)
     lp->elapsed_ns = 0;
     lp->mpi_error = 0;
     if (lp->rma == NULL || lp->size > (size_t)INT_MAX || lp->reps < 1 || lp->peer < 0 ||
+        lp->burst < 1 || lp->size * (size_t)lp->burst > (size_t)INT_MAX ||
         (lp->buf == NULL && lp->size > 0) || (unsigned)lp->op > BEO_RMA_GET ||
         (unsigned)lp->sync > BEO_RMA_LOCK_ALL)
         return BEO_EINVAL;

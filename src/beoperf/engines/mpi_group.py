@@ -158,7 +158,7 @@ class Member:
         if order.peer is None:
             raise ValueError(f"role {order.role} needs a peer rank")
         elapsed, corrupt = self.rma.run(order.role, order.size, order.reps, order.warmup,
-                                        order.peer, order.seq0)
+                                        order.peer, order.seq0, order.window)
         return Result(self.session.rank, elapsed, None, None, 0, corrupt)
 
     def close(self) -> None:

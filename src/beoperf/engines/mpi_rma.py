@@ -9,6 +9,11 @@ window), grown when a larger size comes (both ranks get the same orders, so both
 the same windows in the same order).  Fence and passive-target epochs never share a
 window.
 
+``put_bw`` and ``get_bw`` are osu_put_bw's and osu_get_bw's loops: a burst of operations
+per synchronisation, operation j moving the j-th block of the buffer to (or from) the
+j-th block of the window; with fence they go one way (fence, the origin's burst,
+fence).
+
 The data is checked outside the timed loop, every trial: a put's source holds a pattern
 of the trial (``pattern``) and the target's window is cleared first, then checked to
 hold the pattern; a get's target window holds the pattern and the origin's buffer is
@@ -23,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-OPS = ("put", "get")
+OPS = ("put", "get", "put_bw", "get_bw")  # _bw: a burst of operations per synchronisation
 SYNCS = ("fence", "lock", "flush", "lock_all")
 SIDES = ("origin", "target")
 ROLES = tuple(f"rma-{op}-{sync}-{side}" for op in OPS for sync in SYNCS for side in SIDES)
@@ -41,6 +46,16 @@ class Role:
     op: str
     sync: str
     origin: bool
+
+    @property
+    def base(self) -> str:
+        """The MPI operation: put or get (put_bw is a burst of puts)."""
+        return self.op.removesuffix("_bw")
+
+    @property
+    def two_way(self) -> bool:
+        """Both ranks operate: fence's latency loop (a put or get each way)."""
+        return self.sync == "fence" and not self.op.endswith("_bw")
 
     @classmethod
     def of(cls, role: str) -> Role:
@@ -109,19 +124,22 @@ class RmaSide:
         return self.local
 
     def run(self, role_text: str, size: int, reps: int, warmup: int, peer: int,
-            seq: int) -> tuple[int, int]:
-        """This rank's side of one trial: (the origin's timed ns (0 on the target),
-        blocks that failed the check)."""
+            seq: int, burst: int = 1) -> tuple[int, int]:
+        """This rank's side of one trial of ``burst`` operations per synchronisation
+        (operation j moves bytes j x size to (j + 1) x size): (the origin's timed ns (0 on
+        the target), 1 if the data failed the check, else 0)."""
         role = Role.of(role_text)
+        span = size * burst
         comm, key = self._pair(peer)
-        win, memory = self._window(comm, key, role.sync, size)
-        local = self._buffer(size)
+        win, memory = self._window(comm, key, role.sync, span)
+        local = self._buffer(span)
         me_in_pair = comm.Get_rank()
-        self._prepare(role, win, memory[:size], local[:size], size, seq, me_in_pair)
-        elapsed = self.lib.run(role.op, role.sync, role.origin, self.MPI._handleof(comm),
+        self._prepare(role, win, memory[:span], local[:span], span, seq, me_in_pair)
+        elapsed = self.lib.run(role.base, role.sync, role.origin, self.MPI._handleof(comm),
                                self.MPI._handleof(win), self.session.byte, local, size,
-                               1 - me_in_pair, reps, warmup, int(self.MPI.LOCK_SHARED))
-        corrupt = self._check(role, win, memory[:size], local[:size], size, seq, me_in_pair)
+                               1 - me_in_pair, reps, warmup, int(self.MPI.LOCK_SHARED),
+                               burst=burst)
+        corrupt = self._check(role, win, memory[:span], local[:span], span, seq, me_in_pair)
         return int(elapsed), corrupt
 
     def _local_access(self, role: Role, win: Any, me: int) -> _Access:
@@ -132,21 +150,21 @@ class RmaSide:
         """Before the trial: a put's source filled and its destination cleared; a get's
         source (the window) filled and its destination cleared."""
         expected = pattern(size, seq)
-        moves_here = role.sync == "fence" or role.origin  # this rank's buffer is used
-        exposed = role.sync == "fence" or not role.origin  # this rank's window is used
+        moves_here = role.two_way or role.origin  # this rank's buffer is used
+        exposed = role.two_way or not role.origin  # this rank's window is used
         if moves_here:
-            local[:] = expected if role.op == "put" else 0
+            local[:] = expected if role.base == "put" else 0
         if exposed:
             with self._local_access(role, win, me):
-                memory[:] = 0 if role.op == "put" else expected
+                memory[:] = 0 if role.base == "put" else expected
 
     def _check(self, role: Role, win: Any, memory: np.ndarray, local: np.ndarray,
                size: int, seq: int, me: int) -> int:
         """After the trial: 1 if what should have arrived here did not, else 0."""
         expected = pattern(size, seq)
-        if role.op == "get" and (role.sync == "fence" or role.origin):
+        if role.base == "get" and (role.two_way or role.origin):
             return int(not np.array_equal(local, expected))
-        if role.op == "put" and (role.sync == "fence" or not role.origin):
+        if role.base == "put" and (role.two_way or not role.origin):
             with self._local_access(role, win, me):
                 return int(not np.array_equal(memory, expected))
         return 0

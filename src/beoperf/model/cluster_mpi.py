@@ -407,7 +407,7 @@ class RmaPoint:
     bandwidth it gives (B/s), each the median of the trials with its 95% interval, and
     the operations of the last trial."""
 
-    op: str  # put | get | two-sided
+    op: str  # put | get | put_bw | get_bw | two-sided
     sync: str  # fence | lock | flush | lock_all | pingpong
     size: int
     trials: int
@@ -726,24 +726,27 @@ class MbwSettings:
 @dataclass
 class RmaSettings:
     """One-sided: the operations, synchronisations and sizes asked, the window's flavour,
-    whether the two-sided time was measured beside, and the statistic."""
+    the operations per synchronisation of put_bw and get_bw, whether the two-sided time
+    was measured beside, and the statistic."""
 
     ops: list[str]
     syncs: list[str]
     sizes: list[int]
     window: str
+    bw_burst: int
     two_sided: bool
     statistic: str
 
     def to_dict(self) -> JsonObject:
         return {"ops": list(self.ops), "syncs": list(self.syncs), "sizes": list(self.sizes),
-                "window": self.window, "two_sided": self.two_sided,
-                "statistic": self.statistic}
+                "window": self.window, "bw_burst": self.bw_burst,
+                "two_sided": self.two_sided, "statistic": self.statistic}
 
     @classmethod
     def from_dict(cls, b: JsonObject) -> RmaSettings:
         return cls(narrow.texts(b.get("ops"), "ops"), narrow.texts(b.get("syncs"), "syncs"),
                    narrow.ints(b.get("sizes"), "sizes"), narrow.text(b.get("window"), "window"),
+                   narrow.integer(b.get("bw_burst"), "bw_burst"),
                    narrow.flag(b.get("two_sided"), "two_sided"),
                    narrow.text(b.get("statistic"), "statistic"))
 

@@ -36,7 +36,7 @@ from beoperf.report.tables import aligned, markdown
 
 
 def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
+    return "-" if value is None else f"{value:.3g}x"
 
 
 def rma_table(s: Series) -> Table:
@@ -122,7 +122,7 @@ def _at(points: list[RmaPoint], size: int, ops: list[str]) -> str:
         figure = (f"{num(best.time_s.median * 1e6)} us" if size < 65536 else
                   f"{num(best.bandwidth_Bps.median * 1e-6)} MB/s")
         ratio = vs_two_sided(best, points)
-        vs = f", {ratio:.2f}x two-sided's time" if ratio is not None else ""
+        vs = f", {_ratio(ratio)} two-sided's time" if ratio is not None else ""
         parts.append(f"{op} {figure} ({best.sync}{vs})")
     two = two_sided_of(points).get(size)
     if two is not None:

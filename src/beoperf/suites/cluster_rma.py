@@ -43,7 +43,9 @@ from beoperf.sweep.cluster_rma import PINGPONG, TWO_SIDED, RmaMeasurer
 KIND = RMA_KIND
 HINT = "see 'beoperf cluster rma --help'"
 DEFAULT_SIZES = (8, 1024, 65536, 1 << 20)
-DEFAULT_OPS = OPS
+DEFAULT_OPS = ("put", "get")
+DEFAULT_BURST = 32  # osu_put_bw's window
+MAX_SPAN = 1 << 30  # a bandwidth loop's burst x size (the window and the buffer each)
 DEFAULT_SYNCS = ("fence", "lock", "flush")
 MAX_SIZE = 256 << 20
 WINDOW = "allocate"
@@ -52,13 +54,16 @@ WINDOW_HINT = ("Open MPI takes ranks of hosts with one host name (containers, ne
                "between them: --mpi-env OMPI_MCA_osc=pt2pt; or try --mpi mpich")
 STATISTIC = ("Time of one operation with its synchronisation: the origin's timed loop / "
              "repetitions, halved for fence (a repetition is a put or get each way, as "
-             "osu_put_latency -s fence) and for the two-sided ping-pong (a round trip); "
+             "osu_put_latency -s fence) and for the two-sided ping-pong (a round trip), "
+             "divided by the burst for put_bw and get_bw (as osu_put_bw: a burst of "
+             "operations per synchronisation, fence one way); "
              "bandwidth = size / that time; the median of the trials with its 95% interval")
 
 
 @dataclass(frozen=True)
 class Spec:
-    """``ops``: put, get; ``syncs``: fence, lock, flush, lock_all; ``sizes`` in bytes;
+    """``ops``: put, get, put_bw, get_bw; ``syncs``: fence, lock, flush, lock_all;
+    ``sizes`` in bytes; ``bw_burst``: operations per synchronisation of put_bw and get_bw;
     ``two_sided``: the ping-pong of each size measured beside."""
 
     common: Common = field(default_factory=Common)
@@ -66,6 +71,7 @@ class Spec:
     syncs: tuple[str, ...] = DEFAULT_SYNCS
     sizes: tuple[int, ...] = DEFAULT_SIZES
     two_sided: bool = True
+    bw_burst: int = DEFAULT_BURST
 
 
 def check(spec: Spec) -> None:
@@ -79,6 +85,11 @@ def check(spec: Spec) -> None:
     if not spec.syncs or bad:
         raise errors.BadSpec(f"--sync {','.join(bad) or '(none)'}: choose from "
                              f"{', '.join(SYNCS)}", HINT)
+    if not 1 <= spec.bw_burst <= 4096:
+        raise errors.BadSpec(f"--bw-burst {spec.bw_burst}: from 1 to 4096 operations", HINT)
+    if any(o.endswith("_bw") for o in spec.ops) and max(spec.sizes) * spec.bw_burst > MAX_SPAN:
+        raise errors.BadSpec(f"--bw-burst {spec.bw_burst} x the largest size: at most 1 GiB "
+                             "(the window and the buffer each hold a burst)", HINT)
     if spec.common.integrity:
         raise errors.BadSpec("--integrity: the one-sided test checks every trial's data "
                              "already", "leave it out")
@@ -86,34 +97,38 @@ def check(spec: Spec) -> None:
 
 @dataclass(frozen=True)
 class Params:
-    """What the ranks are told: operations, synchronisations, sizes, two-sided or not."""
+    """What the ranks are told: operations, synchronisations, sizes, two-sided or not,
+    the bandwidth loops' burst."""
 
     ops: list[str]
     syncs: list[str]
     sizes: list[int]
     two_sided: bool
+    bw_burst: int
 
     def to_dict(self) -> JsonObject:
         return {"ops": list(self.ops), "syncs": list(self.syncs), "sizes": list(self.sizes),
-                "two_sided": self.two_sided}
+                "two_sided": self.two_sided, "bw_burst": self.bw_burst}
 
     @classmethod
     def from_dict(cls, d: JsonObject) -> Params:
         return cls(narrow.texts(d.get("ops"), "params.ops"),
                    narrow.texts(d.get("syncs"), "params.syncs"),
                    narrow.ints(d.get("sizes"), "params.sizes"),
-                   narrow.flag(d.get("two_sided"), "params.two_sided"))
+                   narrow.flag(d.get("two_sided"), "params.two_sided"),
+                   narrow.integer(d.get("bw_burst"), "params.bw_burst"))
 
 
 def params(spec: Spec) -> Params:
     return Params([o for o in OPS if o in spec.ops], [s for s in SYNCS if s in spec.syncs],
-                  sorted(set(spec.sizes)), spec.two_sided)
+                  sorted(set(spec.sizes)), spec.two_sided, spec.bw_burst)
 
 
 def body(given: JsonObject, label: str | None, series: list[Series]) -> MpiRun:
     p = Params.from_dict(given)
     return MpiRun(KIND, label or "rma", series,
-                  RmaSettings(p.ops, p.syncs, p.sizes, WINDOW, p.two_sided, STATISTIC))
+                  RmaSettings(p.ops, p.syncs, p.sizes, WINDOW, p.bw_burst, p.two_sided,
+                              STATISTIC))
 
 
 def run(spec: Spec, progress: Progress | None = None) -> Outcome | None:
@@ -146,7 +161,7 @@ def point(measurer: RmaMeasurer, key: tuple[str, str, int]) -> RmaPoint | None:
 def measure(leader: Any, plan: Plan, series: Series) -> Stop:
     """Rank 0: every (op, sync, size) between rank 0 and rank 1."""
     p = Params.from_dict(plan.params)
-    measurer = RmaMeasurer(leader)
+    measurer = RmaMeasurer(leader, burst=p.bw_burst)
     keys = keys_of(p)
     node = [r.node for r in series.ranks]
     series.rma_pair = Pairing(0, 1, node[0], node[1])

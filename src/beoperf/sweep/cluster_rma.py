@@ -3,11 +3,13 @@ MPI_Get between two ranks with their synchronisation, and the two-sided ping-pon
 same sizes beside them.
 
 Keys are (op, sync, size): op "put" or "get" with sync "fence", "lock", "flush" or
-"lock_all" (``engines.mpi_rma``: osu_put_latency's and osu_get_latency's loops), or op
-"two-sided" with sync "pingpong" (the cluster's ping-pong loop).  A trial's figure is the
-time of one operation with its synchronisation, the mean over the trial's timed
-repetitions as osu reports it: the origin's loop time / repetitions, halved for fence
-(each repetition is an operation each way) and for the ping-pong (a round trip).  A
+"lock_all" (``engines.mpi_rma``: osu_put_latency's and osu_get_latency's loops), "put_bw"
+or "get_bw" (osu_put_bw's and osu_get_bw's: a burst of ``burst`` operations per
+synchronisation), or op "two-sided" with sync "pingpong" (the cluster's ping-pong loop).
+A trial's figure is the time of one operation with its synchronisation, the mean over
+the trial's timed repetitions as osu reports it: the origin's loop time / repetitions,
+halved for fence's latency loop (each repetition is an operation each way) and for the
+ping-pong (a round trip), divided by the burst for the bandwidth loops.  A
 few untimed repetitions go first in every trial.  The data each trial moved is checked
 by both ranks outside the timed loop; a failed check stops the loop (``check``), the
 trials so far kept.
@@ -42,17 +44,21 @@ def warmup_of(reps: int) -> int:
     return max(1, reps // 10)
 
 
-def per_operation(sync: str) -> int:
-    """Operations in one repetition: two for fence (each rank's) and a round trip."""
+def per_operation(op: str, sync: str, burst: int) -> int:
+    """Operations in one repetition: the burst of a bandwidth loop, two for fence's
+    latency loop (each rank's) and for a round trip, else one."""
+    if op.endswith("_bw"):
+        return burst
     return 2 if sync in ("fence", PINGPONG) else 1
 
 
 class RmaMeasurer(_Base[RmaEntry]):
     """Keys (op, sync, size) between ``origin`` and ``target`` (ranks of the job)."""
 
-    def __init__(self, leader: Leader, origin: int = 0, target: int = 1) -> None:
+    def __init__(self, leader: Leader, origin: int = 0, target: int = 1,
+                 burst: int = 1) -> None:
         super().__init__(leader, integrity=False)
-        self.origin, self.target = origin, target
+        self.origin, self.target, self.burst = origin, target, burst
 
     def first_reps(self, key: Hashable) -> int:
         return 2
@@ -65,8 +71,9 @@ class RmaMeasurer(_Base[RmaEntry]):
                            seq0=seq0, samples=False)
             return {self.origin: replace(common, peer=self.target),
                     self.target: replace(common, role="pingpong-responder", peer=self.origin)}
+        burst = self.burst if op.endswith("_bw") else 1
         return {rank: Order(mpi_rma.role_name(op, sync, rank == self.origin), size=size,
-                            reps=reps, warmup=warmup, peer=peer, seq0=seq0)
+                            reps=reps, warmup=warmup, peer=peer, seq0=seq0, window=burst)
                 for rank, peer in ((self.origin, self.target), (self.target, self.origin))}
 
     def prepare(self, keys: list[tuple[str, str, int]]) -> None:
@@ -84,6 +91,7 @@ class RmaMeasurer(_Base[RmaEntry]):
         results = self.leader.execute(self.orders(op, sync, size, reps))
         self._timed(reps + warmup_of(reps), began)
         self._count_corrupt(results)
-        op_s = results[self.origin].elapsed_ns / 1e9 / reps / per_operation(sync)
+        op_s = results[self.origin].elapsed_ns / 1e9 / reps / per_operation(op, sync,
+                                                                             self.burst)
         self.log.setdefault(key, []).append({"reps": reps, "op_s": op_s})
         return np.array([op_s * 1e9])

@@ -39,7 +39,7 @@ def rma_table(s: Series, i: int) -> Markup:
                      _interval_text(p.time_s, 1e6),
                      num(p.bandwidth_Bps.median, _g(p.bandwidth_Bps.median * 1e-6),
                          f"{where}.bandwidth_Bps.median", unit="MB/s"),
-                     "-" if ratio is None else f"{ratio:.2f}x", str(p.trials)])
+                     "-" if ratio is None else f"{ratio:.3g}x", str(p.trials)])
     return table(["op", "sync", "size", "time us", "95% interval", "MB/s", "vs two-sided",
                   "trials"], rows, numeric=range(2, 8),
                  caption="Time of one operation with its synchronisation (us), the "
