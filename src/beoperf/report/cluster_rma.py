@@ -35,8 +35,11 @@ from beoperf.report.cluster_mpi import (
 from beoperf.report.tables import aligned, markdown
 
 
-def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g}x"
+def ratio_text(value: float | None) -> str:
+    """'0.466x'; '<0.001x' below that (a two-sided time a busy machine stretched)."""
+    if value is None:
+        return "-"
+    return "<0.001x" if value < 0.001 else f"{value:.3g}x"
 
 
 def rma_table(s: Series) -> Table:
@@ -44,7 +47,7 @@ def rma_table(s: Series) -> Table:
     header = ["op", "sync", "size", "time us [95% interval]", "MB/s", "vs two-sided",
               "trials"]
     rows = [[p.op, p.sync, units.format_size(p.size), _interval(p.time_s, 1e6),
-             num(p.bandwidth_Bps.median * 1e-6), _ratio(vs_two_sided(p, points)),
+             num(p.bandwidth_Bps.median * 1e-6), ratio_text(vs_two_sided(p, points)),
              str(p.trials)] for p in points]
     if not rows:
         rows = [["-", "-", "-", "nothing measured", "-", "-", "0"]]
@@ -122,7 +125,7 @@ def _at(points: list[RmaPoint], size: int, ops: list[str]) -> str:
         figure = (f"{num(best.time_s.median * 1e6)} us" if size < 65536 else
                   f"{num(best.bandwidth_Bps.median * 1e-6)} MB/s")
         ratio = vs_two_sided(best, points)
-        vs = f", {_ratio(ratio)} two-sided's time" if ratio is not None else ""
+        vs = f", {ratio_text(ratio)} two-sided's time" if ratio is not None else ""
         parts.append(f"{op} {figure} ({best.sync}{vs})")
     two = two_sided_of(points).get(size)
     if two is not None:

@@ -13,7 +13,7 @@ from beoperf.model.cluster_mpi import MpiRun, RmaPoint, Series
 from beoperf.model.document import Document
 from beoperf.report import renderer
 from beoperf.report.cluster_mpi import series_name
-from beoperf.report.cluster_rma import pair_line, series_figures
+from beoperf.report.cluster_rma import pair_line, ratio_text, series_figures
 from beoperf.report.html import svg
 from beoperf.report.html.cluster_mpi import _g, _interval_text, series_facts
 from beoperf.report.html.markup import Markup, figure, heading, join, num, para, table
@@ -39,7 +39,7 @@ def rma_table(s: Series, i: int) -> Markup:
                      _interval_text(p.time_s, 1e6),
                      num(p.bandwidth_Bps.median, _g(p.bandwidth_Bps.median * 1e-6),
                          f"{where}.bandwidth_Bps.median", unit="MB/s"),
-                     "-" if ratio is None else f"{ratio:.3g}x", str(p.trials)])
+                     ratio_text(ratio), str(p.trials)])
     return table(["op", "sync", "size", "time us", "95% interval", "MB/s", "vs two-sided",
                   "trials"], rows, numeric=range(2, 8),
                  caption="Time of one operation with its synchronisation (us), the "
@@ -57,8 +57,13 @@ def _line(name: str, pts: list[tuple[int, RmaPoint]], i: int, color: int,
                     raw=[p.time_s.median for _, p in pts])
 
 
-def rma_chart(s: Series, i: int) -> Markup:
-    points = list(enumerate(s.rma_points or []))
+FAMILIES = {"latency": ("put", "get"), "bandwidth": ("put_bw", "get_bw")}
+
+
+def rma_chart(s: Series, i: int, family: str) -> Markup:
+    """One family's lines (latency loops, or bandwidth loops) and the two-sided one."""
+    ops = (*FAMILIES[family], TWO_SIDED)
+    points = [(k, p) for k, p in enumerate(s.rma_points or []) if p.op in ops]
     if not points:
         return svg.empty("One-sided time", "nothing measured")
     names = list(dict.fromkeys((p.op, p.sync) for _, p in points))
@@ -69,7 +74,7 @@ def rma_chart(s: Series, i: int) -> Markup:
     ys = [p.time_s.median * 1e6 for _, p in points]
     x_lo, x_hi = svg.padded(min(xs), max(xs), True)
     y_lo, y_hi = svg.padded(min(ys), max(ys), True)
-    chart = svg.chart(f"One-sided time, {series_name(s)}",
+    chart = svg.chart(f"One-sided time ({family} loops), {series_name(s)}",
                       svg.Axis("message size", x_lo, x_hi, log=True, base2=True,
                                tick_text=units.size_tick),
                       svg.Axis("us per operation", y_lo, y_hi, log=True), lines)
@@ -81,12 +86,14 @@ def rma_html(doc: Document, **_options: Any) -> str:
     run = MpiRun.from_document(doc)
     b = run.rma()
     parts = [para(f"Window: MPI_Win_{b.window}, one per synchronisation. {b.statistic}.")]
+    families = [f for f, ops in FAMILIES.items() if set(ops) & set(b.ops)]
     for i, s in enumerate(run.series):
         found = series_figures(s, b.ops)
         parts += [heading(series_name(s), 4), *[para(line.text) for line in found],
-                  series_facts(s), para(pair_line(s).strip() + "."),
-                  figure(rma_chart(s, i), "Time of one operation with its synchronisation "
-                         "against the message size (medians of the trials; dashed: the "
-                         "two-sided one-way time)", kind="rma"),
-                  rma_table(s, i)]
+                  series_facts(s), para(pair_line(s).strip() + ".")]
+        parts += [figure(rma_chart(s, i, f), f"Time of one operation with its "
+                         f"synchronisation against the message size, {f} loops (medians of "
+                         "the trials; dashed: the two-sided one-way time)", kind="rma")
+                  for f in families]
+        parts.append(rma_table(s, i))
     return join(parts)
