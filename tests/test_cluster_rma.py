@@ -226,6 +226,19 @@ def test_shared_memory_puts_and_gets_with_every_synchronisation(impl, tmp_path):
     assert json.loads(out.read_text())["kind"] == "cluster-rma"
 
 
+def test_the_job_s_other_ranks_stay_out_of_the_pair(tmp_path):
+    """Three ranks: the window's communicator is rank 0 and rank 1's alone
+    (MPI_Comm_create_group), so the fence and the barriers never wait for rank 2."""
+    require_mpi("openmpi")
+    argv = beoperf("cluster", "rma", "--ranks-per-node", "3", "--sizes", "8",
+                   "--op", "put,get_bw", "--sync", "fence,lock", "--min-trials", "2",
+                   "--time-budget", "1", "--trial-time", "0.02", "--quiet", *QUIET["openmpi"],
+                   "--format", "json")
+    doc = run_bounded(argv, 120).document()
+    check_series(doc, (8,), ("fence", "lock"), ("put", "get_bw"))
+    assert doc["body"]["series"][0]["np"] == 3
+
+
 # --------------------------------------------------------------------------- namespace hosts
 
 RATE = "50mbit"
