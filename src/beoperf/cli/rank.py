@@ -26,6 +26,9 @@ KINDS = {
     "cluster-ring": "beoperf.suites.cluster_ring",
     "cluster-pairs": "beoperf.suites.cluster_pairs",
     "cluster-mbw": "beoperf.suites.cluster_mbw",
+    "cluster-bibw": "beoperf.suites.cluster_p2p",
+    "cluster-incast": "beoperf.suites.cluster_p2p",
+    "cluster-bisect": "beoperf.suites.cluster_p2p",
     "dgemm": "beoperf.suites.node_dgemm",
 }
 USAGE = ("usage: python -m beoperf.cli.rank KIND PLAN (KIND: "
