@@ -336,7 +336,7 @@ static PyObject *Library_run(LibraryObject *self, PyObject *args, PyObject *kwds
 /* Library.pattern: the traffic patterns of csrc/mpipat.c (bound here, on each call: a
  * few dlsym outside every timed loop).  "bibw" with `peer`; "incast-recv" from the ranks
  * `from_` (at most MAX_INCAST).  Returns (None, elapsed_ns, corrupt) as run does. */
-#define MAX_INCAST 256
+#define MAX_INCAST BEO_MPIPAT_MAX_SENDERS
 
 static PyObject *Library_pattern(LibraryObject *self, PyObject *args, PyObject *kwds)
 {

@@ -24,10 +24,10 @@ INCAST_EXAMPLES = f"""examples:
   beoperf cluster incast --hosts 'node[01-09]' --sizes 1M --format markdown
 
 Many to one: N senders stream to rank 0 (the first host) at once, each in windows of
---window non-blocking sends acknowledged by the receiver, which posts a window from
-every sender and waits for them all. The aggregate = all senders' bytes / the
-receiver's time (what its NIC and links took in); each sender's rate = its bytes / its
-own time. The slowest sender is named. {PLACES}"""
+--window non-blocking sends acknowledged by the receiver, which keeps a window posted
+for every sender (at most 256) and acknowledges each as it arrives. The aggregate = all
+senders' bytes / the receiver's time (what its NIC and links took in); each sender's
+rate = its bytes / its own time. The slowest sender is named. {PLACES}"""
 
 BISECT_EXAMPLES = f"""examples:
   beoperf cluster bisect --hosts 'node[01-08]'            # node i with node i + 4

@@ -20,8 +20,10 @@ typedef struct {
     int ptr_handles;     /* 1: handles are pointers (Open MPI); 0: ints (MPICH ABI) */
     size_t request_size; /* sizeof(MPI_Request) */
     size_t status_size;  /* sizeof(MPI_Status) */
-    beo_mpi_fn send, recv, isend, irecv, waitall, barrier;
+    beo_mpi_fn send, recv, isend, irecv, waitall, barrier, testall;
 } beo_mpipat;
+
+#define BEO_MPIPAT_MAX_SENDERS 256 /* an incast's senders at most */
 
 /* Look the functions up in `dl_handle`; 0, or -1 with `missing` naming the first one
  * not found. */
@@ -41,14 +43,16 @@ size_t beo_mpipat_scratch_bytes(const beo_mpipat *m, int n);
  * Scratch: 2 x window requests. */
 int beo_mpipat_bibw(const beo_mpipat *m, beo_mpi_loop *lp, int peer);
 
-/* The receiver of an incast: each rank of `from` streams to this one as
- * beo_mpi_stream_send does (windows of lp->window messages, each acknowledged).  Per
- * window, a window of receives from every sender posted, all waited for together, then
- * each sender's acknowledgement (so the senders go window by window together).  Warm-up,
- * barrier and timed messages as the senders'.  With integrity each message of a window
- * lands in its own slot (sender s, message j: s x window + j; BEO_EINVAL with fewer
- * slots), without it the senders share the window's slots (as osu's one receive buffer).
- * Scratch: nfrom x window requests. */
+/* The receiver of an incast: each rank of `from` (at most BEO_MPIPAT_MAX_SENDERS)
+ * streams to this one as beo_mpi_stream_send does (windows of lp->window messages, each
+ * acknowledged).  A window of receives is posted for every sender, and each sender's
+ * windows go on their own: the receiver polls each sender's window in turn
+ * (MPI_Testall), and when one is complete posts that sender's next window and
+ * acknowledges it, so a slow sender holds back no other.  Warm-up, barrier and timed
+ * messages as the senders'; elapsed_ns until every sender's last window arrived.  With
+ * integrity each message of a window lands in its own slot (sender s, message j:
+ * s x window + j; BEO_EINVAL with fewer slots), without it the senders share the window's
+ * slots (as osu's one receive buffer).  Scratch: nfrom x window requests. */
 int beo_mpipat_incast_recv(const beo_mpipat *m, beo_mpi_loop *lp, const int *from, int nfrom);
 
 #endif

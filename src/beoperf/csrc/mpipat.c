@@ -17,9 +17,9 @@ int beo_mpipat_bind(beo_mpipat *m, void *dl, int ptr_handles, size_t request_siz
                     size_t status_size, const char **missing)
 {
     static const char *const names[] = {"MPI_Send", "MPI_Recv", "MPI_Isend", "MPI_Irecv",
-                                        "MPI_Waitall", "MPI_Barrier"};
+                                        "MPI_Waitall", "MPI_Barrier", "MPI_Testall"};
     beo_mpi_fn *slots[] = {&m->send, &m->recv, &m->isend, &m->irecv, &m->waitall,
-                           &m->barrier};
+                           &m->barrier, &m->testall};
     *missing = NULL;
     if (request_size == 0 || status_size == 0 || status_size > BEO_MPI_STATUS_MAX) {
         *missing = "a plausible sizeof(MPI_Request) and sizeof(MPI_Status)";
@@ -197,36 +197,66 @@ int beo_mpipat_bibw(const beo_mpipat *m, beo_mpi_loop *lp, int peer)
 
 /* ------------------------------------------------------------------ incast */
 
+typedef int (*testall_fn)(int, void *, int *, void *);
+
+/* Sender s's next window (at most lp->window of its remaining messages) posted into its
+ * own requests (s x window ...); its message count in `pending[s]`. */
+static int post_window(const ctx *c, int s, int sender, uint64_t left, int *pending)
+{
+    beo_mpi_loop *lp = c->lp;
+    int rc = BEO_OK, w = lp->window;
+    int k = left < (uint64_t)w ? (int)left : w;
+    for (int j = 0; j < k && rc == BEO_OK; j++) {
+        uint64_t slot = lp->integrity ? (uint64_t)s * (uint64_t)w + (uint64_t)j : (uint64_t)j;
+        rc = checked(lp, x_irecv(c, beo_pool_msg(lp->pool, slot), sender,
+                                 request_at(c, s * w + j)));
+    }
+    pending[s] = k;
+    return rc;
+}
+
+/* Every sender's messages first .. first + count - 1, each sender's windows on their own:
+ * a sender's window done (MPI_Testall on its requests, polled in turn), its messages are
+ * verified, its next window posted, then its acknowledgement sent. */
 static int incast_windows(const ctx *c, const int *from, int nfrom, uint64_t first,
                           uint64_t count)
 {
     beo_mpi_loop *lp = c->lp;
-    int rc = BEO_OK, w = lp->window;
-    for (uint64_t i = 0; i < count && rc == BEO_OK;) {
-        int k = count - i < (uint64_t)w ? (int)(count - i) : w;
-        for (int s = 0; s < nfrom && rc == BEO_OK; s++)
-            for (int j = 0; j < k && rc == BEO_OK; j++) {
-                uint64_t slot = lp->integrity ? (uint64_t)s * (uint64_t)w + (uint64_t)j
-                                              : (uint64_t)j;
-                rc = checked(lp, x_irecv(c, beo_pool_msg(lp->pool, slot), from[s],
-                                         request_at(c, s * k + j)));
-            }
-        if (rc == BEO_OK)
-            rc = checked(lp, x_waitall(c, nfrom * k));
-        for (int s = 0; s < nfrom && rc == BEO_OK && lp->integrity; s++)
-            for (int j = 0; j < k; j++)
+    int rc = BEO_OK, w = lp->window, active = 0;
+    int pending[BEO_MPIPAT_MAX_SENDERS];
+    uint64_t done[BEO_MPIPAT_MAX_SENDERS];
+    void *statuses = (unsigned char *)lp->scratch + (size_t)c->nreq * c->m->request_size;
+    for (int s = 0; s < nfrom && rc == BEO_OK; s++) {
+        done[s] = 0;
+        rc = post_window(c, s, from[s], count, pending);
+        active += pending[s] > 0;
+    }
+    while (active > 0 && rc == BEO_OK) {
+        for (int s = 0; s < nfrom && rc == BEO_OK; s++) {
+            int flag = 0, k = pending[s];
+            if (k == 0)
+                continue;
+            rc = checked(lp, ((testall_fn)c->m->testall)(k, request_at(c, s * w), &flag,
+                                                         statuses));
+            if (rc != BEO_OK || !flag)
+                continue;
+            for (int j = 0; j < k && lp->integrity; j++)
                 verify(lp, beo_pool_msg(lp->pool, (uint64_t)s * (uint64_t)w + (uint64_t)j),
-                       first + i + (uint64_t)j);
-        for (int s = 0; s < nfrom && rc == BEO_OK; s++)
-            rc = checked(lp, x_ack(c, from[s]));
-        i += (uint64_t)k;
+                       first + done[s] + (uint64_t)j);
+            done[s] += (uint64_t)k;
+            rc = post_window(c, s, from[s], count - done[s], pending);
+            if (rc == BEO_OK)
+                rc = checked(lp, x_ack(c, from[s]));
+            active -= pending[s] == 0;
+        }
     }
     return rc;
 }
 
 int beo_mpipat_incast_recv(const beo_mpipat *m, beo_mpi_loop *lp, const int *from, int nfrom)
 {
-    if (nfrom < 1 || lp->window < 1 || nfrom > INT_MAX / lp->window)
+    if (nfrom < 1 || nfrom > BEO_MPIPAT_MAX_SENDERS || lp->window < 1 ||
+        nfrom > INT_MAX / lp->window)
         return BEO_EINVAL;
     size_t w = (size_t)lp->window;
     int rc = valid(lp, lp->integrity ? (size_t)nfrom * w : w);

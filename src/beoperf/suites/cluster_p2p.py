@@ -8,7 +8,8 @@ rate and the slowest flow named.
   time, the aggregate the sum of the pairs' rates.
 * **incast** (many to one): N senders stream to one receiver (rank 0, on the first
   host) at once, each as osu_bw does (windows of non-blocking sends, each acknowledged);
-  the receiver posts a window from every sender, waits for them all, acknowledges each.
+  the receiver keeps a window posted for every sender (at most 256) and, as each sender's
+  window arrives, posts its next and acknowledges it: a slow sender holds back no other.
   The aggregate is the receiver's: every sender's bytes over the receiver's time; each
   sender's own rate is its bytes over its own time.  Senders are taken from the other
   nodes first (in rank order), then from the receiver's own node.
@@ -25,6 +26,7 @@ slowest flow is the one whose median rate is lowest.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +65,7 @@ DEFAULT_SIZES = (8, 1024, 65536, 1 << 20)
 MAX_SIZE = 1 << 30
 MAX_PAIRS_FILE = 1 << 20
 MAX_PAIRS = 4096
+MAX_SENDERS = 256  # an incast's (csrc/beo_mpipat.h: BEO_MPIPAT_MAX_SENDERS)
 NAME = re.compile(r"^[A-Za-z0-9_.\-\[\]]{1,255}$")
 STATISTIC = {
     "bibw": "A pair's rate = 2 x size x messages / its slower end's time (osu_bibw); the "
@@ -131,12 +134,11 @@ def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:
     neither."""
     h = hint("bisect")
     if ":" not in text or "/" in text:
+        if not os.path.lexists(text):
+            raise errors.BadSpec(f"--pairs {text[:80]!r}: neither A:B pairs nor a file", h)
         try:
             text = safeio.read_text(text, MAX_PAIRS_FILE, "the --pairs file")
-        except FileNotFoundError:
-            raise errors.BadSpec(f"--pairs {text[:80]!r}: neither A:B pairs nor a file",
-                                 h) from None
-        except OSError as exc:
+        except (OSError, safeio.FileInputError) as exc:
             raise errors.BadSpec(f"--pairs: {exc}", h) from None
         items = [line.split("#", 1)[0].strip() for line in text.splitlines()]
     else:
@@ -255,9 +257,10 @@ def plan_flows(p: Params, series: Series) -> tuple[list[tuple[int, int]], list[i
     """The pattern's flows in order and the flow counts to measure."""
     n, h = series.np, hint(p.pattern)
     if p.pattern == "incast":
-        flows = [(s, 0) for s in incast_senders(series.ranks)]
+        flows = [(s, 0) for s in incast_senders(series.ranks)][:MAX_SENDERS]
         wanted = list(p.counts or default_pair_counts(2 * (n - 1)))
-        what = f"--senders {p.counts}: {n} ranks make at most {n - 1} senders"
+        what = (f"--senders {p.counts}: {n} ranks make at most "
+                f"{min(n - 1, MAX_SENDERS)} senders")
     elif p.pattern == "bisect":
         if p.pairs is not None:
             flows = node_pairs(p.pairs, series)

@@ -8,8 +8,9 @@ every rank meeting in MPI_Barrier after a window of warm-up (as osu_mbw_mr's pai
   receives posted, a window of sends, all waited for; ``bibw`` of csrc/mpipat.c); a
   flow's time is its slower end's.
 * incast: each flow is a sender streaming to the one receiver as osu_bw does
-  (``stream-send``: windows, each acknowledged); the receiver posts a window from every
-  sender at once and acknowledges each (``incast-recv``); a flow's time is its sender's,
+  (``stream-send``: windows, each acknowledged); the receiver keeps a window posted for
+  every sender and acknowledges each as it arrives (``incast-recv``); a flow's time is
+  its sender's,
   and the receiver's own time is kept too.
 
 A trial gives the loop one figure, the flows' mean time per message; the log keeps each

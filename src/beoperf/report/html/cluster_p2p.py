@@ -39,7 +39,7 @@ def points_table(s: Series, i: int, pattern: str) -> Markup:
                          f"{where}.flow_Bps.{p.slowest}.median", unit="MB/s"),
                      _g(flow_median(p) * 1e-6), str(p.trials)])
     return table([f"{what}s", "size", "aggregate MB/s", "95% interval", f"slowest {what}",
-                  f"its MB/s", f"{what}s' median MB/s", "trials"], rows,
+                  "its MB/s", f"{what}s' median MB/s", "trials"], rows,
                  numeric=(0, 1, 2, 3, 5, 6, 7), caption="The aggregate and the slowest "
                  f"{what} per count and size; MB/s = 10^6 B/s, medians of the trials")
 
