@@ -130,6 +130,7 @@ def test_the_fixture_renders_the_answer_first_in_every_format():
     (["incast", "--senders", "0", "--ranks-per-node", "2"], "counts from 1"),
     (["bibw", "--window", "0", "--ranks-per-node", "2"], "--window 0"),
     (["bibw", "--sizes", "8,1Q"], "--sizes"),
+    (["incast", "--integrity", "--window", "8", "--ranks-per-node", "2"], "own buffer"),
 ])
 def test_bad_options_are_one_line_errors(argv, message):
     from helpers import cli
@@ -214,7 +215,7 @@ def test_a_corrupted_message_is_counted(tmp_path):
 def test_mpich_incast_launched_by_beoperf():
     require_mpi("mpich")
     got = run_bounded(beoperf("cluster", "incast", "--mpi", "mpich", "--ranks-per-node", "3",
-                              "--sizes", "4K", "--window", "4", "--min-trials", "2",
+                              "--sizes", "4K", "--window", "2", "--min-trials", "2",
                               "--time-budget", "1", "--integrity", "--format", "json"), 120)
     (s,) = got.document()["body"]["series"]
     assert s["mpi"]["implementation"] == "mpich" and s["status"] == "complete"

@@ -111,6 +111,10 @@ def check(spec: Spec) -> None:
         raise errors.BadSpec(f"{what}: counts of 1 or more", h)
     if spec.pairs is not None:
         check_pairs(spec.pairs, h)
+    if spec.common.integrity and spec.pattern == "incast" and spec.window > 2:
+        # the senders' stream loop (mbw's) keeps two messages' buffers
+        raise errors.BadSpec("--integrity needs each message of a sender's window in its "
+                             "own buffer", "use --window 2")
 
 
 def check_pairs(pairs: tuple[tuple[str, str], ...], h: str) -> None:
