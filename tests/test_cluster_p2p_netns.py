@@ -63,16 +63,20 @@ def cluster(tmp_path_factory):
         yield {"hosts": topo.hosts, "agent": agent, "tmp": tmp}
 
 
-def run(cluster, test: str, *args: str) -> dict:
+MPI = {"openmpi": ("--mpi-interface", SUBNET, "--mpi-env", "OMPI_MCA_btl=tcp,self"),
+       "mpich": ("--mpi", "mpich", "--mpi-interface", "eth0", "--mpi-env", "UCX_TLS=tcp,self",
+                 "--mpi-env", "UCX_NET_DEVICES=eth0")}
+
+
+def run(cluster, test: str, *args: str, impl: str = "openmpi") -> dict:
     """`beoperf cluster TEST ARGS` from the first host, its JSON document (the sizes and
     window: SIZE and WINDOW unless given)."""
     sizes = () if "--sizes" in args else ("--sizes", str(SIZE), "--window", str(WINDOW))
     argv = beoperf("cluster", test, *args, *sizes, "--hosts",
                    ",".join(h.addr4 for h in cluster["hosts"]), "--mpi-agent", cluster["agent"],
-                   "--mpi-interface", SUBNET, "--mpi-env", "OMPI_MCA_btl=tcp,self",
-                   "--min-trials", "3",
+                   *MPI[impl], "--min-trials", "3",
                    "--trial-time", "0.3", "--time-budget", "3", "--format", "json",
-                   "-o", str(cluster["tmp"] / f"{test}.json"))
+                   "-o", str(cluster["tmp"] / f"{test}-{impl}.json"))
     return run_bounded(cluster["hosts"][0].argv(argv), TIMEOUT_S).document()
 
 
@@ -101,6 +105,15 @@ def test_an_incast_reaches_the_receivers_rate_not_the_senders_sum(cluster):
     # slowest depends on how the others share what is left: 3.6 against 3.9 MB/s once)
     assert by[3]["flow_Bps"][2]["median"] <= ABOVE * SLOW
     assert by[3]["slowest"] in (0, 1, 2)
+
+
+def test_an_mpich_incast_reaches_the_receivers_rate_too(cluster):
+    require_mpi("mpich")
+    doc = run(cluster, "incast", "--senders", "2", impl="mpich")
+    (series,) = doc["body"]["series"]
+    assert series["mpi"]["implementation"] == "mpich"
+    agg = points(doc)[2]["aggregate_Bps"]["median"]
+    assert 0.5 * LINK < agg <= ABOVE * LINK, agg
 
 
 def test_bibw_sums_both_directions_each_bounded_by_the_link(cluster):
