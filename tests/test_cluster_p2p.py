@@ -114,10 +114,11 @@ def test_the_fixture_renders_the_answer_first_in_every_format():
     assert set(report.formats("cluster-p2p")) == {"text", "markdown", "csv", "json"}
     text = report.render(doc, "text")
     answer = text.split("\n\n")[1]
-    assert "aggregate, 2 senders at 64 KiB; slowest sender 1->0" in answer, text
+    assert "aggregate, 3 senders at 64 KiB; slowest sender 3->0 (198.18.0.4 -> 198.18.0.1)" \
+        in answer, text
     rows = report.render(doc, "csv").splitlines()
     assert rows[0].startswith("pattern,ranks_per_node")
-    assert len(rows) == 1 + 4 * 1 + 2 * 1 + 2 * 2  # per point its aggregate and flows
+    assert len(rows) == 1 + 4 * 1 + 2 * 1 + 2 * 3  # per point its aggregate and flows
     assert sum(r.split(",")[13] == "1" for r in rows[1:]) == 4  # one slowest per point
 
 

@@ -97,10 +97,12 @@ def test_an_incast_reaches_the_receivers_rate_not_the_senders_sum(cluster):
     for agg in (one, two, three):
         assert 0.5 * LINK < agg <= ABOVE * LINK, (one, two, three)
     assert two <= 1.3 * one and three <= 1.3 * one, (one, two, three)
-    # the senders share it: their own rates sum to about the receiver's
+    # the senders share it: while the slowest ran, every sender's bytes passed the
+    # receiver's link (their own rates may sum to more: one that finished early ran
+    # faster over a shorter time; 13.8 MB/s against the link's 12.5 was seen)
     for n in (2, 3):
         rates = [f["median"] for f in by[n]["flow_Bps"]]
-        assert sum(rates) <= ABOVE * LINK, rates
+        assert n * min(rates) <= ABOVE * LINK and max(rates) <= ABOVE * LINK, rates
     # the sender on the slow link is held to its link's rate (whether it is also the
     # slowest depends on how the others share what is left: 3.6 against 3.9 MB/s once)
     assert by[3]["flow_Bps"][2]["median"] <= ABOVE * SLOW
