@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "beo_mpi.h"
+#include "beo_mpipat.h"
 
 static PyObject *MpiError;
 
@@ -334,6 +335,69 @@ static PyObject *Library_run(LibraryObject *self, PyObject *args, PyObject *kwds
     return run_loop(self, &a, &t, pool);
 }
 
+/* Library.pattern: the traffic patterns of csrc/mpipat.c (bound here, on each call: a
+ * few dlsym outside every timed loop).  "bibw" with `peer`; "incast-recv" from the ranks
+ * `from_` (at most MAX_INCAST).  Returns (None, elapsed_ns, corrupt) as run does. */
+#define MAX_INCAST BEO_MPIPAT_MAX_SENDERS
+
+static PyObject *Library_pattern(LibraryObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"role", "comm", "byte", "pool", "reps", "peer", "from_", "size",
+                             "seq0", "tag", "integrity", "window", "warmup", "barrier", NULL};
+    const char *role;
+    unsigned long long comm, byte, reps, seq0 = 0, warmup = 0;
+    Py_ssize_t size = 0;
+    int peer = -1, tag = 7, integrity = 0, window = 1, barrier = 0, from[MAX_INCAST], nfrom = 0;
+    PyObject *pool, *from_seq = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sKKOK|$iOnKipiKp", kwlist, &role, &comm,
+                                     &byte, &pool, &reps, &peer, &from_seq, &size, &seq0, &tag,
+                                     &integrity, &window, &warmup, &barrier))
+        return NULL;
+    if (!library_ready(self))
+        return NULL;
+    int bibw = strcmp(role, "bibw") == 0;
+    if (!bibw && strcmp(role, "incast-recv") != 0)
+        return PyErr_Format(PyExc_ValueError, "unknown MPI pattern role %s", role);
+    if (reps < 1 || reps > (1ULL << 27) || warmup > (1ULL << 27))
+        return PyErr_Format(PyExc_ValueError, "reps must be in 1..%llu, warmup at most that",
+                            1ULL << 27);
+    if (size < 0 || tag < 0 || tag > 32000 || window < 1 || window > 4096)
+        return PyErr_Format(PyExc_ValueError, "size >= 0, tag 0..32000, window 1..4096");
+    if (bibw ? peer < 0 : (from_seq == NULL || ranks_of(from_seq, from, MAX_INCAST, &nfrom) < 0))
+        return PyErr_Occurred() ? NULL
+                                : PyErr_Format(PyExc_ValueError, "role %s needs %s", role,
+                                               bibw ? "a peer rank" : "the senders' ranks");
+    beo_mpipat m;
+    const char *missing = NULL;
+    if (beo_mpipat_bind(&m, self->dl, self->mpi.ptr_handles, self->mpi.request_size,
+                        self->mpi.status_size, &missing) != 0)
+        return PyErr_Format(PyExc_OSError, "the MPI library lacks %s", missing);
+    Py_buffer view;
+    beo_pool bp;
+    if (pool_view(pool, &view, &bp) < 0)
+        return NULL;
+    void *scratch = calloc(1, beo_mpipat_scratch_bytes(&m, bibw ? 2 * window : nfrom * window));
+    if (scratch == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    beo_mpi_loop lp = {
+        .mpi = &self->mpi, .comm = (uintptr_t)comm, .byte = (uintptr_t)byte, .tag = tag,
+        .pool = &bp, .size = (size_t)size, .reps = reps, .seq0 = seq0, .integrity = integrity,
+        .window = window, .scratch = scratch, .warmup = warmup, .barrier = barrier,
+    };
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bibw ? beo_mpipat_bibw(&m, &lp, peer) : beo_mpipat_incast_recv(&m, &lp, from, nfrom);
+    Py_END_ALLOW_THREADS
+    free(scratch);
+    PyBuffer_Release(&view);
+    if (rc != BEO_OK)
+        return loop_error(rc, lp.mpi_error);
+    return Py_BuildValue("(OKK)", Py_None, (unsigned long long)lp.elapsed_ns,
+                         (unsigned long long)lp.corrupt);
+}
+
 static PyGetSetDef Library_getset[] = {
     {"pointer_handles", (getter)Library_get, NULL, "handles are pointers (Open MPI ABI)",
      "pointer_handles"},
@@ -351,6 +415,11 @@ static PyMethodDef Library_methods[] = {
      "nonblocking, window, timed, to, from_, warmup, barrier) -> (samples_ns bytes | None, "
      "elapsed_ns, corrupt); role 'ring' (HPCC's: Sendrecv then non-blocking steps) adds the "
      "second loop's elapsed_ns and gives 2 x reps samples"},
+    {"pattern", (PyCFunction)(void (*)(void))Library_pattern, METH_VARARGS | METH_KEYWORDS,
+     "pattern(role, comm, byte, pool, reps, *, peer, from_, size, seq0, tag, integrity, "
+     "window, warmup, barrier) -> (None, elapsed_ns, corrupt); role 'bibw' (osu_bibw's "
+     "windows both ways with peer) or 'incast-recv' (an incast's receiver, from the ranks "
+     "from_, each sending as 'stream-send')"},
     {NULL, NULL, 0, NULL},
 };
 

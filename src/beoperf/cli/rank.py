@@ -27,6 +27,9 @@ KINDS = {
     "cluster-pairs": "beoperf.suites.cluster_pairs",
     "cluster-mbw": "beoperf.suites.cluster_mbw",
     "cluster-rma": "beoperf.suites.cluster_rma",
+    "cluster-bibw": "beoperf.suites.cluster_p2p",
+    "cluster-incast": "beoperf.suites.cluster_p2p",
+    "cluster-bisect": "beoperf.suites.cluster_p2p",
     "dgemm": "beoperf.suites.node_dgemm",
 }
 USAGE = ("usage: python -m beoperf.cli.rank KIND PLAN (KIND: "

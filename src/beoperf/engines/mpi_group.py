@@ -39,6 +39,7 @@ POLL_MAX_S = 2e-3
 RING_SLOTS = 4  # a ring step's buffers: to the right, to the left, from each side
 ROLES = ("pingpong-initiator", "pingpong-responder", "stream-send", "stream-recv",
          "ring", "ring-sendrecv", "ring-nonblocking", "barrier")
+PATTERN_ROLES = ("bibw", "incast-recv")  # csrc/mpipat.c (Library.pattern)
 
 
 @dataclass(frozen=True)
@@ -63,9 +64,10 @@ class Order:
     integrity: bool = False
     seq0: int = 0
     samples: bool = True
+    senders: tuple[int, ...] = ()  # incast-recv: the ranks that send to this one
 
     def __post_init__(self) -> None:
-        if self.role not in ROLES and not mpi_rma.is_role(self.role):
+        if self.role not in ROLES + PATTERN_ROLES and not mpi_rma.is_role(self.role):
             raise ValueError(f"unknown MPI loop role {self.role!r}")
 
 
@@ -113,6 +115,17 @@ def pool_for(size: int, slots: int) -> _core.Pool:
     return pool
 
 
+def pattern_slots(order: Order) -> int:
+    """The pool slots a pattern loop needs (csrc/beo_mpipat.h): bibw a window of
+    receives and one send buffer (with integrity, one per message); an incast's receiver
+    a window (with integrity, a window per sender)."""
+    if order.role == "bibw":
+        return 2 * order.window if order.integrity else order.window + 1
+    if order.role == "incast-recv":
+        return order.window * (max(1, len(order.senders)) if order.integrity else 1)
+    return 0
+
+
 class Member:
     """This rank's side: its pool (grown as orders need) and the loop it runs."""
 
@@ -122,7 +135,8 @@ class Member:
         self.rma: mpi_rma.RmaSide | None = None  # one-sided state, made when first used
 
     def _pool(self, order: Order) -> _core.Pool:
-        slots = max(RING_SLOTS, order.window if order.role == "stream-recv" else 2)
+        slots = max(RING_SLOTS, order.window if order.role == "stream-recv" else 2,
+                    pattern_slots(order))
         pool = self.pool
         if pool is None or pool.size < order.size or pool.slots < slots:
             size = max(order.size, pool.size if pool is not None else 0)
@@ -134,6 +148,13 @@ class Member:
         s = self.session
         if mpi_rma.is_role(order.role):
             return self._run_rma(order)
+        if order.role in PATTERN_ROLES:
+            _, elapsed, corrupt = s.lib.pattern(
+                order.role, s.handle(), s.byte, self._pool(order), order.reps,
+                peer=-1 if order.peer is None else order.peer, from_=order.senders,
+                size=order.size, seq0=order.seq0, tag=DATA_TAG, integrity=order.integrity,
+                window=order.window, warmup=order.warmup, barrier=order.barrier)
+            return Result(s.rank, int(elapsed), None, None, 0, int(corrupt))
         kwargs: dict[str, object] = dict(size=order.size, tag=DATA_TAG, warmup=order.warmup,
                                       barrier=order.barrier, window=order.window,
                                       integrity=order.integrity, seq0=order.seq0,

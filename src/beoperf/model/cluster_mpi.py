@@ -20,6 +20,9 @@ the precision loop went, the status, and the test's own figures:
   operation with its synchronisation (s) and the bandwidth it gives (B/s), and beside
   them the two-sided one-way time of each size (a ping-pong's round trip halved).
   Version 1 (issue 29) was born with the positive intervals of the others' version 2.
+* ``cluster-p2p`` (version 1): a point-to-point pattern (``pattern``: bibw, incast or
+  bisect), its flows (a pair both ways, or a sender to the receiver) and, per flow count
+  and message size, the aggregate rate (B/s), each flow's own, and the slowest flow.
 
 Version 2 of each: every 95% interval of a time or a rate has both bounds above 0 (the
 schema says so); a version 1 file with a bound at or below zero loads with that interval
@@ -40,6 +43,7 @@ PAIRS_KIND = "cluster-pairs"
 MBW_KIND = "cluster-mbw"
 RMA_KIND = "cluster-rma"
 KINDS = (RING_KIND, PAIRS_KIND, MBW_KIND, RMA_KIND)
+KINDS: tuple[str, ...] = (RING_KIND, PAIRS_KIND, MBW_KIND)
 VERSION = 2  # 1: intervals whose bounds were not checked to be above 0
 RMA_VERSION = 1
 
@@ -80,6 +84,11 @@ def _v1_to_v2(doc: dict) -> dict:
 for _kind in (RING_KIND, PAIRS_KIND, MBW_KIND):
     document.register(_kind, VERSION, upgrades={1: _v1_to_v2})
 document.register(RMA_KIND, RMA_VERSION)
+
+P2P_KIND = "cluster-p2p"
+P2P_VERSION = 1
+document.register(P2P_KIND, P2P_VERSION)
+KINDS = (*KINDS, P2P_KIND)
 
 
 # --------------------------------------------------------------------------- typed bodies
@@ -433,6 +442,64 @@ class RmaPoint:
 
 
 @dataclass
+class Flow:
+    """A flow of a point-to-point pattern: ranks ``a`` and ``b`` and their nodes (bibw and
+    bisect: a pair, both ways; incast: sender ``a`` to the receiver ``b``)."""
+
+    a: int
+    b: int
+    node_a: str
+    node_b: str
+
+    def to_dict(self) -> JsonObject:
+        return {"a": self.a, "b": self.b, "node_a": self.node_a, "node_b": self.node_b}
+
+    @classmethod
+    def from_dict(cls, d: JsonObject) -> Flow:
+        return cls(narrow.integer(d.get("a"), "flows.a"), narrow.integer(d.get("b"), "flows.b"),
+                   narrow.text(d.get("node_a"), "flows.node_a"),
+                   narrow.text(d.get("node_b"), "flows.node_b"))
+
+    def label(self, pattern: str) -> str:
+        """'0<->2 (n1 <-> n3)', or '1->0 (n2 -> n1)' for an incast's sender."""
+        arrow = "->" if pattern == "incast" else "<->"
+        return f"{self.a}{arrow}{self.b} ({self.node_a} {arrow} {self.node_b})"
+
+
+@dataclass
+class FlowPoint:
+    """A pattern's first ``count`` flows at once at one size: the aggregate rate (B/s),
+    each flow's own rate (in the series' flow order), and the slowest flow (its index)."""
+
+    count: int
+    size: int
+    trials: int
+    messages: int
+    aggregate_Bps: Stat
+    flow_Bps: list[Stat]
+    slowest: int
+
+    @classmethod
+    def from_dict(cls, d: JsonObject) -> FlowPoint:
+        agg = _stat(d.get("aggregate_Bps"), "flow_points.aggregate_Bps")
+        flows = [_stat(f, "flow_points.flow_Bps")
+                 for f in narrow.objects(d.get("flow_Bps"), "flow_points.flow_Bps")]
+        if agg is None or any(f is None for f in flows):
+            raise DocumentError("a point of a pattern without its aggregate or a flow's rate")
+        count, size, trials, messages, slowest = (
+            narrow.integer(d.get(k), f"flow_points.{k}")
+            for k in ("count", "size", "trials", "messages", "slowest"))
+        return cls(count=count, size=size, trials=trials, messages=messages,
+                   aggregate_Bps=agg, flow_Bps=[f for f in flows if f is not None],
+                   slowest=slowest)
+
+    def to_dict(self) -> JsonObject:
+        return {"count": self.count, "size": self.size, "trials": self.trials,
+                "messages": self.messages, "aggregate_Bps": self.aggregate_Bps.to_dict(),
+                "flow_Bps": [f.to_dict() for f in self.flow_Bps], "slowest": self.slowest}
+
+
+@dataclass
 class RankPlace:
     """Where a rank ran: its host, MPI processor name, pid, CPUs, network namespace, and
     the node it is counted on."""
@@ -536,6 +603,9 @@ class Series:
     points: list[Point] | None = None
     rma_pair: Pairing | None = None  # cluster-rma: origin (sender) and target (receiver)
     rma_points: list[RmaPoint] | None = None
+    flows: list[Flow] | None = None  # cluster-p2p
+    flow_counts: list[int] | None = None
+    flow_points: list[FlowPoint] | None = None
 
     @classmethod
     def from_dict(cls, d: JsonObject) -> Series:
@@ -571,6 +641,11 @@ class Series:
             s.rma_pair = Pairing.from_dict(narrow.obj(d.get("rma_pair"), "rma_pair"))
             s.rma_points = [RmaPoint.from_dict(p)
                             for p in narrow.objects(d["rma_points"], "rma_points")]
+        if "flow_points" in d:
+            s.flows = [Flow.from_dict(f) for f in narrow.objects(d.get("flows"), "flows")]
+            s.flow_counts = narrow.ints(d.get("flow_counts"), "flow_counts")
+            s.flow_points = [FlowPoint.from_dict(p)
+                             for p in narrow.objects(d["flow_points"], "flow_points")]
         return s
 
     def to_dict(self) -> JsonObject:
@@ -597,6 +672,10 @@ class Series:
         if self.rma_points is not None and self.rma_pair is not None:
             out["rma_pair"] = self.rma_pair.to_dict()
             out["rma_points"] = [p.to_dict() for p in self.rma_points]
+        if self.flow_points is not None:
+            out["flows"] = [f.to_dict() for f in self.flows or []]
+            out["flow_counts"] = list(self.flow_counts or [])
+            out["flow_points"] = [p.to_dict() for p in self.flow_points]
         out.update(loop=_loop_json(self.loop), status=self.status,
                    status_reason=self.status_reason)
         return out
@@ -751,11 +830,35 @@ class RmaSettings:
                    narrow.text(b.get("statistic"), "statistic"))
 
 
-Settings = RingDefinition | PairsSettings | MbwSettings | RmaSettings
+@dataclass
+class P2pSettings:
+    """A point-to-point pattern: which (bibw, incast, bisect), the window, the sizes,
+    the statistic, and how the flows were chosen (the pairing given, or the rule)."""
+
+    pattern: str
+    window: int
+    sizes: list[int]
+    statistic: str
+    flows_rule: str
+
+    def to_dict(self) -> JsonObject:
+        return {"pattern": self.pattern, "window": self.window, "sizes": list(self.sizes),
+                "statistic": self.statistic, "flows_rule": self.flows_rule}
+
+    @classmethod
+    def from_dict(cls, b: JsonObject) -> P2pSettings:
+        return cls(narrow.text(b.get("pattern"), "pattern"),
+                   narrow.integer(b.get("window"), "window"),
+                   narrow.ints(b.get("sizes"), "sizes"),
+                   narrow.text(b.get("statistic"), "statistic"),
+                   narrow.text(b.get("flows_rule"), "flows_rule"))
+
+
+Settings = RingDefinition | PairsSettings | MbwSettings | RmaSettings | P2pSettings
 SETTINGS: dict[str, type[RingDefinition] | type[PairsSettings] | type[MbwSettings]
-               | type[RmaSettings]] = {
+               | type[RmaSettings] | type[P2pSettings]] = {
     RING_KIND: RingDefinition, PAIRS_KIND: PairsSettings, MBW_KIND: MbwSettings,
-    RMA_KIND: RmaSettings}
+    RMA_KIND: RmaSettings, P2P_KIND: P2pSettings}
 
 
 @dataclass
@@ -809,4 +912,10 @@ class MpiRun:
     def rma(self) -> RmaSettings:
         if not isinstance(self.settings, RmaSettings):
             raise DocumentError(f"a beoperf {self.kind} document, not a one-sided test")
+        return self.settings
+
+    def p2p(self) -> P2pSettings:
+        if not isinstance(self.settings, P2pSettings):
+            raise DocumentError(f"a beoperf {self.kind} document, not a point-to-point "
+                                "pattern")
         return self.settings

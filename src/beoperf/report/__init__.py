@@ -53,7 +53,8 @@ MODULES = {"pingpong": "beoperf.report.pingpong", "comparison": "beoperf.report.
            "cluster-rma": "beoperf.report.cluster_rma",
            "node-fleet": "beoperf.report.node", "node-comparison": "beoperf.report.node",
            "study": "beoperf.report.study",
-           "study-rollback": "beoperf.report.study_rollback"}
+           "study-rollback": "beoperf.report.study_rollback",
+           "cluster-p2p": "beoperf.report.cluster_p2p"}
 
 
 HTML_FORMATS = ("html", "title", "warnings")  # a kind's section of the HTML report
