@@ -42,8 +42,7 @@ RING_KIND = "cluster-ring"
 PAIRS_KIND = "cluster-pairs"
 MBW_KIND = "cluster-mbw"
 RMA_KIND = "cluster-rma"
-KINDS = (RING_KIND, PAIRS_KIND, MBW_KIND, RMA_KIND)
-KINDS: tuple[str, ...] = (RING_KIND, PAIRS_KIND, MBW_KIND)
+KINDS: tuple[str, ...] = (RING_KIND, PAIRS_KIND, MBW_KIND, RMA_KIND)
 VERSION = 2  # 1: intervals whose bounds were not checked to be above 0
 RMA_VERSION = 1
 
