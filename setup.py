@@ -24,7 +24,8 @@ setup(
         Extension(
             "beoperf._mpi",
             sources=["src/beoperf/_mpi.c", "src/beoperf/csrc/mpiloops.c",
-                     "src/beoperf/csrc/loops.c"],
+                     "src/beoperf/csrc/loops.c", "src/beoperf/_mpicoll.c",
+                     "src/beoperf/csrc/mpicoll.c"],
             include_dirs=["src/beoperf/csrc"],
             libraries=["dl"],
             extra_compile_args=FLAGS,

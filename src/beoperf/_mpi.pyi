@@ -17,3 +17,10 @@ class Library:
         sync: bool = ..., nonblocking: bool = ..., window: int = ..., timed: bool = ...,
         to: Any = ..., from_: Any = ..., warmup: int = ..., barrier: bool = ...,
     ) -> tuple[Any, ...]: ...
+
+class Collectives:
+    def __init__(self, path: str, handle_size: int) -> None: ...
+    def run(
+        self, op: str, comm: int, dtype: int, mpi_op: int, send: Any, recv: Any, count: int,
+        send_stride: int, recv_stride: int, slots: int, root: int, reps: int, warmup: int,
+    ) -> tuple[int, int]: ...

@@ -19,7 +19,8 @@ from beoperf import errors
 SUBCOMMANDS = {"hpcc": "beoperf.cli.cluster_hpcc", "import": "beoperf.cli.cluster_docs",
                "show": "beoperf.cli.cluster_docs", "plot": "beoperf.cli.cluster_docs",
                "references": "beoperf.cli.cluster_docs", "ring": "beoperf.cli.cluster_mpi",
-               "pairs": "beoperf.cli.cluster_mpi", "mbw": "beoperf.cli.cluster_mpi"}
+               "pairs": "beoperf.cli.cluster_mpi", "mbw": "beoperf.cli.cluster_mpi",
+               "coll": "beoperf.cli.cluster_coll"}
 MAX_PROCESSES = 1 << 20
 
 DESCRIPTION = """Cluster-wide tests. 'hpcc' runs HPC Challenge at several process counts,
@@ -29,7 +30,8 @@ efficiency, the metrics that stopped scaling). 'import' reads existing hpccoutf.
 into the same documents; 'show' and 'plot' render them; 'references' lists the published
 systems --reference puts beside a run. 'ring', 'pairs' and 'mbw' are MPI tests of
 beoperf's own, with statistics: HPCC's ring latency and bandwidth, the all-pairs
-ping-pong matrix with the slow nodes and links named, and N pairs streaming at once."""
+ping-pong matrix with the slow nodes and links named, and N pairs streaming at once;
+'coll' times MPI collectives (allreduce, alltoall ...) as OSU and IMB do."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

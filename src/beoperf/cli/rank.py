@@ -1,7 +1,7 @@
 """The one entry of the children beoperf launches: ``python -m beoperf.cli.rank KIND PLAN``.
 
 KIND names what the child is (an MPI rank of `pingpong --transport mpi`, of `replay
---transport mpi` or of `cluster ring | pairs | mbw`; a DGEMM child of `node compute`),
+--transport mpi` or of `cluster ring | pairs | mbw | coll`; a DGEMM child of `node compute`),
 PLAN is its plan as a JSON object, which is parsed here and handed to the suite's
 ``rank(plan)`` for that kind; it sends its result back on marked lines of standard
 output (beoperf.launch.channel) and returns the exit status (BadSpec: the plan is not
@@ -26,6 +26,7 @@ KINDS = {
     "cluster-ring": "beoperf.suites.cluster_ring",
     "cluster-pairs": "beoperf.suites.cluster_pairs",
     "cluster-mbw": "beoperf.suites.cluster_mbw",
+    "cluster-coll": "beoperf.suites.cluster_coll",
     "dgemm": "beoperf.suites.node_dgemm",
 }
 USAGE = ("usage: python -m beoperf.cli.rank KIND PLAN (KIND: "

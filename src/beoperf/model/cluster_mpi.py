@@ -14,7 +14,10 @@ the precision loop went, the status, and the test's own figures:
   trials with its 95% interval; the node x node matrices; the slow nodes and links with
   the rule that named them;
 * ``cluster-mbw``: per pair count and message size, the aggregate bandwidth (B/s) and
-  message rate (messages/s), and the slowest and fastest pair's own rate.
+  message rate (messages/s), and the slowest and fastest pair's own rate;
+* ``cluster-coll``: per collective and message size, each rank's mean time per call
+  reduced over the ranks as IMB does (t_min, t_avg, t_max, seconds), each the median of
+  the trials with its 95% interval, and the elements its check found wrong.
 
 Version 2 of each: every 95% interval of a time or a rate has both bounds above 0 (the
 schema says so); a version 1 file with a bound at or below zero loads with that interval
@@ -33,7 +36,8 @@ from beoperf.model.document import Document, DocumentError, JsonObject, JsonValu
 RING_KIND = "cluster-ring"
 PAIRS_KIND = "cluster-pairs"
 MBW_KIND = "cluster-mbw"
-KINDS = (RING_KIND, PAIRS_KIND, MBW_KIND)
+COLL_KIND = "cluster-coll"
+KINDS = (RING_KIND, PAIRS_KIND, MBW_KIND, COLL_KIND)
 VERSION = 2  # 1: intervals whose bounds were not checked to be above 0
 
 
@@ -372,6 +376,47 @@ class Point:
 
 
 @dataclass
+class CollPoint:
+    """A collective at one size: elements per call and the bytes that makes (meaning per
+    collective: beoperf.engines.mpi_coll.count_of), each rank's mean time per call
+    reduced over the ranks (t_min, t_avg, t_max: seconds, median of the trials with its
+    95% interval), the calls per trial, the ranks' checks and the elements they found
+    wrong."""
+
+    op: str
+    size: int
+    count: int
+    bytes: int
+    trials: int
+    calls: int
+    t_avg_s: Stat
+    t_min_s: Stat
+    t_max_s: Stat
+    checked: int
+    corrupt: int
+
+    @classmethod
+    def from_dict(cls, d: JsonObject) -> CollPoint:
+        k = "collectives"
+        stats = [_stat(d.get(n), f"{k}.{n}") for n in ("t_avg_s", "t_min_s", "t_max_s")]
+        avg, low, high = stats
+        if avg is None or low is None or high is None:
+            raise DocumentError("a collective's point without its times")
+        size, count, nbytes, trials, calls, checked, corrupt = (
+            narrow.integer(d.get(n), f"{k}.{n}") for n in
+            ("size", "count", "bytes", "trials", "calls", "checked", "corrupt"))
+        return cls(op=narrow.text(d.get("op"), f"{k}.op"), size=size, count=count,
+                   bytes=nbytes, trials=trials, calls=calls, t_avg_s=avg, t_min_s=low,
+                   t_max_s=high, checked=checked, corrupt=corrupt)
+
+    def to_dict(self) -> JsonObject:
+        return {"op": self.op, "size": self.size, "count": self.count, "bytes": self.bytes,
+                "trials": self.trials, "calls": self.calls, "t_avg_s": self.t_avg_s.to_dict(),
+                "t_min_s": self.t_min_s.to_dict(), "t_max_s": self.t_max_s.to_dict(),
+                "checked": self.checked, "corrupt": self.corrupt}
+
+
+@dataclass
 class Pairing:
     """A sender and its receiver in N pairs at once, and their nodes."""
 
@@ -494,6 +539,7 @@ class Series:
     pair_counts: list[int] | None = None
     skipped_pair_counts: list[int] | None = None
     points: list[Point] | None = None
+    collectives: list[CollPoint] | None = None  # cluster-coll
 
     @classmethod
     def from_dict(cls, d: JsonObject) -> Series:
@@ -525,6 +571,9 @@ class Series:
             s.skipped_pair_counts = narrow.ints(d.get("skipped_pair_counts"),
                                                 "skipped_pair_counts")
             s.points = [Point.from_dict(p) for p in narrow.objects(d["points"], "points")]
+        if "collectives" in d:
+            s.collectives = [CollPoint.from_dict(p)
+                             for p in narrow.objects(d["collectives"], "collectives")]
         return s
 
     def to_dict(self) -> JsonObject:
@@ -548,6 +597,8 @@ class Series:
             out["pair_counts"] = list(self.pair_counts or [])
             out["skipped_pair_counts"] = list(self.skipped_pair_counts or [])
             out["points"] = [p.to_dict() for p in self.points]
+        if self.collectives is not None:
+            out["collectives"] = [p.to_dict() for p in self.collectives]
         out.update(loop=_loop_json(self.loop), status=self.status,
                    status_reason=self.status_reason)
         return out
@@ -674,9 +725,38 @@ class MbwSettings:
                    narrow.text(b.get("statistic"), "statistic"))
 
 
-Settings = RingDefinition | PairsSettings | MbwSettings
-SETTINGS: dict[str, type[RingDefinition] | type[PairsSettings] | type[MbwSettings]] = {
-    RING_KIND: RingDefinition, PAIRS_KIND: PairsSettings, MBW_KIND: MbwSettings}
+@dataclass
+class CollSettings:
+    """Collectives: which, the sizes, the root of the rooted ones, buffers reused or not,
+    how the ranks were synchronised and the statistic."""
+
+    operations: list[str]
+    sizes: list[int]
+    root: int
+    nocache: bool
+    sync: str
+    statistic: str
+
+    def to_dict(self) -> JsonObject:
+        return {"operations": list(self.operations), "sizes": list(self.sizes),
+                "root": self.root, "nocache": self.nocache, "sync": self.sync,
+                "statistic": self.statistic}
+
+    @classmethod
+    def from_dict(cls, b: JsonObject) -> CollSettings:
+        return cls(narrow.texts(b.get("operations"), "operations"),
+                   narrow.ints(b.get("sizes"), "sizes"),
+                   narrow.integer(b.get("root"), "root"),
+                   narrow.flag(b.get("nocache"), "nocache"),
+                   narrow.text(b.get("sync"), "sync"),
+                   narrow.text(b.get("statistic"), "statistic"))
+
+
+Settings = RingDefinition | PairsSettings | MbwSettings | CollSettings
+SETTINGS: dict[str, type[RingDefinition] | type[PairsSettings] | type[MbwSettings]
+               | type[CollSettings]] = {
+    RING_KIND: RingDefinition, PAIRS_KIND: PairsSettings, MBW_KIND: MbwSettings,
+    COLL_KIND: CollSettings}
 
 
 @dataclass
@@ -725,4 +805,9 @@ class MpiRun:
     def mbw(self) -> MbwSettings:
         if not isinstance(self.settings, MbwSettings):
             raise DocumentError(f"a beoperf {self.kind} document, not N pairs at once")
+        return self.settings
+
+    def coll(self) -> CollSettings:
+        if not isinstance(self.settings, CollSettings):
+            raise DocumentError(f"a beoperf {self.kind} document, not collectives")
         return self.settings

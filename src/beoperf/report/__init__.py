@@ -52,7 +52,8 @@ MODULES = {"pingpong": "beoperf.report.pingpong", "comparison": "beoperf.report.
            "cluster-mbw": "beoperf.report.cluster_mpi", "node": "beoperf.report.node",
            "node-fleet": "beoperf.report.node", "node-comparison": "beoperf.report.node",
            "study": "beoperf.report.study",
-           "study-rollback": "beoperf.report.study_rollback"}
+           "study-rollback": "beoperf.report.study_rollback",
+           "cluster-coll": "beoperf.report.cluster_coll"}
 
 
 HTML_FORMATS = ("html", "title", "warnings")  # a kind's section of the HTML report

@@ -1,0 +1,139 @@
+"""Renderers of `beoperf cluster coll` documents (kind cluster-coll) as text, Markdown and
+CSV, and their answer.
+
+The answer first: the slowest collective at the largest size measured (its t_avg with
+the 95% interval, per series), then any collective whose check found wrong elements, then
+the series' own lines (stopped early, warnings, the time budget).  Then per series one
+row per collective and size: t_avg [95% interval], t_min and t_max (IMB's reduction of
+the ranks' mean times), in us."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from beoperf import units
+from beoperf.model.cluster_mpi import CollPoint, MpiRun, Series, Stat
+from beoperf.model.document import Document
+from beoperf.report import conditions, renderer
+from beoperf.report.answer import Level, Line, answer, plural
+from beoperf.report.cluster_mpi import (
+    Draw,
+    Table,
+    Title,
+    num,
+    series_answer,
+    series_lines,
+    series_name,
+    with_answer,
+)
+from beoperf.report.tables import aligned, markdown
+
+US = 1e6
+
+
+def interval_us(st: Stat) -> str:
+    """'12.3 [12.1, 12.6]': the median and its 95% interval, in us."""
+    ci = f" [{num(st.ci_low * US)}, {num(st.ci_high * US)}]" \
+        if st.ci_low is not None and st.ci_high is not None else ""
+    return num(st.median * US) + ci
+
+
+def slowest_at_largest(s: Series) -> CollPoint | None:
+    """The collective with the largest t_avg at the largest size measured (the barrier,
+    which moves no data, only when it is all there is)."""
+    points = [p for p in s.collectives or [] if p.op != "barrier"] or (s.collectives or [])
+    if not points:
+        return None
+    top = max(p.size for p in points)
+    return max((p for p in points if p.size == top), key=lambda p: p.t_avg_s.median)
+
+
+def headline(p: CollPoint) -> str:
+    """'alltoall at 64 KiB: t_avg 123.4 us [120.1, 126.0]'."""
+    where = "" if p.op == "barrier" else f" at {units.format_size(p.size)}"
+    return f"{p.op}{where}: t_avg {interval_us(p.t_avg_s)} us"
+
+
+def coll_table(s: Series) -> Table:
+    header = ["collective", "size", "bytes a call", "t_avg us [95% interval]", "t_min us",
+              "t_max us", "calls", "trials", "wrong"]
+    rows = [[p.op, "-" if p.op == "barrier" else units.format_size(p.size),
+             "-" if p.op == "barrier" else f"{p.count:,} x {p.bytes // max(p.count, 1)} B",
+             interval_us(p.t_avg_s), num(p.t_min_s.median * US), num(p.t_max_s.median * US),
+             str(p.calls), str(p.trials),
+             f"{p.corrupt} of {p.checked} ranks' checks" if p.corrupt else
+             ("0" if p.checked else "not checked")]
+            for p in s.collectives or []]
+    return header, rows, {3, 4, 5, 6, 7}
+
+
+def _sections(doc: Document, draw: Draw, title: Title) -> list[str]:
+    run = MpiRun.from_document(doc)
+    b = run.coll()
+    out = [title(f"MPI collectives: {run.label}"), "",
+           f"Synchronisation: {b.sync}. {b.statistic}. Root {b.root} (bcast, reduce, gather,"
+           f" scatter); buffers {'not reused (--nocache)' if b.nocache else 'reused'}; "
+           "us = microseconds.", ""]
+    for s in run.series:
+        out += [title(series_name(s)), "", *series_lines(s), "", *draw(coll_table(s)), ""]
+    return out
+
+
+@renderer("cluster-coll", "text")
+def coll_text(doc: Document, **_options: Any) -> str:
+    lines = with_answer(doc, _sections(doc, lambda t: aligned(*t), lambda s: s), False)
+    return "\n".join(lines + conditions.text_lines(doc.meta, "")).rstrip() + "\n"
+
+
+@renderer("cluster-coll", "markdown")
+def coll_markdown(doc: Document, **_options: Any) -> str:
+    lines = with_answer(doc, _sections(doc, lambda t: markdown(*t), lambda s: f"## {s}"), True)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+FIELDS = ("ranks_per_node", "np", "op", "size", "count", "bytes", "t_avg_s", "t_avg_ci_low_s",
+          "t_avg_ci_high_s", "t_min_s", "t_max_s", "calls", "trials", "checked", "corrupt")
+
+
+@renderer("cluster-coll", "csv")
+def coll_csv(doc: Document, **_options: Any) -> str:
+    """One row per collective, size and series (t_min and t_max: medians of the
+    trials)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(FIELDS)
+    for s in MpiRun.from_document(doc).series:
+        for p in s.collectives or []:
+            writer.writerow([s.ranks_per_node, s.np, p.op, p.size, p.count, p.bytes,
+                             p.t_avg_s.median, p.t_avg_s.ci_low, p.t_avg_s.ci_high,
+                             p.t_min_s.median, p.t_max_s.median, p.calls, p.trials,
+                             p.checked, p.corrupt])
+    return out.getvalue()
+
+
+@answer("cluster-coll")
+def coll_answer(doc: Document) -> list[Line]:
+    """Per series the slowest collective at the largest size; wrong results (FAIL);
+    the series' own lines."""
+    run = MpiRun.from_document(doc)
+    out = []
+    for s in run.series:
+        wrong = [p for p in s.collectives or [] if p.corrupt]
+        if wrong:
+            out.append(Line(Level.FAIL, f"{series_name(s)}: wrong results from "
+                            f"{plural(len(wrong), 'collective')}: " + ", ".join(
+                                f"{p.op} at {units.format_size(p.size)} ({p.corrupt} "
+                                "elements)" for p in wrong[:4]),
+                            "run the MPI library's own tests; check the network's "
+                            "error counters"))
+        top = slowest_at_largest(s)
+        if top is not None:
+            out.append(Line(Level.OK, f"{series_name(s)}: slowest at the largest size: "
+                            f"{headline(top)} (t_min {num(top.t_min_s.median * US)}, t_max "
+                            f"{num(top.t_max_s.median * US)} us over the ranks)"))
+        out += series_answer(s)
+    if not out:
+        out.append(Line(Level.NOTE, "nothing was measured"))
+    return out
