@@ -140,3 +140,80 @@ def test_wrong_elements_are_a_fail_first_and_every_format_renders():
     assert isinstance(doc, Document) and "wrong results" in text
     assert report.render(stored, "markdown").startswith("## MPI collectives")
     assert set(report.formats("cluster-coll")) == {"text", "markdown", "csv", "json"}
+
+
+# --------------------------------------------------------------------------- importing
+
+OSU_FULL = """
+# OSU MPI Allreduce Latency Test v7.3
+# Datatype: MPI_FLOAT.
+# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations
+4                       2.10              1.90              2.40        1000
+1048576               812.50            790.00            830.25         100
+"""
+OSU_CHECKED = """# OSU MPI All-to-All Personalized Exchange Latency Test v7.5
+# Datatype: MPI_CHAR.
+# Size       Avg Latency(us)        Validation
+1                      12.46              Pass
+2                      12.05              Fail
+"""
+IMB = """#    Intel(R) MPI Benchmarks 2021.7, MPI-1 part
+#----------------------------------------------------------------
+# Benchmarking Allreduce
+# #processes = 2
+# ( 2 additional processes waiting in MPI_Barrier)
+#----------------------------------------------------------------
+       #bytes #repetitions  t_min[usec]  t_max[usec]  t_avg[usec]
+            0         1000         0.03         0.04         0.03
+         1024         1000         2.10         2.62         2.36
+
+#----------------------------------------------------------------
+# Benchmarking Barrier
+# #processes = 4
+#----------------------------------------------------------------
+ #repetitions  t_min[usec]  t_max[usec]  t_avg[usec]
+         1000         5.01         5.30         5.15
+"""
+
+
+def test_osu_and_imb_collectives_import_into_one_document(tmp_path):
+    files = []
+    for name, text in (("osu_allreduce.txt", OSU_FULL), ("osu_alltoall.txt", OSU_CHECKED),
+                       ("imb.out", IMB)):
+        files.append(tmp_path / name)
+        files[-1].write_text(text)
+    out = tmp_path / "imported.json"
+    got = run_bounded(beoperf("cluster", "coll", *(a for f in files for a in ("--import", str(f))),
+                              "--np", "4", "-o", str(out)), 60)
+    assert got.returncode == 0, got.stderr
+    body = model.load(out).body  # schema-checked
+    series = body["series"]
+    assert [(s["launch"]["file"].rsplit("/", 1)[1], s["np"]) for s in series] == [
+        ("osu_allreduce.txt", 4), ("osu_alltoall.txt", 4), ("imb.out", 2), ("imb.out", 4)]
+    big = series[0]["collectives"][1]
+    assert (big["op"], big["size"], big["count"], big["calls"]) == ("allreduce", 1 << 20,
+                                                                    1 << 18, 100)
+    assert big["t_avg_s"]["median"] == pytest.approx(812.5e-6)
+    assert big["t_min_s"]["median"] == pytest.approx(790e-6)
+    assert big["t_avg_s"]["ci_low"] is None and "one figure" in big["t_avg_s"]["interval_note"]
+    checked = series[1]["collectives"]
+    assert [(p["checked"], p["corrupt"], p["t_min_s"]) for p in checked] == [(1, 0, None),
+                                                                             (1, 1, None)]
+    imb2, imb4 = series[2]["collectives"], series[3]["collectives"]
+    assert [(p["op"], p["size"]) for p in imb2] == [("allreduce", 1024)]  # 0 B left out
+    assert imb4[0]["op"] == "barrier" and imb4[0]["t_max_s"]["median"] == pytest.approx(5.3e-6)
+    assert got.stdout.splitlines()[2].startswith("FAIL") and "alltoall at 2 B" in got.stdout
+    assert "slowest at the largest size: allreduce at 1 MiB: t_avg 812.5 us" in got.stdout
+
+
+@pytest.mark.parametrize("text, args, words", [
+    (OSU_FULL, (), "OSU does not print how many processes ran: give it with --np N"),
+    (OSU_FULL.replace("Allreduce", "Non-blocking Allreduce"), ("--np", "4"),
+     "'Non-blocking Allreduce' is not read"),
+    (OSU_FULL.replace("1000\n", "1000 7\n", 1), ("--np", "4"), "columns in an OSU table")])
+def test_an_import_it_cannot_read_is_one_line(tmp_path, text, args, words):
+    f = tmp_path / "osu.txt"
+    f.write_text(text)
+    got = run_bounded(beoperf("cluster", "coll", "--import", str(f), *args), 60)
+    assert got.returncode != 0 and words in got.stderr, got.stderr
+    assert "Traceback" not in got.stderr and len(got.stderr.strip().splitlines()) == 1

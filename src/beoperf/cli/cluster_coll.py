@@ -5,10 +5,13 @@ cli/cluster_mpi.py)."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from beoperf.cli import UsageError
 from beoperf.cli.cluster_mpi import PLACES, _parser, _size, common_of, finish, measured
+from beoperf.model import coll_import
 from beoperf.suites import cluster_coll
+from beoperf.suites.cluster_mpi import Outcome
 
 EXAMPLES = f"""examples:
   beoperf cluster coll --hosts 'node[01-08]' --ops allreduce,alltoall --sizes 8,1K,64K,1M
@@ -24,7 +27,11 @@ timed; each rank's mean time per call is reduced over the ranks as IMB does (t_m
 t_avg, t_max), the headline t_avg (OSU's Avg Latency) with its 95% interval over the
 trials. Each (collective, size) checks its result once, untimed (the exact sum; each
 block from the rank it must come from); the document counts the elements found wrong.
-{PLACES}"""
+{PLACES}
+
+Importing: --import osu_allreduce.txt --np 16 (OSU's blocking collectives; run them with
+-f for t_min and t_max) or --import IMB-MPI1.out (its collective sections, one series per
+#processes) reads other tools' outputs into the same document, to render or compare."""
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -40,10 +47,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="root of bcast, reduce, gather and scatter (default %(default)s)")
     p.add_argument("--nocache", action="store_true",
                    help="each call on other buffers (spanning twice the last-level cache)")
+    g = p.add_argument_group("importing instead of measuring")
+    g.add_argument("--import", dest="imports", action="append", default=[], metavar="FILE",
+                   help="read an OSU collective (osu_allreduce ... -f for t_min/t_max) or "
+                        "IMB-MPI1 output into the same document; repeatable; nothing runs")
+    g.add_argument("--np", type=int, metavar="N",
+                   help="the processes an OSU output ran with (OSU does not print it)")
     p.set_defaults(func=run_coll)
 
 
 def run_coll(args: argparse.Namespace) -> int:
+    if args.imports:
+        return imported(args)
     sizes = tuple(_size(s, "--sizes") for s in args.sizes.split(",") if s.strip())
     ops = tuple(o.strip() for o in args.ops.split(",") if o.strip())
     if not sizes:
@@ -51,3 +66,12 @@ def run_coll(args: argparse.Namespace) -> int:
     spec = cluster_coll.Spec(common=common_of(args), operations=ops, sizes=sizes,
                              root=args.root, nocache=args.nocache)
     return finish(measured(cluster_coll.run, spec, args), args)
+
+
+def imported(args: argparse.Namespace) -> int:
+    """--import: the files as one cluster-coll document, written and printed as a run."""
+    if args.np is not None and not 1 <= args.np <= 1 << 24:
+        raise UsageError(f"--np {args.np}: from 1 on")
+    doc = coll_import.import_files([Path(f) for f in args.imports], args.np, args.label,
+                                   list(args.argv))
+    return finish(Outcome(doc), args)

@@ -378,10 +378,10 @@ class Point:
 @dataclass
 class CollPoint:
     """A collective at one size: elements per call and the bytes that makes (meaning per
-    collective: beoperf.engines.mpi_coll.count_of), each rank's mean time per call
-    reduced over the ranks (t_min, t_avg, t_max: seconds, median of the trials with its
-    95% interval), the calls per trial, the ranks' checks and the elements they found
-    wrong."""
+    collective: beoperf.engines.mpi_coll.count_of; an import: count 0 when the file does
+    not say), each rank's mean time per call reduced over the ranks (t_min, t_avg, t_max:
+    seconds, median of the trials with its 95% interval), the calls per trial (0: not
+    known), the ranks' checks and the elements they found wrong."""
 
     op: str
     size: int
@@ -390,8 +390,8 @@ class CollPoint:
     trials: int
     calls: int
     t_avg_s: Stat
-    t_min_s: Stat
-    t_max_s: Stat
+    t_min_s: Stat | None  # None: not known (an imported OSU table without -f)
+    t_max_s: Stat | None
     checked: int
     corrupt: int
 
@@ -400,8 +400,8 @@ class CollPoint:
         k = "collectives"
         stats = [_stat(d.get(n), f"{k}.{n}") for n in ("t_avg_s", "t_min_s", "t_max_s")]
         avg, low, high = stats
-        if avg is None or low is None or high is None:
-            raise DocumentError("a collective's point without its times")
+        if avg is None:
+            raise DocumentError("a collective's point without its t_avg")
         size, count, nbytes, trials, calls, checked, corrupt = (
             narrow.integer(d.get(n), f"{k}.{n}") for n in
             ("size", "count", "bytes", "trials", "calls", "checked", "corrupt"))
@@ -412,7 +412,8 @@ class CollPoint:
     def to_dict(self) -> JsonObject:
         return {"op": self.op, "size": self.size, "count": self.count, "bytes": self.bytes,
                 "trials": self.trials, "calls": self.calls, "t_avg_s": self.t_avg_s.to_dict(),
-                "t_min_s": self.t_min_s.to_dict(), "t_max_s": self.t_max_s.to_dict(),
+                "t_min_s": None if self.t_min_s is None else self.t_min_s.to_dict(),
+                "t_max_s": None if self.t_max_s is None else self.t_max_s.to_dict(),
                 "checked": self.checked, "corrupt": self.corrupt}
 
 

@@ -25,9 +25,9 @@ from beoperf.report.cluster_mpi import (
     num,
     series_answer,
     series_lines,
-    series_name,
     with_answer,
 )
+from beoperf.report.cluster_mpi import series_name as mpi_series_name
 from beoperf.report.tables import aligned, markdown
 
 US = 1e6
@@ -38,6 +38,28 @@ def interval_us(st: Stat) -> str:
     ci = f" [{num(st.ci_low * US)}, {num(st.ci_high * US)}]" \
         if st.ci_low is not None and st.ci_high is not None else ""
     return num(st.median * US) + ci
+
+
+def series_name(s: Series) -> str:
+    """'2 ranks per node (4 ranks)'; an import: 'osu_allreduce.txt, OSU Micro-Benchmarks
+    v7.3 (4 ranks)'."""
+    if s.started_by() != "imported":
+        return mpi_series_name(s)
+    name = str(s.launch.get("file", "?")).rsplit("/", 1)[-1]
+    version = s.launch.get("version")
+    tool = f"{s.launch.get('tool', '?')}{' ' + str(version) if version else ''}"
+    return f"{name}, {tool} ({s.np} ranks)"
+
+
+def notes(s: Series) -> list[str]:
+    """An import's notes (rows left out ...)."""
+    found = s.launch.get("notes")
+    return [n for n in found if isinstance(n, str)] if isinstance(found, list) else []
+
+
+def us(st: Stat | None) -> float | None:
+    """A statistic's median in us (None: not known)."""
+    return None if st is None else st.median * US
 
 
 def slowest_at_largest(s: Series) -> CollPoint | None:
@@ -61,8 +83,8 @@ def coll_table(s: Series) -> Table:
               "t_max us", "calls", "trials", "wrong"]
     rows = [[p.op, "-" if p.op == "barrier" else units.format_size(p.size),
              "-" if p.op == "barrier" else f"{p.count:,} x {p.bytes // max(p.count, 1)} B",
-             interval_us(p.t_avg_s), num(p.t_min_s.median * US), num(p.t_max_s.median * US),
-             str(p.calls), str(p.trials),
+             interval_us(p.t_avg_s), num(us(p.t_min_s)), num(us(p.t_max_s)),
+             str(p.calls or "-"), str(p.trials),
              f"{p.corrupt} of {p.checked} ranks' checks" if p.corrupt else
              ("0" if p.checked else "not checked")]
             for p in s.collectives or []]
@@ -77,7 +99,9 @@ def _sections(doc: Document, draw: Draw, title: Title) -> list[str]:
            f" scatter); buffers {'not reused (--nocache)' if b.nocache else 'reused'}; "
            "us = microseconds.", ""]
     for s in run.series:
-        out += [title(series_name(s)), "", *series_lines(s), "", *draw(coll_table(s)), ""]
+        where = series_lines(s) if s.started_by() != "imported" else \
+            [f"imported from {s.launch.get('file')}", *(f"  note: {n}" for n in notes(s))]
+        out += [title(series_name(s)), "", *where, "", *draw(coll_table(s)), ""]
     return out
 
 
@@ -108,7 +132,8 @@ def coll_csv(doc: Document, **_options: Any) -> str:
         for p in s.collectives or []:
             writer.writerow([s.ranks_per_node, s.np, p.op, p.size, p.count, p.bytes,
                              p.t_avg_s.median, p.t_avg_s.ci_low, p.t_avg_s.ci_high,
-                             p.t_min_s.median, p.t_max_s.median, p.calls, p.trials,
+                             p.t_min_s.median if p.t_min_s else None,
+                             p.t_max_s.median if p.t_max_s else None, p.calls, p.trials,
                              p.checked, p.corrupt])
     return out.getvalue()
 
@@ -124,16 +149,19 @@ def coll_answer(doc: Document) -> list[Line]:
         if wrong:
             out.append(Line(Level.FAIL, f"{series_name(s)}: wrong results from "
                             f"{plural(len(wrong), 'collective')}: " + ", ".join(
-                                f"{p.op} at {units.format_size(p.size)} ({p.corrupt} "
-                                "elements)" for p in wrong[:4]),
+                                f"{p.op} at {units.format_size(p.size)} "
+                                f"({plural(p.corrupt, 'element')})" for p in wrong[:4]),
                             "run the MPI library's own tests; check the network's "
                             "error counters"))
         top = slowest_at_largest(s)
         if top is not None:
             out.append(Line(Level.OK, f"{series_name(s)}: slowest at the largest size: "
-                            f"{headline(top)} (t_min {num(top.t_min_s.median * US)}, t_max "
-                            f"{num(top.t_max_s.median * US)} us over the ranks)"))
-        out += series_answer(s)
+                            f"{headline(top)}" + (
+                                f" (t_min {num(us(top.t_min_s))}, t_max "
+                                f"{num(us(top.t_max_s))} us over the ranks)"
+                                if top.t_min_s and top.t_max_s else "")))
+        out += [Line(line.level, line.text.replace(mpi_series_name(s), series_name(s), 1),
+                     line.todo, line.topic) for line in series_answer(s)]
     if not out:
         out.append(Line(Level.NOTE, "nothing was measured"))
     return out

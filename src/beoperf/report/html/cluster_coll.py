@@ -12,8 +12,7 @@ from beoperf import units
 from beoperf.model.cluster_mpi import MpiRun, Series
 from beoperf.model.document import Document
 from beoperf.report import renderer
-from beoperf.report.cluster_coll import US
-from beoperf.report.cluster_mpi import series_name
+from beoperf.report.cluster_coll import US, notes, series_name, us
 from beoperf.report.html import svg
 from beoperf.report.html.cluster_mpi import _g, series_facts
 from beoperf.report.html.markup import Markup, figure, heading, join, num, para, table
@@ -36,8 +35,8 @@ def coll_table(s: Series, i: int) -> Markup:
               if avg.ci_low is not None and avg.ci_high is not None else "-")
         rows.append([p.op, "-" if p.op == "barrier" else units.format_size(p.size),
                      num(avg.median, _g(avg.median * US), f"{where}.t_avg_s.median", unit="us"),
-                     ci, _g(p.t_min_s.median * US), _g(p.t_max_s.median * US),
-                     str(p.calls), str(p.trials),
+                     ci, _g(us(p.t_min_s)), _g(us(p.t_max_s)),
+                     str(p.calls or "-"), str(p.trials),
                      str(p.corrupt) if p.checked else "not checked"])
     return table(["collective", "size", "t_avg us", "95% interval", "t_min us", "t_max us",
                   "calls", "trials", "wrong elements"], rows, numeric=range(2, 9),
@@ -77,7 +76,9 @@ def coll_html(doc: Document, **_options: Any) -> str:
     parts = [para(f"Synchronisation: {b.sync}. {b.statistic}. Root {b.root}; buffers "
                   f"{'not reused (--nocache)' if b.nocache else 'reused'}.")]
     for i, s in enumerate(run.series):
-        parts += [heading(series_name(s), 4), series_facts(s), coll_table(s, i),
+        facts = series_facts(s) if s.started_by() != "imported" else \
+            para(f"Imported from {s.launch.get('file')}. " + " ".join(notes(s)))
+        parts += [heading(series_name(s), 4), facts, coll_table(s, i),
                   figure(coll_chart(s, i), "t_avg against the message size, one line per "
                          "collective (us, medians of the trials; a size is the vector, "
                          "each rank's block or the whole vector as the table's collective "
