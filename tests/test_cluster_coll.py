@@ -217,3 +217,41 @@ def test_an_import_it_cannot_read_is_one_line(tmp_path, text, args, words):
     got = run_bounded(beoperf("cluster", "coll", "--import", str(f), *args), 60)
     assert got.returncode != 0 and words in got.stderr, got.stderr
     assert "Traceback" not in got.stderr and len(got.stderr.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def scaled(factor: float) -> dict:
+    """The fixture's first series alone, every t_avg (and its interval) times factor."""
+    doc = json.loads(FIXTURE.read_text())
+    doc["body"]["series"] = doc["body"]["series"][:1]
+    for p in doc["body"]["series"][0]["collectives"]:
+        st = p["t_avg_s"]
+        st["median"] = 1e-5 * factor
+        st["ci_low"], st["ci_high"] = 0.98e-5 * factor, 1.02e-5 * factor
+    return doc
+
+
+def test_compare_gives_each_column_its_verdict_against_the_first(tmp_path):
+    files = []
+    for name, factor in (("base", 1.0), ("slow", 3.0), ("fast", 1 / 3)):
+        files.append(tmp_path / f"{name}.json")
+        files[-1].write_text(json.dumps(scaled(factor)))
+    got = run_bounded(beoperf("compare", *map(str, files)), 60)
+    assert got.returncode == 0, got.stderr
+    rows = [line.split() for line in got.stdout.splitlines()
+            if line.startswith(("allreduce", "alltoall", "bcast", "barrier"))]
+    ops = {p["op"] for p in scaled(1)["body"]["series"][0]["collectives"]}
+    assert len(rows) == len(scaled(1)["body"]["series"][0]["collectives"]) and \
+        {r[0] for r in rows} == ops
+    for r in rows:
+        text = " ".join(r)
+        assert "worse (+200.0%" in text and "better (-66.7%" in text, text
+    assert "base: openmpi 2 ranks (2/node) us" in got.stdout
+    assert "each series one run" in got.stdout
+    # a ping-pong file among them: one line, exit 2
+    mixed = run_bounded(beoperf("compare", str(files[0]), str(FIXTURE.parent /
+                                                             "pingpong-v5-before-issue29.json")),
+                        60)
+    assert mixed.returncode == 2 and "every FILE a cluster-coll document" in mixed.stderr

@@ -7,9 +7,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from beoperf.cli import UsageError
+from beoperf import model
+from beoperf.cli import ExitStatus, UsageError
 from beoperf.cli.cluster_mpi import PLACES, _parser, _size, common_of, finish, measured
 from beoperf.model import coll_import
+from beoperf.model.cluster_mpi import COLL_KIND, MpiRun, Series
 from beoperf.suites import cluster_coll
 from beoperf.suites.cluster_mpi import Outcome
 
@@ -75,3 +77,59 @@ def imported(args: argparse.Namespace) -> int:
     doc = coll_import.import_files([Path(f) for f in args.imports], args.np, args.label,
                                    list(args.argv))
     return finish(Outcome(doc), args)
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def is_coll(path: str) -> bool:
+    """Whether a file is a cluster-coll document (any other is left to the others)."""
+    try:
+        return model.load(path).kind == COLL_KIND
+    except (model.DocumentError, OSError):
+        return False
+
+
+def column_label(path: str, s: Series, given: str | None, several: bool) -> str:
+    """--label's name (with the series' when the file has several), else the file's stem,
+    the MPI and the ranks: 'a: openmpi 4 ranks (2/node)'."""
+    impl = s.mpi.get("implementation") or s.launch.get("tool") or "?"
+    per = f" ({s.ranks_per_node}/node)" if s.ranks_per_node else ""
+    what = f"{impl} {s.np} ranks{per}"
+    if given is not None:
+        return f"{given} {what}" if several else given
+    return f"{Path(path).stem}: {what}"
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """`beoperf compare A.json B.json ...` of cluster-coll documents: every series a
+    column, the first the baseline (analysis/coll_compare.py)."""
+    from beoperf.analysis import coll_compare
+    from beoperf.cli.compare import parse_margin
+    from beoperf.report.cluster_coll import comparison_lines
+
+    if not all(is_coll(f) for f in args.files):
+        raise UsageError("collectives compare with collectives: every FILE a cluster-coll "
+                         "document (beoperf cluster coll -o, or --import)")
+    if args.format not in ("table", "markdown"):
+        raise UsageError(f"--format {args.format}: collectives compare as table or markdown")
+    if args.baseline is not None:
+        raise UsageError("--baseline: with collectives the first FILE is the baseline")
+    if args.label is not None and len(args.label) != len(args.files):
+        raise UsageError(f"--label: give {len(args.files)}, one per FILE")
+    named = []
+    for i, f in enumerate(args.files):
+        series = MpiRun.from_document(model.load(f)).series
+        given = args.label[i] if args.label else None
+        named += [(column_label(f, s, given, len(series) > 1), s) for s in series]
+    columns = coll_compare.columns_of(named)
+    if len(columns) < 2:
+        raise UsageError("one column only: give two files or more, or a file of several "
+                         "series (--ranks-per-node 1,2)")
+    rows, missing = coll_compare.compare(columns, parse_margin(args.margin))
+    if not rows:
+        raise UsageError("no (collective, size) is in every file: nothing to compare")
+    lines = comparison_lines([c.label for c in columns], rows, missing,
+                             coll_compare.STATEMENT, args.format == "markdown")
+    print("\n".join(lines))
+    return ExitStatus.OK

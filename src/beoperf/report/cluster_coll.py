@@ -165,3 +165,35 @@ def coll_answer(doc: Document) -> list[Line]:
     if not out:
         out.append(Line(Level.NOTE, "nothing was measured"))
     return out
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+def comparison_table(labels: list[str], rows: list[Any]) -> Table:
+    """One row per (collective, size): the baseline's t_avg, then each column's t_avg and
+    its verdict (rows: analysis.coll_compare.Row)."""
+    header = ["collective", "size", f"{labels[0]} us"]
+    for label in labels[1:]:
+        header += [f"{label} us", "verdict"]
+    out = []
+    for r in rows:
+        cells = [r.op, "-" if r.op == "barrier" else units.format_size(r.size),
+                 num(r.values[0] * US)]
+        for value, eff in zip(r.values[1:], r.effects[1:], strict=True):
+            cells += [num(value * US), eff.text() if eff is not None else "-"]
+        out.append(cells)
+    return header, out, {2, *range(3, len(header), 2)}
+
+
+def comparison_lines(labels: list[str], rows: list[Any], missing: list[tuple[str, int]],
+                     statement: str, md: bool = False) -> list[str]:
+    """The comparison as text (or Markdown): the table, then the method and what was left
+    out."""
+    draw = markdown if md else aligned
+    lines = [*draw(*comparison_table(labels, rows)), "", statement + "."]
+    if missing:
+        named = [f"{op} at {units.format_size(size)}" for op, size in missing[:8]]
+        more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+        lines.append("left out, not measured by every column: " + ", ".join(named) + more)
+    return lines
