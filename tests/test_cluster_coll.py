@@ -23,7 +23,7 @@ NP = 3
 def simulate(op: str, root: int, count: int, sends: list[np.ndarray]) -> list[np.ndarray]:
     """What each rank's buffer holds after the collective, by MPI's definition (the
     receive buffer; bcast's one buffer)."""
-    n = len(sends)
+    n, op = len(sends), C.base(op)
     if op in C.REDUCTIONS:
         total = sum(s.view(np.float64) for s in sends)
         if op == "reduce_scatter":
@@ -42,7 +42,7 @@ def simulate(op: str, root: int, count: int, sends: list[np.ndarray]) -> list[np
     return [sends[root].copy() for _ in range(n)]  # bcast
 
 
-@pytest.mark.parametrize("op", [o for o in C.OPERATIONS if o != "barrier"])
+@pytest.mark.parametrize("op", [o for o in C.OPERATIONS if C.base(o) != "barrier"])
 @pytest.mark.parametrize("size", [1, 24, 1000])
 def test_the_check_accepts_the_collective_and_counts_each_wrong_element(op, size):
     root = 1
@@ -56,16 +56,16 @@ def test_the_check_accepts_the_collective_and_counts_each_wrong_element(op, size
     got = simulate(op, root, count, sends)
     assert [C.wrong(order, r, NP, count, got[r].copy()) for r in range(NP)] == [0] * NP
     checked = [r for r in range(NP) if C.expected(order, r, NP, count) is not None]
-    assert checked == ([root] if op in ("reduce", "gather") else list(range(NP)))
+    assert checked == ([root] if C.base(op) in ("reduce", "gather") else list(range(NP)))
     for r in checked:  # one element spoilt: one counted
         bad = got[r].copy()
-        if op in C.REDUCTIONS:
+        if C.base(op) in C.REDUCTIONS:
             bad.view(np.float64)[-1] += 1.0
         else:
             bad[-1] ^= 0x5A
         assert C.wrong(order, r, NP, count, bad) == 1
     # a block from the wrong rank is wrong (alltoall: blocks swapped)
-    if op == "alltoall":
+    if C.base(op) == "alltoall":
         swapped = got[0].copy()
         swapped[:count], swapped[count:2 * count] = got[0][count:2 * count], got[0][:count]
         assert C.wrong(order, 0, NP, count, swapped) > 0
@@ -79,6 +79,8 @@ def test_what_a_size_means_per_collective():
     assert C.buffer_bytes("gather", 100, 4) == (100, 400)
     assert C.buffer_bytes("scatter", 100, 4) == (400, 100)
     assert C.buffer_bytes("barrier", 0, 4) == (0, 0)
+    assert C.base("iallreduce") == "allreduce" and C.count_of("ireduce_scatter", 4096, 4) == 128
+    assert C.buffer_bytes("ialltoall", 100, 4) == (400, 400)
     with pytest.raises(ValueError, match="unknown collective"):
         C.CollOrder("allreduce_x", 8, 1)
 
@@ -97,12 +99,13 @@ def test_bad_input_is_one_line_and_exit_2(args, words):
 @pytest.mark.parametrize("impl", ["openmpi", "mpich"])
 def test_three_ranks_here_nocache_and_another_root(impl, tmp_path):
     """Launched by beoperf with each MPI: the rooted collectives at root 2, buffers not
-    reused; every rank checked every point and found it right; the answer names the
-    slowest collective at the largest size."""
+    reused, blocking and non-blocking; every rank checked every point and found it right;
+    the answer names the slowest collective at the largest size."""
     require_mpi(impl)
     out = tmp_path / "coll.json"
     got = run_bounded(beoperf("cluster", "coll", "--mpi", impl, "--ranks-per-node", "3",
-                              "--ops", "allreduce,alltoall,bcast,reduce,gather,scatter",
+                              "--ops", "allreduce,alltoall,bcast,reduce,gather,scatter,"
+                              "iallreduce,ialltoall,ibcast,igather,ibarrier",
                               "--sizes", "8,1K", "--root", "2", "--nocache", "--min-trials",
                               "2", "--time-budget", "1", "--quiet", "-o", str(out)), 120)
     assert got.returncode == 0, got.stderr[-2000:]
@@ -111,7 +114,7 @@ def test_three_ranks_here_nocache_and_another_root(impl, tmp_path):
     assert body["root"] == 2 and body["nocache"] is True and "MPI_Barrier" in body["sync"]
     (series,) = body["series"]
     assert series["mpi"]["implementation"] == impl and series["np"] == 3
-    assert len(series["collectives"]) == 12
+    assert len(series["collectives"]) == 12 + 8 + 1  # the barrier at one size
     for p in series["collectives"]:
         assert p["checked"] == 3 and p["corrupt"] == 0, p
         assert 0 < p["t_min_s"]["median"] <= p["t_avg_s"]["median"] <= p["t_max_s"]["median"]

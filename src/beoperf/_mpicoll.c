@@ -26,7 +26,8 @@ typedef struct {
 
 static const char *const OPS[BEO_COLL_COUNT] = {
     "allreduce", "allgather", "alltoall", "bcast", "reduce", "reduce_scatter", "gather",
-    "scatter", "barrier"};
+    "scatter", "barrier", "iallreduce", "iallgather", "ialltoall", "ibcast", "ireduce",
+    "ireduce_scatter", "igather", "iscatter", "ibarrier"};
 
 static int Coll_init(CollObject *self, PyObject *args, PyObject *kwds)
 {
@@ -144,7 +145,7 @@ static PyObject *Coll_run(CollObject *self, PyObject *args, PyObject *kwds)
         .send = need_s ? send.buf : NULL, .recv = need_r ? recv.buf : NULL,
         .send_stride = (size_t)sstride, .recv_stride = (size_t)rstride, .slots = slots,
         .reps = reps, .warmup = warmup};
-    if (op == BEO_COLL_BCAST) /* one buffer, the root's data and the others' result */
+    if (op % BEO_COLL_NB == BEO_COLL_BCAST) /* one buffer: the root's data, the others' result */
         lp.send = send.buf;
     Py_BEGIN_ALLOW_THREADS
     rc = beo_coll_run(&lp, (beo_coll_op)op);

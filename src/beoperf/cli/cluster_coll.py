@@ -21,7 +21,8 @@ EXAMPLES = f"""examples:
   beoperf cluster coll --ranks-per-node 4 --nocache       # four ranks here: shared memory
 
 Collectives: {', '.join(cluster_coll.DEFAULT_OPERATIONS)}
-(reduce_scatter is MPI_Reduce_scatter_block).
+(reduce_scatter is MPI_Reduce_scatter_block), and their non-blocking forms with --ops
+iallreduce,ialltoall ... (posted, then MPI_Wait at once: nothing overlapped).
 A size is the vector for allreduce, reduce and bcast, each rank's block for allgather,
 alltoall, gather and scatter, the whole vector for reduce_scatter (as OSU and IMB);
 reductions sum MPI_DOUBLEs. As OSU, MPI_Barrier before every call and only the call
@@ -42,7 +43,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                 "counts, as OSU and IMB-MPI1 measure them, with the precision loop's "
                 "intervals and the results checked.", EXAMPLES)
     p.add_argument("--ops", default=",".join(cluster_coll.DEFAULT_OPERATIONS),
-                   metavar="LIST", help="the collectives (default: all)")
+                   metavar="LIST",
+                   help="the collectives (default: every blocking one; iallreduce ... the "
+                        "non-blocking forms)")
     p.add_argument("--sizes", default="8,1K,64K", metavar="LIST",
                    help="message sizes (default %(default)s)")
     p.add_argument("--root", type=int, default=0, metavar="RANK",

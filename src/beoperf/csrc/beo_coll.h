@@ -8,7 +8,8 @@
  *
  * Synchronisation (OSU Micro-Benchmarks' way): every repetition, warm-up or timed, is
  * MPI_Barrier then the collective, and only the collective is timed (two clock reads
- * around it); the rank's elapsed_ns is the sum of its timed calls.
+ * around it, a non-blocking one from its post to its MPI_Wait's return); the rank's
+ * elapsed_ns is the sum of its timed calls.
  */
 #ifndef BEO_COLL_H
 #define BEO_COLL_H
@@ -18,17 +19,20 @@
 
 typedef void (*beo_coll_fn)(void);
 
+/* The blocking collectives, then their non-blocking forms in the same order (each timed
+ * from its post to the end of its MPI_Wait, nothing overlapped): op + BEO_COLL_NB. */
 typedef enum {
     BEO_COLL_ALLREDUCE = 0, BEO_COLL_ALLGATHER, BEO_COLL_ALLTOALL, BEO_COLL_BCAST,
     BEO_COLL_REDUCE, BEO_COLL_REDUCE_SCATTER, BEO_COLL_GATHER, BEO_COLL_SCATTER,
-    BEO_COLL_BARRIER, BEO_COLL_COUNT
+    BEO_COLL_BARRIER, BEO_COLL_NB,
+    BEO_COLL_COUNT = 2 * BEO_COLL_NB
 } beo_coll_op;
 
 /* The collectives as bound, and the two queries that check the buffers' sizes. */
 typedef struct {
     int ptr_handles;
     beo_coll_fn fn[BEO_COLL_COUNT];
-    beo_coll_fn comm_size, comm_rank, type_size;
+    beo_coll_fn comm_size, comm_rank, type_size, wait;
 } beo_coll;
 
 /* Bind from `dl` (0, or -1 with `missing` naming the first function not found). */

@@ -12,7 +12,9 @@
 
 static const char *const NAMES[BEO_COLL_COUNT] = {
     "MPI_Allreduce", "MPI_Allgather", "MPI_Alltoall", "MPI_Bcast", "MPI_Reduce",
-    "MPI_Reduce_scatter_block", "MPI_Gather", "MPI_Scatter", "MPI_Barrier"};
+    "MPI_Reduce_scatter_block", "MPI_Gather", "MPI_Scatter", "MPI_Barrier",
+    "MPI_Iallreduce", "MPI_Iallgather", "MPI_Ialltoall", "MPI_Ibcast", "MPI_Ireduce",
+    "MPI_Ireduce_scatter_block", "MPI_Igather", "MPI_Iscatter", "MPI_Ibarrier"};
 
 static int sym(void *dl, const char *name, beo_coll_fn *out, const char **missing)
 {
@@ -34,7 +36,8 @@ int beo_coll_bind(beo_coll *c, void *dl, int ptr_handles, const char **missing)
             return -1;
     if (sym(dl, "MPI_Comm_size", &c->comm_size, missing) != 0 ||
         sym(dl, "MPI_Comm_rank", &c->comm_rank, missing) != 0 ||
-        sym(dl, "MPI_Type_size", &c->type_size, missing) != 0)
+        sym(dl, "MPI_Type_size", &c->type_size, missing) != 0 ||
+        sym(dl, "MPI_Wait", &c->wait, missing) != 0)
         return -1;
     return 0;
 }
@@ -42,6 +45,7 @@ int beo_coll_bind(beo_coll *c, void *dl, int ptr_handles, const char **missing)
 void beo_coll_bytes(beo_coll_op op, uint64_t count, uint64_t elem, uint64_t np,
                     uint64_t *send, uint64_t *recv)
 {
+    op = (beo_coll_op)(op % BEO_COLL_NB);
     uint64_t one = count * elem, all = one * np;
     switch (op) {
     case BEO_COLL_ALLGATHER: case BEO_COLL_GATHER: *send = one; *recv = all; break;
@@ -89,14 +93,59 @@ typedef int HI;
         }                                                                                    \
     } while (0)
 
+/* The non-blocking forms: the same arguments, then the request. */
+#define ICALL(T, lp, op, s, r, rq, res)                                                      \
+    do {                                                                                     \
+        T comm = (T)(lp)->comm, dt = (T)(lp)->dtype, mop = (T)(lp)->op;                      \
+        beo_coll_fn f = (lp)->c->fn[op + BEO_COLL_NB];                                       \
+        int n = (lp)->count, root = (lp)->root;                                              \
+        switch (op) {                                                                        \
+        case BEO_COLL_ALLREDUCE: case BEO_COLL_REDUCE_SCATTER:                               \
+            res = ((int (*)(const void *, void *, int, T, T, T, void *))f)(s, r, n, dt, mop, \
+                                                                          comm, rq);         \
+            break;                                                                           \
+        case BEO_COLL_REDUCE:                                                                \
+            res = ((int (*)(const void *, void *, int, T, T, int, T, void *))f)(             \
+                s, r, n, dt, mop, root, comm, rq);                                           \
+            break;                                                                           \
+        case BEO_COLL_ALLGATHER: case BEO_COLL_ALLTOALL:                                     \
+            res = ((int (*)(const void *, int, T, void *, int, T, T, void *))f)(             \
+                s, n, dt, r, n, dt, comm, rq);                                               \
+            break;                                                                           \
+        case BEO_COLL_GATHER: case BEO_COLL_SCATTER:                                         \
+            res = ((int (*)(const void *, int, T, void *, int, T, int, T, void *))f)(        \
+                s, n, dt, r, n, dt, root, comm, rq);                                         \
+            break;                                                                           \
+        case BEO_COLL_BCAST:                                                                 \
+            res = ((int (*)(void *, int, T, int, T, void *))f)(s, n, dt, root, comm, rq);    \
+            break;                                                                           \
+        default:                                                                             \
+            res = ((int (*)(T, void *))f)(comm, rq);                                         \
+        }                                                                                    \
+    } while (0)
+
 static int call(const beo_coll_loop *lp, beo_coll_op op, unsigned char *s, unsigned char *r)
 {
     int res;
+    if (op < BEO_COLL_NB) {
+        if (lp->c->ptr_handles)
+            CALL(HP, lp, op, s, r, res);
+        else
+            CALL(HI, lp, op, s, r, res);
+        return res;
+    }
+    /* a request is a pointer (Open MPI) or an int (MPICH): room for either; a status of
+     * the largest size any library has */
+    uint64_t request = 0;
+    uint64_t status[BEO_MPI_STATUS_MAX / sizeof(uint64_t)];
+    op = (beo_coll_op)(op - BEO_COLL_NB);
     if (lp->c->ptr_handles)
-        CALL(HP, lp, op, s, r, res);
+        ICALL(HP, lp, op, s, r, &request, res);
     else
-        CALL(HI, lp, op, s, r, res);
-    return res;
+        ICALL(HI, lp, op, s, r, &request, res);
+    if (res != 0)
+        return res;
+    return ((int (*)(void *, void *))lp->c->wait)(&request, status);
 }
 
 static int barrier(const beo_coll_loop *lp)

@@ -32,8 +32,12 @@ from beoperf.engines.mpi import Session
 
 # each collective: the datatype its elements have here
 REDUCTIONS = ("allreduce", "reduce", "reduce_scatter")
-OPERATIONS = ("allreduce", "allgather", "alltoall", "bcast", "reduce", "reduce_scatter",
-              "gather", "scatter", "barrier")
+BLOCKING = ("allreduce", "allgather", "alltoall", "bcast", "reduce", "reduce_scatter",
+            "gather", "scatter", "barrier")
+# the non-blocking forms (MPI_Iallreduce ...): posted, then MPI_Wait at once, nothing
+# overlapped: the time of the non-blocking path, not OSU's overlap of computation
+NONBLOCKING = tuple(f"i{op}" for op in BLOCKING)
+OPERATIONS = BLOCKING + NONBLOCKING
 ROOTED = ("bcast", "reduce", "gather", "scatter")
 ALIGN = 64
 STALE = 0xEE  # what a receive buffer holds before the checked call
@@ -73,8 +77,13 @@ class CollResult:
     slots: int
 
 
+def base(op: str) -> str:
+    """The blocking collective of a non-blocking one ('iallreduce' -> 'allreduce')."""
+    return op[1:] if op in NONBLOCKING else op
+
+
 def element_bytes(op: str) -> int:
-    return 8 if op in REDUCTIONS else 1
+    return 8 if base(op) in REDUCTIONS else 1
 
 
 def count_of(op: str, size: int, np_: int) -> int:
@@ -82,6 +91,7 @@ def count_of(op: str, size: int, np_: int) -> int:
     rank's block for allgather, alltoall, gather and scatter (OSU's and IMB's meaning),
     the whole vector for reduce_scatter, of which each rank gets 1/np (whole doubles, at
     least one)."""
+    op = base(op)
     if op == "barrier":
         return 0
     if op == "reduce_scatter":
@@ -91,7 +101,7 @@ def count_of(op: str, size: int, np_: int) -> int:
 
 def buffer_bytes(op: str, count: int, np_: int) -> tuple[int, int]:
     """(send, receive) bytes of one call on this rank (as csrc/mpicoll.c checks them)."""
-    one = count * element_bytes(op)
+    one, op = count * element_bytes(op), base(op)
     if op in ("allgather", "gather"):
         return one, one * np_
     if op == "alltoall":
@@ -124,7 +134,7 @@ class CollRank:
     def _buffers(self, send: int, recv: int, nocache: bool) -> int:
         """Buffers for ``send``/``recv`` bytes a call; the number of slots."""
         slots = 1
-        if nocache and send + recv:
+        if nocache and send + recv:  # (a barrier has no buffers)
             per = _stride(send) + _stride(recv)
             span = pools.nocache_span(max(send, recv, 1), sysinfo.llc_bytes())
             slots = max(2, -(-span // per))
@@ -148,7 +158,7 @@ class CollRank:
 
     def _call(self, order: CollOrder, count: int, slots: int, reps: int,
               warmup: int) -> tuple[int, int]:
-        dtype = self.double if order.op in REDUCTIONS else self.session.byte
+        dtype = self.double if base(order.op) in REDUCTIONS else self.session.byte
         assert self._shape is not None
         out: tuple[int, int] = self.lib.run(
             order.op, self.session.handle(), dtype, self.sum, self.send, self.recv, count,
@@ -162,7 +172,7 @@ class CollRank:
         rbuf[:] = STALE
         fill(order, rank, np_, count, sbuf)
         self._call(order, count, 1, 1, 0)
-        return wrong(order, rank, np_, count, sbuf if order.op == "bcast" else rbuf)
+        return wrong(order, rank, np_, count, sbuf if base(order.op) == "bcast" else rbuf)
 
 
 # --------------------------------------------------------------------------- the values
@@ -185,7 +195,7 @@ def _terms(n: int, offset: int, seq: int) -> np.ndarray:
 
 def fill(order: CollOrder, rank: int, np_: int, count: int, sbuf: np.ndarray) -> None:
     """This rank's send buffer before the checked call."""
-    op, seq = order.op, order.seq
+    op, seq = base(order.op), order.seq
     if op in REDUCTIONS:
         n = len(sbuf) // 8
         _doubles(sbuf)[:] = (rank + 1) * _terms(n, 0, seq)
@@ -205,7 +215,7 @@ def fill(order: CollOrder, rank: int, np_: int, count: int, sbuf: np.ndarray) ->
 def expected(order: CollOrder, rank: int, np_: int, count: int) -> np.ndarray | None:
     """What this rank must hold after the call (None: nothing, e.g. reduce off the
     root): doubles for the reductions, bytes otherwise."""
-    op, seq, root = order.op, order.seq, order.root
+    op, seq, root = base(order.op), order.seq, order.root
     total = np_ * (np_ + 1) / 2  # the factors (rank + 1) summed
     if op in ("allreduce", "reduce"):
         return None if op == "reduce" and rank != root else total * _terms(count, 0, seq)
@@ -229,5 +239,6 @@ def wrong(order: CollOrder, rank: int, np_: int, count: int, got: np.ndarray) ->
     want = expected(order, rank, np_, count)
     if want is None:
         return 0
-    have: Any = _doubles(got)[:len(want)] if order.op in REDUCTIONS else got[:len(want)]
+    have: Any = _doubles(got)[:len(want)] if base(order.op) in REDUCTIONS else \
+        got[:len(want)]
     return int(np.count_nonzero(have != want))

@@ -31,6 +31,12 @@ from beoperf.report.cluster_mpi import series_name as mpi_series_name
 from beoperf.report.tables import aligned, markdown
 
 US = 1e6
+BARRIERS = ("barrier", "ibarrier")
+
+
+def moves_nothing(p: CollPoint) -> bool:
+    """A barrier (blocking or not): no data, no size."""
+    return p.op in BARRIERS
 
 
 def interval_us(st: Stat) -> str:
@@ -65,7 +71,7 @@ def us(st: Stat | None) -> float | None:
 def slowest_at_largest(s: Series) -> CollPoint | None:
     """The collective with the largest t_avg at the largest size measured (the barrier,
     which moves no data, only when it is all there is)."""
-    points = [p for p in s.collectives or [] if p.op != "barrier"] or (s.collectives or [])
+    points = [p for p in s.collectives or [] if not moves_nothing(p)] or (s.collectives or [])
     if not points:
         return None
     top = max(p.size for p in points)
@@ -74,15 +80,15 @@ def slowest_at_largest(s: Series) -> CollPoint | None:
 
 def headline(p: CollPoint) -> str:
     """'alltoall at 64 KiB: t_avg 123.4 us [120.1, 126.0]'."""
-    where = "" if p.op == "barrier" else f" at {units.format_size(p.size)}"
+    where = "" if moves_nothing(p) else f" at {units.format_size(p.size)}"
     return f"{p.op}{where}: t_avg {interval_us(p.t_avg_s)} us"
 
 
 def coll_table(s: Series) -> Table:
     header = ["collective", "size", "bytes a call", "t_avg us [95% interval]", "t_min us",
               "t_max us", "calls", "trials", "wrong"]
-    rows = [[p.op, "-" if p.op == "barrier" else units.format_size(p.size),
-             "-" if p.op == "barrier" else f"{p.count:,} x {p.bytes // max(p.count, 1)} B",
+    rows = [[p.op, "-" if moves_nothing(p) else units.format_size(p.size),
+             "-" if moves_nothing(p) else f"{p.count:,} x {p.bytes // max(p.count, 1)} B",
              interval_us(p.t_avg_s), num(us(p.t_min_s)), num(us(p.t_max_s)),
              str(p.calls or "-"), str(p.trials),
              f"{p.corrupt} of {p.checked} ranks' checks" if p.corrupt else
@@ -178,7 +184,7 @@ def comparison_table(labels: list[str], rows: list[Any]) -> Table:
         header += [f"{label} us", "verdict"]
     out = []
     for r in rows:
-        cells = [r.op, "-" if r.op == "barrier" else units.format_size(r.size),
+        cells = [r.op, "-" if r.op in BARRIERS else units.format_size(r.size),
                  num(r.values[0] * US)]
         for value, eff in zip(r.values[1:], r.effects[1:], strict=True):
             cells += [num(value * US), eff.text() if eff is not None else "-"]

@@ -8,6 +8,10 @@ reduce_scatter (MPI_Reduce_scatter_block: each rank gets 1/np of it).  The reduc
 sum MPI_DOUBLEs (size / 8 of them, at least one), the others move MPI_BYTEs; the
 document keeps each point's element count and bytes.
 
+The non-blocking forms (``--ops iallreduce,...``: MPI_Iallreduce ...) are posted and
+waited for at once (MPI_Wait), nothing overlapped: the time of the non-blocking path,
+not OSU's overlap of computation.
+
 **Synchronisation** (OSU's): MPI_Barrier before every call, warm-up or timed, and only
 the call timed; a rank's figure is the mean of its timed calls.  **Reduction over the
 ranks** (IMB's): t_min, t_avg and t_max of the ranks' means; the headline is t_avg (OSU's
@@ -27,7 +31,13 @@ from typing import Any
 
 from beoperf import errors
 from beoperf.analysis.cluster_mpi import stat_of
-from beoperf.engines.mpi_coll import OPERATIONS, buffer_bytes, count_of, element_bytes
+from beoperf.engines.mpi_coll import (
+    OPERATIONS,
+    base,
+    buffer_bytes,
+    count_of,
+    element_bytes,
+)
 from beoperf.model import narrow
 from beoperf.model.cluster_mpi import COLL_KIND, CollPoint, CollSettings, MpiRun, Series
 from beoperf.model.document import JsonObject
@@ -142,18 +152,21 @@ def point(measurer: CollMeasurer, op: str, size: int, np_: int) -> CollPoint | N
                      corrupt=measurer.wrong.get(key, 0))
 
 
-def keys_of(p: Params, np_: int) -> list[tuple[str, int]]:
+def keys_of(p: Params, np_: int) -> tuple[list[tuple[str, int]], int]:
     """(collective, size) to measure: a barrier once (it moves no data), and no size whose
-    buffers would pass MAX_BUFFER (BadSpec when none is left)."""
-    keys = []
+    buffers would pass MAX_BUFFER (BadSpec when none is left); how many were left out
+    for that."""
+    keys, dropped = [], 0
     for op in p.operations:
-        for size in p.sizes[:1] if op == "barrier" else p.sizes:
+        for size in p.sizes[:1] if base(op) == "barrier" else p.sizes:
             if max(buffer_bytes(op, count_of(op, size, np_), np_)) <= MAX_BUFFER:
                 keys.append((op, size))
+            else:
+                dropped += 1
     if not keys:
         raise errors.BadSpec(f"every size needs buffers over {MAX_BUFFER >> 20} MiB with "
                              f"{np_} ranks", HINT)
-    return keys
+    return keys, dropped
 
 
 def measure(leader: Any, plan: Plan, series: Series) -> Stop:
@@ -161,13 +174,11 @@ def measure(leader: Any, plan: Plan, series: Series) -> Stop:
     p, n = Params.from_dict(plan.params), series.np
     if p.root >= n:
         raise errors.BadSpec(f"--root {p.root}: the job has {n} ranks (0 to {n - 1})", HINT)
-    keys = keys_of(p, n)
+    keys, left = keys_of(p, n)
     measurer = CollMeasurer(leader, p.root, p.nocache)
     out = run_loop(keys, measurer, plan, f"collectives, {n} ranks")
     series.collectives = [pt for op, s in keys if (pt := point(measurer, op, s, n))
                           is not None]
-    left = len(p.operations) * len(p.sizes) - len(keys) - \
-        (len(p.sizes) - 1) * ("barrier" in p.operations)
     if left:
         series.warnings.append(f"{left} (collective, size) left out: their buffers would "
                                f"pass {MAX_BUFFER >> 20} MiB a rank with {n} ranks")

@@ -12,7 +12,7 @@ from beoperf import units
 from beoperf.model.cluster_mpi import MpiRun, Series
 from beoperf.model.document import Document
 from beoperf.report import renderer
-from beoperf.report.cluster_coll import US, notes, series_name, us
+from beoperf.report.cluster_coll import US, moves_nothing, notes, series_name, us
 from beoperf.report.html import svg
 from beoperf.report.html.cluster_mpi import _g, series_facts
 from beoperf.report.html.markup import Markup, figure, heading, join, num, para, table
@@ -33,7 +33,7 @@ def coll_table(s: Series, i: int) -> Markup:
         avg = p.t_avg_s
         ci = (_g(avg.ci_low * US) + " - " + _g(avg.ci_high * US)
               if avg.ci_low is not None and avg.ci_high is not None else "-")
-        rows.append([p.op, "-" if p.op == "barrier" else units.format_size(p.size),
+        rows.append([p.op, "-" if moves_nothing(p) else units.format_size(p.size),
                      num(avg.median, _g(avg.median * US), f"{where}.t_avg_s.median", unit="us"),
                      ci, _g(us(p.t_min_s)), _g(us(p.t_max_s)),
                      str(p.calls or "-"), str(p.trials),
@@ -45,7 +45,7 @@ def coll_table(s: Series, i: int) -> Markup:
 
 
 def coll_chart(s: Series, i: int) -> Markup:
-    points = [(k, p) for k, p in enumerate(s.collectives or []) if p.op != "barrier"]
+    points = [(k, p) for k, p in enumerate(s.collectives or []) if not moves_nothing(p)]
     ops = list(dict.fromkeys(p.op for _, p in points))
     lines = []
     for c_i, op in enumerate(ops):
