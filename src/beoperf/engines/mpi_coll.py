@@ -118,7 +118,8 @@ def _stride(n: int) -> int:
 
 
 class CollRank:
-    """This rank's side: its bound collectives and buffers (kept while the shape holds)."""
+    """This rank's side: its bound collectives and its send and receive buffers (grown to
+    the largest a call has needed)."""
 
     def __init__(self, session: Session) -> None:
         from beoperf import _mpi
@@ -138,11 +139,13 @@ class CollRank:
             per = _stride(send) + _stride(recv)
             span = pools.nocache_span(max(send, recv, 1), sysinfo.llc_bytes())
             slots = max(2, -(-span // per))
-        shape = (_stride(send), _stride(recv), slots)
-        if shape != self._shape:
-            self.send = np.zeros(shape[0] * slots, dtype=np.uint8)
-            self.recv = np.zeros(shape[1] * slots, dtype=np.uint8)
-            self._shape = shape
+        self._shape = (_stride(send), _stride(recv), slots)
+        # grown, never shrunk: the precision loop visits the sizes in turn, and a buffer
+        # made anew for each trial would cost more than the trial
+        if len(self.send) < self._shape[0] * slots:
+            self.send = np.zeros(self._shape[0] * slots, dtype=np.uint8)
+        if len(self.recv) < self._shape[1] * slots:
+            self.recv = np.zeros(self._shape[1] * slots, dtype=np.uint8)
         return slots
 
     def run(self, order: CollOrder) -> CollResult:
