@@ -9,9 +9,11 @@ leave a host (algorithm-independent): in an allreduce of n bytes each rank's res
 depends on all n bytes of every other rank's vector, so n bytes of each host's data
 must leave it, through its shaped egress, before another rank's call can end; in an
 alltoall of blocks of b bytes, each rank receives b bytes from each other host, each
-through that host's egress.  So every rank's mean call lasts at least (n - BURST) / rate
-(BURST: what a full bucket lets through at once), whatever the algorithm.  One rank per
-host: three ranks on two CPUs, whose speed no assertion relies on.
+through that host's egress.  Those bytes leave a host only once its rank's call has
+started, so the call of the rank that started first lasts at least (n - BURST) / rate
+(BURST: what a full bucket lets through at once), whatever the algorithm: each trial's
+longest call does.  One rank per host: three ranks on two CPUs, whose speed no
+assertion relies on.
 """
 
 from __future__ import annotations
@@ -95,4 +97,8 @@ def test_large_allreduce_and_alltoall_no_faster_than_the_shaped_links(cluster, i
     for p in series["collectives"]:
         assert p["corrupt"] == 0 and p["checked"] == 3, p
         assert p["bytes"] == BIG  # allreduce's vector, alltoall's block per rank
-        assert p["t_min_s"]["min"] * MARGIN >= bound, (p, bound)
+        # the rank that starts a call first waits for all the bytes the others must send
+        # it, which leave them only once their own call has started: that rank's call,
+        # so each trial's longest, lasts at least the bound (a rank that starts late may
+        # find data already sent, so no per-rank mean is bounded so)
+        assert p["longest_s"]["min"] * MARGIN >= bound, (p, bound)

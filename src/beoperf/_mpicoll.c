@@ -85,9 +85,16 @@ static int fits(const Py_buffer *v, uint64_t need, size_t stride, int slots)
     return stride >= need && (uint64_t)(slots - 1) * stride + need <= (uint64_t)v->len;
 }
 
+/* RuntimeError("an MPI call failed", code): the code for MPI_Error_string (engines/mpi.py's
+ * Session.error_text reads it from the second argument). */
 static PyObject *mpi_failed(int code)
 {
-    return PyErr_Format(PyExc_RuntimeError, "an MPI call failed (error %d)", code);
+    PyObject *args = Py_BuildValue("(si)", "an MPI call failed", code);
+    if (args != NULL) {
+        PyErr_SetObject(PyExc_RuntimeError, args);
+        Py_DECREF(args);
+    }
+    return NULL;
 }
 
 static PyObject *Coll_run(CollObject *self, PyObject *args, PyObject *kwds)
@@ -137,6 +144,11 @@ static PyObject *Coll_run(CollObject *self, PyObject *args, PyObject *kwds)
         PyErr_Format(PyExc_ValueError, "%s of %zd elements among %d ranks needs %llu B to "
                      "send and %llu B to receive in each of %d buffers", name, count, np,
                      (unsigned long long)need_s, (unsigned long long)need_r, slots);
+        goto done;
+    }
+    const char *sb = send.buf, *rb = recv.buf;
+    if (need_s && need_r && sb < rb + recv.len && rb < sb + send.len) {
+        PyErr_SetString(PyExc_ValueError, "the send and receive buffers overlap");
         goto done;
     }
     beo_coll_loop lp = {

@@ -130,7 +130,8 @@ class CollRank:
         self.double = int(MPI._handleof(MPI.DOUBLE))
         self.sum = int(MPI._handleof(MPI.SUM))
         self._shape: tuple[int, int, int] | None = None
-        self.send = self.recv = np.zeros(ALIGN, dtype=np.uint8)
+        self.send = np.zeros(ALIGN, dtype=np.uint8)  # two arrays: MPI refuses aliased
+        self.recv = np.zeros(ALIGN, dtype=np.uint8)  # send and receive buffers
 
     def _buffers(self, send: int, recv: int, nocache: bool) -> int:
         """Buffers for ``send``/``recv`` bytes a call; the number of slots."""

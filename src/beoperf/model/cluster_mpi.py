@@ -381,7 +381,9 @@ class CollPoint:
     collective: beoperf.engines.mpi_coll.count_of; an import: count 0 when the file does
     not say), each rank's mean time per call reduced over the ranks (t_min, t_avg, t_max:
     seconds, median of the trials with its 95% interval), the calls per trial (0: not
-    known), the ranks' checks and the elements they found wrong."""
+    known), the ranks' checks and the elements they found wrong; and per trial the
+    longest single call of any rank (the rank that started a call first waits for all the
+    data the others send it: what a link's rate bounds)."""
 
     op: str
     size: int
@@ -394,6 +396,7 @@ class CollPoint:
     t_max_s: Stat | None
     checked: int
     corrupt: int
+    longest_s: Stat | None = None  # per trial the longest call of any rank (not imported)
 
     @classmethod
     def from_dict(cls, d: JsonObject) -> CollPoint:
@@ -407,14 +410,19 @@ class CollPoint:
             ("size", "count", "bytes", "trials", "calls", "checked", "corrupt"))
         return cls(op=narrow.text(d.get("op"), f"{k}.op"), size=size, count=count,
                    bytes=nbytes, trials=trials, calls=calls, t_avg_s=avg, t_min_s=low,
-                   t_max_s=high, checked=checked, corrupt=corrupt)
+                   t_max_s=high, checked=checked, corrupt=corrupt,
+                   longest_s=_stat(d.get("longest_s"), f"{k}.longest_s"))
 
     def to_dict(self) -> JsonObject:
-        return {"op": self.op, "size": self.size, "count": self.count, "bytes": self.bytes,
-                "trials": self.trials, "calls": self.calls, "t_avg_s": self.t_avg_s.to_dict(),
-                "t_min_s": None if self.t_min_s is None else self.t_min_s.to_dict(),
-                "t_max_s": None if self.t_max_s is None else self.t_max_s.to_dict(),
-                "checked": self.checked, "corrupt": self.corrupt}
+        out: JsonObject = {
+            "op": self.op, "size": self.size, "count": self.count, "bytes": self.bytes,
+            "trials": self.trials, "calls": self.calls, "t_avg_s": self.t_avg_s.to_dict(),
+            "t_min_s": None if self.t_min_s is None else self.t_min_s.to_dict(),
+            "t_max_s": None if self.t_max_s is None else self.t_max_s.to_dict(),
+            "checked": self.checked, "corrupt": self.corrupt}
+        if self.longest_s is not None:
+            out["longest_s"] = self.longest_s.to_dict()
+        return out
 
 
 @dataclass

@@ -5,7 +5,7 @@ The answer first: the slowest collective at the largest size measured (its t_avg
 the 95% interval, per series), then any collective whose check found wrong elements, then
 the series' own lines (stopped early, warnings, the time budget).  Then per series one
 row per collective and size: t_avg [95% interval], t_min and t_max (IMB's reduction of
-the ranks' mean times), in us."""
+the ranks' mean times) and the longest single call of any rank, in us."""
 
 from __future__ import annotations
 
@@ -86,15 +86,16 @@ def headline(p: CollPoint) -> str:
 
 def coll_table(s: Series) -> Table:
     header = ["collective", "size", "bytes a call", "t_avg us [95% interval]", "t_min us",
-              "t_max us", "calls", "trials", "wrong"]
+              "t_max us", "longest us", "calls", "trials", "wrong"]
     rows = [[p.op, "-" if moves_nothing(p) else units.format_size(p.size),
              "-" if moves_nothing(p) else f"{p.count:,} x {p.bytes // max(p.count, 1)} B",
              interval_us(p.t_avg_s), num(us(p.t_min_s)), num(us(p.t_max_s)),
+             num(us(p.longest_s)),
              str(p.calls or "-"), str(p.trials),
              f"{p.corrupt} of {p.checked} ranks' checks" if p.corrupt else
              ("0" if p.checked else "not checked")]
             for p in s.collectives or []]
-    return header, rows, {3, 4, 5, 6, 7}
+    return header, rows, {3, 4, 5, 6, 7, 8}
 
 
 def _sections(doc: Document, draw: Draw, title: Title) -> list[str]:
@@ -124,7 +125,8 @@ def coll_markdown(doc: Document, **_options: Any) -> str:
 
 
 FIELDS = ("ranks_per_node", "np", "op", "size", "count", "bytes", "t_avg_s", "t_avg_ci_low_s",
-          "t_avg_ci_high_s", "t_min_s", "t_max_s", "calls", "trials", "checked", "corrupt")
+          "t_avg_ci_high_s", "t_min_s", "t_max_s", "calls", "trials", "checked", "corrupt",
+          "longest_call_s")
 
 
 @renderer("cluster-coll", "csv")
@@ -140,7 +142,8 @@ def coll_csv(doc: Document, **_options: Any) -> str:
                              p.t_avg_s.median, p.t_avg_s.ci_low, p.t_avg_s.ci_high,
                              p.t_min_s.median if p.t_min_s else None,
                              p.t_max_s.median if p.t_max_s else None, p.calls, p.trials,
-                             p.checked, p.corrupt])
+                             p.checked, p.corrupt,
+                             p.longest_s.median if p.longest_s else None])
     return out.getvalue()
 
 

@@ -146,10 +146,11 @@ def point(measurer: CollMeasurer, op: str, size: int, np_: int) -> CollPoint | N
     if avg is None or low is None or high is None:
         return None
     count = count_of(op, size, np_)
+    longest = stat_of([t["longest_s"] for t in trials])
     return CollPoint(op=op, size=size, count=count, bytes=count * element_bytes(op),
                      trials=len(trials), calls=trials[-1]["reps"], t_avg_s=avg, t_min_s=low,
                      t_max_s=high, checked=measurer.checked.get(key, 0),
-                     corrupt=measurer.wrong.get(key, 0))
+                     corrupt=measurer.wrong.get(key, 0), longest_s=longest)
 
 
 def keys_of(p: Params, np_: int) -> tuple[list[tuple[str, int]], int]:

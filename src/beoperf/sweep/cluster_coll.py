@@ -3,10 +3,11 @@ each trial every rank running the collective ``reps`` times in C (engines/mpi_co
 MPI_Barrier before every call, only the call timed, as OSU does).
 
 A trial's figure is IMB's t_avg: each rank's mean time per call, averaged over the
-ranks; the log keeps, per trial, t_min and t_max over the ranks too (IMB's reduction)
-and the calls.  The first trial of each key checks the collective's result first
-(untimed): the elements found wrong and the ranks that checked are counted per key, and
-the trials go on (the document says how many were wrong)."""
+ranks; the log keeps, per trial, t_min and t_max over the ranks too (IMB's reduction),
+the longest single call of any rank and the calls.  The first trial of each key checks
+the collective's result first (untimed): the elements found wrong and the ranks that
+checked are counted per key, and the trials go on (the document says how many were
+wrong)."""
 
 from __future__ import annotations
 
@@ -24,12 +25,14 @@ WARMUP = 1  # untimed calls before each trial's timed ones (after the check, if 
 
 
 class CollEntry(TypedDict):
-    """A trial: the calls timed per rank and IMB's reduction of the ranks' means (s)."""
+    """A trial: the calls timed per rank, IMB's reduction of the ranks' means and the
+    longest single call of any rank (s)."""
 
     reps: int
     t_min_s: float
     t_avg_s: float
     t_max_s: float
+    longest_s: float
 
 
 class CollMeasurer(_Base[CollEntry]):
@@ -55,7 +58,8 @@ class CollMeasurer(_Base[CollEntry]):
             self.wrong[key] = sum(r.corrupt or 0 for r in results.values())
         means = [r.elapsed_ns / r.reps / 1e9 for r in results.values()]
         entry: CollEntry = {"reps": reps, "t_min_s": min(means),
-                            "t_avg_s": float(np.mean(means)), "t_max_s": max(means)}
+                            "t_avg_s": float(np.mean(means)), "t_max_s": max(means),
+                            "longest_s": max(r.max_ns for r in results.values()) / 1e9}
         self.log.setdefault(key, []).append(entry)
         return np.array([entry["t_avg_s"] * 1e9])
 
