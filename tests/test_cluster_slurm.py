@@ -159,6 +159,23 @@ def test_the_ring_of_beoperfs_own_mpi_loops_runs_through_srun(slurm):
     assert all(v is not None and v > 0 for v in figures.values())
 
 
+def test_the_collectives_run_through_srun(slurm):
+    """`beoperf cluster coll` inside an allocation: one rank on each node through srun,
+    every result checked right."""
+    proc = slurm.controller.run(
+        ["salloc", "-N", "2", *beoperf_argv(
+            "cluster", "coll", "--ops", "allreduce,alltoall,barrier", "--sizes", "8,4K",
+            "--min-trials", "2", "--time-budget", "2", "--format", "json")],
+        env=source_env(slurm.env), check=False, timeout=TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr[-3000:] + slurm.logs()
+    (series,) = json.loads(proc.stdout)["body"]["series"]
+    assert series["status"] == "complete" and series["nodes"] == ["n1", "n2"]
+    assert series["launch"]["launcher"] == "srun"
+    assert len(series["collectives"]) == 5
+    assert all(p["checked"] == 2 and p["corrupt"] == 0 and p["t_avg_s"]["median"] > 0
+               for p in series["collectives"])
+
+
 def steps(slurm) -> list[str]:
     """The job steps Slurm knows of (``JOBID.STEPID``)."""
     done = slurm.controller.run(["squeue", "-s", "-h", "-o", "%i"], env=source_env(slurm.env),

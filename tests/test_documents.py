@@ -228,7 +228,8 @@ def test_mypy_refuses_a_wrong_field_name_on_a_typed_body(tmp_path):
 
 @pytest.mark.parametrize("name", ["cluster-ring-v1-issue14.json", "cluster-pairs-v1-issue14.json",
                                   "cluster-mbw-v1-issue14.json",
-                                  "cluster-p2p-v1-issue29.json"])
+                                  "cluster-p2p-v1-issue29.json",
+                                  "cluster-coll-v2-issue29.json"])
 def test_a_cluster_mpi_body_read_typed_gives_back_the_stored_body(name):
     """MpiRun reads every series of a ring, pairs or N-pairs document and body() gives the
     stored body back unchanged."""

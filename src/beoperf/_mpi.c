@@ -22,6 +22,7 @@
 static PyObject *MpiError;
 
 int beo_rma_add_type(PyObject *module); /* _mpirma.c: the one-sided loops */
+int beo_coll_add_type(PyObject *module); /* _mpicoll.c: the collectives */
 
 typedef struct {
     PyObject_HEAD
@@ -451,7 +452,7 @@ PyMODINIT_FUNC PyInit__mpi(void)
     MpiError = PyErr_NewException("beoperf._mpi.MpiError", PyExc_RuntimeError, NULL);
     Py_INCREF(&LibraryType);
     if (!MpiError || PyModule_AddObject(m, "Library", (PyObject *)&LibraryType) < 0 ||
-        PyModule_AddObject(m, "MpiError", MpiError) < 0) {
+        PyModule_AddObject(m, "MpiError", MpiError) < 0 || beo_coll_add_type(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -26,3 +26,9 @@ class Rma:
         self, op: str, sync: str, origin: bool, comm: int, win: int, byte: int, buf: Any,
         size: int, peer: int, reps: int, warmup: int, lock_shared: int, *, burst: int = ...,
     ) -> int: ...
+class Collectives:
+    def __init__(self, path: str, handle_size: int) -> None: ...
+    def run(
+        self, op: str, comm: int, dtype: int, mpi_op: int, send: Any, recv: Any, count: int,
+        send_stride: int, recv_stride: int, slots: int, root: int, reps: int, warmup: int,
+    ) -> tuple[int, int]: ...

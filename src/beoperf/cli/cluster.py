@@ -22,7 +22,7 @@ SUBCOMMANDS = {"hpcc": "beoperf.cli.cluster_hpcc", "import": "beoperf.cli.cluste
                "pairs": "beoperf.cli.cluster_mpi", "mbw": "beoperf.cli.cluster_mpi",
                "rma": "beoperf.cli.cluster_rma",
                "bibw": "beoperf.cli.cluster_p2p", "incast": "beoperf.cli.cluster_p2p",
-               "bisect": "beoperf.cli.cluster_p2p"}
+               "bisect": "beoperf.cli.cluster_p2p", "coll": "beoperf.cli.cluster_coll"}
 MAX_PROCESSES = 1 << 20
 
 DESCRIPTION = """Cluster-wide tests. 'hpcc' runs HPC Challenge at several process counts,
@@ -32,9 +32,10 @@ efficiency, the metrics that stopped scaling). 'import' reads existing hpccoutf.
 into the same documents; 'show' and 'plot' render them; 'references' lists the published
 systems --reference puts beside a run. 'ring', 'pairs' and 'mbw' are MPI tests of
 beoperf's own, with statistics: HPCC's ring latency and bandwidth, the all-pairs
-ping-pong matrix with the slow nodes and links named, and N pairs streaming at once.
-'bibw', 'incast' and 'bisect' are point-to-point patterns: pairs sending both ways at
-once, many senders to one receiver, and half the nodes to the other half."""
+ping-pong matrix with the slow nodes and links named, and N pairs streaming at once;
+'coll' times MPI collectives (allreduce, alltoall ...) as OSU and IMB do; 'rma' one-sided
+put and get. 'bibw', 'incast' and 'bisect' are point-to-point patterns: pairs sending
+both ways at once, many senders to one receiver, and half the nodes to the other half."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -141,6 +141,10 @@ def run(args: argparse.Namespace) -> int:
         return run_hpcc_compare(args)
     if any(is_monitor_report(f) for f in args.files):
         return run_monitor_compare(args)
+    from beoperf.cli import cluster_coll  # collectives: analysis/coll_compare.py
+
+    if any(cluster_coll.is_coll(f) for f in args.files):
+        return cluster_coll.run_compare(args)
     spec = compare.Spec(files=tuple(args.files),
                         labels=tuple(args.label) if args.label is not None else None,
                         baseline=args.baseline, margin=parse_margin(args.margin),

@@ -1,7 +1,7 @@
 """The one entry of the children beoperf launches: ``python -m beoperf.cli.rank KIND PLAN``.
 
 KIND names what the child is (an MPI rank of `pingpong --transport mpi`, of `replay
---transport mpi` or of `cluster ring | pairs | mbw`; a DGEMM child of `node compute`),
+--transport mpi` or of `cluster ring | pairs | mbw | coll`; a DGEMM child of `node compute`),
 PLAN is its plan as a JSON object, which is parsed here and handed to the suite's
 ``rank(plan)`` for that kind; it sends its result back on marked lines of standard
 output (beoperf.launch.channel) and returns the exit status (BadSpec: the plan is not
@@ -30,6 +30,7 @@ KINDS = {
     "cluster-bibw": "beoperf.suites.cluster_p2p",
     "cluster-incast": "beoperf.suites.cluster_p2p",
     "cluster-bisect": "beoperf.suites.cluster_p2p",
+    "cluster-coll": "beoperf.suites.cluster_coll",
     "dgemm": "beoperf.suites.node_dgemm",
 }
 USAGE = ("usage: python -m beoperf.cli.rank KIND PLAN (KIND: "

@@ -32,6 +32,7 @@ from beoperf.engines.mpi import (
     Session,
     end_facts,
 )
+from beoperf.engines.mpi_coll import CollOrder, CollRank, CollResult
 from beoperf.model.document import JsonObject
 
 POLL_MIN_S = 50e-6
@@ -95,6 +96,7 @@ class Reply(TypedDict):
     result: NotRequired[Result]
     reason: NotRequired[str]
     facts: NotRequired[JsonObject]
+    coll: NotRequired[CollResult]
 
 
 def quiet_recv(comm: Any, source: int, tag: int = CONTROL_TAG) -> Any:
@@ -133,6 +135,7 @@ class Member:
         self.session = session
         self.pool: _core.Pool | None = None
         self.rma: mpi_rma.RmaSide | None = None  # one-sided state, made when first used
+        self.coll: CollRank | None = None
 
     def _pool(self, order: Order) -> _core.Pool:
         slots = max(RING_SLOTS, order.window if order.role == "stream-recv" else 2,
@@ -191,6 +194,12 @@ class Member:
     def facts(self) -> JsonObject:
         return end_facts(self.session)
 
+    def collective(self, order: CollOrder) -> CollResult:
+        """This rank's part of a collective (`beoperf cluster coll`: engines/mpi_coll.py)."""
+        if self.coll is None:
+            self.coll = CollRank(self.session)
+        return self.coll.run(order)
+
 
 def serve(session: Session) -> None:
     """A rank other than 0: carry out rank 0's orders until it says bye."""
@@ -206,8 +215,10 @@ def serve(session: Session) -> None:
             comm.send(facts, dest=0, tag=CONTROL_TAG)
             continue
         try:
-            result = member.run(message["order"])
-            reply: Reply = {"op": "done", "result": result}
+            if op == "coll":
+                reply: Reply = {"op": "done", "coll": member.collective(message["order"])}
+            else:
+                reply = {"op": "done", "result": member.run(message["order"])}
         except Exception as exc:  # noqa: BLE001 - told to rank 0, which decides
             reply = {"op": "error", "reason": session.error_text(exc)}
         comm.send(reply, dest=0, tag=CONTROL_TAG)
@@ -245,6 +256,29 @@ class Leader:
                 failures.append(f"rank {rank}: {reply.get('reason', reply)}")
         if failures:
             raise errors.Failed("an MPI loop failed: " + "; ".join(failures[:4]))
+        return results
+
+    def collective(self, order: CollOrder) -> dict[int, CollResult]:
+        """Every rank runs ``order``'s collective (rank 0 here); each rank's result.
+        Failed (naming the ranks) when any failed, after all have answered."""
+        comm = self.session.comm
+        for rank in range(1, self.size):
+            comm.send({"op": "coll", "order": order}, dest=rank, tag=CONTROL_TAG)
+        results: dict[int, CollResult] = {}
+        failures: list[str] = []
+        try:
+            results[0] = self.member.collective(order)
+        except Exception as exc:  # noqa: BLE001 - the others still answer first
+            failures.append(f"rank 0: {self.session.error_text(exc)}")
+        for rank in range(1, self.size):
+            reply: Reply = quiet_recv(comm, rank)
+            if reply["op"] == "done" and "coll" in reply:
+                results[rank] = reply["coll"]
+            else:
+                failures.append(f"rank {rank}: {reply.get('reason', reply)}")
+        if failures:
+            raise errors.Failed(f"MPI {order.op} at {order.size} B failed: "
+                                + "; ".join(failures[:4]))
         return results
 
     def facts(self) -> list[JsonObject]:

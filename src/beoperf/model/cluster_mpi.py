@@ -23,6 +23,9 @@ the precision loop went, the status, and the test's own figures:
 * ``cluster-p2p`` (version 1): a point-to-point pattern (``pattern``: bibw, incast or
   bisect), its flows (a pair both ways, or a sender to the receiver) and, per flow count
   and message size, the aggregate rate (B/s), each flow's own, and the slowest flow.
+* ``cluster-coll``: per collective and message size, each rank's mean time per call
+  reduced over the ranks as IMB does (t_min, t_avg, t_max, seconds), each the median of
+  the trials with its 95% interval, and the elements its check found wrong.
 
 Version 2 of each: every 95% interval of a time or a rate has both bounds above 0 (the
 schema says so); a version 1 file with a bound at or below zero loads with that interval
@@ -42,7 +45,8 @@ RING_KIND = "cluster-ring"
 PAIRS_KIND = "cluster-pairs"
 MBW_KIND = "cluster-mbw"
 RMA_KIND = "cluster-rma"
-KINDS: tuple[str, ...] = (RING_KIND, PAIRS_KIND, MBW_KIND, RMA_KIND)
+COLL_KIND = "cluster-coll"
+KINDS: tuple[str, ...] = (RING_KIND, PAIRS_KIND, MBW_KIND, RMA_KIND, COLL_KIND)
 VERSION = 2  # 1: intervals whose bounds were not checked to be above 0
 RMA_VERSION = 1
 
@@ -80,7 +84,7 @@ def _v1_to_v2(doc: dict) -> dict:
     return doc
 
 
-for _kind in (RING_KIND, PAIRS_KIND, MBW_KIND):
+for _kind in (RING_KIND, PAIRS_KIND, MBW_KIND, COLL_KIND):
     document.register(_kind, VERSION, upgrades={1: _v1_to_v2})
 document.register(RMA_KIND, RMA_VERSION)
 
@@ -388,6 +392,56 @@ class Point:
 
 
 @dataclass
+class CollPoint:
+    """A collective at one size: elements per call and the bytes that makes (meaning per
+    collective: beoperf.engines.mpi_coll.count_of; an import: count 0 when the file does
+    not say), each rank's mean time per call reduced over the ranks (t_min, t_avg, t_max:
+    seconds, median of the trials with its 95% interval), the calls per trial (0: not
+    known), the ranks' checks and the elements they found wrong; and per trial the
+    longest single call of any rank (the rank that started a call first waits for all the
+    data the others send it: what a link's rate bounds)."""
+
+    op: str
+    size: int
+    count: int
+    bytes: int
+    trials: int
+    calls: int
+    t_avg_s: Stat
+    t_min_s: Stat | None  # None: not known (an imported OSU table without -f)
+    t_max_s: Stat | None
+    checked: int
+    corrupt: int
+    longest_s: Stat | None = None  # per trial the longest call of any rank (not imported)
+
+    @classmethod
+    def from_dict(cls, d: JsonObject) -> CollPoint:
+        k = "collectives"
+        stats = [_stat(d.get(n), f"{k}.{n}") for n in ("t_avg_s", "t_min_s", "t_max_s")]
+        avg, low, high = stats
+        if avg is None:
+            raise DocumentError("a collective's point without its t_avg")
+        size, count, nbytes, trials, calls, checked, corrupt = (
+            narrow.integer(d.get(n), f"{k}.{n}") for n in
+            ("size", "count", "bytes", "trials", "calls", "checked", "corrupt"))
+        return cls(op=narrow.text(d.get("op"), f"{k}.op"), size=size, count=count,
+                   bytes=nbytes, trials=trials, calls=calls, t_avg_s=avg, t_min_s=low,
+                   t_max_s=high, checked=checked, corrupt=corrupt,
+                   longest_s=_stat(d.get("longest_s"), f"{k}.longest_s"))
+
+    def to_dict(self) -> JsonObject:
+        out: JsonObject = {
+            "op": self.op, "size": self.size, "count": self.count, "bytes": self.bytes,
+            "trials": self.trials, "calls": self.calls, "t_avg_s": self.t_avg_s.to_dict(),
+            "t_min_s": None if self.t_min_s is None else self.t_min_s.to_dict(),
+            "t_max_s": None if self.t_max_s is None else self.t_max_s.to_dict(),
+            "checked": self.checked, "corrupt": self.corrupt}
+        if self.longest_s is not None:
+            out["longest_s"] = self.longest_s.to_dict()
+        return out
+
+
+@dataclass
 class Pairing:
     """A sender and its receiver in N pairs at once, and their nodes."""
 
@@ -605,6 +659,7 @@ class Series:
     flows: list[Flow] | None = None  # cluster-p2p
     flow_counts: list[int] | None = None
     flow_points: list[FlowPoint] | None = None
+    collectives: list[CollPoint] | None = None  # cluster-coll
 
     @classmethod
     def from_dict(cls, d: JsonObject) -> Series:
@@ -645,6 +700,9 @@ class Series:
             s.flow_counts = narrow.ints(d.get("flow_counts"), "flow_counts")
             s.flow_points = [FlowPoint.from_dict(p)
                              for p in narrow.objects(d["flow_points"], "flow_points")]
+        if "collectives" in d:
+            s.collectives = [CollPoint.from_dict(p)
+                             for p in narrow.objects(d["collectives"], "collectives")]
         return s
 
     def to_dict(self) -> JsonObject:
@@ -675,6 +733,8 @@ class Series:
             out["flows"] = [f.to_dict() for f in self.flows or []]
             out["flow_counts"] = list(self.flow_counts or [])
             out["flow_points"] = [p.to_dict() for p in self.flow_points]
+        if self.collectives is not None:
+            out["collectives"] = [p.to_dict() for p in self.collectives]
         out.update(loop=_loop_json(self.loop), status=self.status,
                    status_reason=self.status_reason)
         return out
@@ -853,11 +913,39 @@ class P2pSettings:
                    narrow.text(b.get("flows_rule"), "flows_rule"))
 
 
-Settings = RingDefinition | PairsSettings | MbwSettings | RmaSettings | P2pSettings
+@dataclass
+class CollSettings:
+    """Collectives: which, the sizes, the root of the rooted ones, buffers reused or not,
+    how the ranks were synchronised and the statistic."""
+
+    operations: list[str]
+    sizes: list[int]
+    root: int
+    nocache: bool
+    sync: str
+    statistic: str
+
+    def to_dict(self) -> JsonObject:
+        return {"operations": list(self.operations), "sizes": list(self.sizes),
+                "root": self.root, "nocache": self.nocache, "sync": self.sync,
+                "statistic": self.statistic}
+
+    @classmethod
+    def from_dict(cls, b: JsonObject) -> CollSettings:
+        return cls(narrow.texts(b.get("operations"), "operations"),
+                   narrow.ints(b.get("sizes"), "sizes"),
+                   narrow.integer(b.get("root"), "root"),
+                   narrow.flag(b.get("nocache"), "nocache"),
+                   narrow.text(b.get("sync"), "sync"),
+                   narrow.text(b.get("statistic"), "statistic"))
+
+
+Settings = (RingDefinition | PairsSettings | MbwSettings | RmaSettings | P2pSettings
+            | CollSettings)
 SETTINGS: dict[str, type[RingDefinition] | type[PairsSettings] | type[MbwSettings]
-               | type[RmaSettings] | type[P2pSettings]] = {
+               | type[RmaSettings] | type[P2pSettings] | type[CollSettings]] = {
     RING_KIND: RingDefinition, PAIRS_KIND: PairsSettings, MBW_KIND: MbwSettings,
-    RMA_KIND: RmaSettings, P2P_KIND: P2pSettings}
+    RMA_KIND: RmaSettings, P2P_KIND: P2pSettings, COLL_KIND: CollSettings}
 
 
 @dataclass
@@ -917,4 +1005,9 @@ class MpiRun:
         if not isinstance(self.settings, P2pSettings):
             raise DocumentError(f"a beoperf {self.kind} document, not a point-to-point "
                                 "pattern")
+        return self.settings
+
+    def coll(self) -> CollSettings:
+        if not isinstance(self.settings, CollSettings):
+            raise DocumentError(f"a beoperf {self.kind} document, not collectives")
         return self.settings

@@ -629,7 +629,8 @@ def _sniff_osu(path: Path, lines: list[str]) -> Callable[[], _Import] | None:
     kind = _OSU_SUPPORTED.match(name)
     if not kind:
         raise ResultFormatError(f"{path}: {_quoted(name)} is not supported (OSU osu_latency, "
-                                "osu_bw, osu_bibw and osu_mbw_mr are)")
+                                "osu_bw, osu_bibw and osu_mbw_mr are); OSU's collectives "
+                                "read with 'beoperf cluster coll --import FILE --np N'")
     return lambda: _import_osu(path, lines, start, _OSU_KIND[kind.group(1)], match.group(2),
                                len(titles))
 

@@ -54,7 +54,8 @@ MODULES = {"pingpong": "beoperf.report.pingpong", "comparison": "beoperf.report.
            "node-fleet": "beoperf.report.node", "node-comparison": "beoperf.report.node",
            "study": "beoperf.report.study",
            "study-rollback": "beoperf.report.study_rollback",
-           "cluster-p2p": "beoperf.report.cluster_p2p"}
+           "cluster-p2p": "beoperf.report.cluster_p2p",
+           "cluster-coll": "beoperf.report.cluster_coll"}
 
 
 HTML_FORMATS = ("html", "title", "warnings")  # a kind's section of the HTML report

@@ -20,7 +20,8 @@ VIEWS = ("beoperf.report.html.audit", "beoperf.report.html.cluster",
          "beoperf.report.html.monitor", "beoperf.report.html.node",
          "beoperf.report.html.pingpong", "beoperf.report.html.prediction",
          "beoperf.report.html.study", "beoperf.report.html.tune",
-         "beoperf.report.html.cluster_rma", "beoperf.report.html.cluster_p2p")
+         "beoperf.report.html.cluster_rma", "beoperf.report.html.cluster_p2p",
+         "beoperf.report.html.cluster_coll")
 
 
 def load_views() -> list[str]:
