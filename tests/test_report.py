@@ -117,6 +117,8 @@ def folder(tmp_path_factory) -> Path:
         shutil.copy(f, results / "cluster" / f.name)
     for f in FIXTURES.glob("cluster-p2p-*-issue29.json"):  # an incast
         shutil.copy(f, results / "cluster" / f.name)
+    for f in FIXTURES.glob("cluster-coll-*-issue29.json"):  # collectives
+        shutil.copy(f, results / "cluster" / f.name)
     (results / "node").mkdir()
     for f in FIXTURES.glob("node*-issue13.json"):  # node, node-fleet, node-comparison
         shutil.copy(f, results / "node" / f.name)
