@@ -131,6 +131,13 @@ def _add_mode_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--reverse", action="store_true",
                    help="--mode stream: the server sends and this end receives, so a "
                         "client behind NAT measures its download (iperf3 -R)")
+    g.add_argument("--under-load", action="store_true",
+                   help="--mode pingpong: the sweep twice in one session, alone and then "
+                        "while a bulk TCP stream runs to the same server (sockperf's "
+                        "under-load): both latency distributions, their tails, and the "
+                        "load's throughput; each half of the time budget")
+    g.add_argument("--load-streams", type=int, default=1, metavar="N",
+                   help="--under-load: the load's TCP connections (default 1)")
     g.add_argument("--cpu", metavar="N[,M]|none",
                    help="pin this end to CPU N (and the server to M); without a host the "
                         "embedded server and this end go on two CPUs unless 'none'")
@@ -209,6 +216,8 @@ def spec_from(args: argparse.Namespace) -> pingpong.Spec:
         history=pingpong.history_dir(args.history) if args.transport == "tcp" else None,
         link_speed=link_speed(args.link_speed),
         streams=getattr(args, "streams", 1), reverse=bool(getattr(args, "reverse", False)),
+        under_load=bool(getattr(args, "under_load", False)),
+        load_streams=getattr(args, "load_streams", 1),
         mpi=mpi_options.mpi_options_from(args, mpi_pingpong.hosts_from(args.hosts,
                                                                         args.hostfile)))
 
