@@ -175,8 +175,8 @@ def test_a_load_frame_without_load_streams_is_refused():
     """A session that asked for no load connections cannot start a load: the server
     refuses it as a bad request and ends that session only."""
     from beoperf.engines.base import Peer
-    from beoperf.engines.tcp import TcpClient
     from beoperf.engines.protocol import PeerRefused
+    from beoperf.engines.tcp import TcpClient
 
     with running_server() as srv:
         client = TcpClient(Peer("127.0.0.1", srv.port), {"mode": "pingpong", "max_size": 64})
