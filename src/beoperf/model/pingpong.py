@@ -112,8 +112,9 @@ class RunResult:
     sweep: JsonObject | None = None  # how the sweep ran: passes, budget, drift ...
     # --under-load (version 7): {"load": {streams, write_bytes, bytes, window_s,
     # throughput_bps, capped, ...}, "sizes": [size results, as "sizes"], "status",
-    # "status_reason"}: the same sizes measured while the load ran ("sizes" holds them
-    # without it, measured first in the same session); None otherwise
+    # "status_reason", "sweep": how the loaded sweep ran}: the same sizes measured while
+    # the load ran ("sizes" holds them without it, measured first in the same session);
+    # None otherwise
     under_load: JsonObject | None = None
 
     def loaded_sizes(self) -> list[SizeResult]:

@@ -396,13 +396,15 @@ def _with_load(result: RunResult, outcome: SweepOutcome,
     got = loaded.outcome
     result.under_load = {"load": loaded.load,
                          "sizes": [dataclasses.asdict(z) for z in got.sizes],
-                         "status": got.status, "status_reason": got.reason}
+                         "status": got.status, "status_reason": got.reason,
+                         "sweep": got.facts}
     for size in result.under_load["sizes"]:  # type: ignore[union-attr]
         if isinstance(size, dict) and size.get("streams_bps") is None:
             size.pop("streams_bps", None)
     note = loaded.load.get("note")
     if isinstance(note, str):
         result.warnings.append(f"under load: {note}")
+    result.warnings += [f"under load: {n}" for n in budget_notes(got.facts, got.status)]
     if got.status != "complete":
         result.status, result.status_reason = got.status, f"under load: {got.reason}"
         return got
