@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from beoperf import report
+from beoperf.analysis.under_load import median_effects
 from beoperf.engines.protocol import Refusal
 from beoperf.engines.tcp_server import ServerConfig, check_params
 from beoperf.model import document
@@ -74,6 +75,7 @@ def test_loopback_run_has_both_distributions_and_their_tails():
     text = report.render(run.to_document(), "text")
     assert "under load " in text and "idle" in text and "as the server received it" in text
     assert text.index("under load") < text.index("latency ")  # the answer first
+    assert "median under load" in text and "compare's verdict" in text
     rows = report.render(run.to_document(), "csv").splitlines()
     assert rows[0].startswith("phase,size_bytes,samples,median_us,p50_us")
     assert sorted(r.split(",")[0] for r in rows[1:]) == \
@@ -194,9 +196,10 @@ def test_a_load_frame_without_load_streams_is_refused():
 def test_a_load_on_a_shaped_link_makes_the_ping_pong_slower(netns_pair):
     """Both directions through a 50 Mbit/s token bucket: the load fills the client's
     queue (up to the bucket's 100 ms of latency), so a small message's median under load
-    is several times its median alone (x3 asked; a queue of tens of ms against a round
-    trip of tens of us gives x100 or more), its p90 too, and the load's goodput is the
-    link's (at most 5% above what the shaper lets through, at least a third of it)."""
+    is several times its median alone (x3 asked; a queue of milliseconds against a round
+    trip of microseconds gave x500), its p90 too, compare's verdict on it is "worse", and
+    the load's goodput is the link's (at most 5% above what the shaper lets through, at
+    least a third of it)."""
     server, client = netns_pair
     tbf(server, "50mbit")
     tbf(client, "50mbit")
@@ -205,8 +208,10 @@ def test_a_load_on_a_shaped_link_makes_the_ping_pong_slower(netns_pair):
                       "--under-load", "--sizes", "64", "--time-budget", "6",
                       "--history", "off", "--json"], check=False, timeout=120)
     assert res.returncode == 0, res.stderr
-    body = json.loads(res.stdout)["body"]
+    doc = json.loads(res.stdout)
+    body = doc["body"]
     (idle,), (loaded,) = body["sizes"], body["under_load"]["sizes"]
+    assert median_effects(from_json(doc))[64].verdict == "worse"
     assert loaded["time_us"]["median"] > 3 * idle["time_us"]["median"], (idle, loaded)
     assert loaded["tail"]["percentiles_us"]["p90"] > 3 * idle["tail"]["percentiles_us"]["p90"]
     load = body["under_load"]["load"]

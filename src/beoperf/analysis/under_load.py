@@ -7,13 +7,20 @@ only where both distributions have enough samples for it (a percentile below its
 "n/a (n samples)" and is compared with nothing).  The headline takes the smallest size
 measured both ways (the latency's) and the deepest percentile both have, p99.99 down to
 the median.
+
+Each size's median under load is also judged against its median alone with the verdict
+of every comparison (analysis/effect.py: the ratio's interval from both medians' own
+intervals and the default spread between runs, as the two sweeps ran one after the other,
+Bonferroni over the sizes): "worse" says the load slowed that size beyond the margin.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from beoperf.analysis import tails
+from beoperf.analysis import effect, tails
+from beoperf.model import jsonvalue
+from beoperf.model.document import JsonObject
 from beoperf.model.pingpong import RunResult, SizeResult
 from beoperf.units import format_rate, format_size
 
@@ -92,3 +99,31 @@ def load_text(run: RunResult) -> str:
     span = f" over {window:.3g} s" if isinstance(window, int | float) else ""
     capped = " (ended early by the server's cap)" if load.get("capped") else ""
     return f"{what}: {format_rate(rate)}{span}, as the server received it{capped}"
+
+
+def _within_sd(size: SizeResult, sweep: JsonObject | None) -> float | None:
+    """The standard deviation of log(median) inside its sweep, as compare reads it: the
+    median's interval over trials, widened by that sweep's pass autocorrelation."""
+    band = size.ci95_median_us
+    sd = effect.log_sd_from_interval(*band) if band and len(band) == 2 else None
+    if sd is None and size.trial_medians_us:
+        sd = effect.median_log_sd(size.trial_medians_us)
+    inflation = jsonvalue.number(sweep, "interval_inflation") or 1.0
+    return None if sd is None else sd * max(1.0, inflation)
+
+
+def median_effects(run: RunResult) -> dict[int, effect.Effect]:
+    """Per size measured both ways: the loaded median against the idle one (lower is
+    better, so a slower size under load is "worse"), corrected for the sizes at once."""
+    found = pairs(run)
+    loaded_sweep = jsonvalue.section(run.under_load, "sweep")
+    out = {}
+    for p in found:
+        idle, loaded = p.value("median", False), p.value("median", True)
+        if idle is None or loaded is None:
+            continue
+        out[p.size] = effect.compare(
+            [effect.Replicate(idle, _within_sd(p.idle, run.sweep))],
+            [effect.Replicate(loaded, _within_sd(p.loaded, loaded_sweep))],
+            higher_is_better=False, family=len(found))
+    return out

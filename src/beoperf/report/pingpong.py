@@ -15,7 +15,7 @@ import io
 import re
 from typing import Any
 
-from beoperf.analysis import intervals, tails, under_load
+from beoperf.analysis import effect, intervals, tails, under_load
 from beoperf.analysis.curve import CurveAnalysis, analyze_run, latency_name
 from beoperf.analysis.efficiency import efficiency
 from beoperf.analysis.efficiency import text as efficiency_text
@@ -99,12 +99,16 @@ def under_load_lines(run: RunResult) -> list[str]:
         lines.append(f"             (the loaded sweep {status}: "
                      f"{run.under_load.get('status_reason') or 'no reason given'})")
     shown = ("median", *under_load.COMPARED[1:])
-    body = [[f"{p.size} B", *[_both(p, name) for name in shown]] for p in under_load.pairs(run)]
+    verdicts = under_load.median_effects(run)
+    body = [[f"{p.size} B", verdicts[p.size].verdict if p.size in verdicts else "-",
+             *[_both(p, name) for name in shown]] for p in under_load.pairs(run)]
     if body:
-        header = ["size", *[f"{name}: idle -> load" for name in shown]]
-        lines += ["    " + line for line in aligned(header, body, set(range(1, len(header))))]
-        lines.append(f"             (one-way times; n/a (n samples) where a side has too few "
-                     f"for it: a percentile p needs {tails.MIN_BEYOND}/(1-p))")
+        header = ["size", "median under load", *[f"{name}: idle -> load" for name in shown]]
+        lines += ["    " + line for line in aligned(header, body, set(range(2, len(header))))]
+        lines += [f"             (one-way times; n/a (n samples) where a side has too few "
+                  f"for it: a percentile p needs {tails.MIN_BEYOND}/(1-p) samples;",
+                  f"             median under load: compare's verdict on the median, "
+                  f"+-{effect.DEFAULT_MARGIN:.0%} margin, every size at once)"]
     return lines
 
 
