@@ -73,13 +73,13 @@ def size_table(run: RunResult) -> Markup:
     verdicts = under_load.median_effects(run)
     for p in under_load.pairs(run)[:tails.MAX_ROWS]:
         found = verdicts.get(p.size)
-        row = [format_size(p.size), found.text() if found is not None else "-"]
+        row = [format_size(p.size), found.verdict if found is not None else "-"]
         for name in shown:
             ratio = p.ratio(name)
             row += [_cell(p, name, False), _cell(p, name, True),
                     f"x{ratio:.3g}" if ratio is not None else "-"]
         rows.append(row)
-    head = ["size", "median under load (verdict, change, interval)",
+    head = ["size", "median under load (verdict)",
             *[f"{n} {side}" for n in shown for side in ("idle", "load", "ratio")]]
     return table(head, rows, numeric=[0, *range(2, len(head))], cls="tails",
                  empty="no size was measured both ways")
