@@ -15,7 +15,10 @@ its own thread and every failure ends only that connection.  Floods cost it
 little: handshakes are capped below its descriptor limit, accept backs off when
 descriptors run out (AcceptGate), a session may queue only MAX_DATA_QUEUE data
 connections, and repeated log lines are throttled (LogThrottle); sessions still
-get one log line each.
+get one log line each.  A ping-pong under load (``--under-load``) adds the load
+connections its hello asked for (at most MAX_STREAMS, their drain buffers counted in the
+memory limit), drained only between its "load" and "unload" frames, for max_load_s at
+most, and never past the session's end (``engines/tcp_load.py``).
 
 It also answers the link monitor's probes, which are not sessions (``engines/echo.py``,
 the one home of the echo format, which the probes use too): a TCP connection whose hello
