@@ -96,6 +96,18 @@ def test_a_plain_run_records_no_load_and_its_csv_has_the_tails():
     assert "under load" not in report.render(document.from_json(res.json), "text")
 
 
+def test_a_version_6_run_loads_without_a_load():
+    """A run written before --under-load (version 6) loads as version 7 without one, and
+    its text and CSV say nothing of a load."""
+    doc = document.load(Path(__file__).parent / "fixtures" / "documents" /
+                        "pingpong-v6-before-under-load.json")
+    assert doc.schema_version == 7 and "under_load" not in doc.body
+    run = from_json(doc.to_json())
+    assert run.under_load is None and run.loaded_sizes() == []
+    assert "under load" not in report.render(doc, "text")
+    assert [r.split(",")[0] for r in report.render(doc, "csv").splitlines()[1:]] == ["idle"] * 2
+
+
 def test_the_load_ends_with_the_session_and_leaves_no_connection():
     """Against a server of its own: after the run no connection to the server's port is
     left, the server's log counts the load, and its account matches the document."""
