@@ -185,6 +185,23 @@ def test_the_server_refuses_a_load_it_does_not_serve(params, words):
         check_params({"max_size": 64, **params}, ServerConfig())
 
 
+def test_serve_takes_its_cap_on_a_load_and_refuses_a_bad_one():
+    """beoperf serve --max-load-time: the server's cap on a load; a value that is no
+    duration is one line and exit 2, before anything listens."""
+    from beoperf.suites import serve
+
+    server = serve.start(serve.Spec(bind="127.0.0.1", port=0, max_load_s=2.5))
+    try:
+        assert server.cfg.max_load_s == 2.5
+    finally:
+        server.listener.close()
+        if server.udp is not None:
+            server.udp.close()
+    res = cli("serve", "--bind", "127.0.0.1", "--port", "0", "--max-load-time", "0")
+    assert res.status == 2 and "--max-load-time 0" in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
 def test_a_load_frame_without_load_streams_is_refused():
     """A session that asked for no load connections cannot start a load: the server
     refuses it as a bad request and ends that session only."""
