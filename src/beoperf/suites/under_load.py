@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from beoperf import errors
+from beoperf import errors, interrupts
 from beoperf.engines import protocol, tcp_load
 from beoperf.engines.base import Transport, TransportError
 from beoperf.engines.tcp import TcpClient, count
@@ -68,9 +68,13 @@ def run(client: Transport, cfg: SweepConfig, on_pass: Progress | None = None) ->
         time.sleep(WARMUP_S)
         outcome = run_sweep(client, cfg, on_pass=on_pass)
     except KeyboardInterrupt as exc:  # during the warm-up (run_sweep keeps its own)
-        outcome.error = exc
-    finally:
+        outcome.reason, outcome.error = interrupts.reason(exc), exc
+    try:
         facts.update(_stopped(client, time.monotonic() - started))
+    except KeyboardInterrupt as exc:  # a stop signal while the load is stopped: the sizes
+        # measured are kept (the load's sockets are closed whatever happens)
+        facts["note"] = "stopped while the load was ended: its account is not known"
+        outcome.status, outcome.reason, outcome.error = "interrupted", interrupts.reason(exc), exc
     return Loaded(outcome, {**facts, "started": True})
 
 
