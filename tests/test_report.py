@@ -187,7 +187,7 @@ def test_collect_reads_documents_and_notes_the_rest(folder):
     assert "fifo.json: is a FIFO" in notes
     assert "other.json: JSON, but not a beoperf document" in notes
     assert "broken.json: truncated JSON" in notes
-    assert "not JSON (.np: 1, .txt: 1)" in notes
+    assert "not JSON (.csv: 1, .np: 1, .txt: 1)" in notes
     assert "1 hidden entry" in notes
     kinds = {f.document.kind for f in found.documents}
     assert kinds == set(model.KINDS)  # every kind on main, each read

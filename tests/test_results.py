@@ -62,7 +62,7 @@ def make_run(mode: str = "pingpong") -> RunResult:
 def test_document_envelope_and_summary():
     doc = run_json(make_run())
     assert (doc["format"], doc["kind"]) == ("beoperf", KIND) and KIND == "pingpong"
-    assert doc["schema_version"] == VERSION == 6
+    assert doc["schema_version"] == VERSION == 7
     assert doc["meta"]["beoperf"] == "0.1"  # the run's own meta is the envelope's
     body = doc["body"]
     assert body["status"] == "interrupted"

@@ -249,7 +249,8 @@ def test_the_server_keeps_only_the_session_parameters_it_checked():
                                "extra": {"deep": [1, 2]}}, cfg)
     assert got == {"mode": "stream", "max_size": 4096, "integrity": True, "nocache": False,
                    "nodelay": True, "sndbuf": 65536, "rcvbuf": None, "busy_poll": None,
-                   "congestion": None, "server_cpu": None, "streams": 1, "reverse": False}
+                   "congestion": None, "server_cpu": None, "streams": 1, "reverse": False,
+                   "load_streams": 0}
     ok = {"mode": "pingpong", "max_size": 1024}
     for key, value in (("mode", 1), ("mode", "udp"), ("max_size", "1024"), ("sndbuf", "1"),
                        ("busy_poll", 1.5), ("server_cpu", -1)):

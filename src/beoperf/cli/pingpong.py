@@ -60,7 +60,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     _add_mode_options(p)
     mpi_options.add_mpi_options(p)
     out = p.add_argument_group("output")
-    out.add_argument("-o", "--output", metavar="PREFIX", help="write PREFIX.json and PREFIX.np")
+    out.add_argument("-o", "--output", metavar="PREFIX",
+                     help="write PREFIX.json, PREFIX.np and PREFIX.csv (median and tail "
+                          "percentiles per size, per phase with --under-load)")
     out.add_argument("--json", action="store_true", help="print the result document to stdout")
     raw_samples.add_option(out)
     out.add_argument("--sweep", metavar="KEY=V1,V2,...",
@@ -131,6 +133,13 @@ def _add_mode_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--reverse", action="store_true",
                    help="--mode stream: the server sends and this end receives, so a "
                         "client behind NAT measures its download (iperf3 -R)")
+    g.add_argument("--under-load", action="store_true",
+                   help="--mode pingpong: the sweep twice in one session, alone and then "
+                        "while a bulk TCP stream runs to the same server (sockperf's "
+                        "under-load): both latency distributions, their tails, and the "
+                        "load's throughput; each half of the time budget")
+    g.add_argument("--load-streams", type=int, default=1, metavar="N",
+                   help="--under-load: the load's TCP connections (default 1)")
     g.add_argument("--cpu", metavar="N[,M]|none",
                    help="pin this end to CPU N (and the server to M); without a host the "
                         "embedded server and this end go on two CPUs unless 'none'")
@@ -209,6 +218,8 @@ def spec_from(args: argparse.Namespace) -> pingpong.Spec:
         history=pingpong.history_dir(args.history) if args.transport == "tcp" else None,
         link_speed=link_speed(args.link_speed),
         streams=getattr(args, "streams", 1), reverse=bool(getattr(args, "reverse", False)),
+        under_load=bool(getattr(args, "under_load", False)),
+        load_streams=getattr(args, "load_streams", 1),
         mpi=mpi_options.mpi_options_from(args, mpi_pingpong.hosts_from(args.hosts,
                                                                         args.hostfile)))
 
@@ -254,7 +265,7 @@ def _flush_line(text: str, out: Any = None) -> None:
 
 def write_outputs(prefix_text: str | None, doc: Document, to_stdout: bool,
                   keep: bool = True) -> Path | None:
-    """PREFIX.json and PREFIX.np (and the document on stdout with --json); without a
+    """PREFIX.json, PREFIX.np and PREFIX.csv (and the document on stdout with --json); without a
     prefix, the run is kept in the runs directory (beoperf.cli.runs) and its path
     returned.  A result that cannot be written where asked goes to a private directory,
     and the error says where.  Written before anything is printed, a stop signal held
@@ -275,6 +286,7 @@ def _write_prefix(prefix: Path, doc: Document) -> None:
         prefix.parent.mkdir(parents=True, exist_ok=True)
         doc.save(prefix.with_name(prefix.name + ".json"))
         safeio.write_atomic(prefix.with_name(prefix.name + ".np"), report.render(doc, "np"))
+        safeio.write_atomic(prefix.with_name(prefix.name + ".csv"), report.render(doc, "csv"))
     except OSError as exc:
         fallback = safeio.private_dir() / f"{prefix.name or 'result'}.json"
         doc.save(fallback)

@@ -33,6 +33,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "arrive whole within this time (default %(default)s)")
     p.add_argument("--handshake-timeout", type=float, default=5.0, metavar="SECONDS",
                    help="drop a connection that does not say hello in time (default %(default)s)")
+    p.add_argument("--max-load-time", type=float, default=600.0, metavar="SECONDS",
+                   help="drain a ping-pong's bulk load (pingpong --under-load) this long at "
+                        "most, then end it (default %(default)s)")
     p.add_argument("--inject-corruption", type=int, default=-1, help=argparse.SUPPRESS)
     # the embedded server of 'beoperf pingpong': stop when the parent's pipe closes
     p.add_argument("--exit-with-stdin", action="store_true", help=argparse.SUPPRESS)
@@ -46,7 +49,7 @@ def spec_from(args: argparse.Namespace) -> serve.Spec:
         raise UsageError(f"--max-memory: {exc}") from None
     return serve.Spec(bind=args.bind, port=args.port, max_memory=max_memory,
                       idle_timeout=args.idle_timeout, handshake_timeout=args.handshake_timeout,
-                      inject_corrupt=args.inject_corruption)
+                      inject_corrupt=args.inject_corruption, max_load_s=args.max_load_time)
 
 
 def run(args: argparse.Namespace) -> int:

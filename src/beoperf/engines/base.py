@@ -67,6 +67,8 @@ class SessionParams(TypedDict, total=False):
     # (reverse: the server sends, the client receives, as iperf3 -R)
     streams: int
     reverse: bool
+    # ping-pong under load: bulk load connections beside the data connection (0: none)
+    load_streams: int
     transport: str
     precision: float
     time_budget: float | None

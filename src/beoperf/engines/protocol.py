@@ -114,8 +114,34 @@ class EchoReady(TypedDict):
     max_message: int
 
 
+class LoadOrder(TypedDict):
+    """Latency under load (engines/tcp_load.py): the session's load connections are open
+    (each announced by a "data" hello), start draining them ("load"); or stop the load,
+    report and close them ("unload")."""
+
+    op: Literal["load", "unload"]
+
+
+class LoadReady(TypedDict):
+    """The server drains the load connections now, for at most max_seconds."""
+
+    op: Literal["loading"]
+    streams: int
+    max_seconds: float
+
+
+class LoadDone(TypedDict):
+    """The load is over: the bytes each load connection delivered, the window from the
+    first byte to the last (ns), and whether the server's cap on its duration ended it."""
+
+    op: Literal["unloaded"]
+    bytes: list[int]
+    window_ns: int
+    capped: bool
+
+
 Frame: TypeAlias = (Hello | Welcome | DataReady | RunOrder | Done | Refuse | Bare | Goodbye
-                    | EchoReady)
+                    | EchoReady | LoadOrder | LoadReady | LoadDone)
 
 
 class ProtocolError(TransportError):

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from beoperf import __version__, _core, errors, pools, sysinfo
-from beoperf.engines import protocol, register
+from beoperf.engines import protocol, register, tcp_load
 from beoperf.engines.base import Peer, SessionParams, Transport, TransportError, Trial
 from beoperf.engines.tcp_data import (
     CLIENT_ROLE,
@@ -97,6 +97,7 @@ class TcpClient(Transport):
         self.remote_socket: JsonObject = {}
         self.retransmitted = 0  # by the data sockets closed so far (reset)
         self.peer_retransmitted: int | None = None  # the server's, in its last frame
+        self.load: tcp_load.LoadSource | None = None  # --under-load: the bulk load sent
 
     def connect(self) -> JsonObject:
         """setup() then open_data(); a failure closes what was opened and says what it
@@ -234,6 +235,43 @@ class TcpClient(Transport):
                                          f"{self.streams} positive integers")
         return Trial(None, count(done, "elapsed_ns"), count(done, "corrupt", 0), per)
 
+    def start_load(self, write_size: int = tcp_load.DEFAULT_WRITE) -> JsonObject:
+        """--under-load: open the session's load connections (params "load_streams"), have
+        the server drain them, and send on them until stop_load(); the server's "loading"
+        frame (its cap on the load's duration)."""
+        n = int(self.params.get("load_streams") or 0)
+        assert self.ctrl is not None and n > 0 and self.load is None
+        socks: list[socket.socket] = []
+        try:
+            for _ in range(n):
+                sock = connect(self.peer.host, self.peer.port, self.ctrl.family, self.timeout)
+                socks.append(sock)
+                protocol.send_message(sock, {"op": "hello", "role": "data",
+                                             "token": self.token})
+            ready = self._request({"op": "load"}, "loading")
+        except BaseException:
+            for sock in socks:
+                sock.close()
+            raise
+        self.load = tcp_load.LoadSource(socks, write_size, self.timeout)
+        self.load.start()
+        return ready
+
+    def stop_load(self) -> JsonObject:
+        """End the load started by start_load: the server stops draining and says what the
+        load connections delivered ("unloaded"); this end's sockets are closed, whatever
+        happens."""
+        load, self.load = self.load, None
+        assert load is not None
+        load.halt()
+        try:
+            return self._request({"op": "unload"}, "unloaded")
+        finally:
+            load.stop(wait=self.timeout)
+
+    def load_errors(self) -> list[str]:
+        return list(self.load.errors) if self.load else []
+
     def _raise_peer_reason(self, size: int) -> None:
         """The data path broke: if the server said why on the control path, raise that."""
         assert self.ctrl is not None
@@ -282,6 +320,9 @@ class TcpClient(Transport):
         return self.peer_retransmitted
 
     def close(self, abort: bool = False) -> None:
+        if self.load is not None:  # never left sending: closing ends the server's drain too
+            self.load.stop(wait=1.0)
+            self.load = None
         if self.ctrl and not abort:
             with contextlib.suppress(OSError, protocol.ProtocolError):
                 self.ctrl.settimeout(2.0)

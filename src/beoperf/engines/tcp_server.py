@@ -15,7 +15,10 @@ its own thread and every failure ends only that connection.  Floods cost it
 little: handshakes are capped below its descriptor limit, accept backs off when
 descriptors run out (AcceptGate), a session may queue only MAX_DATA_QUEUE data
 connections, and repeated log lines are throttled (LogThrottle); sessions still
-get one log line each.
+get one log line each.  A ping-pong under load (``--under-load``) adds the load
+connections its hello asked for (at most MAX_STREAMS, their drain buffers counted in the
+memory limit), drained only between its "load" and "unload" frames, for max_load_s at
+most, and never past the session's end (``engines/tcp_load.py``).
 
 It also answers the link monitor's probes, which are not sessions (``engines/echo.py``,
 the one home of the echo format, which the probes use too): a TCP connection whose hello
@@ -45,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from beoperf import __version__, _core, pools, sysinfo
-from beoperf.engines import echo, protocol
+from beoperf.engines import echo, protocol, tcp_load
 from beoperf.engines.base import MODES, SessionParams
 from beoperf.engines.protocol import Refusal
 from beoperf.engines.tcp_data import (
@@ -86,6 +89,7 @@ class ServerConfig:
     udp_echo: bool = True  # answer UDP echo probes on the same port
     udp_echo_rate: float = 1 * MiB  # bytes per second echoed over UDP, at most (1/8 per source)
     log_interval: float = 10.0  # repeated log lines of one kind: at most one per interval
+    max_load_s: float = 600.0  # a ping-pong's bulk load (--under-load): drained this long at most
     log: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr,
                                                                   flush=True))
 
@@ -106,7 +110,8 @@ def check_params(params: JsonValue | None, cfg: ServerConfig) -> SessionParams:
     if not isinstance(max_size, int) or max_size < 1:
         raise Refusal("bad-request", f"bad largest message size {max_size!r}")
     streams, reverse = check_streams(params, mode)
-    need = pools.two_buffers(max_size) * streams
+    need = pools.two_buffers(max_size) * streams + \
+        tcp_load.READ_CHUNK * check_load(params, mode)  # the load's drain buffers
     if need > cfg.max_memory:
         raise Refusal("limit", f"largest message {max_size} bytes needs {need} bytes of buffers, "
                                f"more than this server's {pools.mib(cfg.max_memory)} limit; "
@@ -125,7 +130,22 @@ def check_params(params: JsonValue | None, cfg: ServerConfig) -> SessionParams:
             "nocache": bool(params.get("nocache")), "nodelay": bool(params.get("nodelay", True)),
             "sndbuf": sndbuf, "rcvbuf": rcvbuf, "busy_poll": busy_poll,
             "congestion": congestion if isinstance(congestion, str) else None,
-            "server_cpu": server_cpu, "streams": streams, "reverse": reverse}
+            "server_cpu": server_cpu, "streams": streams, "reverse": reverse,
+            "load_streams": check_load(params, mode)}
+
+
+def check_load(params: JsonObject, mode: str) -> int:
+    """The load connections a ping-pong under load asks for (0: none; at most
+    MAX_STREAMS), ping-pong mode only; else a refusal."""
+    load = params.get("load_streams", 0)
+    if not isinstance(load, int) or isinstance(load, bool) or load < 0:
+        raise Refusal("bad-request", f"bad number of load streams {load!r}")
+    if load > MAX_STREAMS:
+        raise Refusal("limit", f"--load-streams {load} is above this server's cap of "
+                               f"{MAX_STREAMS} streams per session")
+    if load and mode != "pingpong":
+        raise Refusal("bad-request", "--under-load is for ping-pong mode only")
+    return load
 
 
 def check_streams(params: JsonObject, mode: str) -> tuple[int, bool]:
@@ -194,8 +214,11 @@ class Session:
         self.cfg = server.cfg
         self.token = secrets.token_hex(16)
         self.streams = int(params.get("streams") or 1)
-        self.data_queue: queue.Queue[socket.socket] = queue.Queue(MAX_DATA_QUEUE
-                                                                  + self.streams - 1)
+        self.load_streams = int(params.get("load_streams") or 0)
+        self.data_queue: queue.Queue[socket.socket] = queue.Queue(
+            MAX_DATA_QUEUE + self.streams - 1 + self.load_streams)
+        self.load: tcp_load.LoadSink | None = None  # --under-load: the bulk load drained
+        self.loads = 0  # load periods run
         self.extra_data = 0  # data connections refused because the queue was full
         self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)  # "one is queued"
         self._qlock = threading.Lock()  # offer() against close(): never write a closed fd
@@ -226,6 +249,8 @@ class Session:
                 self._attach_data()
             elif message["op"] == "run":
                 self._trial(message)
+            elif message["op"] in ("load", "unload"):
+                self._load(message["op"])
             else:
                 raise Refusal("bad-request", f"unexpected op {message['op']!r}")
 
@@ -280,6 +305,38 @@ class Session:
             if self._wake in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.eventfd_read(self._wake)
+
+    def _load(self, op: str) -> None:
+        """--under-load: "load" takes the session's load connections (each opened with a
+        data hello just before) and drains them (tcp_load.LoadSink, at most max_load_s);
+        "unload" stops that and reports what they delivered.  One load at a time."""
+        if op == "load":
+            if not self.load_streams or self.load is not None:
+                raise Refusal("bad-request", "no load connections asked for, or a load "
+                                             "already runs")
+            deadline = time.monotonic() + self.cfg.handshake_timeout
+            socks: list[socket.socket] = []
+            try:
+                for _ in range(self.load_streams):
+                    socks.append(self._wait_data(deadline))
+            except BaseException:
+                for sock in socks:
+                    sock.close()
+                raise
+            self.load = tcp_load.LoadSink(socks, self.cfg.max_load_s, self.cfg.idle_timeout)
+            self.load.start()
+            self.loads += 1
+            protocol.send_message(self.ctrl, {"op": "loading", "streams": len(socks),
+                                              "max_seconds": self.cfg.max_load_s})
+            return
+        if self.load is None:
+            raise Refusal("bad-request", "unload without a load")
+        sink, self.load = self.load, None
+        sink.stop()
+        self.bytes += sum(s.bytes for s in sink.streams)
+        protocol.send_message(self.ctrl, {"op": "unloaded",
+                                          "bytes": [s.bytes for s in sink.streams],
+                                          "window_ns": sink.window_ns(), "capped": sink.capped})
 
     def _pool(self) -> _core.Pool:
         """One pool for the session, for its largest message: every trial runs its own
@@ -353,6 +410,9 @@ class Session:
         return frame
 
     def close(self) -> None:
+        if self.load is not None:  # the session ended under load: the load ends with it
+            self.load.stop(wait=1.0)
+            self.load = None
         self._close_data()
         with self._qlock:
             self._closed = True
@@ -366,6 +426,8 @@ class Session:
         extra = f" extra_data_refused={self.extra_data}" if self.extra_data else ""
         streams = f" streams={self.streams}" if self.streams > 1 else ""
         reverse = " reverse" if self.params.get("reverse") else ""
+        if self.load_streams:
+            reverse += f" load_streams={self.load_streams} loads={self.loads}"
         return (f"mode={self.params['mode']}{streams}{reverse} runs={self.runs} "
                 f"sizes={len(self.sizes)} ({sizes} B) bytes={self.bytes}{extra}")
 

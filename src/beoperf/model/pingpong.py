@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, cast
 
 from beoperf.model import document, jsonvalue
 from beoperf.model.document import Document, DocumentError, JsonObject
@@ -25,8 +25,9 @@ KIND = "pingpong"
 # of positive quantities (both bounds > 0), "interval_note", ci95_within_run_us always;
 # 5: a size may be 0 (an empty message: a time, no throughput); 6: "tail" per size (p50 to
 # p99.99 from a log histogram of the samples, which it keeps), and --streams and --reverse
-# (a size's streams_bps, the parameters streams and reverse)
-VERSION = 6
+# (a size's streams_bps, the parameters streams and reverse); 7: "under_load" (the
+# same sizes measured again while a bulk TCP load ran, and the load's throughput)
+VERSION = 7
 LEGACY_FORMAT = "beoperf.pingpong"
 
 ResultFormatError = DocumentError  # a file that is not a ping-pong result
@@ -109,11 +110,25 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     source: JsonObject | None = None  # None: measured by beoperf; else what was imported
     sweep: JsonObject | None = None  # how the sweep ran: passes, budget, drift ...
+    # --under-load (version 7): {"load": {streams, write_bytes, bytes, window_s,
+    # throughput_bps, capped, ...}, "sizes": [size results, as "sizes"], "status",
+    # "status_reason", "sweep": how the loaded sweep ran}: the same sizes measured while
+    # the load ran ("sizes" holds them without it, measured first in the same session);
+    # None otherwise
+    under_load: JsonObject | None = None
+
+    def loaded_sizes(self) -> list[SizeResult]:
+        """The sizes measured under load (none without --under-load)."""
+        sizes = (self.under_load or {}).get("sizes")
+        return [SizeResult(**cast(dict[str, Any], s)) for s in sizes if isinstance(s, dict)] \
+            if isinstance(sizes, list) else []
 
     def body(self) -> JsonObject:
         """The document body (without the derived summary and analysis)."""
         out: JsonObject = asdict(self)
         del out["meta"]
+        if out.get("under_load") is None:  # left out without --under-load, as before it
+            out.pop("under_load", None)
         sizes = out["sizes"]
         for size in sizes if isinstance(sizes, list) else []:  # one stream: left out, as
             if isinstance(size, dict) and size.get("streams_bps") is None:  # before version 6
@@ -149,7 +164,7 @@ class RunResult:
                    meta=doc.meta, sizes=[SizeResult(**s) for s in b["sizes"]],
                    status=b["status"], status_reason=b.get("status_reason"),
                    warnings=list(b.get("warnings", [])), source=b.get("source"),
-                   sweep=b.get("sweep"))
+                   sweep=b.get("sweep"), under_load=b.get("under_load"))
 
 
 def from_json(doc: Any, source: str = "document") -> RunResult:
@@ -236,6 +251,12 @@ def _v5_to_v6(doc: dict) -> dict:
     return doc
 
 
+def _v6_to_v7(doc: dict) -> dict:
+    """Version 7 adds the optional "under_load" (a ping-pong measured again while a bulk
+    load ran); a version 6 file ran without it, and nothing else changes."""
+    return doc
+
+
 BODY_KEYS = ("parameters", "local", "remote", "sizes", "status", "status_reason", "warnings",
              "source", "summary", "analysis")  # of version 1
 
@@ -258,5 +279,5 @@ def _from_legacy_v1(doc: dict) -> dict:
 
 
 document.register(KIND, VERSION, upgrades={2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5,
-                                         5: _v5_to_v6},
+                                         5: _v5_to_v6, 6: _v6_to_v7},
                   legacy={LEGACY_FORMAT: _from_legacy_v1})

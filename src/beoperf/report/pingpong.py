@@ -10,10 +10,12 @@ history of earlier runs is.
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 from typing import Any
 
-from beoperf.analysis import intervals, tails
+from beoperf.analysis import effect, intervals, tails, under_load
 from beoperf.analysis.curve import CurveAnalysis, analyze_run, latency_name
 from beoperf.analysis.efficiency import efficiency
 from beoperf.analysis.efficiency import text as efficiency_text
@@ -44,6 +46,7 @@ from beoperf.report.answer import (
     plural,
     text_block,
 )
+from beoperf.report.tables import aligned
 
 
 def run_of(doc: Document | RunResult) -> RunResult:
@@ -62,6 +65,7 @@ def text(doc: Document | RunResult, **_options: Any) -> str:
     lines += text_block(lines_of(doc if isinstance(doc, Document) else run.to_document()),
                         "  ")
     lines += streams_lines(run, s.get("peak_size"))
+    lines += under_load_lines(run)
     if "latency_size" in s:
         lines += _latency_lines(run, s)
         lines.append(f"  throughput {s['peak_throughput_bps'] / 1e6:.2f} Mbit/s peak at "
@@ -79,6 +83,68 @@ def text(doc: Document | RunResult, **_options: Any) -> str:
         lines.append(f"  history    {where}")
     lines += conditions.text_lines(run.meta)
     return "\n".join(lines) + "\n"
+
+
+def under_load_lines(run: RunResult) -> list[str]:
+    """--under-load: the answer (the deepest percentile both ways at the smallest size),
+    the load's throughput, then per size the median and tails without the load and with
+    it, and their ratio; none for a run without it."""
+    if run.under_load is None:
+        return []
+    said = under_load.headline(run)
+    lines = [f"  under load {said or 'no size was measured both ways'}",
+             f"  load       {under_load.load_text(run)}"]
+    status = run.under_load.get("status")
+    if status != "complete":
+        lines.append(f"             (the loaded sweep {status}: "
+                     f"{run.under_load.get('status_reason') or 'no reason given'})")
+    shown = ("median", *under_load.COMPARED[1:])
+    verdicts = under_load.median_effects(run)
+    body = [[f"{p.size} B", verdicts[p.size].verdict if p.size in verdicts else "-",
+             *[_both(p, name) for name in shown]] for p in under_load.pairs(run)]
+    if body:
+        header = ["size", "median under load", *[f"{name}: idle -> load" for name in shown]]
+        lines += ["    " + line for line in aligned(header, body, set(range(2, len(header))))]
+        lines += [f"             (one-way times; n/a (n samples) where a side has too few "
+                  f"for it: a percentile p needs {tails.MIN_BEYOND}/(1-p) samples;",
+                  f"             median under load: compare's verdict on the median, "
+                  f"+-{effect.DEFAULT_MARGIN:.0%} margin, every size at once)"]
+    return lines
+
+
+def _both(pair: under_load.Pair, name: str) -> str:
+    """A figure idle and under load, and their ratio: "19.4 us -> 36.2 us x1.87"."""
+    cells = []
+    for loaded in (False, True):
+        value = pair.value(name, loaded)
+        side = pair.loaded if loaded else pair.idle
+        cells.append(under_load.time_text(value) if value is not None else
+                     f"n/a ({tails.samples_of(side.tail):,})")
+    ratio = pair.ratio(name)
+    return f"{cells[0]} -> {cells[1]}" + (f" x{ratio:.3g}" if ratio is not None else "")
+
+
+@renderer("pingpong", "csv")
+def csv_text(doc: Document | RunResult, **_options: Any) -> str:
+    """One row per size and phase ("idle"; "load" under --under-load): samples, median
+    and the tail percentiles (us; empty below the rule, with the sample count beside)."""
+    run = run_of(doc)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["phase", "size_bytes", "samples", "median_us",
+                     *[f"{name}_us" for name, _p in tails.PERCENTILES]])
+    for phase, sizes in (("idle", run.sizes), ("load", run.loaded_sizes())):
+        for z in sizes:
+            median = z.time_us.get("median")
+            writer.writerow([phase, z.size, tails.samples_of(z.tail) or z.samples,
+                             "" if median is None else f"{median:.6g}",
+                             *[_csv_value(tails.value_of(z.tail, name))
+                               for name, _p in tails.PERCENTILES]])
+    return out.getvalue()
+
+
+def _csv_value(value: float | None) -> str:
+    return "" if value is None else f"{value:.6g}"
 
 
 def direction_text(run: RunResult) -> str | None:

@@ -34,7 +34,7 @@ from beoperf.model import jsonvalue
 from beoperf.model.document import Document, JsonObject, make_meta, utc_now
 from beoperf.model.mpi_options import MpiOptions
 from beoperf.model.pingpong import RunResult, SizeResult
-from beoperf.suites import serve
+from beoperf.suites import serve, under_load
 from beoperf.sweep import history as run_history
 from beoperf.sweep.driver import (
     DEFAULT_TIME_BUDGET,
@@ -103,6 +103,8 @@ class Spec:
     link_speed: float | None = None  # bit/s (--link-speed): the efficiency's link; None: the NICs'
     streams: int = 1  # --streams: parallel data connections in stream mode
     reverse: bool = False  # --reverse: the server sends, this end receives (stream mode)
+    under_load: bool = False  # --under-load: the sweep again while a bulk load runs
+    load_streams: int = 1  # --load-streams: the load's connections
 
     def params(self) -> SessionParams:
         """The session parameters both ends agree on (and the result records)."""
@@ -123,6 +125,8 @@ class Spec:
         # records (and sends) neither, as before them, so its history setup is unchanged
         if self.streams != 1 or self.reverse:
             params["streams"], params["reverse"] = self.streams, self.reverse
+        if self.under_load:  # the server opens that many load connections to drain
+            params["load_streams"] = self.load_streams
         return params
 
     def recorded(self, params: SessionParams) -> JsonObject:
@@ -134,6 +138,12 @@ class Spec:
         return out
 
     def sweep(self) -> SweepConfig:
+        """The sweep's settings; with --under-load each of its two sweeps (idle, loaded)
+        has half of the budget."""
+        cfg = self._sweep()
+        return under_load.halved(cfg) if self.under_load else cfg
+
+    def _sweep(self) -> SweepConfig:
         return SweepConfig(sizes=list(self.sizes), mode=self.mode, precision=self.precision,
                            trial_time=self.trial_time, max_time=self.max_time,
                            nocache=self.nocache, time_budget=self.time_budget,
@@ -190,6 +200,7 @@ def validate(spec: Spec) -> None:
         raise errors.BadSpec(f"--port {spec.port} is not a TCP port (0-65535)", HINT)
     _validate_socket(spec)
     _validate_parallel(spec)
+    _validate_load(spec)
 
 
 CLIENT_MAX_STREAMS = 1024  # this end's bound; the server's own cap (tcp_data.MAX_STREAMS) decides
@@ -207,6 +218,21 @@ def _validate_parallel(spec: Spec) -> None:
         raise errors.BadSpec(f"{what} is for --mode stream over the tcp transport", HINT)
     if spec.nocache and spec.streams > 1:
         raise errors.BadSpec("--nocache with --streams is not supported: give one of them", HINT)
+
+
+def _validate_load(spec: Spec) -> None:
+    """--under-load (and --load-streams): a ping-pong over TCP, one data connection."""
+    if not spec.under_load:
+        if spec.load_streams != 1:
+            raise errors.BadSpec("--load-streams needs --under-load", HINT)
+        return
+    if not 1 <= spec.load_streams <= CLIENT_MAX_STREAMS:
+        raise errors.BadSpec(f"--load-streams {spec.load_streams}: give 1 to "
+                             f"{CLIENT_MAX_STREAMS}", HINT)
+    if spec.transport != "tcp" or spec.mode != "pingpong":
+        raise errors.BadSpec("--under-load is for --mode pingpong over the tcp transport", HINT)
+    if spec.streams != 1 or spec.reverse:
+        raise errors.BadSpec("--under-load is not for --streams or --reverse", HINT)
 
 
 def _validate_socket(spec: Spec) -> None:
@@ -325,10 +351,13 @@ def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
     used = jsonvalue.section(local, "interface").get("name")
     watch = around.Watch(used=[used] if isinstance(used, str) else None).start()
     outcome = run_sweep(client, spec.sweep(), on_pass=progress)
+    loaded = under_load.run(client, spec.sweep(), progress) \
+        if spec.under_load and outcome.status == "complete" else None
     if hold is not None:
         hold.enter_context(interrupts.deferred())
     own = client.retransmissions()
-    client.close(abort=outcome.status != "complete")
+    client.close(abort=outcome.status != "complete"
+                 or (loaded is not None and loaded.outcome.status != "complete"))
     conditions, machine_notes = watch.stop(own, client.peer_retransmissions())
     if outcome.status == "complete" and spec.mode != "stream" and not _loopback(host):
         outcome.facts.update(shaper_check(spec, params, host, port))
@@ -348,8 +377,38 @@ def measure(spec: Spec, host: str, port: int, progress: Progress | None = None,
     # after the history: the warnings quote the intervals the summary shows
     result.warnings = [*warnings_of(client.warnings, outcome, spec.precision),
                        *shaper_notes(result, local), *notes, *machine_notes]
+    idle_samples = outcome.samples  # --raw-samples: those of the sweep without load
+    if spec.under_load:
+        outcome = _with_load(result, outcome, loaded)
     return Measured(document(result), result, *_stopped(outcome, spec.transport, host),
-                    samples=outcome.samples)
+                    samples=idle_samples)
+
+
+def _with_load(result: RunResult, outcome: SweepOutcome,
+               loaded: under_load.Loaded | None) -> SweepOutcome:
+    """Put the loaded sweep into the result (``under_load``); the outcome that decides
+    how the run ended: the idle sweep's if it did not complete (then no load ran), else
+    the loaded sweep's when that did not (the run is then interrupted or failed)."""
+    if loaded is None:
+        result.under_load = {"load": {"started": False}, "sizes": [], "status": outcome.status,
+                             "status_reason": "the sweep without load did not complete"}
+        return outcome
+    got = loaded.outcome
+    result.under_load = {"load": loaded.load,
+                         "sizes": [dataclasses.asdict(z) for z in got.sizes],
+                         "status": got.status, "status_reason": got.reason,
+                         "sweep": got.facts}
+    for size in result.under_load["sizes"]:  # type: ignore[union-attr]
+        if isinstance(size, dict) and size.get("streams_bps") is None:
+            size.pop("streams_bps", None)
+    note = loaded.load.get("note")
+    if isinstance(note, str):
+        result.warnings.append(f"under load: {note}")
+    result.warnings += [f"under load: {n}" for n in budget_notes(got.facts, got.status)]
+    if got.status != "complete":
+        result.status, result.status_reason = got.status, f"under load: {got.reason}"
+        return got
+    return outcome
 
 
 def history_notes(result: RunResult, history: History | None, utc: str,

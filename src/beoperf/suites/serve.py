@@ -36,6 +36,7 @@ class Spec:
     idle_timeout: float = 30.0
     handshake_timeout: float = 5.0
     inject_corrupt: int = -1  # test hook
+    max_load_s: float = 600.0  # --max-load-time: a ping-pong's bulk load, drained at most
 
 
 def check_seconds(name: str, value: float) -> None:
@@ -54,6 +55,7 @@ def validate(spec: Spec) -> None:
                              "see 'beoperf COMMAND --help'")
     check_seconds("--idle-timeout", spec.idle_timeout)
     check_seconds("--handshake-timeout", spec.handshake_timeout)
+    check_seconds("--max-load-time", spec.max_load_s)
 
 
 def start(spec: Spec) -> Server:
@@ -61,7 +63,7 @@ def start(spec: Spec) -> Server:
     validate(spec)
     cfg = ServerConfig(bind=spec.bind, port=spec.port, max_memory=spec.max_memory,
                        idle_timeout=spec.idle_timeout, handshake_timeout=spec.handshake_timeout,
-                       inject_corrupt=spec.inject_corrupt)
+                       inject_corrupt=spec.inject_corrupt, max_load_s=spec.max_load_s)
     try:
         return Server(cfg)
     except OSError as exc:

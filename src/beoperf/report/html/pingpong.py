@@ -21,7 +21,7 @@ from beoperf.model import jsonvalue
 from beoperf.model.document import Document, JsonObject
 from beoperf.model.pingpong import DROPPED, RunResult, SizeResult
 from beoperf.report import renderer
-from beoperf.report.html import svg, tails
+from beoperf.report.html import svg, tails, under_load
 from beoperf.report.html.markup import (
     Markup,
     details,
@@ -510,7 +510,7 @@ def html(doc: Document, *, anchor: str = "run", **_options: Any) -> str:
     """The section body of one run."""
     run = run_of(doc)
     a = _analysis(run)
-    parts = []
+    parts = [under_load.answer(run)]
     if a is not None:
         parts += [headline(run, a), model_table(a)]
     else:
@@ -518,6 +518,6 @@ def html(doc: Document, *, anchor: str = "run", **_options: Any) -> str:
     parts += [heading("Conditions"), conditions(run, doc), heading("Graphs"),
               graphs(run, a, anchor),
               tails.section(run, a.latency_size if a is not None else None, anchor),
-              size_table(run)]
+              under_load.section(run, anchor), size_table(run)]
     return join(parts)
 
