@@ -67,6 +67,8 @@ class SessionParams(TypedDict, total=False):
     # (reverse: the server sends, the client receives, as iperf3 -R)
     streams: int
     reverse: bool
+    # --udp (stream mode): datagrams at this rate (bit/s), one trial per size (engines.udp)
+    udp_rate: float
     transport: str
     precision: float
     time_budget: float | None

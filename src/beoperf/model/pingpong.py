@@ -25,8 +25,9 @@ KIND = "pingpong"
 # of positive quantities (both bounds > 0), "interval_note", ci95_within_run_us always;
 # 5: a size may be 0 (an empty message: a time, no throughput); 6: "tail" per size (p50 to
 # p99.99 from a log histogram of the samples, which it keeps), and --streams and --reverse
-# (a size's streams_bps, the parameters streams and reverse)
-VERSION = 6
+# (a size's streams_bps, the parameters streams and reverse); 7: "udp" per size (--udp:
+# goodput, loss, reordering, duplicates and jitter at a paced rate; the parameter udp_rate)
+VERSION = 7
 LEGACY_FORMAT = "beoperf.pingpong"
 
 ResultFormatError = DocumentError  # a file that is not a ping-pong result
@@ -78,6 +79,10 @@ class SizeResult:
     # the size's trials of its bytes over its own loop time; throughput_bps is their sum
     # over the common window (the first stream's start to the last one's end)
     streams_bps: list[float] | None = None
+    # --udp (stream mode, version 7): one trial of datagrams at the rate (engines.udp):
+    # {"rate_bps", "duration_s", "sent", "sent_bps", "received", "lost", "loss",
+    # "duplicates", "reordered", "jitter_us", "goodput_bps"}; throughput_bps is the goodput
+    udp: JsonObject | None = None
 
     def central_time_us(self) -> float:
         """The figure to read: the median, or for imports what the source has."""
@@ -118,6 +123,8 @@ class RunResult:
         for size in sizes if isinstance(sizes, list) else []:  # one stream: left out, as
             if isinstance(size, dict) and size.get("streams_bps") is None:  # before version 6
                 size.pop("streams_bps", None)
+            if isinstance(size, dict) and size.get("udp") is None:  # TCP: as before version 7
+                size.pop("udp", None)
         return out
 
     def to_document(self, derived: JsonObject | None = None) -> Document:
@@ -236,6 +243,12 @@ def _v5_to_v6(doc: dict) -> dict:
     return doc
 
 
+def _v6_to_v7(doc: dict) -> dict:
+    """Version 7 adds the optional "udp" of each size and the parameter udp_rate (--udp); a
+    version 6 file measured TCP only, and nothing else changes."""
+    return doc
+
+
 BODY_KEYS = ("parameters", "local", "remote", "sizes", "status", "status_reason", "warnings",
              "source", "summary", "analysis")  # of version 1
 
@@ -258,5 +271,5 @@ def _from_legacy_v1(doc: dict) -> dict:
 
 
 document.register(KIND, VERSION, upgrades={2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5,
-                                         5: _v5_to_v6},
+                                         5: _v5_to_v6, 6: _v6_to_v7},
                   legacy={LEGACY_FORMAT: _from_legacy_v1})

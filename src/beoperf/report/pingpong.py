@@ -33,7 +33,7 @@ from beoperf.model import jsonvalue
 from beoperf.model.document import Document
 from beoperf.model.netpipe import netpipe_lines
 from beoperf.model.pingpong import RunResult, SizeResult
-from beoperf.report import conditions, renderer
+from beoperf.report import conditions, renderer, udp
 from beoperf.report.answer import (
     PRECISION,
     Level,
@@ -62,7 +62,9 @@ def text(doc: Document | RunResult, **_options: Any) -> str:
     lines += text_block(lines_of(doc if isinstance(doc, Document) else run.to_document()),
                         "  ")
     lines += streams_lines(run, s.get("peak_size"))
-    if "latency_size" in s:
+    if udp.is_udp(run):  # datagrams at a rate: goodput, loss and jitter, not a curve
+        lines += udp.text_lines(run)
+    elif "latency_size" in s:
         lines += _latency_lines(run, s)
         lines.append(f"  throughput {s['peak_throughput_bps'] / 1e6:.2f} Mbit/s peak at "
                      f"{s['peak_size']} B (from the median time)" if s["peak_size"] else
@@ -113,6 +115,20 @@ def streams_lines(run: RunResult, peak_size: int | None = None) -> list[str]:
                f"{max(rates) / 1e6:.2f} Mbit/s (#{fast}, fastest), each over its own time "
                f"(together {sum(rates) / 1e6:.2f})")
     return out
+
+
+@renderer("pingpong", "csv")
+def csv_text(doc: Document | RunResult, **_options: Any) -> str:
+    """A UDP run (--udp): one row per size of its figures; else one row per size of the
+    median time and the throughput from it."""
+    run = run_of(doc)
+    if udp.is_udp(run):
+        return udp.csv_text(run)
+    rows = ["size_bytes,time_median_us,throughput_bps"]
+    for z in run.sizes:
+        t, bps = z.time_us.get("median"), z.throughput_bps.get("from_median")
+        rows.append(f"{z.size},{'' if t is None else t},{'' if bps is None else bps}")
+    return "\n".join(rows) + "\n"
 
 
 @renderer("pingpong", "np")
@@ -271,7 +287,7 @@ def what_is_wrong(doc: Document) -> list[Line]:
                                     f"message(s) at {_sizes(corrupt)}",
                         "check the NIC, its driver and the cable: a network must never "
                         "change data"))
-    out += _collapses(run)
+    out += udp.answer_lines(run) if udp.is_udp(run) else _collapses(run)
     out += from_strings(w for w in run.warnings if not RECOMPUTED.search(w))
     out += precision_lines(run)
     if run.source:

@@ -103,6 +103,7 @@ class Spec:
     link_speed: float | None = None  # bit/s (--link-speed): the efficiency's link; None: the NICs'
     streams: int = 1  # --streams: parallel data connections in stream mode
     reverse: bool = False  # --reverse: the server sends, this end receives (stream mode)
+    udp_rate: float | None = None  # --udp --rate: datagrams at this rate (bit/s; suites.udp)
 
     def params(self) -> SessionParams:
         """The session parameters both ends agree on (and the result records)."""
@@ -123,6 +124,8 @@ class Spec:
         # records (and sends) neither, as before them, so its history setup is unchanged
         if self.streams != 1 or self.reverse:
             params["streams"], params["reverse"] = self.streams, self.reverse
+        if self.udp_rate is not None:
+            params["udp_rate"] = self.udp_rate
         return params
 
     def recorded(self, params: SessionParams) -> JsonObject:

@@ -1,0 +1,245 @@
+"""UDP at a set rate (--udp --rate): on loopback (the document, its views, bad options,
+the server's caps), against a hostile peer at either end (nothing is sent anywhere but
+to the control connection's peer, and nothing from elsewhere is counted), and between
+namespace hosts through a token bucket (the loss its rate implies)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import socket
+import sys
+import threading
+
+import pytest
+
+from beoperf import report
+from beoperf.engines import protocol, udp
+from beoperf.engines.base import Peer
+from beoperf.engines.tcp import TcpClient
+from beoperf.model.pingpong import from_json
+from beoperf.report.pingpong import text
+from helpers import checked, cli, running_server
+from test_netns import start_server, tbf
+
+
+def udp_run(*extra: str) -> dict:
+    res = cli("pingpong", "--mode", "stream", "--udp", "--history", "off", "--json", *extra)
+    assert res.status == 0, res.stderr
+    return checked(res.json)
+
+
+def test_udp_on_loopback_records_goodput_loss_and_jitter():
+    """Two sizes at 20 Mbit/s for half a second each on loopback: every size has its
+    figures, the sender held the rate (sent rate within 5%, datagrams about rate x time),
+    what was lost is what was sent less what arrived, the jitter is positive and finite,
+    and the summary, the CSV and the HTML section open with goodput, loss and jitter."""
+    doc = udp_run("--rate", "20M", "--sizes", "512,1472", "--trial-time", "0.5")
+    body = doc["body"]
+    assert body["parameters"]["udp_rate"] == 20e6
+    for size in body["sizes"]:
+        f = size["udp"]
+        assert f["sent_bps"] == pytest.approx(20e6, rel=0.05), f
+        assert f["sent"] == pytest.approx(20e6 * 0.5 / (8 * size["size"]), rel=0.05)
+        assert f["lost"] == f["sent"] - (f["received"] - f["duplicates"])
+        assert 0 <= f["loss"] <= 1 and f["duplicates"] == 0
+        assert 0 < f["jitter_us"] < math.inf
+        assert size["throughput_bps"]["from_median"] == f["goodput_bps"]
+    run = from_json(doc)
+    summary = text(run)
+    assert "UDP at 20.00 Mbit/s, 1472 B datagrams: goodput" in summary
+    assert "loss" in summary and "jitter" in summary and "RFC 3550" in summary
+    rows = list(csv.DictReader(io.StringIO(report.render(run.to_document(), "csv"))))
+    assert [int(r["size_bytes"]) for r in rows] == [512, 1472]
+    assert all(float(r["jitter_us"]) > 0 for r in rows)
+
+
+def test_udp_writes_a_csv_beside_the_document(tmp_path):
+    res = cli("pingpong", "--mode", "stream", "--udp", "--rate", "5M", "--sizes", "256",
+              "--trial-time", "0.3", "--history", "off", "-o", str(tmp_path / "u"))
+    assert res.status == 0, res.stderr
+    assert (tmp_path / "u.json").exists() and (tmp_path / "u.np").exists()
+    head = (tmp_path / "u.csv").read_text().splitlines()
+    assert head[0].startswith("size_bytes,rate_bps") and head[1].startswith("256,")
+
+
+@pytest.mark.parametrize("argv, words", [
+    (("--mode", "stream", "--udp"), "--udp needs --rate"),
+    (("--mode", "stream", "--rate", "10M"), "--rate is for --udp"),
+    (("--udp", "--rate", "10M"), "--udp is for --mode stream"),
+    (("--mode", "stream", "--udp", "--rate", "fast"), "--rate:"),
+    (("--mode", "stream", "--udp", "--rate", "10M", "--sizes", "8"), "--udp sizes are 24"),
+    (("--mode", "stream", "--udp", "--rate", "10M", "--streams", "2"), "--udp with --streams"),
+    (("--mode", "stream", "--udp", "--rate", "10M", "--trial-time", "100"), "each size's"),
+])
+def test_bad_udp_options_are_one_line_and_exit_2(argv, words):
+    res = cli("pingpong", "--history", "off", *argv)
+    assert res.status == 2, (res.status, res.stderr)
+    assert words in res.stderr and "Traceback" not in res.stderr
+
+
+def test_the_server_refuses_a_rate_above_its_cap_in_one_line():
+    """Twice the server's cap: refused before a datagram is sent, in one line naming the
+    cap; the run failed with no size kept."""
+    res = cli("pingpong", "--mode", "stream", "--udp", "--rate",
+              str(int(2 * udp.MAX_RATE_BPS)), "--sizes", "1472", "--history", "off")
+    assert res.status != 0
+    cap = f"cap of {udp.MAX_RATE_BPS / 1e6:g} Mbit/s"
+    assert len([line for line in res.stderr.splitlines() if cap in line]) == 1, res.stderr
+    assert "Traceback" not in res.stderr
+
+
+# A hostile client, a hostile server
+
+
+def session(port: int) -> TcpClient:
+    client = TcpClient(Peer("127.0.0.1", port), {"mode": "stream", "max_size": 1472,
+                                                 "udp_rate": 1e6})
+    client.connect()
+    return client
+
+
+def ask(ctrl: socket.socket, **fields) -> dict:
+    ctrl.settimeout(5)
+    protocol.send_message(ctrl, {"op": "udp", "size": 64, "rate_bps": 1e6, "duration_s": 0.2,
+                                 **fields})
+    return protocol.recv_message(ctrl)
+
+
+@pytest.mark.parametrize("fields, words", [
+    ({"port": 80}, "not an unprivileged port"),
+    ({"port": 70000}, "not an unprivileged port"),
+    ({"port": "5000"}, "integer size and port"),
+    ({"port": 5000, "rate_bps": float("nan")}, "integer size and port"),
+    ({"port": 5000, "rate_bps": True}, "integer size and port"),
+    ({"port": 5000, "rate_bps": -1}, "cap of"),
+    ({"port": 5000, "duration_s": 1e6}, "cap of"),
+    ({"port": 5000, "size": 8}, "this server takes 24"),
+])
+def test_the_server_refuses_bad_udp_requests(fields, words):
+    with running_server() as srv:
+        client = session(srv.server.port)
+        try:
+            reply = ask(client.ctrl, **fields)
+        finally:
+            client.close(abort=True)
+    assert reply["op"] == "error" and words in reply["reason"], reply
+
+
+def test_the_server_counts_only_the_control_peers_datagrams_and_sends_none():
+    """A request naming another address (extra keys) and a port of this test's: the
+    server's socket is connected to the control connection's peer at that port, so it
+    counts only the datagrams from there (not those sent from another port), and sends
+    nothing to the named port."""
+    with running_server() as srv, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as own, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as other:
+        own.bind(("127.0.0.1", 0))
+        other.bind(("127.0.0.1", 0))
+        own.settimeout(0.3)
+        client = session(srv.server.port)
+        try:
+            ready = ask(client.ctrl, port=own.getsockname()[1], host="198.18.0.99",
+                        address="198.18.0.99")
+            assert ready["op"] == "udp-ready", ready
+            target = ("127.0.0.1", ready["port"])
+            for seq in range(5):
+                datagram = udp.HEADER.pack(ready["tag"], 0, seq, 0) + bytes(40)
+                own.sendto(datagram, target)
+                other.sendto(udp.HEADER.pack(ready["tag"], 0, 100 + seq, 0) + bytes(40), target)
+            protocol.send_message(client.ctrl, {"op": "udp-end", "sent": 5})
+            done = protocol.expect(protocol.recv_message(client.ctrl), "udp-done")
+            with pytest.raises(TimeoutError):
+                own.recvfrom(2048)
+        finally:
+            client.close(abort=True)
+    assert (done["received"], done["distinct"], done["lost"], done["foreign"]) == (5, 5, 0, 0)
+
+
+def fake_server(listener: socket.socket, sink: socket.socket, elsewhere: str) -> None:
+    """A server that names another address in its udp-ready (and counts nothing)."""
+    conn, _ = listener.accept()
+    with conn:
+        conn.settimeout(10)
+        protocol.recv_message(conn)  # hello
+        protocol.send_message(conn, {"op": "welcome", "token": "t", "server": {},
+                                     "limits": {"max_memory": 1 << 26, "max_streams": 1,
+                                                "max_udp_rate_bps": 1e9}})
+        data, _ = listener.accept()
+        protocol.send_message(conn, {"op": "data", "socket": {}, "warnings": [], "cpus": [],
+                                     "pool": {}})
+        protocol.recv_message(conn)  # udp
+        conn.sendall(protocol.encode({"op": "udp-ready", "port": sink.getsockname()[1],  # type: ignore[typeddict-unknown-key]
+                                      "tag": 7, "host": elsewhere, "address": elsewhere}))
+        sent = protocol.recv_message(conn)["sent"]
+        protocol.send_message(conn, {"op": "udp-done", "sent": sent, "received": 0,
+                                     "distinct": 0, "lost": sent, "duplicates": 0,
+                                     "reordered": 0, "bytes": 0, "jitter_ns": 0,
+                                     "window_ns": 0, "foreign": 0})
+        data.close()
+
+
+def test_the_client_sends_only_to_the_control_peer():
+    """A server whose udp-ready names 127.0.0.2: the datagrams go to the control
+    connection's peer (127.0.0.1) at the port given, none to the other address."""
+    with socket.create_server(("127.0.0.1", 0)) as listener, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sink, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as trap:
+        sink.bind(("127.0.0.1", 0))
+        trap.bind(("127.0.0.2", sink.getsockname()[1]))
+        thread = threading.Thread(target=fake_server, args=(listener, sink, "127.0.0.2"),
+                                  daemon=True)
+        thread.start()
+        client = session(listener.getsockname()[1])
+        try:
+            figures = udp.run_trial(client.ctrl, 64, 1e6, 0.2, 5.0)
+        finally:
+            client.close(abort=True)
+        thread.join(5)
+        sink.settimeout(1)
+        trap.settimeout(0.3)
+        assert len(sink.recv(2048)) == 64
+        with pytest.raises(TimeoutError):
+            trap.recv(2048)
+    assert figures["sent"] > 0 and figures["loss"] == 1.0
+
+
+# Between namespace hosts through a token bucket
+
+
+def udp_body(host, *args: str) -> dict:
+    import json
+
+    res = host.run([sys.executable, "-m", "beoperf", "pingpong", "--mode", "stream", "--udp",
+                    *args, "--history", "off", "--json"], check=False, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)["body"]
+
+
+def payload_mbps(rate_mbit: float, size: int) -> float:
+    """UDP payload rate through a shaper of ``rate_mbit``: each datagram of ``size``
+    bytes is a frame of size + 8 (UDP) + 20 (IPv4) + 14 (Ethernet) bytes."""
+    return rate_mbit * size / (size + 42)
+
+
+def test_udp_above_a_token_bucket_loses_what_its_rate_implies(netns_pair):
+    """The client's egress shaped at 20 Mbit/s: sent at 40 for 2 s, the loss is about
+    1 - limit/rate (the burst and the queue let some more through: 0.12 of margin) and
+    the goodput about the limit's payload rate; sent at 5 (well below), nothing is lost.
+    The jitter is positive and finite both times."""
+    server, client = netns_pair
+    tbf(client, "20mbit")
+    start_server(server)
+    size = 1472
+    above = udp_body(client, server.addr4, "--rate", "40M", "--sizes", str(size),
+                     "--trial-time", "2")["sizes"][0]["udp"]
+    below = udp_body(client, server.addr4, "--rate", "5M", "--sizes", str(size),
+                     "--trial-time", "1")["sizes"][0]["udp"]
+    limit = payload_mbps(20, size)
+    implied = 1 - limit / (above["sent_bps"] / 1e6)
+    assert above["loss"] == pytest.approx(implied, abs=0.12), (above, implied)
+    assert above["goodput_bps"] / 1e6 == pytest.approx(limit, rel=0.15), above
+    assert below["loss"] < 0.01, below
+    for f in (above, below):
+        assert 0 < f["jitter_us"] < math.inf
