@@ -54,7 +54,8 @@ MAX_DURATION_S = 30.0  # ... and on its duration
 MAX_PACKETS = 1 << 26  # ... and on its datagrams (the duplicate map: 8 MiB)
 DRAIN_S = 0.25  # after the client's end, datagrams stop for this long: the trial is over
 SPIN_NS = 200_000  # the sender sleeps until this close to its next send, then spins
-RCVBUF = 4 * 1024 * 1024  # asked for at both ends (the kernel may give less)
+RCVBUF = 4 * 1024 * 1024  # asked for at the receiver (the kernel may give less): room for
+# the datagrams that arrive while the server's loop is descheduled
 
 
 @dataclass
@@ -269,12 +270,13 @@ def send_paced(sock: socket.socket, size: int, rate_bps: float, duration_s: floa
 
 
 def client_socket(ctrl: socket.socket) -> socket.socket:
-    """This end's socket: on the control connection's local address."""
+    """This end's socket: on the control connection's local address, with the system's
+    send buffer (as iperf3's): a send blocks while the buffer is full, so a local shaper
+    slower than the rate (a qdisc on this end's interface) holds the sender back rather
+    than dropping, and the rate sent says so."""
     local = ctrl.getsockname()
     sock = socket.socket(ctrl.family, socket.SOCK_DGRAM)
     try:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, RCVBUF)
         sock.bind((local[0], 0, *local[2:]))
     except OSError:
         sock.close()
