@@ -181,6 +181,29 @@ def test_the_server_counts_only_the_control_peers_datagrams_and_sends_none():
     assert (done["received"], done["distinct"], done["lost"], done["foreign"]) == (5, 5, 0, 0)
 
 
+def test_the_server_counts_duplicates_reordering_and_strays():
+    """Datagrams 0, 2, 1, 1, 3 of 5 sent, one with another tag and one too short: five
+    received, four distinct, one duplicate, one reordered (1 after 2), one lost (4), two
+    not the trial's."""
+    with running_server() as srv, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as own:
+        own.bind(("127.0.0.1", 0))
+        client = session(srv.server.port)
+        try:
+            ready = ask(client.ctrl, port=own.getsockname()[1])
+            target = ("127.0.0.1", ready["port"])
+            for seq in (0, 2, 1, 1, 3):
+                own.sendto(udp.HEADER.pack(ready["tag"], 0, seq, seq * 1000) + bytes(40), target)
+            own.sendto(udp.HEADER.pack(ready["tag"] ^ 1, 0, 4, 0) + bytes(40), target)
+            own.sendto(b"short", target)
+            protocol.send_message(client.ctrl, {"op": "udp-end", "sent": 5})
+            done = protocol.expect(protocol.recv_message(client.ctrl), "udp-done")
+        finally:
+            client.close(abort=True)
+    assert (done["received"], done["distinct"], done["duplicates"], done["reordered"],
+            done["lost"], done["foreign"]) == (5, 4, 1, 1, 1, 2), done
+    assert done["bytes"] == 4 * (udp.HEADER.size + 40) and done["jitter_ns"] > 0
+
+
 def fake_server(listener: socket.socket, sink: socket.socket, elsewhere: str) -> None:
     """A server that names another address in its udp-ready (and counts nothing)."""
     conn, _ = listener.accept()

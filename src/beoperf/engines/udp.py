@@ -24,14 +24,17 @@ duplicate.  Jitter is RFC 3550's estimator (section 6.4.1, as iperf3 computes it
 consecutive arrivals the difference D of their transit times (arrival minus send time;
 the two clocks' offset cancels), J += (|D| - J) / 16.
 
-Pacing is in Python (time.monotonic_ns, sleeping to within SPIN_NS of the next send,
-then spinning): a sender behind schedule sends at once until it is back on it, so the
-average rate holds as long as one send costs less than the interval; the client records
-the rate it achieved beside the one asked for.
+The sender and the receiver are in C (``_udp.c``, the GIL released).  The sender paces
+on CLOCK_MONOTONIC, sleeping to within 200 us of the next send, then spinning; behind
+schedule it sends at once until it is back on it, so the average rate holds as long as
+one send costs less than the interval; the client records the rate it achieved beside
+the one asked for.  The receiver counts a slice at a time (SLICE_S), between which the
+server looks for the client's end frame.
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
 import math
 import secrets
@@ -42,6 +45,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from beoperf import _udp
 from beoperf.engines import protocol
 from beoperf.engines.protocol import Refusal
 from beoperf.model.document import JsonObject
@@ -53,64 +57,40 @@ MAX_RATE_BPS = 10_000_000_000  # a server's cap on the rate of a UDP trial (bit/
 MAX_DURATION_S = 30.0  # ... and on its duration
 MAX_PACKETS = 1 << 26  # ... and on its datagrams (the duplicate map: 8 MiB)
 DRAIN_S = 0.25  # after the client's end, datagrams stop for this long: the trial is over
-SPIN_NS = 200_000  # the sender sleeps until this close to its next send, then spins
+SLICE_S = 0.1  # the C receiver returns this often to let the server read its control frames
 RCVBUF = 4 * 1024 * 1024  # asked for at the receiver (the kernel may give less): room for
 # the datagrams that arrive while the server's loop is descheduled
 
 
-@dataclass
-class Received:
-    """What the receiving end counted in one trial."""
-
-    received: int = 0  # datagrams with the trial's tag, duplicates included
-    distinct: int = 0
-    duplicates: int = 0
-    reordered: int = 0
-    bytes: int = 0  # of the distinct datagrams
-    jitter_ns: float = 0.0
-    first_ns: int = 0
-    last_ns: int = 0
-    foreign: int = 0  # datagrams without the trial's tag, or too short
+# the receiver's state between calls of _udp.receive (the order of _udp.c's enum)
+STATE = ("received", "distinct", "duplicates", "reordered", "bytes", "first_ns", "last_ns",
+         "highest", "last_transit", "have_transit", "foreign")
 
 
 class Receiver:
-    """Counts one trial's datagrams as they arrive (sequence numbers below ``limit``)."""
+    """One trial's counts, kept between the C receiver's calls (``_udp.receive``): every
+    datagram with the trial's tag and a sequence number below ``limit``; distinct ones
+    in a bitmap (duplicates), reordered ones (below the highest seen), the RFC 3550
+    jitter over consecutive arrivals; ``foreign`` the others."""
 
     def __init__(self, tag: int, limit: int) -> None:
         self.tag, self.limit = tag, limit
         self.seen = bytearray((limit + 7) // 8)
-        self.highest = -1
-        self.transit: int | None = None
-        self.got = Received()
+        self.state = array.array("q", [0] * _udp.N_STATE)
+        self.state[STATE.index("highest")] = -1
+        self.jitter = array.array("d", [0.0])
 
-    def add(self, data: memoryview, n: int, arrival_ns: int) -> None:
-        got = self.got
-        if n < HEADER.size:
-            got.foreign += 1
-            return
-        tag, _, seq, sent_ns = HEADER.unpack_from(data)
-        if tag != self.tag or seq >= self.limit:
-            got.foreign += 1
-            return
-        got.received += 1
-        byte, bit = seq >> 3, 1 << (seq & 7)
-        if self.seen[byte] & bit:
-            got.duplicates += 1
-            return
-        self.seen[byte] |= bit
-        got.distinct += 1
-        got.bytes += n
-        if seq < self.highest:
-            got.reordered += 1
-        else:
-            self.highest = seq
-        transit = arrival_ns - sent_ns
-        if self.transit is not None:  # RFC 3550 6.4.1
-            got.jitter_ns += (abs(transit - self.transit) - got.jitter_ns) / 16
-        self.transit = transit
-        if got.distinct == 1:
-            got.first_ns = arrival_ns
-        got.last_ns = arrival_ns
+    def take(self, sock: socket.socket, wait_s: float, slice_s: float) -> int:
+        """Count what arrives until none came for ``wait_s`` or ``slice_s`` passed."""
+        return _udp.receive(sock.fileno(), self.tag, self.limit, self.seen, self.state,
+                            self.jitter, max(1, int(wait_s * 1000)), max(1, int(slice_s * 1000)))
+
+    def count(self, name: str) -> int:
+        return self.state[STATE.index(name)]
+
+    @property
+    def jitter_ns(self) -> float:
+        return self.jitter[0]
 
 
 # ----------------------------------------------------------------------- the server
@@ -183,44 +163,36 @@ def serve_trial(ctrl: socket.socket, message: JsonObject, max_size: int,
     with server_socket(ctrl, port) as sock:
         protocol.send_message(ctrl, {"op": "udp-ready", "port": sock.getsockname()[1],
                                      "tag": tag})
-        got, sent = receive(sock, ctrl, Receiver(tag, limit),
-                            time.monotonic() + duration + idle_timeout)
+        rx = Receiver(tag, limit)
+        sent = receive(sock, ctrl, rx, time.monotonic() + duration + idle_timeout)
+    distinct = rx.count("distinct")
     done: protocol.UdpDone = {
-        "op": "udp-done", "sent": sent, "received": got.received, "distinct": got.distinct,
-        "lost": max(0, sent - got.distinct), "duplicates": got.duplicates,
-        "reordered": got.reordered, "bytes": got.bytes, "jitter_ns": round(got.jitter_ns, 1),
-        "window_ns": got.last_ns - got.first_ns, "foreign": got.foreign}
+        "op": "udp-done", "sent": sent, "received": rx.count("received"), "distinct": distinct,
+        "lost": max(0, sent - distinct), "duplicates": rx.count("duplicates"),
+        "reordered": rx.count("reordered"), "bytes": rx.count("bytes"),
+        "jitter_ns": round(rx.jitter_ns, 1),
+        "window_ns": rx.count("last_ns") - rx.count("first_ns"), "foreign": rx.count("foreign")}
     protocol.send_message(ctrl, done)
     return done
 
 
-def receive(sock: socket.socket, ctrl: socket.socket, rx: Receiver,
-            deadline: float) -> tuple[Received, int]:
-    """Count datagrams until the client's "udp-end" has come and none arrived for
-    DRAIN_S; (the counts, the client's sent count).  TimeoutError past ``deadline``."""
-    buf = bytearray(MAX_SIZE + 1)
-    view = memoryview(buf)
+def receive(sock: socket.socket, ctrl: socket.socket, rx: Receiver, deadline: float) -> int:
+    """Count datagrams (in C, a slice at a time) until the client's "udp-end" has come and
+    none arrived for DRAIN_S; the client's sent count.  TimeoutError past ``deadline``."""
     sent: int | None = None
     quiet_since = time.monotonic()
     while True:
-        try:
-            n = sock.recv_into(buf)
-        except (BlockingIOError, InterruptedError):
-            now = time.monotonic()
-            if sent is not None and now - quiet_since >= DRAIN_S:
-                return rx.got, sent
-            if now > deadline:
-                raise TimeoutError("the UDP trial did not end in time") from None
-            ready, _, _ = select.select([sock, ctrl] if sent is None else [sock], [], [],
-                                        DRAIN_S / 5)
-            if ctrl in ready:
-                sent = _end_of(protocol.recv_message(ctrl, now + 5.0), rx.limit)
-                quiet_since = time.monotonic()
-            continue
-        except ConnectionRefusedError:  # an ICMP error for the connected peer: not data
-            continue
-        rx.add(view, n, time.monotonic_ns())
-        quiet_since = time.monotonic()
+        got = rx.take(sock, DRAIN_S / 5, SLICE_S)
+        now = time.monotonic()
+        if got:
+            quiet_since = now
+        elif sent is not None and now - quiet_since >= DRAIN_S:
+            return sent
+        if now > deadline:
+            raise TimeoutError("the UDP trial did not end in time")
+        if sent is None and select.select([ctrl], [], [], 0)[0]:
+            sent = _end_of(protocol.recv_message(ctrl, now + 5.0), rx.limit)
+            quiet_since = time.monotonic()
 
 
 def _end_of(message: JsonObject, limit: int) -> int:
@@ -244,29 +216,10 @@ class Sent:
 def send_paced(sock: socket.socket, size: int, rate_bps: float, duration_s: float,
                tag: int) -> Sent:
     """Datagrams of ``size`` bytes at ``rate_bps`` for ``duration_s`` on a connected
-    socket; a sender behind schedule sends at once until it is back on it."""
-    buf = bytearray(size)
-    interval = 8e9 * size / rate_bps
-    pack, send, now_ns = HEADER.pack_into, sock.send, time.monotonic_ns
-    start = now_ns()
-    end = start + int(duration_s * 1e9)
-    seq, due = 0, float(start)
-    while True:
-        now = now_ns()
-        if now >= end:
-            break
-        if now < due:
-            if due - now > SPIN_NS:
-                time.sleep((due - now - SPIN_NS) / 1e9)
-            continue
-        pack(buf, 0, tag, 0, seq, now)
-        try:
-            send(buf)
-        except (BlockingIOError, ConnectionRefusedError, InterruptedError):
-            continue  # full buffer, or an ICMP error: this datagram is sent again
-        seq += 1
-        due += interval
-    return Sent(seq, now_ns() - start)
+    socket, paced in C (``_udp.send_paced``): a sender behind schedule sends at once
+    until it is back on it."""
+    count, elapsed = _udp.send_paced(sock.fileno(), size, rate_bps, duration_s, tag)
+    return Sent(count, elapsed)
 
 
 def client_socket(ctrl: socket.socket) -> socket.socket:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 
-HELPERS = {"markup", "page", "style", "svg", "tails"}  # tails: a part of the ping-pong view
+HELPERS = {"markup", "page", "style", "svg", "tails", "udp"}  # tails, udp: in the ping-pong view
 VIEWS = ("beoperf.report.html.audit", "beoperf.report.html.cluster",
          "beoperf.report.html.cluster_mpi", "beoperf.report.html.comparison",
          "beoperf.report.html.monitor", "beoperf.report.html.node",
