@@ -18,7 +18,6 @@
 
 #define HEADER_BYTES 24
 #define MAX_DATAGRAM 65536
-#define SPIN_NS 200000LL /* sleep until this close to the next send, then spin */
 
 /* the receiver's state, an array of int64 the caller keeps between calls */
 enum { RECEIVED, DISTINCT, DUPLICATES, REORDERED, BYTES, FIRST_NS, LAST_NS, HIGHEST,
@@ -84,16 +83,12 @@ static PyObject *udp_send_paced(PyObject *self, PyObject *args)
         now = now_ns();
         if (now >= end)
             break;
-        if ((double)now < due) {
+        if ((double)now < due) { /* sleep, never spin: the receiver may share the CPUs */
             int64_t wait = (int64_t)(due - (double)now);
-            if (wait > SPIN_NS) {
-                struct timespec ts = {0, (long)(wait - SPIN_NS)};
-                ts.tv_sec = ts.tv_nsec / 1000000000L;
-                ts.tv_nsec %= 1000000000L;
-                if (nanosleep(&ts, NULL) < 0 && errno == EINTR && check_signals(&save) < 0) {
-                    raised = 1;
-                    break;
-                }
+            struct timespec ts = {(time_t)(wait / 1000000000LL), (long)(wait % 1000000000LL)};
+            if (nanosleep(&ts, NULL) < 0 && errno == EINTR && check_signals(&save) < 0) {
+                raised = 1;
+                break;
             }
             continue;
         }

@@ -25,10 +25,13 @@ consecutive arrivals the difference D of their transit times (arrival minus send
 the two clocks' offset cancels), J += (|D| - J) / 16.
 
 The sender and the receiver are in C (``_udp.c``, the GIL released).  The sender paces
-on CLOCK_MONOTONIC, sleeping to within 200 us of the next send, then spinning; behind
-schedule it sends at once until it is back on it, so the average rate holds as long as
-one send costs less than the interval; the client records the rate it achieved beside
-the one asked for.  The receiver counts a slice at a time (SLICE_S), between which the
+on CLOCK_MONOTONIC, sleeping until the next send is due (never spinning, which on a
+machine of two CPUs took one from the receiver and doubled the jitter it read); a
+sleep that overshoots leaves it behind schedule, and behind schedule it sends at once
+until it is back on it, so the average rate holds as long as one send costs less than
+the interval; the datagram's time is read just before its send, so the sleep's
+imprecision is not jitter.  The client records the rate it achieved beside the one
+asked for.  The receiver counts a slice at a time (SLICE_S), between which the
 server looks for the client's end frame.
 """
 
