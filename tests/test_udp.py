@@ -322,3 +322,17 @@ def test_a_shaper_on_the_senders_own_interface_holds_it_back_and_says_so(netns_p
     f = body["sizes"][0]["udp"]
     assert f["sent_bps"] < 0.6 * 30e6 and f["loss"] < 0.05, f
     assert any("could not send faster" in w for w in body["warnings"]), body["warnings"]
+
+
+def test_compare_names_the_udp_rate_two_runs_differ_in(tmp_path):
+    for rate in ("5M", "10M"):
+        res = cli("pingpong", "--mode", "stream", "--udp", "--rate", rate, "--sizes", "512",
+                  "--trial-time", "0.3", "--history", "off", "-o", str(tmp_path / rate))
+        assert res.status == 0, res.stderr
+    res = cli("compare", str(tmp_path / "5M.json"), str(tmp_path / "10M.json"),
+              "--format", "json")
+    assert res.status == 0, res.stderr
+    rows = checked(res.json)["body"]["rows"]
+    (row,) = [r for r in rows if not r["baseline"]]
+    assert any(d.startswith("udp_rate") for d in row["differs"]), row["differs"]
+    assert "udp@10Mbit/s" in row["label"]

@@ -141,6 +141,8 @@ class RunResult:
         extras += [k for k in ("nocache", "integrity") if p.get(k)]
         extras += [f"streams={p['streams']}"] if (p.get("streams") or 1) != 1 else []
         extras += ["reverse"] if p.get("reverse") else []
+        rate = p.get("udp_rate")
+        extras += [f"udp@{rate / 1e6:g}Mbit/s"] if isinstance(rate, int | float) else []
         mtu = jsonvalue.section(self.local, "interface").get("mtu")
         mtu_text = f" mtu{mtu}" if mtu else ""
         return f"{p.get('mode', '?')} {peer}{mtu_text}" + "".join(f" {e}" for e in extras)
