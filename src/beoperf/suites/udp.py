@@ -101,8 +101,8 @@ def measure(spec: Spec, host: str, port: int,
                      clock=dict(sysinfo.clock_facts(), overhead_ns=_core.clock_overhead_ns(1000)))
     result = RunResult(parameters=spec.recorded(params), local=local, remote=remote, meta=meta,
                        sizes=rows, status=status,
-                       status_reason=str(error) if error else "interrupted" if interrupt
-                       else None)
+                       status_reason=str(error) if error else
+                       interrupts.reason(interrupt) if interrupt else None)
     result.warnings = [*client.warnings, *short_of_rate(rows)]
     return Measured(document(result), result, error, interrupt)
 
