@@ -29,7 +29,9 @@ on CLOCK_MONOTONIC, sleeping until the next send is due (never spinning, which o
 machine of two CPUs took one from the receiver and doubled the jitter it read); a
 sleep that overshoots leaves it behind schedule, and behind schedule it sends at once
 until it is back on it, so the average rate holds as long as one send costs less than
-the interval; the datagram's time is read just before its send, so the sleep's
+the interval; a sender more than 2 ms behind (descheduled) forgets the rest of its
+backlog, so that no catch-up burst overflows the bottleneck by itself (the rate sent
+then falls short, and says so); the datagram's time is read just before its send, so the sleep's
 imprecision is not jitter.  The client records the rate it achieved beside the one
 asked for.  The receiver counts a slice at a time (SLICE_S), between which the
 server looks for the client's end frame.
