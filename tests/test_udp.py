@@ -218,6 +218,19 @@ def test_the_server_counts_duplicates_reordering_and_strays():
     assert done["bytes"] == 4 * (udp.HEADER.size + 40) and done["jitter_ns"] > 0
 
 
+def test_socket_drops_counts_what_a_full_receive_buffer_dropped():
+    """A socket with the smallest receive buffer, sent 200 datagrams it never reads: the
+    kernel's count of its drops is what the server reports as receiver_drops."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
+        rx.bind(("127.0.0.1", 0))
+        assert udp.socket_drops(rx) == 0
+        for _ in range(200):
+            tx.sendto(bytes(1000), rx.getsockname())
+        assert 0 < udp.socket_drops(rx) < 200
+
+
 def fake_server(listener: socket.socket, sink: socket.socket, elsewhere: str) -> None:
     """A server that names another address in its udp-ready (and counts nothing)."""
     conn, _ = listener.accept()

@@ -18,10 +18,6 @@
 
 #define HEADER_BYTES 24
 #define MAX_DATAGRAM 65536
-/* a sender further behind schedule than this (descheduled, say) forgets the rest of its
- * backlog: it catches up in a burst of at most this long's datagrams, never in one
- * that would overflow the bottleneck's queue by itself */
-#define MAX_BEHIND_NS 2000000.0
 
 /* the receiver's state, an array of int64 the caller keeps between calls */
 enum { RECEIVED, DISTINCT, DUPLICATES, REORDERED, BYTES, FIRST_NS, LAST_NS, HIGHEST,
@@ -96,8 +92,6 @@ static PyObject *udp_send_paced(PyObject *self, PyObject *args)
             }
             continue;
         }
-        if (due < (double)now - MAX_BEHIND_NS)
-            due = (double)now - MAX_BEHIND_NS;
         put_be(buf, tag, 4);
         put_be(buf + 8, seq, 8);
         put_be(buf + 16, (uint64_t)now, 8);

@@ -156,6 +156,7 @@ class UdpDone(TypedDict):
     jitter_ns: float
     window_ns: int
     foreign: int
+    receiver_drops: NotRequired[int]  # dropped at the server's full socket buffer
 
 
 Frame: TypeAlias = (Hello | Welcome | DataReady | RunOrder | Done | Refuse | Bare | Goodbye

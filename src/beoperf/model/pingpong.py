@@ -81,7 +81,8 @@ class SizeResult:
     streams_bps: list[float] | None = None
     # --udp (stream mode, version 7): one trial of datagrams at the rate (engines.udp):
     # {"rate_bps", "duration_s", "sent", "sent_bps", "received", "lost", "loss",
-    # "duplicates", "reordered", "jitter_us", "goodput_bps"}; throughput_bps is the goodput
+    # "duplicates", "reordered", "jitter_us", "goodput_bps", "receiver_drops": of the lost,
+    # those the receiving socket dropped (None: not known)}; throughput_bps is the goodput
     udp: JsonObject | None = None
 
     def central_time_us(self) -> float:

@@ -14,9 +14,9 @@ from beoperf.report.answer import Level, Line
 
 LOSS_WARN = 0.01  # a loss above this share of what was sent is a warning in the answer
 HEADER = ("size_bytes", "rate_bps", "sent_bps", "goodput_bps", "sent", "received", "lost",
-          "loss", "reordered", "duplicates", "jitter_us", "duration_s")
+          "loss", "reordered", "duplicates", "jitter_us", "duration_s", "receiver_drops")
 TABLE_HEADER = ("size", "rate Mbit/s", "sent Mbit/s", "goodput Mbit/s", "loss", "lost/sent",
-                "reordered", "dup", "jitter us")
+                "rcv drops", "reordered", "dup", "jitter us")
 
 
 def is_udp(run: RunResult) -> bool:
@@ -34,6 +34,11 @@ def _mbit(value: float | None) -> str:
 def loss_text(figures: dict) -> str:
     loss = jsonvalue.number(figures, "loss")
     return f"{loss * 100:.2f}%" if loss is not None else "n/a"
+
+
+def drops_text(figures: dict) -> str:
+    drops = figures.get("receiver_drops")
+    return str(drops) if isinstance(drops, int) else "?"
 
 
 def headline(run: RunResult) -> str:
@@ -57,7 +62,7 @@ def table_rows(run: RunResult) -> list[list[str]]:
         rows.append([str(s.size), _mbit(jsonvalue.number(f, "rate_bps")),
                      _mbit(jsonvalue.number(f, "sent_bps")),
                      _mbit(jsonvalue.number(f, "goodput_bps")), loss_text(f),
-                     f"{f.get('lost')}/{f.get('sent')}", str(f.get("reordered")),
+                     f"{f.get('lost')}/{f.get('sent')}", drops_text(f), str(f.get("reordered")),
                      str(f.get("duplicates")), f"{jsonvalue.number(f, 'jitter_us') or 0.0:.1f}"])
     return rows
 
@@ -70,8 +75,9 @@ def text_lines(run: RunResult) -> list[str]:
     rows = [list(TABLE_HEADER), *table_rows(run)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(TABLE_HEADER))]
     out += ["  " + "  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    out.append("  (loss: lost / sent from sequence numbers; goodput: the distinct datagrams' "
-               "bytes over the receiver's first-to-last arrival)")
+    out.append("  (loss: lost / sent from sequence numbers, rcv drops those the receiving "
+               "socket dropped; goodput: the distinct datagrams' bytes over the receiver's "
+               "first-to-last arrival)")
     return out
 
 
@@ -87,10 +93,18 @@ def csv_text(run: RunResult) -> str:
 
 
 def answer_lines(run: RunResult) -> list[Line]:
-    """A warning for each size that lost more than LOSS_WARN of what it sent."""
+    """A warning for each size that lost more than LOSS_WARN of what it sent, and for each
+    whose receiving socket dropped datagrams (the receiver's loss, not the network's)."""
     out = []
     for s in udp_sizes(run):
         f = s.udp or {}
+        drops = f.get("receiver_drops")
+        if isinstance(drops, int) and drops > 0:
+            out.append(Line(Level.WARN, f"UDP {s.size} B: {drops} of the {f.get('lost')} "
+                                        "datagrams lost were dropped by the receiving socket "
+                                        "(its buffer full: the server fell behind), not by "
+                                        "the network",
+                            "measure again on a quieter receiver, or at a lower rate"))
         loss = jsonvalue.number(f, "loss")
         if loss is not None and loss > LOSS_WARN:
             out.append(Line(Level.WARN, f"UDP loss {loss * 100:.1f}% at {s.size} B and "

@@ -7,7 +7,7 @@ from __future__ import annotations
 from beoperf.model import jsonvalue
 from beoperf.model.pingpong import RunResult
 from beoperf.report.html.markup import Markup, num, table
-from beoperf.report.udp import loss_text, udp_sizes
+from beoperf.report.udp import drops_text, loss_text, udp_sizes
 from beoperf.units import format_rate
 
 
@@ -31,7 +31,8 @@ def headline(run: RunResult) -> Markup:
     rows = [("goodput", _rate(jsonvalue.number(f, "goodput_bps"), _key(i, "goodput_bps")),
              "the distinct datagrams' bytes over the receiver's first-to-last arrival"),
             ("loss", num(jsonvalue.number(f, "loss"), loss_text(f), _key(i, "loss")),
-             f"{f.get('lost')} of {f.get('sent')} datagrams lost (sequence numbers); "
+             f"{f.get('lost')} of {f.get('sent')} datagrams lost (sequence numbers), "
+             f"{drops_text(f)} of them dropped by the receiving socket; "
              f"{f.get('reordered')} reordered, {f.get('duplicates')} duplicated"),
             ("jitter", num(jitter, f"{jitter or 0.0:.1f} µs", _key(i, "jitter_us")),
              "RFC 3550's estimator over the transit-time differences (as iperf3)"),
@@ -50,8 +51,10 @@ def size_table(run: RunResult) -> Markup:
                      _rate(jsonvalue.number(f, "sent_bps"), _key(i, "sent_bps")),
                      _rate(jsonvalue.number(f, "goodput_bps"), _key(i, "goodput_bps")),
                      num(jsonvalue.number(f, "loss"), loss_text(f), _key(i, "loss")),
-                     f.get("sent"), f.get("lost"), f.get("reordered"), f.get("duplicates"),
+                     f.get("sent"), f.get("lost"), drops_text(f), f.get("reordered"),
+                     f.get("duplicates"),
                      f"{jsonvalue.number(f, 'jitter_us') or 0.0:.1f}"])
     return table(["size B", "rate", "sent", "goodput", "loss", "datagrams", "lost",
-                  "reordered", "duplicates", "jitter µs"], rows, numeric=range(0, 10),
+                  "receiver drops", "reordered", "duplicates", "jitter µs"], rows,
+                 numeric=range(0, 11),
                  caption="Every size: one trial of datagrams at the rate")
