@@ -155,7 +155,7 @@ def test_json_to_stdout_summary_to_stderr():
                   "--time-budget", "2")  # what is written, not how precise: no 20 s needed
     assert res.status == 0, res.stderr
     doc = res.json
-    assert (doc["format"], doc["kind"], doc["schema_version"]) == ("beoperf", "pingpong", 6)
+    assert (doc["format"], doc["kind"], doc["schema_version"]) == ("beoperf", "pingpong", 7)
     assert doc["meta"]["command_line"][:2] == ["beoperf", "pingpong"]
     body = doc["body"]
     assert [s["size"] for s in body["sizes"]] == [1, 1024]
