@@ -124,7 +124,7 @@ static PyObject *udp_send_paced(PyObject *self, PyObject *args)
     return Py_BuildValue("KL", (unsigned long long)seq, (long long)(now - start));
 }
 
-/* One datagram into the state (Receiver.add in engines/udp.py, the same rules). */
+/* One datagram into the state (the rules: engines/udp.py's module docstring). */
 static void count(const unsigned char *d, ssize_t n, int64_t arrival, uint32_t tag,
                   uint64_t limit, unsigned char *seen, int64_t *st, double *jitter)
 {
