@@ -32,6 +32,12 @@ setup(
             libraries=["dl"],
             extra_compile_args=FLAGS,
         ),
+        # UDP at a rate (engines/udp.py): the paced sender and the counting receiver
+        Extension(
+            "beoperf._udp",
+            sources=["src/beoperf/_udp.c"],
+            extra_compile_args=FLAGS,
+        ),
         Extension(
             "beoperf._node",
             sources=["src/beoperf/_node.c", "src/beoperf/csrc/loops.c",

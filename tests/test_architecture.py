@@ -14,7 +14,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parent.parent / "src" / "beoperf"
 
 BASE = {"beoperf", "units", "safeio", "interrupts", "procwait", "sysinfo", "pools", "_core",
-        "_mpi", "_node", "errors"}
+        "_mpi", "_node", "_udp", "errors"}
 ALLOWED: dict[str, set[str]] = {
     **{name: BASE for name in BASE},
     "model": BASE | {"model"},
@@ -45,7 +45,7 @@ def package_of(path: Path) -> str:
 
 def is_module(name: str) -> bool:
     return (SRC / f"{name}.py").exists() or (SRC / name).is_dir() or \
-        name in ("_core", "_mpi", "_node")
+        name in ("_core", "_mpi", "_node", "_udp")
 
 
 def imported_packages(path: Path) -> set[str]:

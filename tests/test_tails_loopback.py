@@ -27,7 +27,7 @@ def test_loopback_tails_match_the_raw_samples(tmp_path):
               "--history", "off", "-o", str(tmp_path / "run"), "--raw-samples", str(raw))
     assert res.status == 0, res.stderr
     doc = json.loads((tmp_path / "run.json").read_text())
-    assert doc["schema_version"] == 7
+    assert doc["schema_version"] >= 6  # tails since version 6
     size = doc["body"]["sizes"][0]
     tail, n = size["tail"], size["samples"]
     assert n >= 2 * tails.min_samples(0.999), f"only {n} samples in 4 s of 64 B round trips"

@@ -276,6 +276,8 @@ def settings_of(run: RunResult) -> dict[str, object]:
     # --streams and --reverse (stream mode): absent in a run of one stream forward
     found["streams"] = run.parameters.get("streams") or 1
     found["reverse"] = bool(run.parameters.get("reverse"))
+    # --udp --rate (stream mode): absent in a TCP run
+    found["udp_rate"] = run.parameters.get("udp_rate")
     found["peer"] = str(run.meta.get("peer", "")).split(" port ")[0] or None
     for part, key in FACTS:
         section = run.local.get(part) if isinstance(run.local, dict) else None

@@ -23,7 +23,7 @@ from beoperf.cli.progress import Progress
 from beoperf.model.document import Document
 from beoperf.model.pingpong import RunResult
 from beoperf.report import conditions
-from beoperf.suites import mpi_pingpong, pingpong
+from beoperf.suites import mpi_pingpong, pingpong, udp
 from beoperf.suites.pingpong import MODES, Measured
 
 EXAMPLES = """examples:
@@ -62,7 +62,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     out = p.add_argument_group("output")
     out.add_argument("-o", "--output", metavar="PREFIX",
                      help="write PREFIX.json, PREFIX.np and PREFIX.csv (median and tail "
-                          "percentiles per size, per phase with --under-load)")
+                          "percentiles per size, per phase with --under-load; with --udp "
+                          "goodput, loss and jitter per size)")
     out.add_argument("--json", action="store_true", help="print the result document to stdout")
     raw_samples.add_option(out)
     out.add_argument("--sweep", metavar="KEY=V1,V2,...",
@@ -140,6 +141,13 @@ def _add_mode_options(p: argparse.ArgumentParser) -> None:
                         "load's throughput; each half of the time budget")
     g.add_argument("--load-streams", type=int, default=1, metavar="N",
                    help="--under-load: the load's TCP connections (default 1)")
+    g.add_argument("--udp", action="store_true",
+                   help="--mode stream: UDP datagrams at --rate, one trial per size (default "
+                        f"sizes {','.join(map(str, udp.DEFAULT_SIZES))}; --trial-time: each "
+                        f"size's seconds, default {udp.TRIAL_S:g}): goodput, loss, reordering "
+                        "and RFC 3550 jitter (iperf3 -u); the server caps rate and duration")
+    g.add_argument("--rate", metavar="RATE",
+                   help="with --udp: the sending rate in bit/s, SI, e.g. 100M, 1G")
     g.add_argument("--cpu", metavar="N[,M]|none",
                    help="pin this end to CPU N (and the server to M); without a host the "
                         "embedded server and this end go on two CPUs unless 'none'")
@@ -153,7 +161,26 @@ def _congestion(args: argparse.Namespace) -> str | None:
     return None if name.lower() == "system" else name
 
 
+def _udp_rate(args: argparse.Namespace) -> float | None:
+    """--rate (bit/s) with --udp; either without the other is a usage error."""
+    if not args.udp:
+        if args.rate is not None:
+            raise UsageError("--rate is for --udp (TCP's rate is what the link gives)")
+        return None
+    if args.rate is None:
+        raise UsageError("--udp needs --rate, e.g. --rate 100M (bit/s)")
+    try:
+        rate = units.parse_rate(args.rate)
+    except ValueError as exc:
+        raise UsageError(f"--rate: {exc}") from None
+    if not rate > 0:
+        raise UsageError(f"--rate {args.rate}: give a rate above 0")
+    return rate
+
+
 def _sizes(args: argparse.Namespace) -> list[int]:
+    if args.udp and args.sizes is None:
+        return list(udp.DEFAULT_SIZES)
     try:
         if args.sizes is not None:  # '' is a mistake, not "the default sweep"
             return pingpong.explicit_schedule(args.sizes)
@@ -201,7 +228,9 @@ def spec_from(args: argparse.Namespace) -> pingpong.Spec:
     sizes = _sizes(args)
     client_cpu, server_cpu = _cpus(args.cpu)
     budget = _budget(args.time_budget)
+    udp_rate = _udp_rate(args)
     trial_time = args.trial_time if args.trial_time is not None else \
+        udp.TRIAL_S if udp_rate is not None else \
         pingpong.default_trial_time(sizes, budget, args.max_time)
     return pingpong.Spec(
         sizes=tuple(sizes), host=args.host, port=args.port, family=args.family,
@@ -220,6 +249,7 @@ def spec_from(args: argparse.Namespace) -> pingpong.Spec:
         streams=getattr(args, "streams", 1), reverse=bool(getattr(args, "reverse", False)),
         under_load=bool(getattr(args, "under_load", False)),
         load_streams=getattr(args, "load_streams", 1),
+        udp_rate=udp_rate,
         mpi=mpi_options.mpi_options_from(args, mpi_pingpong.hosts_from(args.hosts,
                                                                         args.hostfile)))
 
@@ -234,6 +264,8 @@ def run(args: argparse.Namespace) -> int:
             measured = mpi_pingpong.run(spec, progress.advance, hold)
             if measured is None:  # a rank other than 0: rank 0 reports
                 return ExitStatus.OK
+        elif spec.udp_rate is not None:
+            measured = udp.run(spec, None, hold)
         else:
             measured = pingpong.run(spec, progress.advance, hold)
         progress.__exit__(None, None, None)  # the bar gone before anything is printed
@@ -359,6 +391,8 @@ def run_config_sweep(args: argparse.Namespace) -> int:
     value; the total is said before the first starts.  A stop (Ctrl-C, SIGTERM) keeps
     every value completed and writes their comparison."""
     key, texts = parse_sweep(args.sweep)
+    if getattr(args, "udp", False):
+        raise UsageError("--sweep with --udp is not supported: one --rate per run")
     if not args.output:
         raise UsageError("--sweep writes one result per configuration: give -o PREFIX",
                          "a single run without -o is kept in the runs directory")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import textwrap
 
 from beoperf import __version__, units
 from beoperf.cli import ExitStatus, UsageError
@@ -21,7 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Serve one test session at a time (others are told the "
                                    "server is busy; sessions go in turns by client "
                                    "address); bounded and safe to leave running.",
-                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=EXAMPLES + "\n" + textwrap.fill(serve.UDP_CAPS, 79),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bind", default="::", metavar="ADDR",
                    help="address to listen on (default: all, IPv6 and IPv4)")
     p.add_argument("--port", type=int, default=serve.DEFAULT_PORT,

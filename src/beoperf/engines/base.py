@@ -69,6 +69,8 @@ class SessionParams(TypedDict, total=False):
     reverse: bool
     # ping-pong under load: bulk load connections beside the data connection (0: none)
     load_streams: int
+    # --udp (stream mode): datagrams at this rate (bit/s), one trial per size (engines.udp)
+    udp_rate: float
     transport: str
     precision: float
     time_budget: float | None

@@ -140,8 +140,54 @@ class LoadDone(TypedDict):
     capped: bool
 
 
+class UdpRequest(TypedDict):
+    """A UDP trial (engines/udp.py): datagrams of size bytes at rate_bps for duration_s,
+    from the client's UDP port at the control connection's address (no frame names an
+    address: each end sends to the control connection's peer only)."""
+
+    op: Literal["udp"]
+    size: int
+    rate_bps: float
+    duration_s: float
+    port: int
+
+
+class UdpReady(TypedDict):
+    """The server's UDP socket for the trial: its port, and the tag every datagram bears."""
+
+    op: Literal["udp-ready"]
+    port: int
+    tag: int
+
+
+class UdpEnd(TypedDict):
+    """The client has sent its datagrams: how many."""
+
+    op: Literal["udp-end"]
+    sent: int
+
+
+class UdpDone(TypedDict):
+    """What the server counted: datagrams (distinct, duplicates, reordered, not the
+    trial's), their bytes, the window from the first to the last arrival, the jitter."""
+
+    op: Literal["udp-done"]
+    sent: int
+    received: int
+    distinct: int
+    lost: int
+    duplicates: int
+    reordered: int
+    bytes: int
+    jitter_ns: float
+    window_ns: int
+    foreign: int
+    receiver_drops: NotRequired[int]  # dropped at the server's full socket buffer
+
+
 Frame: TypeAlias = (Hello | Welcome | DataReady | RunOrder | Done | Refuse | Bare | Goodbye
-                    | EchoReady | LoadOrder | LoadReady | LoadDone)
+                    | EchoReady | LoadOrder | LoadReady | LoadDone | UdpRequest | UdpReady
+                    | UdpEnd | UdpDone)
 
 
 class ProtocolError(TransportError):

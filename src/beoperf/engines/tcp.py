@@ -94,6 +94,7 @@ class TcpClient(Transport):
         self.streams = int(params.get("streams") or 1)
         self.token = ""
         self.remote: JsonObject = {}
+        self.limits: JsonObject = {}  # the server's, from its welcome
         self.remote_socket: JsonObject = {}
         self.retransmitted = 0  # by the data sockets closed so far (reset)
         self.peer_retransmitted: int | None = None  # the server's, in its last frame
@@ -146,6 +147,7 @@ class TcpClient(Transport):
                 f"{self.timeout:g} s") from None
         self.token = str(welcome.get("token", ""))
         self.remote = jsonvalue.section(welcome, "server")
+        self.limits = jsonvalue.section(welcome, "limits")
         self._check_parallel(welcome)
         return self.remote
 

@@ -63,6 +63,8 @@ from beoperf.engines.tcp_data import (
     set_io_timeout,
     wire_size,
 )
+from beoperf.engines.udp import MAX_RATE_BPS as UDP_MAX_RATE_BPS
+from beoperf.engines.udp import serve_trial as serve_udp_trial
 from beoperf.model.document import JsonObject, JsonValue
 from beoperf.sysinfo import counters
 
@@ -237,7 +239,8 @@ class Session:
     def run(self) -> None:
         protocol.send_message(self.ctrl, {
             "op": "welcome", "token": self.token, "server": self.server.facts(),
-            "limits": {"max_memory": self.cfg.max_memory, "max_streams": MAX_STREAMS}})
+            "limits": {"max_memory": self.cfg.max_memory, "max_streams": MAX_STREAMS,
+                       "max_udp_rate_bps": UDP_MAX_RATE_BPS}})
         self._attach_data()
         while True:
             message = protocol.recv_message(self.ctrl, time.monotonic() + self.cfg.idle_timeout)
@@ -251,6 +254,8 @@ class Session:
                 self._trial(message)
             elif message["op"] in ("load", "unload"):
                 self._load(message["op"])
+            elif message["op"] == "udp":
+                self._udp_trial(message)
             else:
                 raise Refusal("bad-request", f"unexpected op {message['op']!r}")
 
@@ -369,6 +374,17 @@ class Session:
         self.runs += 1
         self.bytes += size * reps
         self.sizes.add(size)
+
+    def _udp_trial(self, message: JsonObject) -> None:
+        """A UDP trial at a rate (engines/udp.py): received from the control connection's
+        peer only, within the server's caps on rate and duration."""
+        done = serve_udp_trial(self.ctrl, message, self.params["max_size"],
+                               self.cfg.idle_timeout)
+        self.runs += 1
+        self.bytes += done["bytes"]
+        size = message.get("size")
+        if isinstance(size, int):  # it is: serve_udp_trial checked it
+            self.sizes.add(size)
 
     def _parallel_trial(self, size: int, reps: int, seq0: int) -> None:
         """A trial on every stream at once (run_parallel): as the receiver (forward) the

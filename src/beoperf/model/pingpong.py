@@ -26,7 +26,9 @@ KIND = "pingpong"
 # 5: a size may be 0 (an empty message: a time, no throughput); 6: "tail" per size (p50 to
 # p99.99 from a log histogram of the samples, which it keeps), and --streams and --reverse
 # (a size's streams_bps, the parameters streams and reverse); 7: "under_load" (the
-# same sizes measured again while a bulk TCP load ran, and the load's throughput)
+# same sizes measured again while a bulk TCP load ran, and the load's throughput), and
+# "udp" per size (--udp: goodput, loss, reordering, duplicates and jitter at a paced
+# rate; the parameter udp_rate)
 VERSION = 7
 LEGACY_FORMAT = "beoperf.pingpong"
 
@@ -79,6 +81,11 @@ class SizeResult:
     # the size's trials of its bytes over its own loop time; throughput_bps is their sum
     # over the common window (the first stream's start to the last one's end)
     streams_bps: list[float] | None = None
+    # --udp (stream mode, version 7): one trial of datagrams at the rate (engines.udp):
+    # {"rate_bps", "duration_s", "sent", "sent_bps", "received", "lost", "loss",
+    # "duplicates", "reordered", "jitter_us", "goodput_bps", "receiver_drops": of the lost,
+    # those the receiving socket dropped (None: not known)}; throughput_bps is the goodput
+    udp: JsonObject | None = None
 
     def central_time_us(self) -> float:
         """The figure to read: the median, or for imports what the source has."""
@@ -133,6 +140,8 @@ class RunResult:
         for size in sizes if isinstance(sizes, list) else []:  # one stream: left out, as
             if isinstance(size, dict) and size.get("streams_bps") is None:  # before version 6
                 size.pop("streams_bps", None)
+            if isinstance(size, dict) and size.get("udp") is None:  # TCP: as before version 7
+                size.pop("udp", None)
         return out
 
     def to_document(self, derived: JsonObject | None = None) -> Document:
@@ -149,6 +158,8 @@ class RunResult:
         extras += [k for k in ("nocache", "integrity") if p.get(k)]
         extras += [f"streams={p['streams']}"] if (p.get("streams") or 1) != 1 else []
         extras += ["reverse"] if p.get("reverse") else []
+        rate = p.get("udp_rate")
+        extras += [f"udp@{rate / 1e6:g}Mbit/s"] if isinstance(rate, int | float) else []
         mtu = jsonvalue.section(self.local, "interface").get("mtu")
         mtu_text = f" mtu{mtu}" if mtu else ""
         return f"{p.get('mode', '?')} {peer}{mtu_text}" + "".join(f" {e}" for e in extras)
@@ -253,7 +264,8 @@ def _v5_to_v6(doc: dict) -> dict:
 
 def _v6_to_v7(doc: dict) -> dict:
     """Version 7 adds the optional "under_load" (a ping-pong measured again while a bulk
-    load ran); a version 6 file ran without it, and nothing else changes."""
+    load ran), the optional "udp" of each size and the parameter udp_rate (--udp); a
+    version 6 file ran without them, and nothing else changes."""
     return doc
 
 

@@ -35,7 +35,7 @@ from beoperf.model import jsonvalue
 from beoperf.model.document import Document
 from beoperf.model.netpipe import netpipe_lines
 from beoperf.model.pingpong import RunResult, SizeResult
-from beoperf.report import conditions, renderer
+from beoperf.report import conditions, renderer, udp
 from beoperf.report.answer import (
     PRECISION,
     Level,
@@ -66,7 +66,9 @@ def text(doc: Document | RunResult, **_options: Any) -> str:
                         "  ")
     lines += streams_lines(run, s.get("peak_size"))
     lines += under_load_lines(run)
-    if "latency_size" in s:
+    if udp.is_udp(run):  # datagrams at a rate: goodput, loss and jitter, not a curve
+        lines += udp.text_lines(run)
+    elif "latency_size" in s:
         lines += _latency_lines(run, s)
         lines.append(f"  throughput {s['peak_throughput_bps'] / 1e6:.2f} Mbit/s peak at "
                      f"{s['peak_size']} B (from the median time)" if s["peak_size"] else
@@ -127,8 +129,11 @@ def _both(pair: under_load.Pair, name: str) -> str:
 @renderer("pingpong", "csv")
 def csv_text(doc: Document | RunResult, **_options: Any) -> str:
     """One row per size and phase ("idle"; "load" under --under-load): samples, median
-    and the tail percentiles (us; empty below the rule, with the sample count beside)."""
+    and the tail percentiles (us; empty below the rule, with the sample count beside).
+    A UDP run (--udp): one row per size of its figures (report.udp)."""
     run = run_of(doc)
+    if udp.is_udp(run):
+        return udp.csv_text(run)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["phase", "size_bytes", "samples", "median_us",
@@ -337,7 +342,7 @@ def what_is_wrong(doc: Document) -> list[Line]:
                                     f"message(s) at {_sizes(corrupt)}",
                         "check the NIC, its driver and the cable: a network must never "
                         "change data"))
-    out += _collapses(run)
+    out += udp.answer_lines(run) if udp.is_udp(run) else _collapses(run)
     out += from_strings(w for w in run.warnings if not RECOMPUTED.search(w))
     out += precision_lines(run)
     if run.source:

@@ -105,6 +105,7 @@ class Spec:
     reverse: bool = False  # --reverse: the server sends, this end receives (stream mode)
     under_load: bool = False  # --under-load: the sweep again while a bulk load runs
     load_streams: int = 1  # --load-streams: the load's connections
+    udp_rate: float | None = None  # --udp --rate: datagrams at this rate (bit/s; suites.udp)
 
     def params(self) -> SessionParams:
         """The session parameters both ends agree on (and the result records)."""
@@ -127,6 +128,8 @@ class Spec:
             params["streams"], params["reverse"] = self.streams, self.reverse
         if self.under_load:  # the server opens that many load connections to drain
             params["load_streams"] = self.load_streams
+        if self.udp_rate is not None:
+            params["udp_rate"] = self.udp_rate
         return params
 
     def recorded(self, params: SessionParams) -> JsonObject:

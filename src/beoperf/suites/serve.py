@@ -19,13 +19,18 @@ from dataclasses import dataclass
 from typing import IO
 
 from beoperf import errors
-from beoperf.engines import protocol
+from beoperf.engines import protocol, udp
 from beoperf.engines.tcp_server import MiB, Server, ServerConfig
 from beoperf.launch import job
 
 DEFAULT_PORT = protocol.DEFAULT_PORT
 MAX_MEMORY = 64 * 1024 * MiB
 MAX_SECONDS = 2**31 / 1000.0  # what a millisecond timeout in a C int can hold
+# what `beoperf serve --help` says of its caps on a UDP trial (engines/udp.py)
+UDP_CAPS = (f"A UDP trial ('pingpong --udp') may ask for at most {udp.MAX_RATE_BPS / 1e9:g} "
+            f"Gbit/s, {udp.MAX_DURATION_S:g} s and {udp.MAX_PACKETS} datagrams (more is "
+            "refused); its datagrams are taken only from the session's own client address, "
+            "and the server never sends UDP for it.")
 
 
 @dataclass(frozen=True)

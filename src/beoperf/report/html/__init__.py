@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import importlib
 
-HELPERS = {"markup", "page", "style", "svg", "tails",
-           "under_load"}  # tails, under_load: parts of the ping-pong view
+HELPERS = {"markup", "page", "style", "svg", "tails", "udp",
+           "under_load"}  # tails, udp, under_load: parts of the ping-pong view
 VIEWS = ("beoperf.report.html.audit", "beoperf.report.html.cluster",
          "beoperf.report.html.cluster_mpi", "beoperf.report.html.comparison",
          "beoperf.report.html.monitor", "beoperf.report.html.node",

@@ -21,7 +21,7 @@ from beoperf.model import jsonvalue
 from beoperf.model.document import Document, JsonObject
 from beoperf.model.pingpong import DROPPED, RunResult, SizeResult
 from beoperf.report import renderer
-from beoperf.report.html import svg, tails, under_load
+from beoperf.report.html import svg, tails, udp, under_load
 from beoperf.report.html.markup import (
     Markup,
     details,
@@ -78,6 +78,8 @@ def title(doc: Document, **_options: Any) -> str:
         peer = str(doc.meta.get("peer", "?")).split(" port ")[0]
     mtu = jsonvalue.section(run.local, "interface").get("mtu")
     streams = direction_text(run)
+    if p.get("udp_rate") is not None:
+        streams = f"UDP at {format_rate(float(p['udp_rate']))}"  # type: ignore[arg-type]
     return (f"Ping-pong {p.get('mode', '?')} over {p.get('transport', 'tcp')}: {here} to "
             f"{peer}" + (f", MTU {mtu}" if mtu else "") + (f", {streams}" if streams else ""))
 
@@ -509,6 +511,9 @@ def _mbps(v: float | None) -> str:
 def html(doc: Document, *, anchor: str = "run", **_options: Any) -> str:
     """The section body of one run."""
     run = run_of(doc)
+    if run.parameters.get("udp_rate") is not None:  # --udp: goodput, loss and jitter
+        return join([udp.headline(run), heading("Conditions"), conditions(run, doc),
+                     udp.size_table(run)])
     a = _analysis(run)
     parts = [under_load.answer(run)]
     if a is not None:
