@@ -98,7 +98,10 @@ def test_an_incast_reaches_the_receivers_rate_not_the_senders_sum(cluster):
     # parallel test phase; one sender read 8.6 MB/s of the 12.5 at a load average of 8.5)
     for agg in (one, two, three):
         assert 0.3 * LINK < agg <= ABOVE * LINK, (one, two, three)
-    assert 0.6 * one <= two <= 1.3 * one and 0.6 * one <= three <= 1.3 * one, \
+    # more senders never bring the receiver more than its link: not 2x or 3x one sender's
+    # (no upper bound relative to one sender: in a CI run's busy phase one sender read
+    # 8.7 MB/s, CPU-bound, and two 11.7, the link's rate)
+    assert two <= ABOVE * LINK and three <= ABOVE * LINK and 0.6 * one <= min(two, three), \
         (one, two, three)
     # the senders share it: while the slowest ran, every sender's bytes passed the
     # receiver's link (their own rates may sum to more: one that finished early ran

@@ -278,7 +278,7 @@ def test_a_sizes_statistics_by_hand():
         "corrupt": 3, "trial_medians_us": [2.0, 3.0, 4.0, 4.0, 2.0, 6.0],
         "ci95_us": [low, high], "ci95_median_us": [2.0, 6.0],
         "ci95_within_run_us": [low, high], "trial_passes": [0, 1, 2, 3, 4, 5],
-        "interval_note": None, "streams_bps": None,
+        "interval_note": None, "streams_bps": None, "udp": None,
         # 18 samples: below the 20 (10 / (1 - 0.5)) that even p50 needs; bucket k holds
         # [1.01^k, 1.01^(k+1)) ns: 1 us in 694 (ln 1000 / ln 1.01 = 694.2), 2 us in 763, 3 in
         # 804, 4 in 833, 5 in 855, 6 in 874, 7 in 889, 9 in 915
