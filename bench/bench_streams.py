@@ -14,7 +14,8 @@ version is printed with the figures.
 
 Usage (root, about a minute at the defaults)::
 
-    python bench/bench_streams.py [--streams 4] [--rate 100mbit] [--rounds 2] [--time 5]
+    python bench/bench_streams.py [--streams 4] [--rate 100mbit|none] [--size 1M]
+                                  [--rounds 2] [--time 5]
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ def wait_listening(proc: subprocess.Popen, what: str) -> None:
         raise SystemExit(f"{what} did not start: {line!r}")
 
 
-def beoperf_round(client: netns.Host, addr: str, streams: int) -> dict:
+def beoperf_round(client: netns.Host, addr: str, streams: int, size: str) -> dict:
     cmd = [sys.executable, "-m", "beoperf", "pingpong", addr, "--port", str(PORT_BEOPERF),
-           "--mode", "stream", "--streams", str(streams), "--sizes", "1M", "--time-budget",
+           "--mode", "stream", "--streams", str(streams), "--sizes", size, "--time-budget",
            "10", "--history", "off", "--json"]
     started = time.monotonic()
     res = client.run(cmd, check=False, timeout=300)
@@ -54,18 +55,20 @@ def beoperf_round(client: netns.Host, addr: str, streams: int) -> dict:
         raise SystemExit(f"beoperf failed: {res.stderr.strip()}")
     body = json.loads(res.stdout)["body"]
     (size,) = body["sizes"]
-    return {"bps": size["throughput_bps"]["from_median"], "streams_bps": size["streams_bps"],
+    bps = size["throughput_bps"]["from_median"]
+    return {"bps": bps, "streams_bps": size.get("streams_bps") or [bps],
             "mss": body["local"]["socket"]["mss"], "mtu": body["local"]["interface"]["mtu"],
             "wall_s": round(time.monotonic() - started, 1), "cmd": " ".join(cmd[1:])}
 
 
-def iperf3_round(server: netns.Host, client: netns.Host, streams: int, seconds: int) -> dict:
+def iperf3_round(server: netns.Host, client: netns.Host, streams: int, seconds: int,
+                 size: str) -> dict:
     srv = server.popen(["iperf3", "-s", "-1", "-p", str(PORT_IPERF)],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.5)
         cmd = ["iperf3", "-c", server.addr4, "-p", str(PORT_IPERF), "-P", str(streams), "-t",
-               str(seconds), "-l", "1M", "-J"]
+               str(seconds), "-l", size, "-J"]
         res = client.run(cmd, check=False, timeout=seconds + 60)
     finally:
         srv.wait(timeout=30)
@@ -80,7 +83,10 @@ def iperf3_round(server: netns.Host, client: netns.Host, streams: int, seconds: 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--streams", type=int, default=4)
-    ap.add_argument("--rate", default="100mbit")
+    ap.add_argument("--rate", default="100mbit",
+                    help="tbf rate both ways, or 'none' for the bare veth pair")
+    ap.add_argument("--size", default="1M",
+                    help="write size: beoperf --sizes and iperf3 -l (binary suffixes: 1M, 128K)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--time", type=int, default=5, help="iperf3 -t seconds")
     args = ap.parse_args()
@@ -93,25 +99,29 @@ def main() -> int:
     rows = []
     with netns.VethPair(2) as topo:
         server, client = topo.hosts
-        shape(server, args.rate)
-        shape(client, args.rate)
+        if args.rate != "none":
+            shape(server, args.rate)
+            shape(client, args.rate)
         serve = server.popen([sys.executable, "-m", "beoperf", "serve", "--port",
                               str(PORT_BEOPERF)], stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, text=True)
         wait_listening(serve, "beoperf serve")
         try:
             for _ in range(args.rounds):
-                beo = beoperf_round(client, server.addr4, args.streams)
-                ipf = iperf3_round(server, client, args.streams, args.time)
+                beo = beoperf_round(client, server.addr4, args.streams, args.size)
+                ipf = iperf3_round(server, client, args.streams, args.time, args.size)
                 rows.append({"beoperf": beo, "iperf3": ipf})
         finally:
             serve.terminate()
             serve.wait(timeout=10)
     load1 = Path("/proc/loadavg").read_text().split()[:3]
-    rate_bps = netns.rate_bytes_per_sec(args.rate) * 8
     mss, mtu = rows[0]["beoperf"]["mss"], rows[0]["beoperf"]["mtu"]
-    limit = rate_bps * mss / (mtu + 14)
-    print(f"{version}; tbf {args.rate} both ways, burst 256kb; --streams {args.streams} vs "
+    if args.rate == "none":
+        limit_text, link = "n/a", "a bare veth pair"
+    else:
+        limit_text = f"{netns.rate_bytes_per_sec(args.rate) * 8 * mss / (mtu + 14) / 1e6:.2f}"
+        link = f"tbf {args.rate} both ways, burst 256kb"
+    print(f"{version}; {link}; writes of {args.size}; --streams {args.streams} vs "
           f"-P {args.streams}; load average {' '.join(load0)} before, {' '.join(load1)} after")
     print("| round | beoperf SUM, Mbit/s | per stream | iperf3 SUM, Mbit/s | per stream | "
           "ratio | goodput limit |")
@@ -121,7 +131,7 @@ def main() -> int:
         spread = [f"{min(x['streams_bps']) / 1e6:.1f}..{max(x['streams_bps']) / 1e6:.1f}"
                   for x in (b, p)]
         print(f"| {i} | {b['bps'] / 1e6:.2f} | {spread[0]} | {p['bps'] / 1e6:.2f} | {spread[1]} "
-              f"| {b['bps'] / p['bps']:.3f} | {limit / 1e6:.2f} |")
+              f"| {b['bps'] / p['bps']:.3f} | {limit_text} |")
     ratio = statistics.median(r["beoperf"]["bps"] / r["iperf3"]["bps"] for r in rows)
     print(f"median ratio beoperf / iperf3: {ratio:.3f}")
     print(f"commands: {rows[0]['beoperf']['cmd']}  |  {rows[0]['iperf3']['cmd']}")
