@@ -21,8 +21,8 @@
 
 static PyObject *MpiError;
 
-int beo_rma_add_type(PyObject *module); /* _mpirma.c: the one-sided loops */
-int beo_coll_add_type(PyObject *module); /* _mpicoll.c: the collectives */
+extern PyTypeObject beo_rma_type;  /* _mpirma.c: the one-sided loops */
+extern PyTypeObject beo_coll_type; /* _mpicoll.c: the collectives */
 
 typedef struct {
     PyObject_HEAD
@@ -442,22 +442,35 @@ static struct PyModuleDef mpi_module = {
     NULL, NULL, NULL, NULL,
 };
 
+/* Ready `type` and add it to the module as `name`; -1 with an exception set. */
+static int add_type(PyObject *module, const char *name, PyTypeObject *type)
+{
+    if (PyType_Ready(type) < 0)
+        return -1;
+    Py_INCREF(type);
+    if (PyModule_AddObject(module, name, (PyObject *)type) < 0) {
+        Py_DECREF(type);
+        return -1;
+    }
+    return 0;
+}
+
 PyMODINIT_FUNC PyInit__mpi(void)
 {
-    if (PyType_Ready(&LibraryType) < 0)
-        return NULL;
     PyObject *m = PyModule_Create(&mpi_module);
     if (!m)
         return NULL;
     MpiError = PyErr_NewException("beoperf._mpi.MpiError", PyExc_RuntimeError, NULL);
-    Py_INCREF(&LibraryType);
-    if (!MpiError || PyModule_AddObject(m, "Library", (PyObject *)&LibraryType) < 0 ||
-        PyModule_AddObject(m, "MpiError", MpiError) < 0 || beo_coll_add_type(m) < 0) {
+    if (!MpiError || add_type(m, "Library", &LibraryType) < 0 ||
+        add_type(m, "Collectives", &beo_coll_type) < 0 || add_type(m, "Rma", &beo_rma_type) < 0) {
+        Py_XDECREF(MpiError);
         Py_DECREF(m);
         return NULL;
     }
     Py_INCREF(MpiError);
-    if (beo_rma_add_type(m) < 0) {
+    if (PyModule_AddObject(m, "MpiError", MpiError) < 0) {
+        Py_DECREF(MpiError);
+        Py_DECREF(MpiError);
         Py_DECREF(m);
         return NULL;
     }

@@ -4,7 +4,7 @@
  * dlopen'ed with RTLD_NOLOAD); Collectives.run(...) runs one timed loop with the GIL
  * released, after checking that the buffers hold what the collective reads and writes
  * (sizes from the library's own MPI_Comm_size and MPI_Type_size).  Registered in
- * beoperf._mpi by beo_coll_add_type.
+ * beoperf._mpi as beo_coll_type (added to the module by _mpi.c's PyInit).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -16,7 +16,7 @@
 #include "beo_coll.h"
 #include "beo_mpi.h"
 
-int beo_coll_add_type(PyObject *module);
+extern PyTypeObject beo_coll_type;
 
 typedef struct {
     PyObject_HEAD
@@ -181,7 +181,7 @@ static PyMethodDef Coll_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject CollType = {
+PyTypeObject beo_coll_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "beoperf._mpi.Collectives",
     .tp_basicsize = sizeof(CollObject),
@@ -192,15 +192,3 @@ static PyTypeObject CollType = {
     .tp_dealloc = (destructor)Coll_dealloc,
     .tp_methods = Coll_methods,
 };
-
-int beo_coll_add_type(PyObject *module)
-{
-    if (PyType_Ready(&CollType) < 0)
-        return -1;
-    Py_INCREF(&CollType);
-    if (PyModule_AddObject(module, "Collectives", (PyObject *)&CollType) < 0) {
-        Py_DECREF(&CollType);
-        return -1;
-    }
-    return 0;
-}

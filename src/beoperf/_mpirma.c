@@ -1,6 +1,6 @@
 /*
  * CPython binding over csrc/mpirma.c, part of the beoperf._mpi extension (its PyInit
- * calls beo_rma_add_type): Rma(path, handle_size) binds the one-sided functions of the
+ * adds beo_rma_type to the module): Rma(path, handle_size) binds the one-sided functions of the
  * MPI library mpi4py loaded (path: mpi4py's MPI extension module, dlopen'ed with
  * RTLD_NOLOAD, as _mpi.Library does); Rma.run(...) runs one trial with the GIL released.
  */
@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "beo_rma.h"
+
+extern PyTypeObject beo_rma_type;
 
 typedef struct {
     PyObject_HEAD
@@ -141,7 +143,7 @@ static PyMethodDef Rma_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject RmaType = {
+PyTypeObject beo_rma_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "beoperf._mpi.Rma",
     .tp_basicsize = sizeof(RmaObject),
@@ -152,15 +154,3 @@ static PyTypeObject RmaType = {
     .tp_dealloc = (destructor)Rma_dealloc,
     .tp_methods = Rma_methods,
 };
-
-int beo_rma_add_type(PyObject *module)
-{
-    if (PyType_Ready(&RmaType) < 0)
-        return -1;
-    Py_INCREF(&RmaType);
-    if (PyModule_AddObject(module, "Rma", (PyObject *)&RmaType) < 0) {
-        Py_DECREF(&RmaType);
-        return -1;
-    }
-    return 0;
-}
