@@ -261,6 +261,9 @@ def run(argv: list[str], env: dict[str, str], timeout: float, out: Path) -> str:
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, err = proc.communicate()
         HUNG.append(" ".join(argv))
+    except BaseException:  # interrupted: the job in its own session must not live on
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
     out.write_text(stdout + ("\n# stderr:\n" + err if err.strip() else ""))
     if proc.returncode not in (0, -9):
         raise BenchError(f"{' '.join(argv[:6])}... exited {proc.returncode}: "
