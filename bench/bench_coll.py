@@ -63,7 +63,6 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO / "src"))
 
 from bench_pingpong import LoadSampler  # noqa: E402
 
@@ -71,6 +70,7 @@ import netns  # noqa: E402
 from beoperf.launch.base import LaunchSpec  # noqa: E402
 from beoperf.launch.mpirun import Mpich, OpenMpi  # noqa: E402
 from beoperf.model import coll_import  # noqa: E402
+from helpers import child_env  # noqa: E402
 from mpi_helpers import write_agent  # noqa: E402
 
 OPS = ("allreduce", "alltoall", "bcast")
@@ -252,7 +252,7 @@ HUNG: list[str] = []
 def run(argv: list[str], env: dict[str, str], timeout: float, out: Path) -> str:
     """Run in a process group of its own (killed whole at the timeout, and noted); its
     standard output, also written to OUT."""
-    full = os.environ | env | {"PYTHONPATH": str(REPO / "src")}
+    full = child_env(os.environ | env)  # a child beoperf imports this one
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=full, start_new_session=True)
     try:
