@@ -363,7 +363,8 @@ def beoperf_round(place: Place, impl: str, np_: int, budget: float, raw: Path,
         t = p["t_avg_s"]
         out[f"{p['op']}/{p['size']}"] = {
             "avg_s": t["median"], "ci_low_s": t.get("ci_low"), "ci_high_s": t.get("ci_high"),
-            "trials": p["trials"], "calls": p["calls"], "corrupt": p["corrupt"]}
+            "trial_min_s": t["min"], "trial_max_s": t["max"], "trials": p["trials"],
+            "calls": p["calls"], "corrupt": p["corrupt"], "checked": p["checked"]}
     return out
 
 
