@@ -411,14 +411,22 @@ def median_of(rounds: list[dict], tool: str, key: str) -> float | None:
     return statistics.median(got) if got else None
 
 
+def least_of(rounds: list[dict], tool: str, key: str) -> float | None:
+    """The tool's fastest round (NetPIPE's statistic over rounds: on a VM whose vCPUs
+    change placement between runs, the rounds in its fastest state)."""
+    got = [r[tool][key]["avg_s"] for r in rounds if r[tool].get(key, {}).get("avg_s")]
+    return min(got) if got else None
+
+
 def markdown(results: dict) -> str:
     lines = []
     for where, by_np in results["runs"].items():
         lines += [f"\n**{where}** (figures: medians over the rounds; per round: beoperf / "
                   f"OSU / IMB, us)\n",
                   "| test | np | size | beoperf t_avg us [95% interval] | OSU avg us | "
-                  "IMB t_avg us | beoperf/OSU | beoperf/IMB | OSU/IMB | rounds |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+                  "IMB t_avg us | beoperf/OSU | beoperf/IMB | OSU/IMB | fastest rounds: "
+                  "beoperf/OSU, beoperf/IMB | rounds |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
         for np_, rounds in by_np.items():
             for op in OPS:
                 for size in SIZES:
@@ -431,9 +439,10 @@ def markdown(results: dict) -> str:
                     per = "; ".join(" / ".join(us(r[t].get(key, {}).get("avg_s"))
                                                for t in ("beoperf", "osu", "imb"))
                                     for r in rounds)
+                    fb, fo, fi = (least_of(rounds, t, key) for t in ("beoperf", "osu", "imb"))
                     lines.append(f"| {op} | {np_} | {size} | {us(b)} [{us(lo)}, {us(hi)}] | "
                                  f"{us(o)} | {us(i)} | {ratio(b, o)} | {ratio(b, i)} | "
-                                 f"{ratio(o, i)} | {per} |")
+                                 f"{ratio(o, i)} | {ratio(fb, fo)}, {ratio(fb, fi)} | {per} |")
         loads = [(r["load_before"], r["load_after"]) for rs in by_np.values() for r in rs]
         lines.append("\nLoad average (1 min) before/after each round: "
                      + ", ".join(f"{a:.2f}/{b:.2f}" for a, b in loads))
