@@ -9,9 +9,10 @@ that both see the same machine:
 - OSU: ``osu_allreduce|osu_alltoall|osu_bcast -m S:S -i I -x W -f`` per size (one job
   a collective and size; allreduce on MPI_FLOAT with ``-T mpi_float`` where the version
   has it); its "Avg Latency" is the mean over the ranks of each rank's mean time per call;
-- IMB: ``IMB-MPI1 -npmin NP -msglen FILE -iter I -iter_policy off -sync on Allreduce
-  Alltoall Bcast`` per size (one job a size: the iterations are OSU's for that size);
-  its t_avg[usec] is the same statistic;
+- IMB: ``IMB-MPI1 -npmin NP -msglen FILE -iter I -iter_policy off -sync on
+  -red_data_type double Allreduce Alltoall Bcast`` per size (one job a size: the
+  iterations are OSU's for that size; reductions on MPI_DOUBLE as beoperf's, where the
+  version has the option); its t_avg[usec] is the same statistic;
 - beoperf: ``beoperf cluster coll --ops ... --sizes ... --time-budget B`` (one job for
   all collectives and sizes); its t_avg is the median over the precision loop's trials of
   each trial's mean over the ranks of each rank's mean time per call, with its 95%
@@ -187,6 +188,13 @@ def osu_binaries(tree: Path) -> dict[str, Path]:
     return out
 
 
+def imb_has_red_types(tree: Path) -> bool:
+    """Whether this IMB takes -red_data_type (IMB 2019 on): its reductions then sum
+    MPI_DOUBLEs as beoperf's do, else MPI_FLOATs."""
+    return any("red_data_type" in p.read_text(errors="replace")
+               for p in tree.rglob("MPI1_suite.cpp"))
+
+
 def osu_has_types(tree: Path) -> bool:
     """Whether this OSU takes -T (a datatype; 7.x), else allreduce is on MPI_FLOAT."""
     return any("case 'T'" in p.read_text(errors="replace")
@@ -340,7 +348,9 @@ def imb_round(place: Place, impl: str, np_: int, tools: dict, raw: Path, tag: st
         i, _x = iters(size)
         argv, env = place.launch(impl, np_, [
             str(tools["imb"]), "-npmin", str(np_), "-msglen", str(lengths), "-iter", str(i),
-            "-iter_policy", "off", "-sync", "on", *(IMB_NAME[op] for op in OPS)])
+            "-iter_policy", "off", "-sync", "on",
+            *(["-red_data_type", "double"] if tools["imb_double"] else []),
+            *(IMB_NAME[op] for op in OPS)])
         path = raw / f"{tag}-imb-{size}.txt"
         got = imb_avg(run(argv, env, 300, path))
         for op in OPS:
@@ -494,7 +504,8 @@ def tools_of(args: argparse.Namespace, impl: str) -> dict:
     cc = compilers(impl, args.mpi_dev.resolve() if args.mpi_dev else None, scratch)
     osu = build_osu(args.osu_src.resolve(), scratch, cc)
     return {"imb": build_imb(args.imb_src.resolve(), scratch, cc), "osu": osu,
-            "osu_types": osu_has_types(scratch / "osu"), "cc": cc}
+            "osu_types": osu_has_types(scratch / "osu"),
+            "imb_double": imb_has_red_types(scratch / "imb"), "cc": cc}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
