@@ -11,7 +11,8 @@ each "Benchmarking Allreduce" (Allgather, Alltoall, Bcast, Reduce, Reduce_scatte
 Reduce_scatter_block, Gather, Scatter, Barrier) section with its "#processes", its
 t_min, t_max and t_avg in usec and its #repetitions (a reduction's element is the
 header's "MPI_Datatype for reductions", -red_data_type: MPI_FLOAT when it does not say);
-rows of 0 bytes are left out (a note says so).  Each figure is one value: no interval (``interval_note`` says why).
+rows of 0 bytes are left out (a note says so).  Each figure is one value: no interval
+(``interval_note`` says why).
 One series per file and process count, its ``launch`` naming the file and the tool,
 with its notes.  A non-blocking OSU test (overlap, not latency) is refused in one
 line.
