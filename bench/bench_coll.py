@@ -77,6 +77,9 @@ from mpi_helpers import write_agent  # noqa: E402
 OPS = ("allreduce", "alltoall", "bcast")
 IMB_NAME = {"allreduce": "Allreduce", "alltoall": "Alltoall", "bcast": "Bcast"}
 SIZES = (8, 1 << 20)
+# a reference job's limit: MPICH over the namespace link hung in MPI_Finalize after
+# printing (IMB) or in the measurement (osu_alltoall, np 4) for minutes
+REF_TIMEOUT_S = 120
 LARGE = 8192  # OSU's LARGE_MESSAGE_SIZE: its iterations change above it
 ITERS = {False: (1000, 100), True: (100, 10)}  # OSU's defaults: (-i, -x) small, large
 NET_ENV = {"openmpi": {"OMPI_MCA_btl": "tcp,self"},
@@ -334,7 +337,7 @@ def osu_round(place: Place, impl: str, np_: int, tools: dict, raw: Path, tag: st
                 opts += ["-T", "mpi_float"]
             argv, env = place.launch(impl, np_, [str(tools["osu"][op]), *opts])
             path = raw / f"{tag}-osu-{op}-{size}.txt"
-            avg = osu_avg(run(argv, env, 300, path), size)
+            avg = osu_avg(run(argv, env, REF_TIMEOUT_S, path), size)
             cross_check(path, np_, op, size, avg)
             out[f"{op}/{size}"] = {"avg_s": avg, "iters": i, "warmup": x, "cmd": argv}
     return out
@@ -352,7 +355,7 @@ def imb_round(place: Place, impl: str, np_: int, tools: dict, raw: Path, tag: st
             *(["-red_data_type", "double"] if tools["imb_double"] else []),
             *(IMB_NAME[op] for op in OPS)])
         path = raw / f"{tag}-imb-{size}.txt"
-        got = imb_avg(run(argv, env, 300, path))
+        got = imb_avg(run(argv, env, REF_TIMEOUT_S, path))
         for op in OPS:
             avg, reps = got.get((IMB_NAME[op], np_, size), (None, None))
             cross_check(path, np_, op, size, avg)
