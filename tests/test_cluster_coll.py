@@ -209,6 +209,22 @@ def test_osu_and_imb_collectives_import_into_one_document(tmp_path):
     assert "slowest at the largest size: allreduce at 1 MiB: t_avg 812.5 us" in got.stdout
 
 
+def test_imb_reductions_count_the_datatype_its_header_names(tmp_path):
+    """IMB 2019 on sums -red_data_type (MPI_FLOAT unless told): the element count of an
+    imported reduction follows its header's "MPI_Datatype for reductions"."""
+    counts = {}
+    for red in ("MPI_DOUBLE", None):
+        header = f"# MPI_Datatype for reductions    :   {red} \n" if red else ""
+        f = tmp_path / f"imb-{red}.out"
+        f.write_text(IMB.replace("#------", header + "#------", 1))
+        out = tmp_path / f"imb-{red}.json"
+        got = run_bounded(beoperf("cluster", "coll", "--import", str(f), "-o", str(out)), 60)
+        assert got.returncode == 0, got.stderr
+        (point,) = model.load(out).body["series"][0]["collectives"]
+        counts[red] = (point["op"], point["bytes"], point["count"])
+    assert counts == {"MPI_DOUBLE": ("allreduce", 1024, 128), None: ("allreduce", 1024, 256)}
+
+
 @pytest.mark.parametrize("text, args, words", [
     (OSU_FULL, (), "OSU does not print how many processes ran: give it with --np N"),
     (OSU_FULL.replace("Allreduce", "Non-blocking Allreduce"), ("--np", "4"),

@@ -9,8 +9,10 @@ extremes of their mean, as IMB's) are t_min and t_max, "Iterations" the calls; a
 does not print how many processes ran: ``np`` is then the caller's (``--np``).  IMB-MPI1:
 each "Benchmarking Allreduce" (Allgather, Alltoall, Bcast, Reduce, Reduce_scatter,
 Reduce_scatter_block, Gather, Scatter, Barrier) section with its "#processes", its
-t_min, t_max and t_avg in usec and its #repetitions; rows of 0 bytes are left out (a
-note says so).  Each figure is one value: no interval (``interval_note`` says why).
+t_min, t_max and t_avg in usec and its #repetitions (a reduction's element is the
+header's "MPI_Datatype for reductions", -red_data_type: MPI_FLOAT when it does not say);
+rows of 0 bytes are left out (a note says so).  Each figure is one value: no interval
+(``interval_note`` says why).
 One series per file and process count, its ``launch`` naming the file and the tool,
 with its notes.  A non-blocking OSU test (overlap, not latency) is refused in one
 line.
@@ -43,6 +45,7 @@ _DATATYPE = re.compile(r"^\s*#\s*Datatype:\s*(MPI_\w+)")
 _ELEMENT = {"MPI_CHAR": 1, "MPI_BYTE": 1, "MPI_INT": 4, "MPI_FLOAT": 4, "MPI_DOUBLE": 8}
 _IMB_SECTION = re.compile(r"^\s*#\s*Benchmarking\s+(\S+)")
 _IMB_PROCESSES = re.compile(r"^\s*#\s*#processes\s*=\s*(\d+)")
+_IMB_RED_TYPE = re.compile(r"^\s*#\s*MPI_Datatype for reductions\s*:\s*(MPI_\w+)")
 _IMB_OPS = {"Allreduce": "allreduce", "Allgather": "allgather", "Alltoall": "alltoall",
             "Bcast": "bcast", "Reduce": "reduce", "Reduce_scatter": "reduce_scatter",
             "Reduce_scatter_block": "reduce_scatter", "Gather": "gather", "Scatter": "scatter",
@@ -149,8 +152,11 @@ def _osu(path: Path, lines: list[str], np_: int | None) -> _Found:
     return found
 
 
-def _imb_section(path: Path, lines: list[str], i: int, name: str, found: _Found) -> int:
-    """One IMB section's rows into ``found``; how many rows of 0 bytes were left out."""
+def _imb_section(path: Path, lines: list[str], i: int, name: str, found: _Found,
+                 red_element: int | None = 4) -> int:
+    """One IMB section's rows into ``found``; how many rows of 0 bytes were left out.
+    ``red_element``: the reductions' element bytes (the header's "MPI_Datatype for
+    reductions", -red_data_type; MPI_FLOAT when it does not say)."""
     op = _IMB_OPS[name]
     np_ = next((int(p.group(1)) for line in lines[i + 1:i + 6]
                 if (p := _IMB_PROCESSES.match(line))), None)
@@ -160,8 +166,8 @@ def _imb_section(path: Path, lines: list[str], i: int, name: str, found: _Found)
         raise ResultFormatError(f"{path}:{i + 1}: IMB {name} without its #processes or its "
                                 "t_min/t_max/t_avg header")
     names = lines[header].replace("#", "").split()
-    element = None if op == "barrier" else (4 if op in ("allreduce", "reduce",
-                                                        "reduce_scatter") else 1)
+    element = None if op == "barrier" else (red_element if op in ("allreduce", "reduce",
+                                                                "reduce_scatter") else 1)
     zero = 0
     for k in range(header + 1, min(len(lines), header + 1 + MAX_ROWS)):
         tokens = lines[k].split()
@@ -185,11 +191,13 @@ def _imb(path: Path, lines: list[str]) -> _Found:
     version = next((m.group(1) for line in lines[:40]
                     if (m := re.search(r"Intel\(R\) MPI Benchmarks\s+([\d.]+)", line))), None)
     found = _Found("IMB-MPI1", version)
+    red = next((r.group(1) for line in lines[:60] if (r := _IMB_RED_TYPE.match(line))),
+               "MPI_FLOAT")
     skipped, zero = [], 0
     for i, line in enumerate(lines):
         m = _IMB_SECTION.match(line)
         if m and m.group(1) in _IMB_OPS:
-            zero += _imb_section(path, lines, i, m.group(1), found)
+            zero += _imb_section(path, lines, i, m.group(1), found, _ELEMENT.get(red))
         elif m:
             skipped.append(m.group(1))
     if skipped:
