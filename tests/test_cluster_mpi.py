@@ -435,3 +435,17 @@ def test_ctrl_c_or_sigterm_keeps_what_was_measured(tmp_path, sig, status, why):
     (series,) = model.load(out).body["series"]
     assert series["status"] == "interrupted" and series["status_reason"] == why
     assert series["repeats"] and series["repeats"][0]["rings"]
+
+
+def test_ranks_outnumbering_their_hosts_cpus_are_warned_of():
+    """Three ranks that may run on CPUs 0 and 1 of one host name (namespaces of one
+    machine share it) are one warning naming 3 ranks and 2 CPUs; two ranks on two CPUs,
+    or ranks of unknown affinity, are none."""
+    from beoperf.suites.cluster_mpi import oversubscribed
+
+    three = [{"host": "vm", "cpus": [0, 1], "net_namespace": f"ns{i}"} for i in range(3)]
+    (warning,) = oversubscribed(three)
+    assert "3 ranks on vm's 2 CPU(s)" in warning and "at most 2 rank(s)" in warning
+    assert oversubscribed(three[:2]) == []
+    assert oversubscribed([{"host": "a", "cpus": [0]}, {"host": "b", "cpus": [0]}]) == []
+    assert oversubscribed([{"host": "vm", "cpus": None}] * 4) == []

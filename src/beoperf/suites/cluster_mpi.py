@@ -393,6 +393,28 @@ def node_names(plan: Plan, facts: list[JsonObject]) -> tuple[list[str], list[str
     return [by_ident[(f.get("host"), f.get("net_namespace"))] for f in facts], names
 
 
+def oversubscribed(facts: list[JsonObject]) -> list[str]:
+    """A warning per host name whose ranks outnumber the CPUs they may run on (the union
+    of their affinities; network namespaces of one machine share its host name and its
+    CPUs): MPI ranks poll while they wait, so there each small-message time is the
+    scheduler's time slice more than the library's (calls of milliseconds at np 4 on 2
+    CPUs, bench/RESULTS.md CB1)."""
+    by_host: dict[str, list[JsonObject]] = {}
+    for f in facts:
+        by_host.setdefault(str(f.get("host")), []).append(f)
+    out = []
+    for host, ranks_there in by_host.items():
+        cpus: set[int] = set()
+        for f in ranks_there:
+            cpus |= {c for c in f.get("cpus") or [] if isinstance(c, int)}  # type: ignore[union-attr]
+        if cpus and len(ranks_there) > len(cpus):
+            out.append(f"{len(ranks_there)} ranks on {host}'s {len(cpus)} CPU(s): ranks that "
+                       "poll while they wait share CPUs, so small-message times are the "
+                       "scheduler's more than the MPI library's; use at most "
+                       f"{len(cpus)} rank(s) there")
+    return out
+
+
 def common_series(plan: Plan, facts: list[JsonObject], session: Any,
                   info: ranks.RankInfo) -> Series:
     """What every series records: its ranks and where they ran, the launch, the MPI (the
@@ -408,6 +430,7 @@ def common_series(plan: Plan, facts: list[JsonObject], session: Any,
     if len(set(counts.values())) > 1 or (plan.ranks_per_node and
                                           set(counts.values()) != {plan.ranks_per_node}):
         warnings.append(f"ranks per node as placed: {counts}")
+    warnings += oversubscribed(facts)
     keep = ("rank", "host", "processor_name", "pid", "cpus", "net_namespace")
     env = facts[0].get("environment")
     return Series(
