@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from beoperf import errors
+from beoperf import _mpi, errors
 from beoperf.analysis.mpi import overhead, protocol_switch
 from beoperf.launch import channel, ranks
 from beoperf.model.mpi_options import MpiOptions
@@ -197,3 +197,18 @@ def test_the_mpi_loops_build_without_mpi_headers():
             if not line.lstrip().startswith("#")]
     assert not [line for line in code if "mpicc" in line or "libmpi" in line or '"mpi"' in line]
     assert any('libraries=["dl"]' in line for line in code)
+
+
+@pytest.mark.parametrize("make", [
+    lambda path, size: _mpi.Library(path, size, 8, 24),
+    lambda path, size: _mpi.Collectives(path, size),
+    lambda path, size: _mpi.Rma(path, size)], ids=["Library", "Collectives", "Rma"])
+def test_each_binding_refuses_odd_handles_and_a_library_not_loaded(make, tmp_path):
+    """The three bindings share one opening step: a handle neither a pointer nor an int is
+    a ValueError, a library this process has not loaded an OSError naming it (nothing is
+    loaded by the binding itself: RTLD_NOLOAD)."""
+    with pytest.raises(ValueError, match="neither a pointer nor an int"):
+        make("libc.so.6", 3)
+    missing = str(tmp_path / "libnot-mpi.so")
+    with pytest.raises(OSError, match="not loaded in this process"):
+        make(missing, 8)

@@ -18,6 +18,7 @@
 
 #include "beo_mpi.h"
 #include "beo_mpipat.h"
+#include "beo_pybind.h"
 
 static PyObject *MpiError;
 
@@ -29,6 +30,29 @@ typedef struct {
     beo_mpi mpi;
     void *dl;
 } LibraryObject;
+
+void *beo_open_loaded(const char *path, Py_ssize_t handle_size)
+{
+    if (handle_size != (Py_ssize_t)sizeof(void *) && handle_size != (Py_ssize_t)sizeof(int)) {
+        PyErr_Format(PyExc_ValueError, "MPI handles of %zd bytes: neither a pointer nor an int",
+                     handle_size);
+        return NULL;
+    }
+    void *dl = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (dl == NULL)
+        PyErr_Format(PyExc_OSError, "%s is not loaded in this process: import mpi4py.MPI first",
+                     path);
+    return dl;
+}
+
+int beo_bound_or_close(void *dl, int rc, const char *path, const char *missing)
+{
+    if (rc == 0)
+        return 0;
+    dlclose(dl);
+    PyErr_Format(PyExc_OSError, "the MPI library loaded by %s lacks %s", path, missing);
+    return -1;
+}
 
 static int Library_init(LibraryObject *self, PyObject *args, PyObject *kwds)
 {
@@ -42,28 +66,18 @@ static int Library_init(LibraryObject *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "a Library cannot be initialised twice");
         return -1;
     }
-    if (handle_size != (Py_ssize_t)sizeof(void *) && handle_size != (Py_ssize_t)sizeof(int)) {
-        PyErr_Format(PyExc_ValueError, "MPI handles of %zd bytes: neither a pointer nor an int",
-                     handle_size);
-        return -1;
-    }
     if (request_size < 1 || status_size < 1) {
         PyErr_SetString(PyExc_ValueError, "request and status sizes must be positive");
         return -1;
     }
-    void *dl = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    if (dl == NULL) {
-        PyErr_Format(PyExc_OSError, "%s is not loaded in this process: import mpi4py.MPI first",
-                     path);
+    void *dl = beo_open_loaded(path, handle_size);
+    if (dl == NULL)
         return -1;
-    }
     const char *missing = NULL;
-    if (beo_mpi_bind(&self->mpi, dl, handle_size == (Py_ssize_t)sizeof(void *),
-                     (size_t)request_size, (size_t)status_size, &missing) != 0) {
-        dlclose(dl);
-        PyErr_Format(PyExc_OSError, "the MPI library loaded by %s lacks %s", path, missing);
+    int rc = beo_mpi_bind(&self->mpi, dl, handle_size == (Py_ssize_t)sizeof(void *),
+                          (size_t)request_size, (size_t)status_size, &missing);
+    if (beo_bound_or_close(dl, rc, path, missing) != 0)
         return -1;
-    }
     self->dl = dl;
     return 0;
 }

@@ -15,6 +15,7 @@
 #include "beo.h"
 #include "beo_coll.h"
 #include "beo_mpi.h"
+#include "beo_pybind.h"
 
 extern PyTypeObject beo_coll_type;
 
@@ -40,24 +41,13 @@ static int Coll_init(CollObject *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "Collectives cannot be initialised twice");
         return -1;
     }
-    if (handle_size != (Py_ssize_t)sizeof(void *) && handle_size != (Py_ssize_t)sizeof(int)) {
-        PyErr_Format(PyExc_ValueError, "MPI handles of %zd bytes: neither a pointer nor an int",
-                     handle_size);
+    void *dl = beo_open_loaded(path, handle_size);
+    if (dl == NULL)
         return -1;
-    }
-    void *dl = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    if (dl == NULL) {
-        PyErr_Format(PyExc_OSError, "%s is not loaded in this process: import mpi4py.MPI first",
-                     path);
-        return -1;
-    }
     const char *missing = NULL;
-    if (beo_coll_bind(&self->coll, dl, handle_size == (Py_ssize_t)sizeof(void *),
-                      &missing) != 0) {
-        dlclose(dl);
-        PyErr_Format(PyExc_OSError, "the MPI library loaded by %s lacks %s", path, missing);
+    int rc = beo_coll_bind(&self->coll, dl, handle_size == (Py_ssize_t)sizeof(void *), &missing);
+    if (beo_bound_or_close(dl, rc, path, missing) != 0)
         return -1;
-    }
     self->dl = dl;
     return 0;
 }

@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <string.h>
 
+#include "beo_pybind.h"
 #include "beo_rma.h"
 
 extern PyTypeObject beo_rma_type;
@@ -31,23 +32,13 @@ static int Rma_init(RmaObject *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "an Rma cannot be initialised twice");
         return -1;
     }
-    if (handle_size != (Py_ssize_t)sizeof(void *) && handle_size != (Py_ssize_t)sizeof(int)) {
-        PyErr_Format(PyExc_ValueError, "MPI handles of %zd bytes: neither a pointer nor an int",
-                     handle_size);
+    void *dl = beo_open_loaded(path, handle_size);
+    if (dl == NULL)
         return -1;
-    }
-    void *dl = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    if (dl == NULL) {
-        PyErr_Format(PyExc_OSError, "%s is not loaded in this process: import mpi4py.MPI first",
-                     path);
-        return -1;
-    }
     const char *missing = NULL;
-    if (beo_rma_bind(&self->rma, dl, handle_size == (Py_ssize_t)sizeof(void *), &missing) != 0) {
-        dlclose(dl);
-        PyErr_Format(PyExc_OSError, "the MPI library loaded by %s lacks %s", path, missing);
+    int rc = beo_rma_bind(&self->rma, dl, handle_size == (Py_ssize_t)sizeof(void *), &missing);
+    if (beo_bound_or_close(dl, rc, path, missing) != 0)
         return -1;
-    }
     self->dl = dl;
     return 0;
 }
